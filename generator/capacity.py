@@ -1,0 +1,63 @@
+"""GPU capacity per cluster and pool: guaranteed, borrowable and lendable GPUs of every team.
+
+One model of what quotas mean, used by `fleetgen explain` and the diff's capacity table.
+All teams of a cluster sit in one cohort tree without cohort limits, so a team may borrow what
+any other team lends, up to its own borrowingLimit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from generator.config.fleet import Fleet
+
+
+@dataclass(frozen=True)
+class TeamShare:
+    """One team's GPUs in one pool."""
+
+    team: str
+    guaranteed: int
+    borrowable: int
+    lendable: int
+    borrowing_limit: int | None
+
+
+@dataclass(frozen=True)
+class PoolCapacity:
+    """A pool's capacity and how its teams share it."""
+
+    cluster: str
+    pool: str
+    product: str
+    gpus: int
+    limit: int
+    teams: tuple[TeamShare, ...]
+
+    @property
+    def allocated(self) -> int:
+        return sum(t.guaranteed for t in self.teams)
+
+    @property
+    def utilisation(self) -> float:
+        return self.allocated / self.gpus if self.gpus else 0.0
+
+
+def pool_capacities(fleet: Fleet) -> list[PoolCapacity]:
+    """Every pool of every cluster, sorted by cluster then pool order."""
+    out = []
+    for cname in sorted(fleet.clusters):
+        cfg = fleet.clusters[cname].config
+        for pool in cfg.node_pools:
+            quotas = {t.config.name: t.config.quotas[cname][pool.name]
+                      for t in fleet.teams_in(cname) if pool.name in t.config.quotas[cname]}
+            lendable = {n: (q.lending_limit if q.lending_limit is not None else q.gpus) for n, q in quotas.items()}
+            total_lend = sum(lendable.values())
+            shares = []
+            for name, q in sorted(quotas.items()):
+                others = total_lend - lendable[name]
+                borrowable = others if q.borrowing_limit is None else min(q.borrowing_limit, others)
+                shares.append(TeamShare(name, q.gpus, borrowable, lendable[name], q.borrowing_limit))
+            out.append(PoolCapacity(cname, pool.name, pool.gpu.product, pool.gpus,
+                                    int(pool.gpus * cfg.overcommit), tuple(shares)))
+    return out

@@ -1,0 +1,182 @@
+"""The `fleetgen` command line.
+
+Heavy modules (pydantic models, jsonschema, CEL, the Kubernetes client) are imported inside the
+commands so `fleetgen --help` stays fast. Exit codes: 0 ok, 1 findings or differences,
+2 usage or input errors.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+import click
+
+EXIT_OK, EXIT_DIFF, EXIT_INPUT = 0, 1, 2
+
+
+def _fail(exc: Exception) -> None:
+    click.echo(str(exc), err=True)
+    sys.exit(EXIT_INPUT)
+
+
+def _guard(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Turn InputError/UsageError into a message and exit code 2; never a traceback."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from generator.errors import InputError, UsageError
+
+        try:
+            return fn(*args, **kwargs)
+        except InputError as exc:
+            n = len(exc.findings)
+            click.echo(str(exc), err=True)
+            click.echo(f"error: {n} problem{'s' if n != 1 else ''} found; nothing was written", err=True)
+            sys.exit(EXIT_INPUT)
+        except UsageError as exc:
+            _fail(exc)
+    return wrapper
+
+
+def _root(ctx: click.Context) -> Path:
+    return Path(ctx.obj["root"]).resolve()
+
+
+_schema_opt = click.option("--schema-location", envvar="FLEETGEN_SCHEMA_LOCATION", metavar="DIR|URL",
+                           help="Custom-resource schemas: a folder in {group}/{kind}_{version}.json layout "
+                                "or a URL template (default: the public CRDs catalog, cached).")
+_crd_opt = click.option("--crd-location", envvar="FLEETGEN_CRD_LOCATION", metavar="DIR|URL",
+                        help="CRDs whose CEL rules are evaluated: a folder of CRD YAML files or a URL "
+                             "template with {version} (default: the Kueue release manifests, cached).")
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--root", default=".", envvar="FLEETGEN_ROOT", show_default=True,
+              type=click.Path(file_okay=False), help="Fleet repository with teams/, clusters/ and rendered/.")
+@click.version_option(package_name="fleetgen")
+@click.pass_context
+def cli(ctx: click.Context, root: str) -> None:
+    """fleetgen: compile teams/*.yaml and clusters/*.yaml into GitOps manifests under rendered/."""
+    ctx.ensure_object(dict)
+    ctx.obj["root"] = root
+
+
+@cli.command()
+@click.option("--cluster", "clusters", multiple=True, metavar="NAME", help="Render only this cluster (repeatable).")
+@click.option("--check", is_flag=True, help="Write nothing; exit 1 listing files that differ from rendered/.")
+@_schema_opt
+@_crd_opt
+@click.pass_context
+@_guard
+def render(ctx: click.Context, clusters: tuple[str, ...], check: bool, schema_location: str | None,
+           crd_location: str | None) -> None:
+    """Compile the fleet into rendered/<cluster>/ (atomically; nothing is written on any error)."""
+    from generator import render as pipeline
+    from generator.validate.pipeline import Options
+
+    result = pipeline.build(_root(ctx), list(clusters) or None,
+                            Options(schema_location, crd_location, network=False))
+    for note in result.report.notes:
+        click.echo(f"note: {note}", err=True)
+    if check:
+        diff = pipeline.check(result)
+        if diff:
+            click.echo("rendered/ is out of date:")
+            for line in diff.lines():
+                click.echo(f"  {line}")
+            click.echo("run `fleetgen render` and commit the result")
+            sys.exit(EXIT_DIFF)
+        click.echo(f"rendered/ is up to date ({len(result.tree)} files)")
+        return
+    diff = pipeline.write(result)
+    objects = sum(len(v) for v in result.compiled.values())
+    if diff:
+        click.echo(f"rendered {objects} objects in {len(result.compiled)} clusters: "
+                   f"{len(diff.added)} added, {len(diff.changed)} changed, {len(diff.removed)} removed files")
+    else:
+        click.echo(f"rendered/ already up to date ({objects} objects in {len(result.compiled)} clusters)")
+
+
+@cli.command()
+@click.option("--cluster", "clusters", multiple=True, metavar="NAME", help="Validate only this cluster.")
+@_schema_opt
+@_crd_opt
+@click.option("--offline", is_flag=True, help="Use only local locations and the cache; never the network.")
+@click.option("--no-kubeconform", is_flag=True, help="Do not run kubeconform even when it is on PATH.")
+@click.pass_context
+@_guard
+def validate(ctx: click.Context, clusters: tuple[str, ...], schema_location: str | None, crd_location: str | None,
+             offline: bool, no_kubeconform: bool) -> None:
+    """Run every check: config, schemas of every object (and kubeconform), Kueue CEL and webhook rules."""
+    from generator import render as pipeline
+    from generator.errors import InputError
+    from generator.validate.pipeline import Options
+
+    options = Options(schema_location, crd_location, network=not offline, kubeconform=not no_kubeconform)
+    try:
+        result = pipeline.build(_root(ctx), list(clusters) or None, options)
+    except InputError as exc:
+        if any(f.check == "config" for f in exc.findings):
+            raise
+        click.echo(str(exc), err=True)
+        click.echo(f"{len(exc.findings)} findings", err=True)
+        sys.exit(EXIT_DIFF)
+    for note in result.report.notes:
+        click.echo(f"note: {note}", err=True)
+    objects = sum(len(v) for v in result.compiled.values())
+    click.echo(f"valid: {objects} objects in {len(result.compiled)} clusters")
+
+
+@cli.command()
+@click.argument("what", type=click.Choice(["team", "cluster"]))
+@click.argument("name")
+@click.pass_context
+@_guard
+def explain(ctx: click.Context, what: str, name: str) -> None:
+    """Show a team's quotas per cluster and pool, or a cluster's pool allocation."""
+    from generator.config.fleet import load_fleet
+    from generator.errors import UsageError
+    from generator.explain import explain_cluster, explain_team
+
+    fleet = load_fleet(_root(ctx))
+    known = fleet.teams if what == "team" else fleet.clusters
+    if name not in known:
+        raise UsageError(f"unknown {what} {name!r}; known: {', '.join(sorted(known)) or '(none)'}")
+    click.echo(explain_team(fleet, name) if what == "team" else explain_cluster(fleet, name))
+
+
+@cli.command()
+@click.argument("which", type=click.Choice(["team", "cluster"]), required=False)
+@click.option("--write", is_flag=True, help="Write schemas/team.schema.json and schemas/cluster.schema.json.")
+@click.option("--check", is_flag=True, help="Exit 1 if the schemas/ files are out of date.")
+@click.pass_context
+@_guard
+def schema(ctx: click.Context, which: str | None, write: bool, check: bool) -> None:
+    """Print the JSON Schema of team or cluster files (for editor autocompletion)."""
+    from generator.config.schema_export import schema_files, schema_text
+
+    root = _root(ctx)
+    if write or check:
+        stale = []
+        for rel, text in schema_files().items():
+            path = root / rel
+            if path.is_file() and path.read_text() == text:
+                continue
+            stale.append(rel)
+            if write:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(text)
+        if check and stale:
+            click.echo(f"out of date: {', '.join(stale)}; run `fleetgen schema --write`")
+            sys.exit(EXIT_DIFF)
+        click.echo("schemas/ " + ("written" if write and stale else "up to date"))
+        return
+    click.echo(schema_text(which or "team"), nl=False)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    cli(prog_name="fleetgen")

@@ -1,0 +1,184 @@
+"""Kueue objects: ResourceFlavors, Topologies, Cohorts, WorkloadPriorityClasses, queues.
+
+Pure functions from typed config to `Manifest`s. Cluster-scoped shared objects go to
+`kueue/`; a team's ClusterQueue and LocalQueues go to the team's own folder.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from generator import quantity
+from generator.compile.manifest import Manifest, labels
+from generator.compile.quota import pool_resources
+from generator.config.cluster import ClusterConfig, NodePool
+from generator.config.fleet import Loaded
+from generator.config.team import TeamConfig
+
+SHARED = ("kueue",)
+
+
+def team_folder(team: str) -> tuple[str, ...]:
+    """Folder of everything one team owns in a cluster."""
+    return ("teams", team)
+
+
+def _obj(cfg: ClusterConfig, kind: str, name: str, team: str | None = None, namespace: str | None = None,
+         api_version: str | None = None) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name}
+    if namespace is not None:
+        meta["namespace"] = namespace
+    meta["labels"] = labels(cfg.name, team)
+    return {"apiVersion": api_version or cfg.kueue.api_version, "kind": kind, "metadata": meta}
+
+
+def _weight(value: float) -> str:
+    return quantity.canonical(quantity.value_of(repr(float(value)) if value % 1 else int(value)))
+
+
+def _toleration(taint: Any) -> dict[str, Any]:
+    tol: dict[str, Any] = {"key": taint.key}
+    if taint.value is None:
+        tol["operator"] = "Exists"
+    else:
+        tol["operator"] = "Equal"
+        tol["value"] = taint.value
+    tol["effect"] = taint.effect
+    return tol
+
+
+def resource_flavor(cluster: Loaded[ClusterConfig], index: int) -> Manifest:
+    """One ResourceFlavor per node pool: node labels, taints, tolerations, topology."""
+    cfg, pool = cluster.config, cluster.config.node_pools[index]
+    spec: dict[str, Any] = {}
+    if pool.node_labels:
+        spec["nodeLabels"] = dict(sorted(pool.node_labels.items()))
+    if pool.taints:
+        spec["nodeTaints"] = [{k: v for k, v in (("key", t.key), ("value", t.value), ("effect", t.effect))
+                               if v is not None} for t in pool.taints]
+        spec["tolerations"] = [_toleration(t) for t in pool.taints]
+    if pool.topology_levels is not None:
+        spec["topologyName"] = pool.name
+    body = _obj(cfg, "ResourceFlavor", pool.name)
+    body["spec"] = spec
+    return Manifest(SHARED, body, cluster.at("nodePools", index))
+
+
+def topology(cluster: Loaded[ClusterConfig], index: int) -> Manifest:
+    """The Kueue Topology of a pool that declares topologyLevels."""
+    cfg, pool = cluster.config, cluster.config.node_pools[index]
+    body = _obj(cfg, "Topology", pool.name)
+    body["spec"] = {"levels": [{"nodeLabel": level} for level in pool.topology_levels or []]}
+    return Manifest(SHARED, body, cluster.at("nodePools", index, "topologyLevels"))
+
+
+def priority_class(cluster: Loaded[ClusterConfig], index: int) -> Manifest:
+    """A WorkloadPriorityClass (top-level value and description, no spec)."""
+    cfg, prio = cluster.config, cluster.config.priorities[index]
+    body = _obj(cfg, "WorkloadPriorityClass", prio.name)
+    body["value"] = prio.value
+    if prio.description is not None:
+        body["description"] = prio.description
+    return Manifest(SHARED, body, cluster.at("priorities", index))
+
+
+def cohorts(cluster: Loaded[ClusterConfig], teams: list[Loaded[TeamConfig]]) -> list[Manifest]:
+    """The root cohort (named after the cluster), declared cohorts and teams' undeclared ones."""
+    cfg = cluster.config
+    root = _obj(cfg, "Cohort", cfg.name)
+    root["spec"] = {}
+    out = [Manifest(SHARED, root, cluster.at("name"))]
+    declared = {c.name for c in cfg.cohorts}
+    for i, cohort in enumerate(cfg.cohorts):
+        body = _obj(cfg, "Cohort", cohort.name)
+        body["spec"] = {"parentName": cohort.parent or cfg.name}
+        if cohort.fair_sharing_weight is not None:
+            body["spec"]["fairSharing"] = {"weight": _weight(cohort.fair_sharing_weight)}
+        out.append(Manifest(SHARED, body, cluster.at("cohorts", i)))
+    implicit = sorted({t.config.cohort for t in teams if t.config.cohort and t.config.cohort not in declared})
+    for name in implicit:
+        body = _obj(cfg, "Cohort", name)
+        body["spec"] = {"parentName": cfg.name}
+        first = next(t for t in teams if t.config.cohort == name)
+        out.append(Manifest(SHARED, body, first.at("cohort")))
+    return out
+
+
+def _resource_groups(cfg: ClusterConfig, team: TeamConfig) -> list[dict[str, Any]]:
+    pools: list[NodePool] = [p for p in cfg.node_pools if p.name in team.quotas[cfg.name]]
+    gpu_resources = list(dict.fromkeys(p.gpu.resource for p in pools))
+    covered = ["cpu", "memory", *gpu_resources]
+    flavors = []
+    for pool in pools:
+        quotas = pool_resources(pool, team.quotas[cfg.name][pool.name])
+        resources = []
+        for name in covered:
+            q = quotas.get(name)
+            entry: dict[str, Any] = {"name": name, "nominalQuota": q.nominal if q else "0"}
+            if q and q.borrowing is not None:
+                entry["borrowingLimit"] = q.borrowing
+            if q and q.lending is not None:
+                entry["lendingLimit"] = q.lending
+            resources.append(entry)
+        flavors.append({"name": pool.name, "resources": resources})
+    return [{"coveredResources": covered, "flavors": flavors}] if flavors else []
+
+
+def _preemption(cfg: ClusterConfig) -> dict[str, Any]:
+    p = cfg.kueue.preemption
+    out: dict[str, Any] = {"reclaimWithinCohort": p.reclaim_within_cohort}
+    if p.borrow_within_cohort is not None:
+        bwc: dict[str, Any] = {"policy": p.borrow_within_cohort.policy}
+        if p.borrow_within_cohort.max_priority_threshold is not None:
+            bwc["maxPriorityThreshold"] = p.borrow_within_cohort.max_priority_threshold
+        out["borrowWithinCohort"] = bwc
+    out["withinClusterQueue"] = p.within_cluster_queue
+    return out
+
+
+def cluster_queue(cluster: Loaded[ClusterConfig], team: Loaded[TeamConfig]) -> Manifest:
+    """The team's ClusterQueue: its quotas, only its own namespaces, the cluster's policy."""
+    cfg, tcfg = cluster.config, team.config
+    body = _obj(cfg, "ClusterQueue", tcfg.name, team=tcfg.name)
+    cohort_key = "cohortName" if cfg.kueue.api_version.endswith("v1beta2") else "cohort"
+    spec: dict[str, Any] = {cohort_key: tcfg.cohort or cfg.name}
+    # kubernetes.io/metadata.name is set by the API server and cannot be forged by a namespace
+    # editor, unlike a team label: only the team's own namespaces can submit to its queue.
+    spec["namespaceSelector"] = {"matchExpressions": [
+        {"key": "kubernetes.io/metadata.name", "operator": "In", "values": sorted(tcfg.namespace_names)}]}
+    spec["queueingStrategy"] = cfg.kueue.queueing_strategy
+    spec["preemption"] = _preemption(cfg)
+    if tcfg.fair_sharing_weight is not None:
+        spec["fairSharing"] = {"weight": _weight(tcfg.fair_sharing_weight)}
+    spec["resourceGroups"] = _resource_groups(cfg, tcfg)
+    body["spec"] = spec
+    return Manifest(team_folder(tcfg.name), body, team.at("quotas", cfg.name))
+
+
+def local_queues(cluster: Loaded[ClusterConfig], team: Loaded[TeamConfig]) -> list[Manifest]:
+    """In each team namespace: a LocalQueue named after the team and one named `default`."""
+    cfg, tcfg = cluster.config, team.config
+    out = []
+    for ns in tcfg.namespace_names:
+        for name in (tcfg.name, "default"):
+            body = _obj(cfg, "LocalQueue", name, team=tcfg.name, namespace=ns)
+            body["spec"] = {"clusterQueue": tcfg.name}
+            out.append(Manifest(team_folder(tcfg.name) + (ns,), body, team.at("namespaces") if tcfg.namespaces
+                                else team.at("name")))
+    return out
+
+
+def compile_kueue(cluster: Loaded[ClusterConfig], teams: list[Loaded[TeamConfig]]) -> list[Manifest]:
+    """Every Kueue object of one cluster."""
+    cfg = cluster.config
+    out: list[Manifest] = []
+    for i, pool in enumerate(cfg.node_pools):
+        out.append(resource_flavor(cluster, i))
+        if pool.topology_levels is not None:
+            out.append(topology(cluster, i))
+    out.extend(priority_class(cluster, i) for i in range(len(cfg.priorities)))
+    out.extend(cohorts(cluster, teams))
+    for team in teams:
+        out.append(cluster_queue(cluster, team))
+        out.extend(local_queues(cluster, team))
+    return out

@@ -1,0 +1,60 @@
+"""Quota arithmetic: a team's GPUs in a pool and the CPU and memory that come with them.
+
+Shared by the Kueue compiler, `fleetgen explain` and the diff's capacity table so the three
+can never disagree about what a quota means.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import ROUND_FLOOR, Decimal
+
+from generator import quantity
+from generator.config.cluster import NodePool
+from generator.config.team import PoolQuota
+
+_MI = Decimal(1 << 20)
+_MB = Decimal(10**6)
+_MILLI = Decimal("0.001")
+
+
+@dataclass(frozen=True)
+class ResourceQuota:
+    """Kueue quota of one resource in one flavor, as canonical quantity strings."""
+
+    name: str
+    nominal: str
+    borrowing: str | None
+    lending: str | None
+
+
+def _cpu(pool: NodePool, gpus: int) -> str:
+    per_node = quantity.value_of(pool.cpu_per_node)
+    value = (per_node * gpus / pool.gpu.per_node).quantize(_MILLI, rounding=ROUND_FLOOR)
+    return quantity.canonical(value, "DecimalSI")
+
+
+def _memory(pool: NodePool, gpus: int) -> str:
+    per_node, fmt = quantity.parse(pool.memory_per_node)
+    step = _MI if fmt == "BinarySI" else _MB
+    value = (per_node * gpus / pool.gpu.per_node / step).to_integral_value(rounding=ROUND_FLOOR) * step
+    return quantity.canonical(value, fmt)
+
+
+def _scaled(pool: NodePool, gpus: int | None) -> tuple[str | None, str | None, str | None]:
+    if gpus is None:
+        return None, None, None
+    return _cpu(pool, gpus), _memory(pool, gpus), quantity.canonical(gpus)
+
+
+def pool_resources(pool: NodePool, quota: PoolQuota) -> dict[str, ResourceQuota]:
+    """cpu, memory and GPU quota for `quota` in `pool`, keyed by resource name.
+
+    CPU is floored to millicores and memory to whole MiB (MB for decimal pools), so the sum of
+    team quotas never exceeds what the nodes have.
+    """
+    nominal = _scaled(pool, quota.gpus)
+    borrowing = _scaled(pool, quota.borrowing_limit)
+    lending = _scaled(pool, quota.lending_limit)
+    names = ("cpu", "memory", pool.gpu.resource)
+    return {name: ResourceQuota(name, nominal[i] or "0", borrowing[i], lending[i]) for i, name in enumerate(names)}

@@ -1,0 +1,165 @@
+"""`clusters/<name>.yaml`: one GPU cluster, its node pools, priorities and Kueue policy."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, StrictInt, StrictStr, field_validator, model_validator
+
+from generator.config.base import ConfigModel
+from generator.config.types import (
+    Count, DnsLabel, DnsSubdomain, Int32, KubernetesVersion, KueueVersion, LabelKey, LabelValue,
+    Quantity, ResourceName,
+)
+
+MIN_KUEUE = (0, 14)
+V1BETA2_KUEUE = (0, 16)
+
+
+def kueue_tuple(version: str) -> tuple[int, int, int]:
+    """`v0.19.2` -> (0, 19, 2)."""
+    major, minor, patch = version.lstrip("v").split(".")
+    return int(major), int(minor), int(patch)
+
+
+class BorrowWithinCohort(ConfigModel):
+    """Whether a queue that borrows may preempt workloads in other queues of the cohort."""
+
+    policy: Literal["Never", "LowerPriority"] = "Never"
+    """`LowerPriority` lets a borrowing queue preempt lower-priority workloads of others."""
+    max_priority_threshold: Int32 | None = None
+    """Only workloads at or below this priority may be preempted while borrowing."""
+
+
+class Preemption(ConfigModel):
+    """Kueue ClusterQueue preemption policy, applied to every team queue of the cluster."""
+
+    reclaim_within_cohort: Literal["Never", "LowerPriority", "Any"] = "Any"
+    """Whether a queue may preempt borrowers to get its own nominal quota back."""
+    borrow_within_cohort: BorrowWithinCohort | None = None
+    """Preemption while borrowing; not allowed together with `reclaimWithinCohort: Never`."""
+    within_cluster_queue: Literal["Never", "LowerPriority", "LowerOrNewerEqualPriority"] = "LowerPriority"
+    """Preemption among the workloads of one team queue."""
+
+
+class Kueue(ConfigModel):
+    """The Kueue release installed in the cluster and its queueing policy."""
+
+    version: KueueVersion = "v0.19.2"
+    """Kueue release (v0.14 or later). v0.16 and later get `kueue.x-k8s.io/v1beta2` objects."""
+    queueing_strategy: Literal["BestEffortFIFO", "StrictFIFO"] = "BestEffortFIFO"
+    """Order in which each team queue admits its workloads."""
+    preemption: Preemption = Preemption()
+    """Preemption policy of every team ClusterQueue."""
+
+    @field_validator("version")
+    @classmethod
+    def _supported(cls, value: str) -> str:
+        if kueue_tuple(value)[:2] < MIN_KUEUE:
+            raise ValueError(f"Kueue {value} is older than v{MIN_KUEUE[0]}.{MIN_KUEUE[1]}, the oldest fleetgen supports")
+        return value
+
+    @property
+    def api_version(self) -> str:
+        """`kueue.x-k8s.io/v1beta2` from v0.16 on, `v1beta1` before."""
+        return "kueue.x-k8s.io/v1beta2" if kueue_tuple(self.version)[:2] >= V1BETA2_KUEUE else "kueue.x-k8s.io/v1beta1"
+
+
+class Gpu(ConfigModel):
+    """The GPUs every node of a pool carries."""
+
+    product: LabelValue
+    """GPU model as the GPU operator labels it (`nvidia.com/gpu.product`), e.g. NVIDIA-H100-80GB-HBM3."""
+    per_node: StrictInt = Field(ge=1, le=64)
+    """GPUs on each node."""
+    resource: ResourceName = "nvidia.com/gpu"
+    """Extended resource name the device plugin advertises."""
+
+
+class Taint(ConfigModel):
+    """A taint every node of the pool carries; jobs admitted to the pool get a matching toleration."""
+
+    key: LabelKey
+    """Taint key."""
+    value: LabelValue | None = None
+    """Taint value; omit for a key-only taint."""
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
+    """Taint effect."""
+
+
+class NodePool(ConfigModel):
+    """A group of identical GPU nodes; becomes one Kueue ResourceFlavor."""
+
+    name: DnsLabel
+    """Pool name, used as the ResourceFlavor name and as the key in team quotas."""
+    gpu: Gpu
+    """GPUs per node."""
+    nodes: Count
+    """Number of nodes in the pool (its GPU capacity is nodes x gpu.perNode)."""
+    cpu_per_node: Quantity
+    """Allocatable CPU of one node; team CPU quota is derived from GPUs in this ratio."""
+    memory_per_node: Quantity
+    """Allocatable memory of one node; team memory quota is derived from GPUs in this ratio."""
+    node_labels: dict[LabelKey, LabelValue] = {}
+    """Labels that select the pool's nodes (ResourceFlavor nodeLabels, at most 8)."""
+    taints: list[Taint] = []
+    """Taints of the pool's nodes (ResourceFlavor nodeTaints and tolerations, at most 8)."""
+    topology_levels: list[LabelKey] | None = None
+    """Node labels from the widest to the narrowest topology domain, e.g.
+    [topology.kubernetes.io/zone, kubernetes.io/hostname]; emits a Kueue Topology for the pool."""
+
+    @property
+    def gpus(self) -> int:
+        """GPU capacity of the pool."""
+        return self.nodes * self.gpu.per_node
+
+    @model_validator(mode="after")
+    def _topology_needs_labels(self) -> NodePool:
+        if self.topology_levels is not None and not self.node_labels:
+            raise ValueError("a pool with topologyLevels needs at least one nodeLabel (Kueue requires it)")
+        return self
+
+
+class Priority(ConfigModel):
+    """A Kueue WorkloadPriorityClass."""
+
+    name: DnsSubdomain
+    """Priority class name, used in job labels `kueue.x-k8s.io/priority-class`."""
+    value: Int32
+    """Priority value; higher preempts lower."""
+    description: StrictStr | None = None
+    """Human description (at most 2048 characters)."""
+
+
+class Cohort(ConfigModel):
+    """An org unit in the cluster's cohort tree; teams join one with their `cohort` key."""
+
+    name: DnsLabel
+    """Cohort name."""
+    parent: DnsLabel | None = None
+    """Parent cohort; omitted means the cluster's root cohort (named after the cluster)."""
+    fair_sharing_weight: float | None = Field(default=None, ge=0)
+    """Fair-sharing weight of the cohort against its siblings."""
+
+
+class ClusterConfig(ConfigModel):
+    """A GPU cluster: node pools, priorities and the Kueue policy applied to every team queue."""
+
+    name: DnsLabel
+    """Cluster name; must equal the file name without `.yaml`."""
+    kubernetes_version: KubernetesVersion
+    """Kubernetes minor version, used to pick the built-in object schemas, e.g. "1.33"."""
+    kueue: Kueue = Kueue()
+    """Kueue release and queueing policy."""
+    overcommit: float = Field(default=1.0, gt=0, le=100)
+    """Per pool, the sum of team GPU quotas may be at most the pool's GPUs times this factor."""
+    node_pools: list[NodePool] = Field(min_length=1)
+    """GPU node pools; the order is Kueue's flavor preference order."""
+    priorities: list[Priority] = []
+    """Workload priority classes of the cluster."""
+    cohorts: list[Cohort] = []
+    """Optional cohort tree below the root cohort (for nested org units)."""
+
+    def pool(self, name: str) -> NodePool | None:
+        """The node pool called `name`, if any."""
+        return next((p for p in self.node_pools if p.name == name), None)

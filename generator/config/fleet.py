@@ -1,0 +1,101 @@
+"""Load `clusters/*.yaml` and `teams/*.yaml` from a fleet repository into typed config.
+
+All files are read and every problem in every file is collected before anything is reported,
+so one run of fleetgen shows a contributor all of their mistakes at once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Generic, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from generator.config.cluster import ClusterConfig
+from generator.config.messages import findings_from
+from generator.config.team import TeamConfig
+from generator.config.yamlsource import Source, load_source
+from generator.errors import Finding, InputError, UsageError
+
+M = TypeVar("M", bound=BaseModel)
+
+
+@dataclass(frozen=True)
+class Loaded(Generic[M]):
+    """A validated config model and the file it came from (for locating later findings)."""
+
+    config: M
+    source: Source
+
+    def at(self, *path: object) -> tuple[str, int]:
+        """(file, line) of a key path in the source file."""
+        return self.source.path, self.source.line_of(tuple(path))
+
+
+@dataclass(frozen=True)
+class Fleet:
+    """Every cluster and team of a fleet repository, keyed and sorted by name."""
+
+    root: Path
+    clusters: dict[str, Loaded[ClusterConfig]]
+    teams: dict[str, Loaded[TeamConfig]] = field(default_factory=dict)
+
+    def teams_in(self, cluster: str) -> list[Loaded[TeamConfig]]:
+        """Teams with a quota in `cluster`, sorted by name."""
+        return [t for t in self.teams.values() if cluster in t.config.quotas]
+
+
+def _files(folder: Path, root: Path, findings: list[Finding]) -> list[Path]:
+    if not folder.is_dir():
+        return []
+    for odd in sorted(folder.glob("*.yml")):
+        findings.append(Finding(str(odd.relative_to(root)), None, "",
+                                "fleetgen reads only files ending in .yaml", f"rename it to {odd.stem}.yaml"))
+    return sorted(p for p in folder.glob("*.yaml") if p.is_file())
+
+
+def _load(path: Path, root: Path, model: type[M], findings: list[Finding]) -> Loaded[M] | None:
+    shown = path.relative_to(root).as_posix()
+    try:
+        source = load_source(path, shown)
+    except InputError as exc:
+        findings.extend(exc.findings)
+        return None
+    if not isinstance(source.data, dict):
+        findings.append(Finding(shown, 1, "", "the file must be a mapping of keys to values",
+                                "start with 'name: ...' (see README, config reference)"))
+        return None
+    try:
+        config = model.model_validate(source.data)
+    except ValidationError as exc:
+        findings.extend(findings_from(exc, model, source))
+        return None
+    if config.name != path.stem:  # type: ignore[attr-defined]
+        findings.append(Finding(shown, source.line_of(("name",)), "name",
+                                f"name {config.name!r} does not match the file name {path.name!r}",  # type: ignore[attr-defined]
+                                f"rename the file to {config.name}.yaml or set name: {path.stem}"))  # type: ignore[attr-defined]
+        return None
+    return Loaded(config, source)
+
+
+def load_fleet(root: Path) -> Fleet:
+    """Load and check the whole fleet under `root`; raise InputError listing every problem."""
+    from generator.config.checks import check_fleet
+
+    clusters_dir, teams_dir = root / "clusters", root / "teams"
+    if not clusters_dir.is_dir():
+        raise UsageError(f"no clusters/ folder in {root}: run fleetgen in a fleet repository or pass --root DIR")
+    findings: list[Finding] = []
+    clusters = {p.stem: _load(p, root, ClusterConfig, findings) for p in _files(clusters_dir, root, findings)}
+    teams = {p.stem: _load(p, root, TeamConfig, findings) for p in _files(teams_dir, root, findings)}
+    if not clusters and not findings:
+        raise UsageError(f"clusters/ in {root} has no .yaml files: add at least one cluster")
+    fleet = Fleet(root,
+                  {k: v for k, v in clusters.items() if v is not None},
+                  {k: v for k, v in teams.items() if v is not None})
+    if not findings:  # cross-file checks need every file to have loaded
+        findings.extend(check_fleet(fleet))
+    if findings:
+        raise InputError(sorted(set(findings)))
+    return fleet

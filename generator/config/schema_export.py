@@ -1,0 +1,23 @@
+"""JSON Schemas of the two config files, for editors (yaml-language-server) and docs."""
+
+from __future__ import annotations
+
+import json
+
+from generator.config.cluster import ClusterConfig
+from generator.config.team import TeamConfig
+
+MODELS = {"team": TeamConfig, "cluster": ClusterConfig}
+
+
+def schema_text(which: str) -> str:
+    """The JSON Schema of `team` or `cluster` files, stable text ending in a newline."""
+    schema = MODELS[which].model_json_schema(by_alias=True)
+    schema = {"$schema": "https://json-schema.org/draft/2020-12/schema",
+              "$id": f"https://fleetgen.dev/schemas/{which}.schema.json", **schema}
+    return json.dumps(schema, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def schema_files() -> dict[str, str]:
+    """`schemas/<which>.schema.json` -> text, for `fleetgen schema --write`."""
+    return {f"schemas/{which}.schema.json": schema_text(which) for which in MODELS}

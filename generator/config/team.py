@@ -1,0 +1,61 @@
+"""`teams/<name>.yaml`: one ML team, its people, namespaces and GPU quotas per cluster and pool."""
+
+from __future__ import annotations
+
+from pydantic import Field, model_validator
+
+from generator.config.base import ConfigModel
+from generator.config.types import Count, DnsLabel, DnsSubdomain, Owner, SubjectName
+
+
+class PoolQuota(ConfigModel):
+    """A team's GPUs in one node pool of one cluster."""
+
+    gpus: Count
+    """Guaranteed GPUs (Kueue nominalQuota). CPU and memory follow in the pool's per-node ratio."""
+    borrowing_limit: Count | None = None
+    """At most this many GPUs borrowed from idle quota of others; omitted means no limit."""
+    lending_limit: Count | None = None
+    """At most this many of the team's idle GPUs lent to others; omitted means all may be lent."""
+
+    @model_validator(mode="after")
+    def _lend_at_most_own(self) -> PoolQuota:
+        if self.lending_limit is not None and self.lending_limit > self.gpus:
+            raise ValueError(f"lendingLimit ({self.lending_limit}) is more than gpus ({self.gpus}); "
+                             "a team can only lend GPUs it has")
+        return self
+
+
+class Members(ConfigModel):
+    """People who get `edit` rights in the team's namespaces."""
+
+    groups: list[SubjectName] = []
+    """Identity-provider groups (RBAC Group subjects)."""
+    users: list[SubjectName] = []
+    """Individual users (RBAC User subjects)."""
+
+
+class TeamConfig(ConfigModel):
+    """An ML team: who owns it, where it runs and how many GPUs it gets in each cluster and pool."""
+
+    name: DnsLabel
+    """Team name; must equal the file name without `.yaml`. Names the team's ClusterQueue."""
+    owners: list[Owner] = Field(min_length=1)
+    """Who approves changes to this file (GitHub @user, @org/team or e-mail)."""
+    members: Members = Members()
+    """RBAC subjects with edit rights in the team's namespaces."""
+    namespaces: list[DnsLabel] | None = Field(default=None, min_length=1)
+    """Namespaces of the team; defaults to one namespace named after the team."""
+    cohort: DnsLabel | None = None
+    """Org unit: a cohort under the cluster's root cohort (or declared in the cluster's `cohorts`)."""
+    default_priority: DnsSubdomain | None = None
+    """Priority class for the team's job profiles; must exist in every cluster the team uses."""
+    fair_sharing_weight: float | None = Field(default=None, ge=0)
+    """Fair-sharing weight of the team queue (0, or more than 1e-9)."""
+    quotas: dict[DnsLabel, dict[DnsLabel, PoolQuota]] = {}
+    """GPU quotas: cluster name -> pool name -> quota."""
+
+    @property
+    def namespace_names(self) -> list[str]:
+        """The team's namespaces, defaulting to the team name."""
+        return list(self.namespaces) if self.namespaces else [self.name]

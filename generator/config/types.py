@@ -1,0 +1,72 @@
+"""Constrained string and number types shared by the team and cluster models.
+
+Each pattern lives here once, with the sentence users see when a value does not match it
+(`PATTERN_HELP`), so pydantic's raw regex never reaches an error message.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import Field, PlainValidator, StrictInt, StrictStr, WithJsonSchema
+
+from generator import quantity
+
+DNS_LABEL = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
+DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+# A label key: optional DNS-subdomain prefix and "/", then a name of at most 63 characters.
+LABEL_KEY = (r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+             r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+LABEL_VALUE = r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$"
+RESOURCE_NAME = r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
+KUEUE_VERSION = r"^v[0-9]+\.[0-9]+\.[0-9]+$"
+KUBERNETES_VERSION = r"^1\.[0-9]+$"
+# GitHub CODEOWNERS owner: @user, @org/team or an e-mail address.
+OWNER = r"^(@[A-Za-z0-9](-?[A-Za-z0-9]){0,38}(/[A-Za-z0-9][-A-Za-z0-9_.]{0,99})?|[A-Za-z0-9._%+-]{1,64}@[A-Za-z0-9.-]{1,253}\.[A-Za-z]{2,63})$"
+# RBAC subject names come from identity providers and may hold almost anything printable.
+SUBJECT = r"^[^\x00-\x1f\x7f\u0085\u2028\u2029]{1,256}$"
+
+PATTERN_HELP: dict[str, str] = {
+    DNS_LABEL: "must be a DNS-1123 label: at most 63 lower-case letters, digits or '-', "
+               "starting and ending with a letter or digit",
+    DNS_SUBDOMAIN: "must be a DNS-1123 subdomain: lower-case letters, digits, '-' and '.', "
+                   "starting and ending with a letter or digit",
+    LABEL_KEY: "must be a Kubernetes label key such as example.com/name (name: at most 63 letters, "
+               "digits, '-', '_' or '.')",
+    LABEL_VALUE: "must be a Kubernetes label value: at most 63 letters, digits, '-', '_' or '.', "
+                 "starting and ending with a letter or digit",
+    RESOURCE_NAME: "must be a resource name such as nvidia.com/gpu",
+    KUEUE_VERSION: "must be a Kueue release tag such as v0.19.2",
+    KUBERNETES_VERSION: 'must be a Kubernetes minor version in quotes, such as "1.33"',
+    OWNER: "must be a GitHub owner (@user or @org/team) or an e-mail address",
+    SUBJECT: "must be 1 to 256 characters with no control characters or line breaks",
+}
+
+
+def _pattern(regex: str, max_length: int | None = None, description: str = "") -> object:
+    return Field(pattern=regex, max_length=max_length, description=description or PATTERN_HELP[regex])
+
+
+def _quantity(value: object) -> str | int:
+    if not isinstance(value, (str, int)) or isinstance(value, bool):
+        raise ValueError(f"expected a Kubernetes quantity such as 192, 500m or 1800Gi, got {value!r}")
+    quantity.parse(value)  # raises QuantityError, a ValueError, with a readable sentence
+    if quantity.value_of(value) < 0:
+        raise ValueError("must not be negative")
+    return value
+
+
+DnsLabel = Annotated[StrictStr, _pattern(DNS_LABEL, 63)]
+DnsSubdomain = Annotated[StrictStr, _pattern(DNS_SUBDOMAIN, 253)]
+LabelKey = Annotated[StrictStr, _pattern(LABEL_KEY, 317)]
+LabelValue = Annotated[StrictStr, _pattern(LABEL_VALUE, 63)]
+ResourceName = Annotated[StrictStr, _pattern(RESOURCE_NAME, 317)]
+KueueVersion = Annotated[StrictStr, _pattern(KUEUE_VERSION)]
+KubernetesVersion = Annotated[StrictStr, _pattern(KUBERNETES_VERSION)]
+Owner = Annotated[StrictStr, _pattern(OWNER, 320)]
+SubjectName = Annotated[StrictStr, _pattern(SUBJECT)]
+Quantity = Annotated[str | int, PlainValidator(_quantity),
+                     WithJsonSchema({"anyOf": [{"type": "integer", "minimum": 0}, {"type": "string"}],
+                                     "description": "Kubernetes quantity, e.g. 192, 500m, 1800Gi"})]
+Count = Annotated[StrictInt, Field(ge=0)]
+Int32 = Annotated[StrictInt, Field(ge=-(2**31), le=2**31 - 1)]

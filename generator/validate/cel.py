@@ -1,0 +1,171 @@
+"""Evaluate the CRDs' own `x-kubernetes-validations` (CEL) rules on compiled objects.
+
+Schemas say what shape a field has; the CEL rules are what the API server enforces beyond
+that (flavors must cover every resource of their group, topology levels must be unique, ...).
+Rules are read from the upstream CRDs at run time, so they never drift from the release, and
+evaluated as the API server does: schema defaults first, then every rule at every place in the
+object its schema node applies to. Transition rules (`oldSelf`) only run on updates and are
+skipped here.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+import cel
+import yaml
+
+from generator.compile.manifest import Manifest
+from generator.errors import Finding, UsageError
+from generator.validate.findings import object_finding
+from generator.validate.schemas import cache_dir
+
+try:
+    _Loader: type = yaml.CSafeLoader
+except AttributeError:  # pragma: no cover
+    _Loader = yaml.SafeLoader
+
+KUEUE_MANIFESTS = "https://github.com/kubernetes-sigs/kueue/releases/download/{version}/manifests.yaml"
+
+Step = tuple[str, str | None]  # ("prop", name) | ("items", None) | ("map", None)
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One CEL rule and where in the object its schema node applies."""
+
+    steps: tuple[Step, ...]
+    source: str
+    message: str
+    program: Any
+
+
+@dataclass(frozen=True)
+class KindRules:
+    """The rules and the structural schema (for defaults) of one kind and version."""
+
+    schema: dict[str, Any]
+    rules: tuple[Rule, ...]
+
+
+def _collect(schema: dict[str, Any], steps: tuple[Step, ...], out: list[Rule]) -> None:
+    for rule in schema.get("x-kubernetes-validations") or []:
+        text = rule["rule"]
+        if "oldSelf" in text:
+            continue
+        out.append(Rule(steps, text, rule.get("message") or f"failed rule: {text}", cel.compile(text)))
+    for name, sub in (schema.get("properties") or {}).items():
+        _collect(sub, steps + (("prop", name),), out)
+    if isinstance(schema.get("items"), dict):
+        _collect(schema["items"], steps + (("items", None),), out)
+    if isinstance(schema.get("additionalProperties"), dict):
+        _collect(schema["additionalProperties"], steps + (("map", None),), out)
+
+
+def rules_from_crds(docs: list[dict[str, Any]]) -> dict[tuple[str, str], KindRules]:
+    """Rules keyed by (apiVersion, kind) from CustomResourceDefinition documents."""
+    out: dict[tuple[str, str], KindRules] = {}
+    for doc in docs:
+        if not isinstance(doc, dict) or doc.get("kind") != "CustomResourceDefinition":
+            continue
+        spec = doc["spec"]
+        for version in spec["versions"]:
+            schema = version.get("schema", {}).get("openAPIV3Schema", {})
+            rules: list[Rule] = []
+            _collect(schema, (), rules)
+            out[(f"{spec['group']}/{version['name']}", spec["names"]["kind"])] = KindRules(schema, tuple(rules))
+    return out
+
+
+def load_crds(location: str | None, versions: list[str], *, offline: bool) -> dict[tuple[str, str], KindRules] | None:
+    """Rules from a CRD folder, or from the Kueue release manifests of `versions` (cached).
+
+    Returns None when no CRDs are at hand offline, so the caller can say the check was skipped.
+    """
+    docs: list[dict[str, Any]] = []
+    if location and not location.startswith(("http://", "https://")):
+        folder = Path(location)
+        if not folder.is_dir():
+            raise UsageError(f"CRD location {location} is not a folder")
+        for path in sorted(folder.glob("*.yaml")) + sorted(folder.glob("*.yml")):
+            docs.extend(d for d in yaml.load_all(path.read_text(), Loader=_Loader) if d)
+        return rules_from_crds(docs)
+    urls = [(location or KUEUE_MANIFESTS).format(version=v) for v in sorted(set(versions))]
+    for url in urls:
+        cached = cache_dir() / "crds" / hashlib.sha256(url.encode()).hexdigest()
+        if not cached.is_file():
+            if offline:
+                return None
+            try:
+                with urllib.request.urlopen(url, timeout=60) as response:  # noqa: S310
+                    data = response.read()
+            except OSError as exc:
+                raise UsageError(f"cannot fetch CRDs {url}: {exc}; pass --crd-location DIR") from None
+            cached.parent.mkdir(parents=True, exist_ok=True)
+            cached.write_bytes(data)
+        docs.extend(d for d in yaml.load_all(cached.read_text(), Loader=_Loader) if d)
+    return rules_from_crds(docs)
+
+
+def with_defaults(schema: dict[str, Any], value: Any) -> Any:
+    """`value` with the schema's `default`s filled in, as the API server does before CEL."""
+    if isinstance(value, dict):
+        props = schema.get("properties") or {}
+        out = dict(value)
+        for name, sub in props.items():
+            if name not in out and "default" in sub:
+                out[name] = copy.deepcopy(sub["default"])
+        for name, sub in props.items():
+            if name in out:
+                out[name] = with_defaults(sub, out[name])
+        extra = schema.get("additionalProperties")
+        if isinstance(extra, dict):
+            for name in out:
+                if name not in props:
+                    out[name] = with_defaults(extra, out[name])
+        return out
+    if isinstance(value, list) and isinstance(schema.get("items"), dict):
+        return [with_defaults(schema["items"], item) for item in value]
+    return value
+
+
+def _instances(value: Any, steps: tuple[Step, ...], path: str) -> Iterator[tuple[str, Any]]:
+    if not steps:
+        yield path, value
+        return
+    (kind, name), rest = steps[0], steps[1:]
+    if kind == "prop" and isinstance(value, dict) and name in value:
+        yield from _instances(value[name], rest, f"{path}.{name}" if path else str(name))
+    elif kind == "items" and isinstance(value, list):
+        for i, item in enumerate(value):
+            yield from _instances(item, rest, f"{path}[{i}]")
+    elif kind == "map" and isinstance(value, dict):
+        for key, item in value.items():
+            yield from _instances(item, rest, f"{path}[{key}]")
+
+
+def validate_cel(manifests: list[Manifest], rules: dict[tuple[str, str], KindRules]) -> list[Finding]:
+    """Findings for every CEL rule an object breaks (or on which evaluation fails)."""
+    findings: list[Finding] = []
+    for m in manifests:
+        kind_rules = rules.get((m.api_version, m.kind))
+        if kind_rules is None or not kind_rules.rules:
+            continue
+        body = with_defaults(kind_rules.schema, m.body)
+        for rule in kind_rules.rules:
+            for path, value in _instances(body, rule.steps, ""):
+                try:
+                    ok = rule.program.execute({"self": value})
+                except Exception as exc:  # noqa: BLE001 - the CEL runtime raises plain errors
+                    findings.append(object_finding(m, path, f"CEL rule could not be evaluated ({exc}): "
+                                                   f"{rule.source}", "check the field's value", "cel"))
+                    continue
+                if ok is not True:
+                    findings.append(object_finding(m, path, rule.message,
+                                                   f"the CRD requires: {' '.join(rule.source.split())}", "cel"))
+    return findings

@@ -1,0 +1,68 @@
+"""Which checks run where: `render` runs what needs no network, `validate` runs everything.
+
+1. config: done while loading (`generator.config`), before anything compiles.
+2. schema: built-in kinds always (schemas ship with kubernetes-validate); custom kinds when the
+   schema location is local, or, for `validate`, fetched and cached; kubeconform when on PATH.
+3. Kueue: webhook rules always; CRD CEL rules when the CRDs are local or cached, or, for
+   `validate`, fetched from the Kueue release.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from generator.compile.manifest import Manifest
+from generator.config.fleet import Fleet
+from generator.errors import Finding
+
+
+@dataclass(frozen=True)
+class Options:
+    """Where schemas and CRDs come from and whether the network may be used."""
+
+    schema_location: str | None = None
+    crd_location: str | None = None
+    network: bool = False
+    kubeconform: bool = False
+
+
+@dataclass
+class Report:
+    """Findings plus notes on checks that could not run (never silently skipped)."""
+
+    findings: list[Finding] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def _is_local(location: str | None) -> bool:
+    return bool(location) and not str(location).startswith(("http://", "https://"))
+
+
+def validate_compiled(fleet: Fleet, compiled: dict[str, list[Manifest]], options: Options) -> Report:
+    """Run every check that `options` allows on the compiled objects of each cluster."""
+    from generator.validate import cel, kubeconform, kueue_rules, schemas
+
+    report = Report()
+    custom_schemas = options.network or _is_local(options.schema_location)
+    store = schemas.SchemaStore(options.schema_location, offline=not options.network)
+    if not custom_schemas:
+        report.notes.append("custom-resource schemas not checked (no local --schema-location); "
+                            "`fleetgen validate` checks them")
+    versions = sorted({c.config.kueue.version for c in fleet.clusters.values()})
+    crd_rules = cel.load_crds(options.crd_location, versions, offline=not options.network)
+    if crd_rules is None:
+        report.notes.append("Kueue CEL rules not checked (no local --crd-location and nothing cached); "
+                            "`fleetgen validate` checks them")
+    binary = kubeconform.available() if options.kubeconform else None
+    if options.kubeconform and binary is None:
+        report.notes.append("kubeconform not on PATH: skipped (the in-process schema check ran)")
+    for name, manifests in compiled.items():
+        k8s = fleet.clusters[name].config.kubernetes_version
+        report.findings += schemas.validate_schemas(manifests, k8s, store, builtin_only=not custom_schemas)
+        report.findings += kueue_rules.validate_kueue(manifests)
+        if crd_rules is not None:
+            report.findings += cel.validate_cel(manifests, crd_rules)
+        if binary:
+            report.findings += kubeconform.run_kubeconform(binary, name, manifests, k8s, options.schema_location)
+    report.findings = sorted(set(report.findings))
+    return report

@@ -1,0 +1,156 @@
+"""JSON-schema validation of compiled objects, like kubeconform but in process.
+
+Built-in kinds use the strict schemas shipped by the `kubernetes-validate` package for the
+cluster's Kubernetes version; custom resources use a schema location in kubeconform's catalog
+layout `{group}/{kind}_{version}.json`: a local folder, or a URL template whose downloads are
+cached on disk. Each schema is compiled once (jsonschema-rs) and reused for every object.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import urllib.error
+import urllib.request
+from importlib import resources
+from pathlib import Path
+from typing import Any, Callable
+
+import jsonschema_rs
+
+from generator.compile.manifest import Manifest
+from generator.errors import Finding, UsageError
+from generator.validate.findings import object_finding
+
+DEFAULT_SCHEMA_LOCATION = "https://raw.githubusercontent.com/datreeio/CRDs-catalog/main/{group}/{kind}_{version}.json"
+_K8S_DEFS_ID = "https://kubernetes.io/api/_definitions.json"
+
+
+def cache_dir() -> Path:
+    """Where downloaded schemas are kept (XDG cache, overridable with FLEETGEN_CACHE_DIR)."""
+    base = os.environ.get("FLEETGEN_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "fleetgen")
+    return Path(base)
+
+
+def _builtin_root() -> Any:
+    return resources.files("kubernetes_validate").joinpath("kubernetes-json-schema")
+
+
+@functools.lru_cache(maxsize=None)
+def builtin_versions() -> tuple[str, ...]:
+    """Kubernetes minor versions with built-in schemas, e.g. ('1.25', ..., '1.37')."""
+    names = [p.name for p in _builtin_root().iterdir() if p.name.endswith("-local-strict")]
+    minors = {".".join(n[1:].split(".")[:2]) for n in names}
+    return tuple(sorted(minors, key=lambda v: tuple(int(x) for x in v.split("."))))
+
+
+def _builtin_dir(k8s_version: str) -> Any:
+    if k8s_version not in builtin_versions():
+        raise UsageError(f"no built-in schemas for Kubernetes {k8s_version}; "
+                         f"supported: {', '.join(builtin_versions())}")
+    return _builtin_root().joinpath(f"v{k8s_version}.0-local-strict")
+
+
+@functools.lru_cache(maxsize=None)
+def _builtin_registry(k8s_version: str) -> jsonschema_rs.Registry:
+    defs = json.loads(_builtin_dir(k8s_version).joinpath("_definitions.json").read_text())
+    return jsonschema_rs.Registry([(_K8S_DEFS_ID, defs)])
+
+
+def is_builtin(api_version: str) -> bool:
+    """Built-in API groups have no dot (core `v1`, `apps/v1`) or end in `.k8s.io` (not x-k8s.io)."""
+    group = api_version.rpartition("/")[0]
+    return "." not in group or (group.endswith(".k8s.io") and not group.endswith(".x-k8s.io"))
+
+
+class SchemaStore:
+    """Compiled validators by (apiVersion, kind), loaded on first use."""
+
+    def __init__(self, location: str | None = None, *, offline: bool = False,
+                 fetch: Callable[[str], bytes] | None = None) -> None:
+        self.location = location or DEFAULT_SCHEMA_LOCATION
+        self.offline = offline
+        self._fetch = fetch or _download
+        self._validators: dict[tuple[str, str, str], jsonschema_rs.Validator | None] = {}
+
+    @property
+    def custom_is_remote(self) -> bool:
+        return self.location.startswith(("http://", "https://"))
+
+    def validator(self, api_version: str, kind: str, k8s_version: str) -> jsonschema_rs.Validator | None:
+        key = (api_version, kind, k8s_version if is_builtin(api_version) else "")
+        if key not in self._validators:
+            self._validators[key] = self._load(api_version, kind, k8s_version)
+        return self._validators[key]
+
+    def _load(self, api_version: str, kind: str, k8s_version: str) -> jsonschema_rs.Validator | None:
+        group, _, version = api_version.rpartition("/")
+        if is_builtin(api_version):
+            short = group.split(".")[0]
+            name = f"{kind.lower()}-{short}-{version}.json" if group else f"{kind.lower()}-{version}.json"
+            ref = _builtin_dir(k8s_version).joinpath(name)
+            if not ref.is_file():
+                return None
+            return jsonschema_rs.validator_for(json.loads(ref.read_text()), registry=_builtin_registry(k8s_version))
+        text = self._custom_text(group, kind.lower(), version)
+        return None if text is None else jsonschema_rs.validator_for(json.loads(text))
+
+    def _custom_text(self, group: str, kind: str, version: str) -> str | None:
+        where = self.location.format(group=group, kind=kind, version=version,
+                                     ResourceKind=kind, Group=group, ResourceAPIVersion=version)
+        if not self.custom_is_remote:
+            path = Path(where) if "{" in self.location else Path(self.location) / group / f"{kind}_{version}.json"
+            return path.read_text() if path.is_file() else None
+        cached = cache_dir() / "schemas" / hashlib.sha256(where.encode()).hexdigest()
+        if cached.is_file():
+            return cached.read_text()
+        if self.offline:
+            return None
+        try:
+            data = self._fetch(where)
+        except (urllib.error.URLError, OSError) as exc:
+            raise UsageError(f"cannot fetch schema {where}: {exc}; pass --schema-location DIR for a local "
+                             "schema folder") from None
+        if not data:
+            return None
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        cached.write_bytes(data)
+        return data.decode()
+
+
+def _download(url: str) -> bytes:
+    try:
+        with urllib.request.urlopen(url, timeout=30) as response:  # noqa: S310 - https catalog only
+            return bytes(response.read())
+    except urllib.error.HTTPError as exc:
+        if exc.code == 404:
+            return b""
+        raise
+
+
+def _json_path(path: list[str | int]) -> str:
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return out.lstrip(".")
+
+
+def validate_schemas(manifests: list[Manifest], k8s_version: str, store: SchemaStore, *,
+                     builtin_only: bool = False) -> list[Finding]:
+    """Findings for every object that breaks its schema or has no schema to check against."""
+    findings: list[Finding] = []
+    for m in manifests:
+        if builtin_only and not is_builtin(m.api_version):
+            continue
+        validator = store.validator(m.api_version, m.kind, k8s_version)
+        if validator is None:
+            findings.append(object_finding(m, "", f"no schema found for {m.api_version} {m.kind}",
+                                           "pass --schema-location with a folder that has it", "schema"))
+            continue
+        for err in validator.iter_errors(m.body):
+            findings.append(object_finding(m, _json_path(list(err.instance_path)), err.message,
+                                           "change the config value that produces this field", "schema"))
+    return findings
