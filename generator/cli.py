@@ -115,7 +115,8 @@ def validate(ctx: click.Context, clusters: tuple[str, ...], schema_location: str
     from generator.errors import InputError
     from generator.validate.pipeline import Options
 
-    options = Options(schema_location, crd_location, network=not offline, kubeconform=not no_kubeconform)
+    options = Options(schema_location, crd_location, network=not offline, kubeconform=not no_kubeconform,
+                      complete=True)
     try:
         result = pipeline.build(_root(ctx), list(clusters) or None, options)
     except InputError as exc:

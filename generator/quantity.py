@@ -39,7 +39,7 @@ def parse(text: str | int) -> tuple[Decimal, Format]:
         value = Decimal(number)
         if suffix in _BINARY:
             return value * (Decimal(2) ** _BINARY[suffix]), "BinarySI"
-        if suffix[:1] in ("e", "E"):
+        if len(suffix) > 1 and suffix[0] in "eE":  # an exponent; a bare "E" is exa
             return value.scaleb(int(suffix[1:])), "DecimalExponent"
         return value.scaleb(_DECIMAL[suffix]), "DecimalSI"
 

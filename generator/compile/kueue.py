@@ -61,7 +61,11 @@ def resource_flavor(cluster: Loaded[ClusterConfig], index: int) -> Manifest:
         spec["topologyName"] = pool.name
     body = _obj(cfg, "ResourceFlavor", pool.name)
     body["spec"] = spec
-    return Manifest(SHARED, body, cluster.at("nodePools", index))
+    origins = {"spec.nodeLabels": cluster.at("nodePools", index, "nodeLabels"),
+               "spec.nodeTaints": cluster.at("nodePools", index, "taints"),
+               "spec.tolerations": cluster.at("nodePools", index, "taints"),
+               "spec.topologyName": cluster.at("nodePools", index, "topologyLevels")}
+    return Manifest(SHARED, body, cluster.at("nodePools", index), origins)
 
 
 def topology(cluster: Loaded[ClusterConfig], index: int) -> Manifest:
@@ -79,7 +83,9 @@ def priority_class(cluster: Loaded[ClusterConfig], index: int) -> Manifest:
     body["value"] = prio.value
     if prio.description is not None:
         body["description"] = prio.description
-    return Manifest(SHARED, body, cluster.at("priorities", index))
+    origins = {"value": cluster.at("priorities", index, "value"),
+               "description": cluster.at("priorities", index, "description")}
+    return Manifest(SHARED, body, cluster.at("priorities", index), origins)
 
 
 def cohorts(cluster: Loaded[ClusterConfig], teams: list[Loaded[TeamConfig]]) -> list[Manifest]:
@@ -94,7 +100,9 @@ def cohorts(cluster: Loaded[ClusterConfig], teams: list[Loaded[TeamConfig]]) -> 
         body["spec"] = {"parentName": cohort.parent or cfg.name}
         if cohort.fair_sharing_weight is not None:
             body["spec"]["fairSharing"] = {"weight": _weight(cohort.fair_sharing_weight)}
-        out.append(Manifest(SHARED, body, cluster.at("cohorts", i)))
+        out.append(Manifest(SHARED, body, cluster.at("cohorts", i),
+                            {"spec.fairSharing": cluster.at("cohorts", i, "fairSharingWeight"),
+                             "spec.parentName": cluster.at("cohorts", i, "parent")}))
     implicit = sorted({t.config.cohort for t in teams if t.config.cohort and t.config.cohort not in declared})
     for name in implicit:
         body = _obj(cfg, "Cohort", name)
@@ -152,7 +160,13 @@ def cluster_queue(cluster: Loaded[ClusterConfig], team: Loaded[TeamConfig]) -> M
         spec["fairSharing"] = {"weight": _weight(tcfg.fair_sharing_weight)}
     spec["resourceGroups"] = _resource_groups(cfg, tcfg)
     body["spec"] = spec
-    return Manifest(team_folder(tcfg.name), body, team.at("quotas", cfg.name))
+    origins = {"spec.queueingStrategy": cluster.at("kueue", "queueingStrategy"),
+               "spec.preemption": cluster.at("kueue", "preemption"),
+               "spec.fairSharing": team.at("fairSharingWeight"),
+               "spec.namespaceSelector": team.at("namespaces") if tcfg.namespaces else team.at("name"),
+               "spec.cohortName": team.at("cohort") if tcfg.cohort else team.at("quotas", cfg.name),
+               "spec.cohort": team.at("cohort") if tcfg.cohort else team.at("quotas", cfg.name)}
+    return Manifest(team_folder(tcfg.name), body, team.at("quotas", cfg.name), origins)
 
 
 def local_queues(cluster: Loaded[ClusterConfig], team: Loaded[TeamConfig]) -> list[Manifest]:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Mapping
 
 MANAGED_BY = {"app.kubernetes.io/managed-by": "fleetgen"}
 
@@ -12,13 +12,23 @@ MANAGED_BY = {"app.kubernetes.io/managed-by": "fleetgen"}
 class Manifest:
     """A Kubernetes object as data, its folder under `rendered/<cluster>/`, and its source.
 
-    `source` is (file, line) of the config entry that produced the object, so a schema or CEL
-    finding on the object can point the user at the line to change.
+    `source` is (file, line) of the config entry that produced the object; `origins` refines it
+    per field (object path prefix -> (file, line)), so a schema or CEL finding on
+    `spec.preemption` points at the cluster file's preemption block, not the team file.
     """
 
     folder: tuple[str, ...]
     body: dict[str, Any]
     source: tuple[str, int]
+    origins: Mapping[str, tuple[str, int]] = field(default_factory=dict)
+
+    def locate(self, path: str) -> tuple[str, int]:
+        """(file, line) of the config that produced the field at `path` (e.g. spec.levels[1])."""
+        best, best_len = self.source, -1
+        for prefix, where in self.origins.items():
+            if (path == prefix or path.startswith((prefix + ".", prefix + "["))) and len(prefix) > best_len:
+                best, best_len = where, len(prefix)
+        return best
 
     @property
     def kind(self) -> str:

@@ -8,7 +8,7 @@ from pydantic import Field, StrictInt, StrictStr, field_validator, model_validat
 
 from generator.config.base import ConfigModel
 from generator.config.types import (
-    Count, DnsLabel, DnsSubdomain, Int32, KubernetesVersion, KueueVersion, LabelKey, LabelValue,
+    Count, DnsLabel, DnsSubdomain, Int32, KubernetesVersion, KueueVersion, LabelKey, LabelValue, Weight,
     Quantity, ResourceName,
 )
 
@@ -138,7 +138,7 @@ class Cohort(ConfigModel):
     """Cohort name."""
     parent: DnsLabel | None = None
     """Parent cohort; omitted means the cluster's root cohort (named after the cluster)."""
-    fair_sharing_weight: float | None = Field(default=None, ge=0)
+    fair_sharing_weight: Weight | None = None
     """Fair-sharing weight of the cohort against its siblings."""
 
 

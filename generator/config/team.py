@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import Field, model_validator
 
 from generator.config.base import ConfigModel
-from generator.config.types import Count, DnsLabel, DnsSubdomain, Owner, SubjectName
+from generator.config.types import Count, DnsLabel, DnsSubdomain, Owner, SubjectName, Weight
 
 
 class PoolQuota(ConfigModel):
@@ -50,7 +50,7 @@ class TeamConfig(ConfigModel):
     """Org unit: a cohort under the cluster's root cohort (or declared in the cluster's `cohorts`)."""
     default_priority: DnsSubdomain | None = None
     """Priority class for the team's job profiles; must exist in every cluster the team uses."""
-    fair_sharing_weight: float | None = Field(default=None, ge=0)
+    fair_sharing_weight: Weight | None = None
     """Fair-sharing weight of the team queue (0, or more than 1e-9)."""
     quotas: dict[DnsLabel, dict[DnsLabel, PoolQuota]] = {}
     """GPU quotas: cluster name -> pool name -> quota."""

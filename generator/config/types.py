@@ -43,16 +43,31 @@ PATTERN_HELP: dict[str, str] = {
 }
 
 
-def _pattern(regex: str, max_length: int | None = None, description: str = "") -> object:
-    return Field(pattern=regex, max_length=max_length, description=description or PATTERN_HELP[regex])
+MAX_QUANTITY = 2**63
+MAX_COUNT = 1_000_000
+MAX_WEIGHT = 1_000_000
+
+
+TYPE_NAMES: dict[str, str] = {
+    DNS_LABEL: "DNS label", DNS_SUBDOMAIN: "DNS subdomain", LABEL_KEY: "label key", LABEL_VALUE: "label value",
+    RESOURCE_NAME: "resource name", KUEUE_VERSION: "Kueue tag", KUBERNETES_VERSION: '"1.NN"',
+    OWNER: "GitHub owner or e-mail", SUBJECT: "string",
+}
+
+
+def _pattern(regex: str, max_length: int | None = None) -> object:
+    # No description here: it would replace each field's own docstring in schema and docs.
+    return Field(pattern=regex, max_length=max_length)
 
 
 def _quantity(value: object) -> str | int:
     if not isinstance(value, (str, int)) or isinstance(value, bool):
         raise ValueError(f"expected a Kubernetes quantity such as 192, 500m or 1800Gi, got {value!r}")
-    quantity.parse(value)  # raises QuantityError, a ValueError, with a readable sentence
-    if quantity.value_of(value) < 0:
+    amount = quantity.value_of(value)  # raises QuantityError, a ValueError, with a readable sentence
+    if amount < 0:
         raise ValueError("must not be negative")
+    if amount >= MAX_QUANTITY:
+        raise ValueError(f"{value!r} is larger than a Kubernetes quantity can be")
     return value
 
 
@@ -68,5 +83,6 @@ SubjectName = Annotated[StrictStr, _pattern(SUBJECT)]
 Quantity = Annotated[str | int, PlainValidator(_quantity),
                      WithJsonSchema({"anyOf": [{"type": "integer", "minimum": 0}, {"type": "string"}],
                                      "description": "Kubernetes quantity, e.g. 192, 500m, 1800Gi"})]
-Count = Annotated[StrictInt, Field(ge=0)]
+Count = Annotated[StrictInt, Field(ge=0, le=MAX_COUNT)]
+Weight = Annotated[float, Field(ge=0, le=MAX_WEIGHT, allow_inf_nan=False)]
 Int32 = Annotated[StrictInt, Field(ge=-(2**31), le=2**31 - 1)]

@@ -66,7 +66,11 @@ class _Builder:
         if isinstance(node, yaml.MappingNode):
             return self.mapping(node, path, depth)
         if isinstance(node, yaml.SequenceNode):
-            return [self.build(item, path + (i,), depth + 1) for i, item in enumerate(node.value)]
+            items = []
+            for i, item in enumerate(node.value):
+                self.lines.setdefault(path + (i,), item.start_mark.line + 1)
+                items.append(self.build(item, path + (i,), depth + 1))
+            return items
         return self.scalar(node, path)
 
     def mapping(self, node: yaml.MappingNode, path: Path_, depth: int) -> dict[str, Any]:

@@ -9,4 +9,5 @@ from generator.errors import Finding
 def object_finding(m: Manifest, path: str, message: str, hint: str, check: str) -> Finding:
     """A finding on `m` at JSON path `path`, located at the config entry that produced `m`."""
     where = f"{m.kind} {m.namespace + '/' if m.namespace else ''}{m.name}"
-    return Finding(m.source[0], m.source[1], f"{where}: {path}" if path else where, message, hint, check)
+    file, line = m.locate(path)
+    return Finding(file, line, f"{where}: {path}" if path else where, message, hint, check)

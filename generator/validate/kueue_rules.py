@@ -107,7 +107,7 @@ def fair_sharing_weight(m: Manifest, index: Index) -> Iterator[Problem]:
         return
     value = quantity.value_of(weight)
     if value < 0 or (0 < value <= Decimal("1e-9")):
-        yield "spec.fairSharing.weight", f"weight {weight} must be 0 or more than 1e-9", \
+        yield "spec.fairSharing.weight", f"weight {weight} (as Kubernetes stores it) must be 0 or more than 1e-9", \
             "set fairSharingWeight to 0 or a normal positive number"
 
 

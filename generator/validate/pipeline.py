@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from generator.compile.manifest import Manifest
 from generator.config.fleet import Fleet
-from generator.errors import Finding
+from generator.errors import Finding, UsageError
 
 
 @dataclass(frozen=True)
@@ -24,6 +24,8 @@ class Options:
     crd_location: str | None = None
     network: bool = False
     kubeconform: bool = False
+    complete: bool = False
+    """`validate`: every check must run; a schema or CRD that cannot be had is a finding or an error."""
 
 
 @dataclass
@@ -43,13 +45,16 @@ def validate_compiled(fleet: Fleet, compiled: dict[str, list[Manifest]], options
     from generator.validate import cel, kubeconform, kueue_rules, schemas
 
     report = Report()
-    custom_schemas = options.network or _is_local(options.schema_location)
+    custom_schemas = options.complete or _is_local(options.schema_location)
     store = schemas.SchemaStore(options.schema_location, offline=not options.network)
     if not custom_schemas:
         report.notes.append("custom-resource schemas not checked (no local --schema-location); "
                             "`fleetgen validate` checks them")
     versions = sorted({c.config.kueue.version for c in fleet.clusters.values()})
     crd_rules = cel.load_crds(options.crd_location, versions, offline=not options.network)
+    if crd_rules is None and options.complete:
+        raise UsageError("no CRDs at hand offline for the Kueue CEL rules: pass --crd-location DIR "
+                         "or run once without --offline to cache them")
     if crd_rules is None:
         report.notes.append("Kueue CEL rules not checked (no local --crd-location and nothing cached); "
                             "`fleetgen validate` checks them")

@@ -1,0 +1,104 @@
+"""Schema, CEL and Kueue-webhook checks fire on broken input, located, exit 2, nothing written."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from generator.compile import FAMILIES
+from generator.compile.manifest import Manifest
+from tests.conftest import edit, local_checks, run, snapshot
+
+
+
+@pytest.fixture
+def checks(shared_schemas: Path, shared_crds: Path) -> list[str]:
+    return local_checks(shared_schemas, shared_crds)
+
+
+def _render_fails(root: Path, checks: list[str], where: str, fragments: list[str]) -> str:
+    before = snapshot(root / "rendered")
+    result = run(root, "render", *checks)
+    assert result.code == 2, result.out + result.err
+    assert where in result.err, result.err
+    for fragment in fragments:
+        assert fragment in result.err, result.err
+    assert snapshot(root / "rendered") == before
+    return result.err
+
+
+def test_custom_resource_schema_finding(fleet_root: Path, checks: list[str]) -> None:
+    long = "x" * 2100
+    edit(fleet_root, "clusters/prod-east.yaml", "description: Customer-facing training and serving",
+          f"description: {long}")
+    _render_fails(fleet_root, checks, "clusters/prod-east.yaml:23: WorkloadPriorityClass production: description:",
+                  ["[schema]", "longer than 2048 characters"])
+
+
+def test_resource_flavor_label_limit_is_a_schema_finding(fleet_root: Path, checks: list[str]) -> None:
+    labels = ", ".join(f"example.com/l{i}: v" for i in range(9))
+    edit(fleet_root, "clusters/prod-west.yaml", "nodeLabels: {nvidia.com/gpu.product: NVIDIA-L40S}",
+          f"nodeLabels: {{{labels}}}")
+    _render_fails(fleet_root, checks, "clusters/prod-west.yaml:25: ResourceFlavor l40s: spec.nodeLabels:",
+                  ["[schema]", "[kueue-webhook]", "9 entries, at most 8 allowed"])
+
+
+def test_builtin_schema_finding(fleet_root: Path, checks: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(cluster: Any, teams: Any) -> list[Manifest]:
+        team = teams[0]
+        body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "extra", "labelz": {}}}
+        return [Manifest(("teams", team.config.name, "extra"), body, team.at("namespaces"))]
+
+    monkeypatch.setattr("generator.compile.FAMILIES", [*FAMILIES, broken])
+    _render_fails(fleet_root, checks, "Namespace extra: metadata:",
+                  ["[schema]", "'labelz' was unexpected", "teams/"])
+
+
+def test_cel_rule_finding(fleet_root: Path, checks: list[str]) -> None:
+    edit(fleet_root, "clusters/prod-east.yaml", "topologyLevels: [topology.kubernetes.io/zone,",
+          "topologyLevels: [topology.kubernetes.io/zone, topology.kubernetes.io/zone,")
+    _render_fails(fleet_root, checks, "clusters/prod-east.yaml:21: Topology h100: spec.levels: must be unique [cel]",
+                  ["the CRD requires: size(self.filter("])
+
+
+def test_cel_preemption_rule(fleet_root: Path, checks: list[str]) -> None:
+    edit(fleet_root, "clusters/prod-east.yaml", "reclaimWithinCohort: Any", "reclaimWithinCohort: Never")
+    err = _render_fails(fleet_root, checks, "clusters/prod-east.yaml:8: ClusterQueue ml-research: spec.preemption:", ["[cel]"])
+    assert "reclaimWithinCohort" in err
+
+
+def test_kueue_webhook_finding(fleet_root: Path, checks: list[str]) -> None:
+    edit(fleet_root, "teams/recsys.yaml", "fairSharingWeight: 1.5", "fairSharingWeight: 0.000000000001")
+    _render_fails(fleet_root, checks, "teams/recsys.yaml:7: ClusterQueue recsys: spec.fairSharing.weight:",
+                  ["must be 0 or more than 1e-9", "[kueue-webhook]"])
+
+
+def test_render_without_local_locations_notes_what_it_skipped(fleet_root: Path) -> None:
+    result = run(fleet_root, "render", "--check")
+    assert result.code == 0, result.err
+    assert "custom-resource schemas not checked" in result.err
+    assert "Kueue CEL rules not checked" in result.err
+
+
+def test_validate_runs_every_check_offline(fleet_root: Path, checks: list[str]) -> None:
+    result = run(fleet_root, "validate", "--offline", *checks)
+    assert result.code == 0, result.err
+    assert "valid: 107 objects in 3 clusters" in result.out
+
+
+def test_validate_reports_findings_with_exit_1(fleet_root: Path, checks: list[str]) -> None:
+    edit(fleet_root, "clusters/prod-east.yaml", "kubernetes.io/hostname]", "kubernetes.io/hostname, example.com/rack]")
+    result = run(fleet_root, "validate", "--offline", *checks)
+    assert result.code == 1, result.err
+    assert "kubernetes.io/hostname label can only be used at the lowest level" in result.err
+
+
+def test_validate_offline_without_schemas_reports_missing_schema(fleet_root: Path, shared_crds: Path,
+                                                                 tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FLEETGEN_CACHE_DIR", str(tmp_path / "cache"))
+    result = run(fleet_root, "validate", "--offline", "--schema-location", "https://example.invalid/{group}/{kind}.json",
+                 "--crd-location", str(shared_crds))
+    assert result.code == 1
+    assert "no schema found for kueue.x-k8s.io/v1beta2 ClusterQueue" in result.err
