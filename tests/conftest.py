@@ -24,6 +24,14 @@ def shared_or_skip(*parts: str) -> Path:
     return path
 
 
+@pytest.fixture(autouse=True)
+def _isolated_environment(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Tests set their own locations; none reads the user's cache or CI's exported settings."""
+    for name in ("FLEETGEN_ROOT", "FLEETGEN_SCHEMA_LOCATION", "FLEETGEN_CRD_LOCATION"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("FLEETGEN_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+
+
 @pytest.fixture(scope="session")
 def shared_schemas() -> Path:
     return shared_or_skip("schemas")

@@ -95,10 +95,10 @@ def test_validate_reports_findings_with_exit_1(fleet_root: Path, checks: list[st
     assert "kubernetes.io/hostname label can only be used at the lowest level" in result.err
 
 
-def test_validate_offline_without_schemas_reports_missing_schema(fleet_root: Path, shared_crds: Path,
-                                                                 tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("FLEETGEN_CACHE_DIR", str(tmp_path / "cache"))
+def test_validate_offline_without_schemas_reports_missing_schema(fleet_root: Path, tmp_path: Path) -> None:
+    no_crds = tmp_path / "crds"
+    no_crds.mkdir()
     result = run(fleet_root, "validate", "--offline", "--schema-location", "https://example.invalid/{group}/{kind}.json",
-                 "--crd-location", str(shared_crds))
+                 "--crd-location", str(no_crds))
     assert result.code == 1
     assert "no schema found for kueue.x-k8s.io/v1beta2 ClusterQueue" in result.err

@@ -82,21 +82,40 @@ def rules_from_crds(docs: list[dict[str, Any]]) -> dict[tuple[str, str], KindRul
     return out
 
 
-def load_crds(location: str | None, versions: list[str], *, offline: bool) -> dict[tuple[str, str], KindRules] | None:
-    """Rules from a CRD folder, or from the Kueue release manifests of `versions` (cached).
+Rules = dict[tuple[str, str], KindRules]
+
+
+@dataclass(frozen=True)
+class CrdCatalog:
+    """CRD rules per Kueue version; a local CRD folder serves every version."""
+
+    by_version: dict[str, Rules]
+    shared: Rules | None = None
+
+    def rules(self, kueue_version: str) -> Rules:
+        """The rules of the CRDs released with `kueue_version`."""
+        return self.shared if self.shared is not None else self.by_version[kueue_version]
+
+
+def _documents(text: str) -> list[dict[str, Any]]:
+    return [d for d in yaml.load_all(text, Loader=_Loader) if d]
+
+
+def load_crds(location: str | None, versions: list[str], *, offline: bool) -> CrdCatalog | None:
+    """Rules from a CRD folder, or from the Kueue release manifests of each version (cached).
 
     Returns None when no CRDs are at hand offline, so the caller can say the check was skipped.
     """
-    docs: list[dict[str, Any]] = []
     if location and not location.startswith(("http://", "https://")):
         folder = Path(location)
         if not folder.is_dir():
             raise UsageError(f"CRD location {location} is not a folder")
-        for path in sorted(folder.glob("*.yaml")) + sorted(folder.glob("*.yml")):
-            docs.extend(d for d in yaml.load_all(path.read_text(), Loader=_Loader) if d)
-        return rules_from_crds(docs)
-    urls = [(location or KUEUE_MANIFESTS).format(version=v) for v in sorted(set(versions))]
-    for url in urls:
+        docs = [d for path in sorted(folder.glob("*.yaml")) + sorted(folder.glob("*.yml"))
+                for d in _documents(path.read_text())]
+        return CrdCatalog({}, rules_from_crds(docs))
+    by_version: dict[str, Rules] = {}
+    for version in sorted(set(versions)):
+        url = (location or KUEUE_MANIFESTS).format(version=version)
         cached = cache_dir() / "crds" / hashlib.sha256(url.encode()).hexdigest()
         if not cached.is_file():
             if offline:
@@ -108,8 +127,8 @@ def load_crds(location: str | None, versions: list[str], *, offline: bool) -> di
                 raise UsageError(f"cannot fetch CRDs {url}: {exc}; pass --crd-location DIR") from None
             cached.parent.mkdir(parents=True, exist_ok=True)
             cached.write_bytes(data)
-        docs.extend(d for d in yaml.load_all(cached.read_text(), Loader=_Loader) if d)
-    return rules_from_crds(docs)
+        by_version[version] = rules_from_crds(_documents(cached.read_text()))
+    return CrdCatalog(by_version)
 
 
 def with_defaults(schema: dict[str, Any], value: Any) -> Any:
@@ -149,7 +168,7 @@ def _instances(value: Any, steps: tuple[Step, ...], path: str) -> Iterator[tuple
             yield from _instances(item, rest, f"{path}[{key}]")
 
 
-def validate_cel(manifests: list[Manifest], rules: dict[tuple[str, str], KindRules]) -> list[Finding]:
+def validate_cel(manifests: list[Manifest], rules: Rules) -> list[Finding]:
     """Findings for every CEL rule an object breaks (or on which evaluation fails)."""
     findings: list[Finding] = []
     for m in manifests:

@@ -46,11 +46,10 @@ def validate_compiled(fleet: Fleet, compiled: dict[str, list[Manifest]], options
 
     report = Report()
     custom_schemas = options.complete or _is_local(options.schema_location)
-    store = schemas.SchemaStore(options.schema_location, offline=not options.network)
     if not custom_schemas:
         report.notes.append("custom-resource schemas not checked (no local --schema-location); "
                             "`fleetgen validate` checks them")
-    versions = sorted({c.config.kueue.version for c in fleet.clusters.values()})
+    versions = sorted({fleet.clusters[name].config.kueue.version for name in compiled})
     crd_rules = cel.load_crds(options.crd_location, versions, offline=not options.network)
     if crd_rules is None and options.complete:
         raise UsageError("no CRDs at hand offline for the Kueue CEL rules: pass --crd-location DIR "
@@ -61,12 +60,20 @@ def validate_compiled(fleet: Fleet, compiled: dict[str, list[Manifest]], options
     binary = kubeconform.available() if options.kubeconform else None
     if options.kubeconform and binary is None:
         report.notes.append("kubeconform not on PATH: skipped (the in-process schema check ran)")
+    stores: dict[str, schemas.SchemaStore] = {}
     for name, manifests in compiled.items():
-        k8s = fleet.clusters[name].config.kubernetes_version
-        report.findings += schemas.validate_schemas(manifests, k8s, store, builtin_only=not custom_schemas)
+        cfg = fleet.clusters[name].config
+        rules = crd_rules.rules(cfg.kueue.version) if crd_rules is not None else None
+        if cfg.kueue.version not in stores:
+            fallback = (lambda api, kind, r=rules: r[(api, kind)].schema if r and (api, kind) in r else None)
+            stores[cfg.kueue.version] = schemas.SchemaStore(options.schema_location, offline=not options.network,
+                                                            fallback=fallback)
+        store = stores[cfg.kueue.version]
+        report.findings += schemas.validate_schemas(manifests, cfg.kubernetes_version, store,
+                                                    builtin_only=not custom_schemas)
         report.findings += kueue_rules.validate_kueue(manifests)
-        if crd_rules is not None:
-            report.findings += cel.validate_cel(manifests, crd_rules)
+        if rules is not None:
+            report.findings += cel.validate_cel(manifests, rules)
         if binary:
             report.findings += kubeconform.run_kubeconform(binary, name, manifests, k8s, options.schema_location)
     report.findings = sorted(set(report.findings))

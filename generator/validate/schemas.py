@@ -66,14 +66,45 @@ def is_builtin(api_version: str) -> bool:
     return "." not in group or (group.endswith(".k8s.io") and not group.endswith(".x-k8s.io"))
 
 
+def crd_json_schema(openapi: dict[str, Any], root: bool = True) -> dict[str, Any]:
+    """A CRD's openAPIV3Schema as strict JSON Schema, the way kubeconform's catalog converts it.
+
+    `x-kubernetes-int-or-string` gains oneOf string/integer, `nullable` admits null, and nested
+    objects with declared properties refuse unknown keys (the root stays open, as in kubeconform).
+    """
+    out: dict[str, Any] = {}
+    for key, value in openapi.items():
+        if key == "properties":
+            out[key] = {name: crd_json_schema(sub, False) for name, sub in value.items()}
+        elif key in ("items", "additionalProperties", "not") and isinstance(value, dict):
+            out[key] = crd_json_schema(value, False)
+        elif key in ("allOf", "anyOf", "oneOf"):
+            out[key] = [crd_json_schema(sub, False) for sub in value]
+        else:
+            out[key] = value
+    if openapi.get("x-kubernetes-int-or-string"):
+        out["oneOf"] = [{"type": "string"}, {"type": "integer"}]
+    if openapi.get("nullable") and "type" in out:
+        out["type"] = [out["type"], "null"] if isinstance(out["type"], str) else [*out["type"], "null"]
+    if not root and "properties" in out and "additionalProperties" not in out:
+        out["additionalProperties"] = False
+    return out
+
+
 class SchemaStore:
-    """Compiled validators by (apiVersion, kind), loaded on first use."""
+    """Compiled validators by (apiVersion, kind), loaded on first use.
+
+    `fallback` gives the openAPIV3Schema from a CRD for a custom kind the schema location lacks
+    (the catalog does not carry every version of every kind; the release CRDs do).
+    """
 
     def __init__(self, location: str | None = None, *, offline: bool = False,
-                 fetch: Callable[[str], bytes] | None = None) -> None:
+                 fetch: Callable[[str], bytes] | None = None,
+                 fallback: Callable[[str, str], dict[str, Any] | None] | None = None) -> None:
         self.location = location or DEFAULT_SCHEMA_LOCATION
         self.offline = offline
         self._fetch = fetch or _download
+        self._fallback = fallback
         self._validators: dict[tuple[str, str, str], jsonschema_rs.Validator | None] = {}
 
     @property
@@ -96,7 +127,10 @@ class SchemaStore:
                 return None
             return jsonschema_rs.validator_for(json.loads(ref.read_text()), registry=_builtin_registry(k8s_version))
         text = self._custom_text(group, kind.lower(), version)
-        return None if text is None else jsonschema_rs.validator_for(json.loads(text))
+        if text is not None:
+            return jsonschema_rs.validator_for(json.loads(text))
+        crd_schema = self._fallback(api_version, kind) if self._fallback else None
+        return None if crd_schema is None else jsonschema_rs.validator_for(crd_json_schema(crd_schema))
 
     def _custom_text(self, group: str, kind: str, version: str) -> str | None:
         where = self.location.format(group=group, kind=kind, version=version,
@@ -106,7 +140,7 @@ class SchemaStore:
             return path.read_text() if path.is_file() else None
         cached = cache_dir() / "schemas" / hashlib.sha256(where.encode()).hexdigest()
         if cached.is_file():
-            return cached.read_text()
+            return cached.read_text() or None
         if self.offline:
             return None
         try:
@@ -114,9 +148,10 @@ class SchemaStore:
         except (urllib.error.URLError, OSError) as exc:
             raise UsageError(f"cannot fetch schema {where}: {exc}; pass --schema-location DIR for a local "
                              "schema folder") from None
-        if not data:
-            return None
         cached.parent.mkdir(parents=True, exist_ok=True)
+        if not data:  # remember a 404 too, so an offline run knows the catalog lacks it
+            cached.write_bytes(b"")
+            return None
         cached.write_bytes(data)
         return data.decode()
 
