@@ -11,7 +11,8 @@ from pathlib import Path
 
 import yaml
 
-PRODUCTS = [("h100", "NVIDIA-H100-80GB-HBM3", 8, "192", "1800Gi"), ("a100", "NVIDIA-A100-SXM4-80GB", 8, "124", "1000Gi"),
+PRODUCTS = [("h100", "NVIDIA-H100-80GB-HBM3", 8, "192", "1800Gi"),
+            ("a100", "NVIDIA-A100-SXM4-80GB", 8, "124", "1000Gi"),
             ("l40s", "NVIDIA-L40S", 4, "62500m", "480Gi"), ("l4", "NVIDIA-L4", 4, "46", "180Gi")]
 
 

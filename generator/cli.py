@@ -8,8 +8,9 @@ commands so `fleetgen --help` stays fast. Exit codes: 0 ok, 1 findings or differ
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import click
 

@@ -50,7 +50,8 @@ def test_crd_schemas_convert_exactly_as_the_catalog_does(shared_crds: Path, shar
     for path in sorted(shared_crds.glob("*.yaml")):
         crd = yaml.safe_load(path.read_text())
         for version in crd["spec"]["versions"]:
-            ref = shared_schemas / crd["spec"]["group"] / f"{crd['spec']['names']['kind'].lower()}_{version['name']}.json"
+            kind = crd["spec"]["names"]["kind"].lower()
+            ref = shared_schemas / crd["spec"]["group"] / f"{kind}_{version['name']}.json"
             assert crd_json_schema(version["schema"]["openAPIV3Schema"]) == json.loads(ref.read_text()), ref.name
             converted += 1
     assert converted >= 20
@@ -63,15 +64,17 @@ def test_validate_falls_back_to_crd_schemas(fleet_root: Path, shared_crds: Path,
     args = ["validate", "--offline", "--schema-location", str(empty), "--crd-location", str(shared_crds)]
     result = run(fleet_root, *args)
     assert result.code == 0, result.err
-    edit(fleet_root, "clusters/prod-west.yaml", "{name: standard, value: 100}", "{name: standard, value: 100, description: " +
-         "d" * 2049 + "}")
+    long = "d" * 2049
+    edit(fleet_root, "clusters/prod-west.yaml", "{name: standard, value: 100}",
+         f"{{name: standard, value: 100, description: {long}}}")
     result = run(fleet_root, *args)
     assert result.code == 1
     assert "WorkloadPriorityClass standard: description: " in result.err and "[schema]" in result.err
 
 
 @pytest.mark.skipif(kubeconform.available() is None,
-                    reason="kubeconform is not on PATH (no PyPI, Debian or npm package; the GitHub workflow installs it)")
+                    reason="kubeconform is not on PATH (no PyPI, Debian or npm package; "
+                           "the GitHub workflow installs it)")
 def test_kubeconform_agrees(shared_schemas: Path, shared_crds: Path) -> None:
     result = run(REPO, "validate", "--offline", "--schema-location", str(shared_schemas),
                  "--crd-location", str(shared_crds))

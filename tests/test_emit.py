@@ -11,7 +11,8 @@ from generator.compile.manifest import Manifest
 from generator.emit import cluster_tree, to_yaml
 
 scalars = st.one_of(st.text(), st.integers(), st.booleans(), st.none())
-values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+values = st.recursive(scalars,
+                      lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
                       max_leaves=20)
 
 

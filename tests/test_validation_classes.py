@@ -12,7 +12,6 @@ from generator.compile.manifest import Manifest
 from tests.conftest import edit, local_checks, run, snapshot
 
 
-
 @pytest.fixture
 def checks(shared_schemas: Path, shared_crds: Path) -> list[str]:
     return local_checks(shared_schemas, shared_crds)
@@ -65,7 +64,8 @@ def test_cel_rule_finding(fleet_root: Path, checks: list[str]) -> None:
 
 def test_cel_preemption_rule(fleet_root: Path, checks: list[str]) -> None:
     edit(fleet_root, "clusters/prod-east.yaml", "reclaimWithinCohort: Any", "reclaimWithinCohort: Never")
-    err = _render_fails(fleet_root, checks, "clusters/prod-east.yaml:8: ClusterQueue ml-research: spec.preemption:", ["[cel]"])
+    err = _render_fails(fleet_root, checks, "clusters/prod-east.yaml:8: ClusterQueue ml-research: spec.preemption:",
+                        ["[cel]"])
     assert "reclaimWithinCohort" in err
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from generator.compile.kueue import compile_kueue
 from generator.compile.manifest import Manifest

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 from generator.config.fleet import Fleet
 from generator.errors import Finding
@@ -63,8 +63,9 @@ def _team_names(fleet: Fleet) -> Iterator[Finding]:
             cohorts = {c.name for c in cluster.config.cohorts} | {cluster_name}
             if team.config.name in cohorts:
                 file, line = team.at("name")
-                yield Finding(file, line, "name", f"team name {team.config.name!r} is also a cohort in cluster "
-                              f"{cluster_name!r}", "rename the team or the cohort; queues and cohorts must not share names")
+                yield Finding(file, line, "name",
+                              f"team name {team.config.name!r} is also a cohort in cluster {cluster_name!r}",
+                              "rename the team or the cohort; queues and cohorts must not share names")
             if team.config.cohort == cluster_name:
                 file, line = team.at("cohort")
                 yield Finding(file, line, "cohort", f"{cluster_name!r} is the cluster's root cohort",
@@ -156,7 +157,8 @@ def _capacity(fleet: Fleet) -> Iterator[Finding]:
 
 
 RULES: list[Callable[[Fleet], Iterator[Finding]]] = [
-    _kubernetes_versions, _reserved_team_names, _unique_within_cluster, _cohort_tree, _team_names, _namespaces, _quota_references, _capacity,
+    _kubernetes_versions, _reserved_team_names, _unique_within_cluster, _cohort_tree, _team_names,
+    _namespaces, _quota_references, _capacity,
 ]
 
 

@@ -8,8 +8,17 @@ from pydantic import Field, StrictInt, StrictStr, field_validator, model_validat
 
 from generator.config.base import ConfigModel
 from generator.config.types import (
-    Count, DnsLabel, DnsSubdomain, Int32, KubernetesVersion, KueueVersion, LabelKey, LabelValue, Weight,
-    Quantity, ResourceName,
+    Count,
+    DnsLabel,
+    DnsSubdomain,
+    Int32,
+    KubernetesVersion,
+    KueueVersion,
+    LabelKey,
+    LabelValue,
+    Quantity,
+    ResourceName,
+    Weight,
 )
 
 MIN_KUEUE = (0, 14)
@@ -56,7 +65,8 @@ class Kueue(ConfigModel):
     @classmethod
     def _supported(cls, value: str) -> str:
         if kueue_tuple(value)[:2] < MIN_KUEUE:
-            raise ValueError(f"Kueue {value} is older than v{MIN_KUEUE[0]}.{MIN_KUEUE[1]}, the oldest fleetgen supports")
+            oldest = f"v{MIN_KUEUE[0]}.{MIN_KUEUE[1]}"
+            raise ValueError(f"Kueue {value} is older than {oldest}, the oldest fleetgen supports")
         return value
 
     @property

@@ -10,7 +10,8 @@ from __future__ import annotations
 import difflib
 import types
 import typing
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
@@ -144,7 +145,8 @@ _MESSAGES: dict[str, Callable[[dict[str, Any], type[BaseModel]], tuple[str, str]
 def findings_from(error: ValidationError, model: type[BaseModel], source: Source) -> list[Finding]:
     """Located findings for every error pydantic reported on `source`."""
     out: list[Finding] = []
-    for err in error.errors(include_url=False):
+    for details in error.errors(include_url=False):
+        err: dict[str, Any] = dict(details)
         loc = tuple(err["loc"])
         if loc and loc[-1] == "[key]":  # a bad mapping key: point at the key itself
             loc = loc[:-1]

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 
+from pydantic import BaseModel
+
 from generator.config.cluster import ClusterConfig
 from generator.config.team import TeamConfig
 
-MODELS = {"team": TeamConfig, "cluster": ClusterConfig}
+MODELS: dict[str, type[BaseModel]] = {"team": TeamConfig, "cluster": ClusterConfig}
 
 
 def schema_text(which: str) -> str:

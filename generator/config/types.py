@@ -22,7 +22,8 @@ RESOURCE_NAME = r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])
 KUEUE_VERSION = r"^v[0-9]+\.[0-9]+\.[0-9]+$"
 KUBERNETES_VERSION = r"^1\.[0-9]+$"
 # GitHub CODEOWNERS owner: @user, @org/team or an e-mail address.
-OWNER = r"^(@[A-Za-z0-9](-?[A-Za-z0-9]){0,38}(/[A-Za-z0-9][-A-Za-z0-9_.]{0,99})?|[A-Za-z0-9._%+-]{1,64}@[A-Za-z0-9.-]{1,253}\.[A-Za-z]{2,63})$"
+OWNER = (r"^(@[A-Za-z0-9](-?[A-Za-z0-9]){0,38}(/[A-Za-z0-9][-A-Za-z0-9_.]{0,99})?"
+         r"|[A-Za-z0-9._%+-]{1,64}@[A-Za-z0-9.-]{1,253}\.[A-Za-z]{2,63})$")
 # RBAC subject names come from identity providers and may hold almost anything printable.
 SUBJECT = r"^[^\x00-\x1f\x7f\u0085\u2028\u2029]{1,256}$"
 

@@ -129,9 +129,9 @@ def load_source(file: Path, shown: str) -> Source:
         node = yaml.compose(text, Loader=_Loader)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
-        line = mark.line + 1 if mark else None
+        where = mark.line + 1 if mark else None
         problem = exc.problem or exc.context or "invalid YAML"
-        raise InputError([Finding(shown, line, "", f"invalid YAML: {problem}",
+        raise InputError([Finding(shown, where, "", f"invalid YAML: {problem}",
                                   "fix the YAML syntax (indentation, quoting, one document per file)")]) from None
     except yaml.YAMLError as exc:
         raise InputError([Finding(shown, None, "", f"invalid YAML: {exc}", "fix the YAML syntax")]) from None

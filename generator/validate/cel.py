@@ -13,9 +13,10 @@ from __future__ import annotations
 import copy
 import hashlib
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import cel
 import yaml

@@ -7,9 +7,10 @@ Each rule is a generator over one object (and an index of the cluster's objects)
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from generator import quantity
 from generator.compile.manifest import Manifest
@@ -94,10 +95,9 @@ def quota_values(m: Manifest, index: Index) -> Iterator[Problem]:
                 "emit canonical quantities so GitOps does not report drift"
         if key in ("borrowingLimit", "lendingLimit") and not cohort:
             yield path, f"{key} needs the ClusterQueue to be in a cohort", "set a cohort"
-        if key == "lendingLimit" and "nominalQuota" in res:
-            if parsed > quantity.value_of(res["nominalQuota"]):
-                yield path, f"lendingLimit {value} is more than nominalQuota {res['nominalQuota']}", \
-                    "lend at most the nominal quota"
+        if key == "lendingLimit" and "nominalQuota" in res and parsed > quantity.value_of(res["nominalQuota"]):
+            yield path, f"lendingLimit {value} is more than nominalQuota {res['nominalQuota']}", \
+                "lend at most the nominal quota"
 
 
 def fair_sharing_weight(m: Manifest, index: Index) -> Iterator[Problem]:

@@ -9,7 +9,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from generator.compile.manifest import Manifest
 from generator.config.fleet import Fleet
@@ -40,6 +42,13 @@ def _is_local(location: str | None) -> bool:
     return bool(location) and not str(location).startswith(("http://", "https://"))
 
 
+def _crd_schema_lookup(rules: dict[tuple[str, str], Any] | None) -> Callable[[str, str], dict[str, Any] | None]:
+    def lookup(api_version: str, kind: str) -> dict[str, Any] | None:
+        found = rules.get((api_version, kind)) if rules else None
+        return found.schema if found else None
+    return lookup
+
+
 def validate_compiled(fleet: Fleet, compiled: dict[str, list[Manifest]], options: Options) -> Report:
     """Run every check that `options` allows on the compiled objects of each cluster."""
     from generator.validate import cel, kubeconform, kueue_rules, schemas
@@ -65,9 +74,8 @@ def validate_compiled(fleet: Fleet, compiled: dict[str, list[Manifest]], options
         cfg = fleet.clusters[name].config
         rules = crd_rules.rules(cfg.kueue.version) if crd_rules is not None else None
         if cfg.kueue.version not in stores:
-            fallback = (lambda api, kind, r=rules: r[(api, kind)].schema if r and (api, kind) in r else None)
             stores[cfg.kueue.version] = schemas.SchemaStore(options.schema_location, offline=not options.network,
-                                                            fallback=fallback)
+                                                            fallback=_crd_schema_lookup(rules))
         store = stores[cfg.kueue.version]
         report.findings += schemas.validate_schemas(manifests, cfg.kubernetes_version, store,
                                                     builtin_only=not custom_schemas)
@@ -75,6 +83,7 @@ def validate_compiled(fleet: Fleet, compiled: dict[str, list[Manifest]], options
         if rules is not None:
             report.findings += cel.validate_cel(manifests, rules)
         if binary:
-            report.findings += kubeconform.run_kubeconform(binary, name, manifests, k8s, options.schema_location)
+            report.findings += kubeconform.run_kubeconform(binary, name, manifests, cfg.kubernetes_version,
+                                                           options.schema_location)
     report.findings = sorted(set(report.findings))
     return report

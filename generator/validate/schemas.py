@@ -14,9 +14,10 @@ import json
 import os
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import jsonschema_rs
 
@@ -39,7 +40,7 @@ def _builtin_root() -> Any:
     return resources.files("kubernetes_validate").joinpath("kubernetes-json-schema")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def builtin_versions() -> tuple[str, ...]:
     """Kubernetes minor versions with built-in schemas, e.g. ('1.25', ..., '1.37')."""
     names = [p.name for p in _builtin_root().iterdir() if p.name.endswith("-local-strict")]
@@ -54,7 +55,7 @@ def _builtin_dir(k8s_version: str) -> Any:
     return _builtin_root().joinpath(f"v{k8s_version}.0-local-strict")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _builtin_registry(k8s_version: str) -> jsonschema_rs.Registry:
     defs = json.loads(_builtin_dir(k8s_version).joinpath("_definitions.json").read_text())
     return jsonschema_rs.Registry([(_K8S_DEFS_ID, defs)])
