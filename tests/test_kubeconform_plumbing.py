@@ -25,8 +25,9 @@ root = sys.argv[-1]
 bad = os.path.join(root, "prod-east", "kueue", "resourceflavor-h100.yaml")
 out = {"resources": []}
 if os.path.exists(bad):
-    out["resources"].append({"filename": bad, "kind": "ResourceFlavor", "name": "h100", "version": "kueue.x-k8s.io/v1beta2",
-                             "status": "statusInvalid", "msg": "problem validating schema: spec: bogus"})
+    out["resources"].append({"filename": bad, "kind": "ResourceFlavor", "name": "h100",
+                             "version": "kueue.x-k8s.io/v1beta2", "status": "statusInvalid",
+                             "msg": "problem validating schema: spec: bogus"})
 print(json.dumps(out))
 sys.exit(1 if out["resources"] else 0)
 """
