@@ -15,16 +15,9 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import yaml
 
 from generator.compile.manifest import Manifest
-
-try:
-    _Dumper: type = yaml.CSafeDumper
-except AttributeError:  # pragma: no cover - libyaml missing
-    _Dumper = yaml.SafeDumper
+from generator.yamltext import to_yaml
 
 RENDERED = "rendered"
 _TMP_PREFIX = ".rendered.tmp-"
@@ -33,15 +26,6 @@ KUSTOMIZATION = "kustomization.yaml"
 
 Tree = dict[str, bytes]
 """Rendered files: POSIX path relative to `rendered/` -> file content."""
-
-
-def to_yaml(body: Any) -> str:
-    """Serialise data with the one YAML dumper every output goes through.
-
-    Strings are quoted by the emitter as needed, so no value can add keys or documents.
-    """
-    return yaml.dump(body, Dumper=_Dumper, sort_keys=False, default_flow_style=False,
-                     allow_unicode=True, width=1 << 30)
 
 
 def _header(source: str | None) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -57,11 +58,13 @@ def test_crd_schemas_convert_exactly_as_the_catalog_does(shared_crds: Path, shar
     assert converted >= 20
 
 
-def test_validate_falls_back_to_crd_schemas(fleet_root: Path, shared_crds: Path, tmp_path: Path) -> None:
+def test_validate_falls_back_to_crd_schemas(fleet_root: Path, shared_crds: Path, shared_schemas: Path,
+                                            tmp_path: Path) -> None:
     """A schema location without Kueue schemas still validates Kueue objects strictly, from the CRDs."""
-    empty = tmp_path / "schemas"
-    empty.mkdir()
-    args = ["validate", "--offline", "--schema-location", str(empty), "--crd-location", str(shared_crds)]
+    without_kueue = tmp_path / "schemas"
+    shutil.copytree(shared_schemas, without_kueue, ignore=shutil.ignore_patterns("kueue.x-k8s.io"))
+    assert not (without_kueue / "kueue.x-k8s.io").exists()
+    args = ["validate", "--offline", "--schema-location", str(without_kueue), "--crd-location", str(shared_crds)]
     result = run(fleet_root, *args)
     assert result.code == 0, result.err
     long = "d" * 2049

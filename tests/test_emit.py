@@ -8,7 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from generator.compile.manifest import Manifest
-from generator.emit import cluster_tree, to_yaml
+from generator.emit import cluster_tree
+from generator.yamltext import to_yaml
 
 scalars = st.one_of(st.text(), st.integers(), st.booleans(), st.none())
 values = st.recursive(scalars,

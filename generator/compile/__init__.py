@@ -6,6 +6,8 @@ from collections.abc import Callable
 
 from generator.compile.kueue import compile_kueue
 from generator.compile.manifest import Manifest
+from generator.compile.monitoring import compile_monitoring
+from generator.compile.platform import compile_platform
 from generator.compile.tenancy import compile_tenancy
 from generator.config.cluster import ClusterConfig
 from generator.config.fleet import Fleet, Loaded
@@ -14,7 +16,7 @@ from generator.config.team import TeamConfig
 Compiler = Callable[[Loaded[ClusterConfig], list[Loaded[TeamConfig]]], list[Manifest]]
 
 # One entry per output family; later families (monitoring, gitops, job templates) append here.
-FAMILIES: list[Compiler] = [compile_kueue, compile_tenancy]
+FAMILIES: list[Compiler] = [compile_kueue, compile_tenancy, compile_platform, compile_monitoring]
 
 
 def compile_cluster(fleet: Fleet, name: str) -> list[Manifest]:

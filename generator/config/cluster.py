@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import Field, StrictInt, StrictStr, field_validator, model_validator
 
 from generator.config.base import ConfigModel
+from generator.config.platform import GitOps, Monitoring
 from generator.config.types import (
     Count,
     DnsLabel,
@@ -20,6 +21,7 @@ from generator.config.types import (
     ResourceName,
     Weight,
 )
+from generator.versions import component
 
 MIN_KUEUE = (0, 14)
 V1BETA2_KUEUE = (0, 16)
@@ -54,7 +56,7 @@ class Preemption(ConfigModel):
 class Kueue(ConfigModel):
     """The Kueue release installed in the cluster and its queueing policy."""
 
-    version: KueueVersion = "v0.19.2"
+    version: KueueVersion = f"v{component('kueue').version}"
     """Kueue release (v0.14 or later). v0.16 and later get `kueue.x-k8s.io/v1beta2` objects."""
     queueing_strategy: Literal["BestEffortFIFO", "StrictFIFO"] = "BestEffortFIFO"
     """Order in which each team queue admits its workloads."""
@@ -169,6 +171,10 @@ class ClusterConfig(ConfigModel):
     """Workload priority classes of the cluster."""
     cohorts: list[Cohort] = []
     """Optional cohort tree below the root cohort (for nested org units)."""
+    gitops: GitOps = GitOps()
+    """How platform components are installed (Argo CD or Flux)."""
+    monitoring: Monitoring = Monitoring()
+    """GPU observability stack, alerts and dashboards."""
 
     def pool(self, name: str) -> NodePool | None:
         """The node pool called `name`, if any."""

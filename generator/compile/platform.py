@@ -1,0 +1,259 @@
+"""Upstream components, pinned in versions.yaml, installed through the cluster's GitOps engine.
+
+Each component is (name, namespace, order, values); the engine decides the wrapping: Argo CD
+Applications ordered by sync waves, or Flux sources and HelmReleases ordered by dependsOn.
+Values come from the cluster config, so retention, storage, scrape interval, placement and the
+Kueue Configuration are all reviewable in git.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from generator.compile.manifest import Manifest, labels
+from generator.compile.monitoring import COUNTERS, XID_WINDOW_MS, exporter_namespace, gpu_tolerations
+from generator.config.cluster import ClusterConfig, kueue_tuple
+from generator.config.fleet import Loaded
+from generator.config.team import TeamConfig
+from generator.versions import Component, component
+from generator.yamltext import to_yaml
+
+FOLDER = ("platform",)
+IN_CLUSTER = "https://kubernetes.default.svc"
+KUEUE_FRAMEWORKS = ["batch/job", "jobset.x-k8s.io/jobset", "kubeflow.org/pytorchjob", "pod"]
+WAIT_FOR_PODS_READY_TIMEOUT = "10m"
+
+
+@dataclass(frozen=True)
+class Install:
+    """One chart release: where it goes, what it waits for, and its values."""
+
+    name: str
+    namespace: str
+    wave: int
+    values: dict[str, Any]
+    depends_on: tuple[str, ...] = field(default=())
+
+    @property
+    def chart(self) -> Component:
+        return component(self.name)
+
+
+# --- values ------------------------------------------------------------------------------------
+
+def kueue_configuration(cfg: ClusterConfig, teams: list[Loaded[TeamConfig]]) -> dict[str, Any]:
+    """The Kueue controller Configuration: JobSet integration, waitForPodsReady, fair sharing."""
+    v1beta2 = kueue_tuple(cfg.kueue.version)[:2] >= (0, 16)
+    fair = any(t.config.fair_sharing_weight is not None for t in teams) or \
+        any(c.fair_sharing_weight is not None for c in cfg.cohorts)
+    config: dict[str, Any] = {
+        "apiVersion": "config.kueue.x-k8s.io/v1beta2" if v1beta2 else "config.kueue.x-k8s.io/v1beta1",
+        "kind": "Configuration",
+        "health": {"healthProbeBindAddress": ":8081"},
+        "metrics": {"bindAddress": ":8443", "enableClusterQueueResources": True},
+        "webhook": {"port": 9443},
+        "leaderElection": {"leaderElect": True, "resourceName": "c1f6bfd2.kueue.x-k8s.io"},
+        "clientConnection": {"qps": 300, "burst": 500},
+        # Multi-node jobs are admitted all or nothing: a job whose pods are not all ready in time
+        # releases its quota and is requeued with backoff, so a half-started job never holds GPUs.
+        "waitForPodsReady": {"timeout": WAIT_FOR_PODS_READY_TIMEOUT, "blockAdmission": False,
+                             "requeuingStrategy": {"timestamp": "Eviction", "backoffBaseSeconds": 60,
+                                                   "backoffMaxSeconds": 3600}},
+        "integrations": {"frameworks": list(KUEUE_FRAMEWORKS)},
+    }
+    if not v1beta2:
+        config["waitForPodsReady"] = {"enable": True, **config["waitForPodsReady"]}
+    if fair:
+        config["fairSharing"] = {"preemptionStrategies": ["LessThanOrEqualToFinalShare", "LessThanInitialShare"]}
+        if not v1beta2:
+            config["fairSharing"] = {"enable": True, **config["fairSharing"]}
+    return config
+
+
+def _placement(cfg: ClusterConfig) -> dict[str, Any]:
+    """nodeSelector/affinity for the monitoring stack (kept off GPU nodes unless told otherwise)."""
+    out: dict[str, Any] = {}
+    mon = cfg.monitoring
+    if mon.stack_node_selector:
+        out["nodeSelector"] = dict(sorted(mon.stack_node_selector.items()))
+    if mon.avoid_gpu_nodes and mon.gpu_node_selector:
+        out["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+            {"matchExpressions": [{"key": k, "operator": "NotIn", "values": [v]}
+                                  for k, v in sorted(mon.gpu_node_selector.items())]}]}}}
+    return out
+
+
+def _resources(res: Any) -> dict[str, Any]:
+    return {"requests": {"cpu": str(res.cpu), "memory": str(res.memory)}, "limits": {"memory": str(res.memory)}}
+
+
+def _pvc(storage: Any) -> dict[str, Any]:
+    spec: dict[str, Any] = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": str(storage.size)}}}
+    if storage.storage_class:
+        spec["storageClassName"] = storage.storage_class
+    return spec
+
+
+def _prometheus_stack(cfg: ClusterConfig) -> dict[str, Any]:
+    mon, place = cfg.monitoring, _placement(cfg)
+    return {
+        "fullnameOverride": "kube-prometheus-stack",
+        "prometheus": {"prometheusSpec": {
+            "retention": mon.prometheus.retention,
+            "scrapeInterval": mon.scrape_interval,
+            "evaluationInterval": mon.scrape_interval,
+            "enableRemoteWriteReceiver": True,  # the Loki ruler writes its kernel-log counts here
+            "ruleSelectorNilUsesHelmValues": False,
+            "serviceMonitorSelectorNilUsesHelmValues": False,
+            "podMonitorSelectorNilUsesHelmValues": False,
+            "resources": _resources(mon.prometheus.resources),
+            "storageSpec": {"volumeClaimTemplate": {"spec": _pvc(mon.prometheus.storage)}},
+            **place}},
+        "alertmanager": {"alertmanagerSpec": dict(place)},
+        "grafana": {"sidecar": {"dashboards": {"enabled": True, "label": "grafana_dashboard", "labelValue": "1",
+                                               "searchNamespace": "ALL"}}, **place},
+        "prometheusOperator": dict(place),
+        "kube-state-metrics": dict(place),
+    }
+
+
+def _loki(cfg: ClusterConfig) -> dict[str, Any]:
+    mon, place, ns = cfg.monitoring, _placement(cfg), cfg.monitoring.namespace
+    persistence: dict[str, Any] = {"enabled": True, "size": str(mon.loki.storage.size)}
+    if mon.loki.storage.storage_class:
+        persistence["storageClass"] = mon.loki.storage.storage_class
+    return {
+        "fullnameOverride": "loki",
+        "deploymentMode": "SingleBinary",
+        "loki": {
+            "auth_enabled": False,
+            "commonConfig": {"replication_factor": 1},
+            "storage": {"type": "filesystem"},
+            "schemaConfig": {"configs": [{"from": "2024-01-01", "store": "tsdb", "object_store": "filesystem",
+                                          "schema": "v13", "index": {"prefix": "index_", "period": "24h"}}]},
+            "limits_config": {"retention_period": mon.loki.retention,
+                              # the node name becomes the stream label k8s_node_name
+                              "otlp_config": {"resource_attributes": {"attributes_config": [
+                                  {"action": "index_label", "attributes": ["k8s.node.name"]}]}}},
+            "compactor": {"retention_enabled": True, "delete_request_store": "filesystem"},
+            "rulerConfig": {
+                "alertmanager_url": f"http://kube-prometheus-stack-alertmanager.{ns}.svc:9093",
+                "enable_api": True,
+                "storage": {"type": "local", "local": {"directory": "/rules"}},
+                "remote_write": {"enabled": True, "client": {
+                    "url": f"http://kube-prometheus-stack-prometheus.{ns}.svc:9090/api/v1/write"}},
+                "wal": {"dir": "/var/loki/ruler-wal"},
+            },
+        },
+        "singleBinary": {"replicas": 1, "persistence": persistence, "resources": _resources(mon.loki.resources),
+                         **place},
+        "read": {"replicas": 0}, "write": {"replicas": 0}, "backend": {"replicas": 0},
+        "gateway": dict(place),
+        "sidecar": {"rules": {"enabled": True, "label": "loki_rule", "labelValue": "true", "folder": "/rules/fake"}},
+        "chunksCache": {"enabled": False}, "resultsCache": {"enabled": False},
+        "lokiCanary": {"enabled": False}, "test": {"enabled": False},
+    }
+
+
+def _dcgm_exporter(cfg: ClusterConfig) -> dict[str, Any]:
+    return {
+        "arguments": ["-f", "/etc/dcgm-exporter/fleetgen/counters.csv", "-x", str(XID_WINDOW_MS)],
+        "extraConfigMapVolumes": [{"name": "fleetgen-counters", "configMap": {"name": COUNTERS}}],
+        "extraVolumeMounts": [{"name": "fleetgen-counters", "mountPath": "/etc/dcgm-exporter/fleetgen",
+                               "readOnly": True}],
+        "serviceMonitor": {"enabled": False},  # fleetgen's own ServiceMonitor adds the node label
+        "nodeSelector": dict(sorted(cfg.monitoring.gpu_node_selector.items())),
+        "tolerations": gpu_tolerations(cfg),
+        "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"memory": "512Mi"}},
+    }
+
+
+def _gpu_operator(cfg: ClusterConfig) -> dict[str, Any]:
+    return {
+        "daemonsets": {"tolerations": gpu_tolerations(cfg)},
+        "dcgmExporter": {
+            "enabled": True,
+            "config": {"name": COUNTERS},
+            "env": [{"name": "DCGM_EXPORTER_COLLECTORS", "value": "/etc/dcgm-exporter/dcgm-metrics.csv"},
+                    {"name": "DCGM_EXPORTER_XID_COUNT_WINDOW_SIZE", "value": str(XID_WINDOW_MS)}],
+            "serviceMonitor": {"enabled": False},
+        },
+    }
+
+
+def installs(cfg: ClusterConfig, teams: list[Loaded[TeamConfig]]) -> list[Install]:
+    """Every component of the cluster with its namespace, order and values."""
+    out = [
+        Install("jobset", "jobset-system", -25, {}),
+        Install("kueue", "kueue-system", -20, {
+            "enablePrometheus": cfg.monitoring.enabled,
+            "managerConfig": {"controllerManagerConfigYaml": to_yaml(kueue_configuration(cfg, teams))}},
+            ("jobset", "kube-prometheus-stack") if cfg.monitoring.enabled else ("jobset",)),
+    ]
+    if cfg.monitoring.enabled:
+        ns = cfg.monitoring.namespace
+        out.insert(0, Install("kube-prometheus-stack", ns, -30, _prometheus_stack(cfg)))
+        out.append(Install("loki", ns, -10, _loki(cfg), ("kube-prometheus-stack",)))
+        if cfg.monitoring.gpu_exporter == "gpu-operator":
+            out.append(Install("gpu-operator", exporter_namespace(cfg), -10, _gpu_operator(cfg),
+                               ("kube-prometheus-stack",)))
+        else:
+            out.append(Install("dcgm-exporter", ns, -10, _dcgm_exporter(cfg), ("kube-prometheus-stack",)))
+    return out
+
+
+# --- engines -----------------------------------------------------------------------------------
+
+def _argocd(cluster: Loaded[ClusterConfig], inst: Install) -> list[Manifest]:
+    cfg = cluster.config
+    chart = inst.chart
+    source: dict[str, Any] = {"repoURL": chart.oci_repository if chart.is_oci else chart.repo,
+                              "chart": chart.chart_name, "targetRevision": chart.version,
+                              "helm": {"releaseName": inst.name, "valuesObject": inst.values}}
+    body = {
+        "apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+        "metadata": {"name": f"{cfg.name}-{inst.name}", "namespace": cfg.gitops.controller_namespace,
+                     "labels": labels(cfg.name),
+                     "annotations": {"argocd.argoproj.io/sync-wave": str(inst.wave)},
+                     "finalizers": ["resources-finalizer.argocd.argoproj.io"]},
+        "spec": {"project": "default", "source": source,
+                 "destination": {"server": IN_CLUSTER, "namespace": inst.namespace},
+                 "syncPolicy": {"automated": {"prune": True, "selfHeal": True},
+                                "syncOptions": ["CreateNamespace=true", "ServerSideApply=true"]}},
+    }
+    return [Manifest(FOLDER, body, cluster.at("gitops"))]
+
+
+def _flux(cluster: Loaded[ClusterConfig], inst: Install) -> list[Manifest]:
+    cfg = cluster.config
+    chart, ns = inst.chart, cfg.gitops.controller_namespace
+    meta = {"name": inst.name, "namespace": ns, "labels": labels(cfg.name)}
+    if chart.is_oci:
+        source = {"apiVersion": "source.toolkit.fluxcd.io/v1", "kind": "OCIRepository", "metadata": dict(meta),
+                  "spec": {"interval": "1h", "url": chart.chart, "ref": {"tag": chart.version},
+                           "layerSelector": {"mediaType": "application/vnd.cncf.helm.chart.content.v1.tar+gzip",
+                                             "operation": "copy"}}}
+        chart_spec: dict[str, Any] = {"chartRef": {"kind": "OCIRepository", "name": inst.name, "namespace": ns}}
+    else:
+        source = {"apiVersion": "source.toolkit.fluxcd.io/v1", "kind": "HelmRepository", "metadata": dict(meta),
+                  "spec": {"interval": "1h", "url": chart.repo}}
+        chart_spec = {"chart": {"spec": {"chart": chart.chart_name, "version": chart.version,
+                                         "sourceRef": {"kind": "HelmRepository", "name": inst.name,
+                                                       "namespace": ns}}}}
+    release: dict[str, Any] = {
+        "apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease", "metadata": dict(meta),
+        "spec": {"interval": "30m", "releaseName": inst.name, "targetNamespace": inst.namespace,
+                 "storageNamespace": inst.namespace, **chart_spec,
+                 "install": {"createNamespace": True, "crds": "CreateReplace", "remediation": {"retries": 3}},
+                 "upgrade": {"crds": "CreateReplace", "remediation": {"retries": 3}},
+                 "values": inst.values}}
+    if inst.depends_on:
+        release["spec"]["dependsOn"] = [{"name": d, "namespace": ns} for d in inst.depends_on]
+    return [Manifest(FOLDER, source, cluster.at("gitops")), Manifest(FOLDER, release, cluster.at("gitops"))]
+
+
+def compile_platform(cluster: Loaded[ClusterConfig], teams: list[Loaded[TeamConfig]]) -> list[Manifest]:
+    """Installs of every upstream component, wrapped for the cluster's GitOps engine."""
+    wrap = _argocd if cluster.config.gitops.engine == "argocd" else _flux
+    return [m for inst in installs(cluster.config, teams) for m in wrap(cluster, inst)]

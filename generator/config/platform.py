@@ -1,0 +1,102 @@
+"""Cluster keys for the platform stack: `gitops` (how it is installed) and `monitoring`."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, StrictBool, StrictStr
+
+from generator.config.base import ConfigModel
+from generator.config.types import DnsLabel, DnsSubdomain, LabelKey, LabelValue, Quantity
+
+DURATION = r"^([0-9]+(ms|s|m|h|d|w|y))+$"
+Duration = Annotated[StrictStr, Field(pattern=DURATION)]
+
+
+class GitOps(ConfigModel):
+    """How the cluster's platform components are installed from git."""
+
+    engine: Literal["argocd", "flux"] = "argocd"
+    """`argocd` renders Argo CD Applications with sync waves; `flux` renders HelmReleases with dependsOn."""
+    namespace: DnsLabel | None = None
+    """Namespace of the GitOps controller's objects; default `argocd` or `flux-system`."""
+
+    @property
+    def controller_namespace(self) -> str:
+        return self.namespace or ("argocd" if self.engine == "argocd" else "flux-system")
+
+
+class Storage(ConfigModel):
+    """A persistent volume for a stateful component."""
+
+    size: Quantity
+    """Volume size, e.g. 100Gi."""
+    storage_class: DnsSubdomain | None = None
+    """StorageClass; omitted means the cluster default."""
+
+
+class Resources(ConfigModel):
+    """CPU and memory requested (and memory limited) for a component."""
+
+    cpu: Quantity
+    """CPU request, e.g. 500m or 2."""
+    memory: Quantity
+    """Memory request and limit, e.g. 4Gi."""
+
+
+class Prometheus(ConfigModel):
+    """The Prometheus of kube-prometheus-stack."""
+
+    retention: Duration = "15d"
+    """How long samples are kept."""
+    storage: Storage = Storage(size="100Gi")
+    """Volume for the time-series database."""
+    resources: Resources = Resources(cpu="1", memory="8Gi")
+    """Requests of the Prometheus pod."""
+
+
+class Loki(ConfigModel):
+    """Loki, single-binary mode, for kernel logs."""
+
+    retention: Duration = "168h"
+    """How long log lines are kept."""
+    storage: Storage = Storage(size="50Gi")
+    """Volume for chunks and index."""
+    resources: Resources = Resources(cpu="500m", memory="2Gi")
+    """Requests of the Loki pod."""
+
+
+class KernelLogs(ConfigModel):
+    """Where the collector on each GPU node reads the kernel log."""
+
+    source: Literal["file", "journald"] = "file"
+    """`file` tails a syslog file (Ubuntu and Debian write /var/log/kern.log); `journald` reads the journal
+    (the collector image must then contain journalctl)."""
+    path: StrictStr = Field(default="/var/log/kern.log", pattern=r"^/[A-Za-z0-9._/-]+$")
+    """File to tail when source is `file`."""
+
+
+class Monitoring(ConfigModel):
+    """GPU observability: exporter, Prometheus, Loki, kernel-log shipping, alerts and dashboards."""
+
+    enabled: StrictBool = True
+    """Render the monitoring stack and its rules for this cluster."""
+    namespace: DnsLabel = "monitoring"
+    """Namespace of Prometheus, Loki, the GPU exporter and the log collector."""
+    gpu_exporter: Literal["dcgm-exporter", "gpu-operator"] = "dcgm-exporter"
+    """`dcgm-exporter` installs NVIDIA's exporter chart; `gpu-operator` configures the exporter the GPU
+    operator runs (installing the operator, with its driver and device plugin management disabled)."""
+    scrape_interval: Duration = "30s"
+    """How often Prometheus scrapes every target."""
+    prometheus: Prometheus = Prometheus()
+    """Prometheus settings."""
+    loki: Loki = Loki()
+    """Loki settings."""
+    kernel_logs: KernelLogs = KernelLogs()
+    """Kernel log source on GPU nodes."""
+    gpu_node_selector: dict[LabelKey, LabelValue] = {"nvidia.com/gpu.present": "true"}
+    """Labels of GPU nodes: where the exporter and the log collector run."""
+    stack_node_selector: dict[LabelKey, LabelValue] = {}
+    """Labels of nodes for Prometheus, Grafana, Alertmanager and Loki (e.g. a system pool)."""
+    avoid_gpu_nodes: StrictBool = True
+    """Keep Prometheus, Grafana, Alertmanager and Loki off nodes labelled as GPU nodes."""

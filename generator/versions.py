@@ -1,0 +1,45 @@
+"""The versions lock: `generator/versions.yaml`, read once."""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from importlib import resources
+
+import yaml
+
+
+@dataclass(frozen=True)
+class Component:
+    """A pinned upstream chart (https repository or OCI reference) or image."""
+
+    name: str
+    version: str
+    chart: str = ""
+    repo: str = ""
+    image: str = ""
+
+    @property
+    def is_oci(self) -> bool:
+        return self.chart.startswith("oci://")
+
+    @property
+    def oci_repository(self) -> str:
+        """`oci://registry.k8s.io/kueue/charts/kueue` -> `registry.k8s.io/kueue/charts`."""
+        return self.chart.removeprefix("oci://").rpartition("/")[0]
+
+    @property
+    def chart_name(self) -> str:
+        return self.chart.rpartition("/")[2]
+
+
+@functools.lru_cache(maxsize=1)
+def lock() -> dict[str, Component]:
+    """Every pinned component by name."""
+    data = yaml.safe_load(resources.files("generator").joinpath("versions.yaml").read_text())
+    return {name: Component(name=name, **{k: str(v) for k, v in spec.items()}) for name, spec in data.items()}
+
+
+def component(name: str) -> Component:
+    """One pinned component."""
+    return lock()[name]
