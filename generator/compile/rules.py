@@ -49,9 +49,9 @@ def _alert(name: str, expr: str, for_: str, severity: str, action: str, concern:
 
 
 def _xid_recording(cls: XidClass) -> dict[str, Any]:
-    expr = (f'label_replace(sum by ({GPU_KEYS}, xid) ({XID_METRIC}{{xid=~"{cls.regex}"}}), '
-            f'"class", "{cls.name}", "", "")')
-    return {"record": "fleetgen:gpu_xid_errors:sum", "expr": expr}
+    return {"record": "fleetgen:gpu_xid_errors:sum",
+            "expr": f'sum by ({GPU_KEYS}, xid) ({XID_METRIC}{{xid=~"{cls.regex}"}})',
+            "labels": {"class": cls.name}}
 
 
 def _xid_alert(cls: XidClass) -> dict[str, Any]:

@@ -1,0 +1,102 @@
+"""A real Prometheus server runs the rendered rules against a local DCGM-format endpoint.
+
+The endpoint stands in for dcgm-exporter on one 8-GPU node; Prometheus scrapes it every second
+under the job name the rendered ServiceMonitor sets, with the node label it adds. The alerts
+are read back through Prometheus's HTTP API.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+from generator.compile.dashboards import queries
+from generator.compile.rules import EXPORTER_JOB
+from tests.prom import MetricsEndpoint, PrometheusServer, exposition, tool, write_rules
+
+NODE = "gpu-node-1"
+
+
+class FakeNode:
+    """DCGM series of one node whose GPUs can fail on demand."""
+
+    def __init__(self, gpus: int = 8) -> None:
+        self.lock = threading.Lock()
+        self.present = list(range(gpus))
+        self.xids: dict[int, tuple[int, int]] = {}   # gpu -> (xid, count in window)
+        self.dbe: dict[int, int] = {g: 0 for g in range(gpus)}
+
+    def labels(self, gpu: int) -> dict[str, str]:
+        return {"gpu": str(gpu), "UUID": f"GPU-{gpu:04d}-test", "pci_bus_id": f"00000000:{0x18 + gpu:02X}:00.0",
+                "device": f"nvidia{gpu}", "modelName": "NVIDIA H100 80GB HBM3", "Hostname": "dcgm-exporter-abcde"}
+
+    def render(self) -> str:
+        with self.lock:
+            samples = []
+            for gpu in self.present:
+                base = self.labels(gpu)
+                samples += [("DCGM_FI_DEV_GPU_TEMP", base, 55.0), ("DCGM_EXP_GPU_HEALTH_STATUS", base, 0.0),
+                            ("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", base, float(self.dbe[gpu])),
+                            ("DCGM_FI_DEV_GPU_UTIL", base, 90.0)]
+                if gpu in self.xids:
+                    xid, count = self.xids[gpu]
+                    samples.append(("DCGM_EXP_XID_ERRORS_COUNT", {**base, "xid": str(xid)}, float(count)))
+            samples.append(("kube_node_status_capacity", {"node": NODE, "resource": "nvidia_com_gpu"}, 8.0))
+            return exposition(samples)
+
+
+def test_alerts_become_pending_and_firing_on_a_real_server(tmp_path: Path) -> None:
+    tool("prometheus")
+    node = FakeNode()
+    with MetricsEndpoint(node.render) as endpoint, PrometheusServer(
+            tmp_path, [write_rules(tmp_path)], {EXPORTER_JOB: (endpoint.port, {"node": NODE})}) as prom:
+        # Healthy node first: nothing GPU-related fires.
+        assert prom.api("query", query=f'up{{job="{EXPORTER_JOB}"}}')["status"] == "success"
+
+        # XID 13 (application error) on GPU 2: must stay silent; XID 79 on GPU 3: fires at once.
+        with node.lock:
+            node.xids[2] = (13, 1)
+            node.xids[3] = (79, 1)
+        firing = prom.wait_for_alert("GPUXidHardwareError", "firing", labels={"node": NODE, "gpu": "3"})
+        assert firing["labels"]["xid"] == "79" and firing["labels"]["fleetgen_action"] == "cordon"
+        assert "node gpu-node-1 GPU 3" in firing["annotations"]["summary"]
+        assert not [a for a in prom.alerts() if a["labels"].get("xid") == "13"]
+
+        # One double-bit ECC increment on GPU 5.
+        with node.lock:
+            node.dbe[5] += 1
+        prom.wait_for_alert("GPUDoubleBitECCError", "firing", labels={"gpu": "5"})
+
+        # GPU 7 falls off the bus: 7 of 8 GPUs report; the alert waits 5m, so it is pending.
+        with node.lock:
+            node.present.remove(7)
+        pending = prom.wait_for_alert("GPUMissingFromNode", "pending", labels={"node": NODE})
+        assert pending["value"] in ("1e+00", "1")
+
+
+def test_exporter_down_is_unknown_not_missing_gpus(tmp_path: Path) -> None:
+    """An exporter that stops answering fires GPUExporterDown (pending: for 5m), never GPUMissingFromNode."""
+    tool("prometheus")
+    node = FakeNode()
+    ksm = MetricsEndpoint(lambda: exposition([("kube_node_status_capacity",
+                                               {"node": NODE, "resource": "nvidia_com_gpu"}, 8.0)]))
+    endpoint = MetricsEndpoint(node.render)
+    with ksm, endpoint, PrometheusServer(tmp_path, [write_rules(tmp_path)],
+                                         {EXPORTER_JOB: (endpoint.port, {"node": NODE}),
+                                          "kube-state-metrics": (ksm.port, {})}) as prom:
+        gpus = prom.api("query", query=f'count(DCGM_FI_DEV_GPU_TEMP{{node="{NODE}"}})')
+        assert gpus["status"] == "success"
+        endpoint.__exit__()  # the exporter dies
+        prom.wait_for_alert("GPUExporterDown", "pending", labels={"node": NODE})
+        names = {a["labels"]["alertname"] for a in prom.alerts()}
+        assert "GPUMissingFromNode" not in names, names
+
+
+def test_every_dashboard_query_runs(tmp_path: Path) -> None:
+    tool("prometheus")
+    node = FakeNode()
+    with MetricsEndpoint(node.render) as endpoint, PrometheusServer(
+            tmp_path, [write_rules(tmp_path)], {EXPORTER_JOB: (endpoint.port, {"node": NODE})}) as prom:
+        for expr in queries():
+            answer = prom.api("query", query=expr)
+            assert answer["status"] == "success", (expr, answer)
