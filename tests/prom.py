@@ -71,8 +71,8 @@ import threading  # noqa: E402
 import time  # noqa: E402
 import urllib.parse  # noqa: E402
 import urllib.request  # noqa: E402
+from collections.abc import Callable  # noqa: E402
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer  # noqa: E402
-from typing import Callable  # noqa: E402
 
 
 def free_port() -> int:

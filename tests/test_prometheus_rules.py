@@ -31,8 +31,8 @@ def gpu_labels(**extra: str) -> dict[str, str]:
 
 def case(input_series: list[dict[str, str]], alerts: list[tuple[str, str, list[dict[str, Any]]]],
          exprs: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    test: dict[str, Any] = {"interval": "1m", "input_series": input_series,
-                            "alert_rule_test": [{"eval_time": t, "alertname": a, "exp_alerts": e} for a, t, e in alerts]}
+    rule_tests = [{"eval_time": t, "alertname": a, "exp_alerts": e} for a, t, e in alerts]
+    test: dict[str, Any] = {"interval": "1m", "input_series": input_series, "alert_rule_test": rule_tests}
     if exprs:
         test["promql_expr_test"] = exprs
     return test

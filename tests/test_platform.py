@@ -1,0 +1,194 @@
+"""Platform components and monitoring objects: engines, ordering, values from the cluster file."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from generator.compile.dashboards import queries
+from generator.compile.monitoring import DCGM_COUNTERS
+from generator.compile.rules import loki_groups, prometheus_groups
+from generator.signals import HEALTH_TAINT_KEY
+from generator.versions import lock
+from tests.conftest import REPO, edit, run
+
+
+def load(root: Path, rel: str) -> dict[str, Any]:
+    return yaml.safe_load((root / "rendered" / rel).read_text())
+
+
+def test_argocd_applications_are_ordered_by_sync_waves() -> None:
+    waves = {}
+    for path in sorted((REPO / "rendered/prod-east/platform").glob("application-*.yaml")):
+        app = yaml.safe_load(path.read_text())
+        waves[app["spec"]["source"]["chart"]] = int(app["metadata"]["annotations"]["argocd.argoproj.io/sync-wave"])
+        assert app["metadata"]["namespace"] == "argocd"
+        assert "ServerSideApply=true" in app["spec"]["syncPolicy"]["syncOptions"]
+    # CRDs and controllers first: the operator stack, then JobSet before Kueue, then the rest.
+    assert waves["kube-prometheus-stack"] < waves["jobset"] < waves["kueue"] < waves["loki"] == waves["dcgm-exporter"]
+    assert max(waves.values()) < 0  # before the objects that need them (wave 0)
+
+
+def test_argocd_sources_match_the_versions_lock() -> None:
+    pinned = lock()
+    for path in sorted((REPO / "rendered/prod-east/platform").glob("application-*.yaml")):
+        source = yaml.safe_load(path.read_text())["spec"]["source"]
+        component = pinned[source["helm"]["releaseName"]]
+        assert source["targetRevision"] == component.version
+        assert source["repoURL"] == (component.oci_repository if component.is_oci else component.repo)
+
+
+def test_flux_releases_depend_on_what_they_need() -> None:
+    releases = {p.stem.removeprefix("helmrelease-"): yaml.safe_load(p.read_text())
+                for p in (REPO / "rendered/prod-west/platform").glob("helmrelease-*.yaml")}
+    assert set(releases) == {"kube-prometheus-stack", "jobset", "kueue", "loki", "dcgm-exporter"}
+    deps = {name: {d["name"] for d in r["spec"].get("dependsOn", [])} for name, r in releases.items()}
+    assert deps["kueue"] == {"jobset", "kube-prometheus-stack"}
+    assert deps["loki"] == deps["dcgm-exporter"] == {"kube-prometheus-stack"}
+    assert deps["kube-prometheus-stack"] == deps["jobset"] == set()
+    # OCI charts come from an OCIRepository, https charts from a HelmRepository.
+    assert releases["kueue"]["spec"]["chartRef"] == {"kind": "OCIRepository", "name": "kueue",
+                                                     "namespace": "flux-system"}
+    oci = load(REPO, "prod-west/platform/ocirepository-kueue.yaml")
+    assert oci["spec"]["url"] == "oci://registry.k8s.io/kueue/charts/kueue" and oci["spec"]["ref"]["tag"] == "0.19.2"
+    repo_ref = releases["loki"]["spec"]["chart"]["spec"]["sourceRef"]
+    assert repo_ref == {"kind": "HelmRepository", "name": "loki", "namespace": "flux-system"}
+
+
+def _values(cluster: str, name: str) -> dict[str, Any]:
+    engine_file = {"prod-east": f"application-prod-east-{name}.yaml"}.get(cluster, f"helmrelease-{name}.yaml")
+    obj = load(REPO, f"{cluster}/platform/{engine_file}")
+    return obj["spec"]["source"]["helm"]["valuesObject"] if obj["kind"] == "Application" else obj["spec"]["values"]
+
+
+def test_monitoring_values_come_from_the_cluster_file() -> None:
+    spec = _values("prod-east", "kube-prometheus-stack")["prometheus"]["prometheusSpec"]
+    assert spec["retention"] == "30d" and spec["scrapeInterval"] == "15s"
+    claim = spec["storageSpec"]["volumeClaimTemplate"]["spec"]
+    assert claim["storageClassName"] == "fast-ssd" and claim["resources"]["requests"]["storage"] == "500Gi"
+    assert spec["resources"]["requests"] == {"cpu": "4", "memory": "32Gi"}
+    # The stack stays off GPU nodes and on the system pool.
+    assert spec["nodeSelector"] == {"node.fleetgen.io/pool": "system"}
+    terms = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert terms == [{"matchExpressions": [{"key": "nvidia.com/gpu.present", "operator": "NotIn",
+                                            "values": ["true"]}]}]
+    loki = _values("prod-east", "loki")
+    assert loki["loki"]["limits_config"]["retention_period"] == "336h"
+    assert loki["singleBinary"]["persistence"] == {"enabled": True, "size": "200Gi", "storageClass": "fast-ssd"}
+    # dev asked not to avoid GPU nodes.
+    assert "affinity" not in _values("dev", "kube-prometheus-stack")["prometheus"]["prometheusSpec"]
+
+
+def test_kueue_configuration() -> None:
+    config = yaml.safe_load(_values("prod-east", "kueue")["managerConfig"]["controllerManagerConfigYaml"])
+    assert config["apiVersion"] == "config.kueue.x-k8s.io/v1beta2"
+    assert "jobset.x-k8s.io/jobset" in config["integrations"]["frameworks"]
+    assert config["waitForPodsReady"]["timeout"] == "10m" and "enable" not in config["waitForPodsReady"]
+    assert config["fairSharing"]["preemptionStrategies"]
+    assert config["metrics"]["enableClusterQueueResources"] is True
+    old = yaml.safe_load(_values("dev", "kueue")["managerConfig"]["controllerManagerConfigYaml"])
+    assert old["apiVersion"] == "config.kueue.x-k8s.io/v1beta1"
+    assert old["waitForPodsReady"]["enable"] is True and old["fairSharing"]["enable"] is True
+
+
+def test_fair_sharing_only_when_some_team_sets_a_weight(fleet_root: Path) -> None:
+    for team in ("ml-research", "vision", "platform-ci", "recsys", "llm-pretrain"):
+        path = fleet_root / f"teams/{team}.yaml"
+        path.write_text(re.sub(r"fairSharingWeight: .*\n", "", path.read_text()))
+    edit(fleet_root, "clusters/prod-east.yaml", "{name: research-vision, parent: research, fairSharingWeight: 2}",
+         "{name: research-vision, parent: research}")
+    assert run(fleet_root, "render").code == 0
+    app = load(fleet_root, "prod-east/platform/application-prod-east-kueue.yaml")
+    values = app["spec"]["source"]["helm"]["valuesObject"]
+    config = yaml.safe_load(values["managerConfig"]["controllerManagerConfigYaml"])
+    assert "fairSharing" not in config
+
+
+def test_exporter_and_collector_tolerate_gpu_taints_and_the_health_taint() -> None:
+    ds = load(REPO, "prod-west/monitoring/daemonset-fleetgen-kernel-log.yaml")
+    tolerations = ds["spec"]["template"]["spec"]["tolerations"]
+    keys = {(t["key"], t.get("effect")) for t in tolerations}
+    assert {("nvidia.com/gpu", "NoSchedule"), ("fleetgen.io/inference-only", "PreferNoSchedule"),
+            (HEALTH_TAINT_KEY, "NoSchedule"), (HEALTH_TAINT_KEY, "NoExecute")} <= keys
+    assert _values("prod-west", "dcgm-exporter")["tolerations"] == tolerations
+    container = ds["spec"]["template"]["spec"]["containers"][0]
+    assert container["env"][0]["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert ds["spec"]["template"]["spec"]["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
+
+
+def test_collector_reads_the_configured_kernel_log() -> None:
+    def config(cluster: str) -> dict[str, Any]:
+        cm = load(REPO, f"{cluster}/monitoring/configmap-fleetgen-kernel-log.yaml")
+        return yaml.safe_load(cm["data"]["collector.yaml"])
+    east, west = config("prod-east"), config("prod-west")
+    assert east["receivers"] == {"filelog/kernel": {"include": ["/host/var/log/kern.log"], "start_at": "end"}}
+    assert west["receivers"]["journald/kernel"]["matches"] == [{"_TRANSPORT": "kernel"}]
+    attrs = {a["key"]: a["value"] for a in east["processors"]["resource/node"]["attributes"]}
+    assert attrs == {"k8s.node.name": "${env:K8S_NODE_NAME}", "k8s.cluster.name": "prod-east",
+                     "service.name": "fleetgen-kernel"}
+    assert east["exporters"]["otlphttp/loki"]["endpoint"].startswith("http://loki-gateway.monitoring.svc")
+
+
+def test_service_monitor_labels_series_with_the_node() -> None:
+    for cluster, port, namespace in (("prod-east", "metrics", "monitoring"), ("dev", "gpu-metrics", "gpu-operator")):
+        sm = load(REPO, f"{cluster}/monitoring/servicemonitor-gpu-exporter.yaml")
+        endpoint = sm["spec"]["endpoints"][0]
+        assert endpoint["port"] == port
+        assert {"action": "replace", "sourceLabels": ["__meta_kubernetes_pod_node_name"],
+                "targetLabel": "node"} in endpoint["relabelings"]
+        assert sm["spec"]["namespaceSelector"] == {"matchNames": [namespace]}
+
+
+def test_gpu_operator_uses_our_counters() -> None:
+    values = _values("dev", "gpu-operator")
+    assert values["dcgmExporter"]["config"] == {"name": "fleetgen-dcgm-counters"}
+    cm = load(REPO, "dev/monitoring/configmap-fleetgen-dcgm-counters.yaml")
+    assert cm["metadata"]["namespace"] == "gpu-operator" and "dcgm-metrics.csv" in cm["data"]
+
+
+def test_every_dcgm_metric_the_rules_use_is_collected() -> None:
+    collected = {field for field, _, _ in DCGM_COUNTERS}
+    exprs = [r["expr"] for _, rules in prometheus_groups() for r in rules] + queries()
+    used = {m for expr in exprs for m in re.findall(r"\bDCGM_(?:FI|EXP)_[A-Z0-9_]+", expr)}
+    assert used and used <= collected, used - collected
+    csv = load(REPO, "prod-east/monitoring/configmap-fleetgen-dcgm-counters.yaml")["data"]["counters.csv"]
+    assert all(f"{field}, " in csv for field in used)
+
+
+def test_every_alert_has_severity_summary_and_runbook() -> None:
+    rules = [r for _, group in prometheus_groups() for r in group] + loki_groups()[0]["rules"]
+    alerts = [r for r in rules if "alert" in r]
+    assert len(alerts) >= 15
+    for alert in alerts:
+        assert alert["labels"]["severity"] in ("critical", "warning", "info"), alert["alert"]
+        assert alert["annotations"]["summary"] and len(alert["annotations"]["runbook"]) > 40, alert["alert"]
+        if alert["labels"]["concern"] != "kueue":
+            assert "node" in alert["annotations"]["summary"], alert["alert"]
+
+
+def test_monitoring_can_be_disabled(fleet_root: Path) -> None:
+    path = fleet_root / "clusters/dev.yaml"
+    path.write_text(path.read_text().replace("monitoring:\n  gpuExporter: gpu-operator",
+                                             "monitoring:\n  enabled: false\n  gpuExporter: gpu-operator"))
+    assert run(fleet_root, "render").code == 0
+    assert not (fleet_root / "rendered/dev/monitoring").exists()
+    platform = sorted(p.name for p in (fleet_root / "rendered/dev/platform").glob("helmrelease-*.yaml"))
+    assert platform == ["helmrelease-jobset.yaml", "helmrelease-kueue.yaml"]
+    kueue = load(fleet_root, "dev/platform/helmrelease-kueue.yaml")
+    assert kueue["spec"]["values"]["enablePrometheus"] is False
+    assert [d["name"] for d in kueue["spec"]["dependsOn"]] == ["jobset"]
+
+
+def test_dashboards_are_valid_grafana_json() -> None:
+    import json
+
+    for uid in ("gpu-health", "xid-timeline", "queue-usage"):
+        cm = load(REPO, f"prod-east/monitoring/configmap-fleetgen-dashboard-{uid}.yaml")
+        assert cm["metadata"]["labels"]["grafana_dashboard"] == "1"
+        board = json.loads(cm["data"][f"fleetgen-{uid}.json"])
+        assert board["uid"] == f"fleetgen-{uid}" and board["panels"]
+        assert all(p["targets"] and p["datasource"]["type"] == "prometheus" for p in board["panels"])
