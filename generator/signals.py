@@ -146,6 +146,25 @@ CONDITIONS: tuple[Condition, ...] = (
 )
 
 
+@dataclass(frozen=True)
+class KueueThresholds:
+    """When a team queue is in trouble (Kueue's own metrics)."""
+
+    pending_min: int = 5
+    """Pending workloads above which growth is alerted."""
+    pending_growth_window: str = "1h"
+    """Window over which pending workloads must have grown."""
+    pending_for: str = "30m"
+    """How long the growth must last."""
+    at_quota_for: str = "2h"
+    """How long a queue may sit at its nominal quota with work waiting before it is reported."""
+    stalled_for: str = "30m"
+    """How long admissible work may wait with no admission at all."""
+
+
+KUEUE = KueueThresholds()
+
+
 def condition(name: str) -> Condition:
     """A condition by name."""
     return next(c for c in CONDITIONS if c.name == name)

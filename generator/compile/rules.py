@@ -13,6 +13,7 @@ from generator.signals import (
     BENIGN_SXIDS,
     CONDITIONS,
     KERNEL_LOG_SERVICE,
+    KUEUE,
     XID_CLASSES,
     Condition,
     XidClass,
@@ -23,12 +24,6 @@ EXPORTER_JOB = "gpu-exporter"
 EXPORTER = f'{{job="{EXPORTER_JOB}"}}'
 GPU_KEYS = "node, gpu, UUID"
 XID_METRIC = "DCGM_EXP_XID_ERRORS_COUNT"
-
-# Kueue thresholds (kept beside the GPU table so every threshold lives in code, not YAML).
-KUEUE_PENDING_GROWTH_WINDOW = "1h"
-KUEUE_PENDING_MIN = 5
-KUEUE_AT_QUOTA_FOR = "2h"
-KUEUE_STALLED_FOR = "30m"
 
 XID_ALERTS: dict[str, str] = {
     "hardware": "GPUXidHardwareError",
@@ -71,25 +66,25 @@ def _kueue_rules() -> list[dict[str, Any]]:
          "expr": "sum by (cluster_queue, flavor, resource) (kueue_cluster_queue_resource_usage) "
                  "/ sum by (cluster_queue, flavor, resource) (kueue_cluster_queue_nominal_quota > 0)"},
         _alert("KueuePendingWorkloadsGrowing",
-               f"sum by (cluster_queue) (kueue_pending_workloads) > {KUEUE_PENDING_MIN} "
-               f"and sum by (cluster_queue) (delta(kueue_pending_workloads[{KUEUE_PENDING_GROWTH_WINDOW}])) > 0",
-               "30m", "warning", "none", "kueue",
+               f"sum by (cluster_queue) (kueue_pending_workloads) > {KUEUE.pending_min} "
+               f"and sum by (cluster_queue) (delta(kueue_pending_workloads[{KUEUE.pending_growth_window}])) > 0",
+               KUEUE.pending_for, "warning", "none", "kueue",
                "{{ $value }} workloads pending in ClusterQueue {{ $labels.cluster_queue }} and rising",
                "The team's queue is short of quota. Check `fleetgen explain team` for its guaranteed and "
                "borrowable GPUs and whether lenders in its cohort are busy."),
         _alert("KueueClusterQueueAtQuota",
                "fleetgen:kueue_quota_used:ratio >= 1 and on (cluster_queue) "
                "(sum by (cluster_queue) (kueue_pending_workloads) > 0)",
-               KUEUE_AT_QUOTA_FOR, "info", "none", "kueue",
+               KUEUE.at_quota_for, "info", "none", "kueue",
                "ClusterQueue {{ $labels.cluster_queue }} has used all its {{ $labels.resource }} in "
                "{{ $labels.flavor }} with work waiting",
                "Expected during peaks; if it lasts, raise the team's quota or let it borrow (teams/<team>.yaml)."),
         _alert("KueueAdmissionStalled",
                "sum by (cluster_queue) (kueue_pending_workloads{status=\"active\"}) > 0 and on (cluster_queue) "
-               f"sum by (cluster_queue) (increase(kueue_admitted_workloads_total[{KUEUE_STALLED_FOR}])) == 0",
-               KUEUE_STALLED_FOR, "warning", "none", "kueue",
+               f"sum by (cluster_queue) (increase(kueue_admitted_workloads_total[{KUEUE.stalled_for}])) == 0",
+               KUEUE.stalled_for, "warning", "none", "kueue",
                "ClusterQueue {{ $labels.cluster_queue }} has admissible work but admitted nothing for "
-               f"{KUEUE_STALLED_FOR}",
+               f"{KUEUE.stalled_for}",
                "Check the Kueue controller logs and the queue's conditions (kubectl describe clusterqueue); "
                "a missing ResourceFlavor or an inactive cohort stops admission."),
     ]
