@@ -179,6 +179,189 @@ def schema(ctx: click.Context, which: str | None, write: bool, check: bool) -> N
     click.echo(schema_text(which or "team"), nl=False)
 
 
+def _connection_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    options = [
+        click.option("--kubeconfig", envvar="KUBECONFIG", metavar="FILE", help="Kubeconfig file."),
+        click.option("--context", metavar="NAME", help="Kubeconfig context (the cluster to use)."),
+        click.option("--token", envvar="FLEETGEN_TOKEN", metavar="TOKEN", help="Bearer token (with --server)."),
+        click.option("--server", metavar="URL", help="API server URL (with --token)."),
+        click.option("--insecure-skip-tls-verify", is_flag=True, help="Do not verify the server's certificate."),
+    ]
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
+
+
+def _api(kubeconfig: str | None, context: str | None, token: str | None, server: str | None,
+         insecure_skip_tls_verify: bool) -> Any:
+    from generator.jobs import connect
+
+    return connect(kubeconfig, context, token, server, insecure_skip_tls_verify)
+
+
+def _cluster_guard(fn: Callable[..., Any]) -> Callable[..., Any]:
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from generator.jobs import ClusterError
+
+        try:
+            return fn(*args, **kwargs)
+        except ClusterError as exc:
+            _fail(exc)
+    return wrapper
+
+
+def _namespace(ctx: click.Context, namespace: str | None, team: str | None) -> str:
+    if namespace:
+        return namespace
+    if team:
+        from generator.config.fleet import load_fleet
+        from generator.errors import UsageError
+
+        fleet = load_fleet(_root(ctx))
+        if team not in fleet.teams:
+            raise UsageError(f"unknown team {team!r}; known: {', '.join(sorted(fleet.teams))}")
+        return fleet.teams[team].config.namespace_names[0]
+    from generator.errors import UsageError
+
+    raise UsageError("say which namespace: --namespace NS or --team TEAM")
+
+
+@cli.group()
+def job() -> None:
+    """Create, submit and follow JobSets from a team's job profiles."""
+
+
+@job.command("new")
+@click.argument("team")
+@click.argument("profile")
+@click.option("--name", help="JobSet name (default: the profile name).")
+@click.option("--nodes", type=int, help="Number of nodes (default: the profile's).")
+@click.option("--image", help="Container image (default: the profile's).")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write to FILE instead of stdout.")
+@click.argument("command", nargs=-1)
+@click.pass_context
+@_guard
+def job_new(ctx: click.Context, team: str, profile: str, name: str | None, nodes: int | None, image: str | None,
+            output: str | None, command: tuple[str, ...]) -> None:
+    """Print a concrete JobSet from TEAM's PROFILE; `-- CMD...` replaces the program."""
+    from generator.jobs import Job
+    from generator.yamltext import to_yaml
+
+    made = Job.from_profile(team, profile, root=_root(ctx), name=name, nodes=nodes, image=image,
+                            command=list(command) or None)
+    text = to_yaml(made.body)
+    if output:
+        Path(output).write_text(text)
+        click.echo(f"wrote {output}: JobSet {made.namespace}/{made.name}", err=True)
+    else:
+        click.echo(text, nl=False)
+
+
+@job.command("submit")
+@click.argument("what", nargs=-1, required=True)
+@click.option("--name", help="JobSet name (with TEAM PROFILE).")
+@click.option("--nodes", type=int, help="Number of nodes (with TEAM PROFILE).")
+@_connection_options
+@click.pass_context
+@_guard
+@_cluster_guard
+def job_submit(ctx: click.Context, what: tuple[str, ...], name: str | None, nodes: int | None, **conn: Any) -> None:
+    """Submit FILE (a JobSet) or TEAM PROFILE to the cluster."""
+    from generator.errors import UsageError
+    from generator.jobs import Job
+
+    if len(what) == 1:
+        made = Job.from_file(what[0])
+    elif len(what) == 2:
+        made = Job.from_profile(what[0], what[1], root=_root(ctx), name=name, nodes=nodes)
+    else:
+        raise UsageError("give a JobSet file, or TEAM PROFILE")
+    made.submit(_api(**conn))
+    click.echo(f"submitted {made.namespace}/{made.name}; follow it with: fleetgen job status {made.name} "
+               f"--namespace {made.namespace}")
+
+
+def _job_command(fn: Callable[..., Any]) -> Callable[..., Any]:
+    for option in (click.option("--team", help="Team (its first namespace)."),
+                   click.option("-n", "--namespace", help="Namespace of the job."),
+                   click.argument("name")):
+        fn = option(fn)
+    return fn
+
+
+@job.command("status")
+@_job_command
+@_connection_options
+@click.pass_context
+@_guard
+@_cluster_guard
+def job_status(ctx: click.Context, name: str, namespace: str | None, team: str | None, **conn: Any) -> None:
+    """Kueue admission and progress of job NAME."""
+    from generator.jobs import Job
+
+    ns = _namespace(ctx, namespace, team)
+    click.echo(str(Job.on_cluster(_api(**conn), name, ns).status()))
+
+
+@job.command("logs")
+@_job_command
+@click.option("--rank", type=int, default=0, show_default=True, help="Node rank (0 is the master).")
+@click.option("-f", "--follow", is_flag=True, help="Keep streaming new lines.")
+@_connection_options
+@click.pass_context
+@_guard
+@_cluster_guard
+def job_logs(ctx: click.Context, name: str, namespace: str | None, team: str | None, rank: int, follow: bool,
+             **conn: Any) -> None:
+    """Logs of the training container of one node of job NAME."""
+    from generator.jobs import Job
+
+    ns = _namespace(ctx, namespace, team)
+    for line in Job.on_cluster(_api(**conn), name, ns).logs(rank=rank, follow=follow):
+        click.echo(line)
+
+
+@job.command("cancel")
+@_job_command
+@_connection_options
+@click.pass_context
+@_guard
+@_cluster_guard
+def job_cancel(ctx: click.Context, name: str, namespace: str | None, team: str | None, **conn: Any) -> None:
+    """Delete job NAME and its pods; Kueue gives the quota back."""
+    from generator.jobs import Job
+
+    ns = _namespace(ctx, namespace, team)
+    Job.on_cluster(_api(**conn), name, ns).cancel()
+    click.echo(f"cancelled {ns}/{name}")
+
+
+@job.command("list")
+@click.option("--team", help="Only this team's jobs (in its namespaces).")
+@_connection_options
+@click.pass_context
+@_guard
+@_cluster_guard
+def job_list(ctx: click.Context, team: str | None, **conn: Any) -> None:
+    """Jobs created from fleetgen profiles, with their state."""
+    from generator.jobs import JobList
+
+    namespaces = None
+    if team:
+        from generator.config.fleet import load_fleet
+
+        namespaces = load_fleet(_root(ctx)).teams[team].config.namespace_names if team else None
+    api = _api(**conn)
+    jobs = JobList(api).jobs(namespaces, team)
+    if not jobs:
+        click.echo("no jobs")
+    for found in jobs:
+        click.echo(f"{found.namespace}/{str(found.status())}")
+
+
 def main() -> None:
     """Console-script entry point."""
     cli(prog_name="fleetgen")

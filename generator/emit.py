@@ -52,12 +52,15 @@ def cluster_tree(cluster: str, manifests: Iterable[Manifest]) -> Tree:
     children: dict[tuple[str, ...], set[str]] = defaultdict(set)
     base = (_safe_part(cluster),)
     for m in manifests:
-        _safe_part(m.name)
+        if m.kubernetes:
+            _safe_part(m.name)
         folder = base + tuple(_safe_part(p) for p in m.folder)
         path = "/".join(folder + (_safe_part(m.filename),))
         if path in files:
             raise ValueError(f"two objects would be written to {path}")
         files[path] = manifest_text(m)
+        if not m.synced:
+            continue
         children[folder].add(m.filename)
         for depth in range(len(base), len(folder)):
             children[folder[:depth]].add(folder[depth])

@@ -15,6 +15,10 @@ _Base: type = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 class _Dumper(_Base):  # type: ignore[misc, valid-type]
     """libyaml's dumper, with multi-line strings (embedded configs, rule files) as literal blocks."""
 
+    def ignore_aliases(self, data: object) -> bool:
+        # Never anchors and aliases: objects shared in memory are written out in full.
+        return True
+
 
 def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
     # libyaml itself falls back to a quoted style when a block cannot hold the text exactly.

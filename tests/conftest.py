@@ -8,6 +8,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -91,3 +92,14 @@ def run_process(root: Path, *args: str, env: dict[str, str] | None = None) -> su
 def local_checks(shared_schemas: Path, shared_crds: Path) -> list[str]:
     """Options that make render run every check offline against ../shared."""
     return ["--schema-location", str(shared_schemas), "--crd-location", str(shared_crds)]
+
+
+@pytest.fixture
+def kube() -> Any:
+    """The Kubernetes API stand-in on loopback; yields (state, base URL)."""
+    from tests.kubeapi import KubeApi
+
+    api = KubeApi()
+    url = api.serve()
+    yield api, url
+    api.shutdown()

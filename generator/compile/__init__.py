@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from generator.compile.jobs import compile_templates
 from generator.compile.kueue import compile_kueue
 from generator.compile.manifest import Manifest
 from generator.compile.monitoring import compile_monitoring
@@ -16,7 +17,8 @@ from generator.config.team import TeamConfig
 Compiler = Callable[[Loaded[ClusterConfig], list[Loaded[TeamConfig]]], list[Manifest]]
 
 # One entry per output family; later families (monitoring, gitops, job templates) append here.
-FAMILIES: list[Compiler] = [compile_kueue, compile_tenancy, compile_platform, compile_monitoring]
+FAMILIES: list[Compiler] = [compile_kueue, compile_tenancy, compile_platform, compile_monitoring,
+                            compile_templates]
 
 
 def compile_cluster(fleet: Fleet, name: str) -> list[Manifest]:

@@ -22,6 +22,12 @@ class Manifest:
     body: dict[str, Any]
     source: tuple[str, int]
     origins: Mapping[str, tuple[str, int]] = field(default_factory=dict)
+    synced: bool = True
+    """False for templates GitOps must not apply (JobSets, which Kueue mutates): not in any kustomization."""
+    file: str | None = None
+    """File name, when not the default `<kind>-<name>.yaml`."""
+    kubernetes: bool = True
+    """False for other YAML documents (SkyPilot tasks): written, never validated as objects."""
 
     def locate(self, path: str) -> tuple[str, int]:
         """(file, line) of the config that produced the field at `path` (e.g. spec.levels[1])."""
@@ -50,7 +56,7 @@ class Manifest:
     @property
     def filename(self) -> str:
         """`<kind>-<name>.yaml`, the kube-prometheus convention of one file per object."""
-        return f"{self.kind.lower()}-{self.name}.yaml"
+        return self.file or f"{self.kind.lower()}-{self.name}.yaml"
 
     @property
     def path(self) -> str:

@@ -8,8 +8,11 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Callable, Iterator
+from typing import Any
 
 from generator.config.fleet import Fleet
+from generator.config.jobs import JobProfile
+from generator.config.team import TeamConfig
 from generator.errors import Finding
 
 # Namespaces a team may never claim: granting `edit` there would hand out the platform.
@@ -156,9 +159,78 @@ def _capacity(fleet: Fleet) -> Iterator[Finding]:
                               f"lower team quotas by {total - limit} GPUs in total, or add nodes, or raise overcommit")
 
 
+Problem = tuple[tuple[object, ...], str, str, str]
+"""(key path inside the profile, field, message, fix)."""
+
+
+def _profile_problems(fleet: Fleet, team: TeamConfig, profile: JobProfile,
+                      shares: dict[Any, Any]) -> Iterator[Problem]:
+    from generator.compile.jobs import RESERVED_ENV, name_problems
+
+    for problem in name_problems(profile.name, profile):
+        yield ("name",), "name", problem, "choose a shorter profile name or fewer nodes"
+    cluster = fleet.clusters.get(profile.cluster)
+    if profile.cluster not in team.quotas or cluster is None:
+        yield ("cluster",), "cluster", f"team {team.name!r} has no quota in cluster {profile.cluster!r}", \
+            f"use one of: {', '.join(sorted(team.quotas)) or '(no quotas)'}"
+        return
+    pool = cluster.config.pool(profile.pool)
+    if pool is None or profile.pool not in team.quotas[profile.cluster]:
+        yield ("pool",), "pool", f"team {team.name!r} has no quota in pool {profile.pool!r} of {profile.cluster!r}", \
+            f"use one of: {', '.join(sorted(team.quotas[profile.cluster]))}"
+        return
+    gpus = profile.gpus_per_node if profile.gpus_per_node is not None else pool.gpu.per_node
+    if not 1 <= gpus <= pool.gpu.per_node:
+        yield ("gpusPerNode",), "gpusPerNode", \
+            f"{gpus} GPUs per pod, but nodes of pool {pool.name!r} have {pool.gpu.per_node}", \
+            f"use 1 to {pool.gpu.per_node}"
+    share = shares[(profile.cluster, profile.pool, team.name)]
+    most = share.guaranteed + share.borrowable
+    if gpus * profile.nodes > most:
+        yield ("nodes",), "nodes", (
+            f"the job needs {gpus * profile.nodes} GPUs but team {team.name!r} can have at most {most} in "
+            f"{profile.cluster}/{profile.pool} ({share.guaranteed} guaranteed + {share.borrowable} borrowable): "
+            "Kueue would never admit it"), "use fewer nodes or raise the team's quota or borrowingLimit"
+    priority = profile.priority or team.default_priority
+    known = [p.name for p in cluster.config.priorities]
+    if priority is None:
+        yield ("priority",), "priority", "no priority: the profile sets none and the team has no defaultPriority", \
+            f"set priority to one of: {', '.join(known)}"
+    elif priority not in known:
+        yield ("priority",), "priority", f"priority {priority!r} is not defined in cluster {profile.cluster!r}", \
+            f"use one of: {', '.join(known)}"
+    if profile.topology is not None and profile.topology.level not in (pool.topology_levels or []):
+        levels = pool.topology_levels or []
+        yield ("topology", "level"), "topology.level", \
+            f"pool {pool.name!r} has no topology level {profile.topology.level!r}", \
+            f"use one of: {', '.join(levels)}" if levels else "the pool declares no topologyLevels; remove topology"
+    for j, env in enumerate(profile.env):
+        if env.name in RESERVED_ENV:
+            yield ("env", j, "name"), f"env[{j}].name", f"{env.name} is set by fleetgen for the rendezvous", \
+                "remove it or use another name"
+    if profile.leader is not None and profile.nodes < 2 and profile.launcher == "torchrun":
+        yield ("leader",), "leader", "a leader job needs at least 2 nodes (a leader and a worker)", \
+            "set nodes to 2 or more, or remove leader"
+
+
+def _job_profiles(fleet: Fleet) -> Iterator[Finding]:
+    from generator.capacity import pool_capacities
+
+    shares = {(p.cluster, p.pool, t.team): t for p in pool_capacities(fleet) for t in p.teams}
+    for team in fleet.teams.values():
+        names = [p.name for p in team.config.job_profiles]
+        for i, profile in enumerate(team.config.job_profiles):
+            problems = list(_profile_problems(fleet, team.config, profile, shares))
+            if names.index(profile.name) != i:
+                problems.insert(0, (("name",), "name", f"profile {profile.name!r} is defined twice", "rename one"))
+            for path, field, message, hint in problems:
+                file, line = team.at("jobProfiles", i, *path)
+                yield Finding(file, line, f"jobProfiles[{i}].{field}", message, hint)
+
+
 RULES: list[Callable[[Fleet], Iterator[Finding]]] = [
     _kubernetes_versions, _reserved_team_names, _unique_within_cluster, _cohort_tree, _team_names,
-    _namespaces, _quota_references, _capacity,
+    _namespaces, _quota_references, _capacity, _job_profiles,
 ]
 
 

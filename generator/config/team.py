@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import Field, model_validator
 
 from generator.config.base import ConfigModel
+from generator.config.jobs import JobProfile
 from generator.config.types import Count, DnsLabel, DnsSubdomain, Owner, SubjectName, Weight
 
 
@@ -54,6 +55,8 @@ class TeamConfig(ConfigModel):
     """Fair-sharing weight of the team queue (0, or more than 1e-9)."""
     quotas: dict[DnsLabel, dict[DnsLabel, PoolQuota]] = {}
     """GPU quotas: cluster name -> pool name -> quota."""
+    job_profiles: list[JobProfile] = []
+    """Job templates for the team's ML engineers (rendered under rendered/<cluster>/templates/<team>/)."""
 
     @property
     def namespace_names(self) -> list[str]:

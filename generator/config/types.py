@@ -41,6 +41,12 @@ PATTERN_HELP: dict[str, str] = {
     KUBERNETES_VERSION: 'must be a Kubernetes minor version in quotes, such as "1.33"',
     OWNER: "must be a GitHub owner (@user or @org/team) or an e-mail address",
     SUBJECT: "must be 1 to 256 characters with no control characters or line breaks",
+    r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$": "must be a DNS-1035 label: lower-case letters, digits and '-', "
+                                          "starting with a letter and ending with a letter or digit",
+    r"^[A-Za-z_][A-Za-z0-9_]*$": "must be an environment variable name: letters, digits and '_', "
+                                 "not starting with a digit",
+    r"^[A-Za-z0-9][A-Za-z0-9._/:@-]{0,254}$": "must be a container image reference such as "
+                                              "registry.example.com/team/train@sha256:...",
 }
 
 
@@ -53,6 +59,7 @@ TYPE_NAMES: dict[str, str] = {
     DNS_LABEL: "DNS label", DNS_SUBDOMAIN: "DNS subdomain", LABEL_KEY: "label key", LABEL_VALUE: "label value",
     RESOURCE_NAME: "resource name", KUEUE_VERSION: "Kueue tag", KUBERNETES_VERSION: '"1.NN"',
     OWNER: "GitHub owner or e-mail", SUBJECT: "string",
+    r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$": "DNS-1035 label",
 }
 
 

@@ -70,7 +70,8 @@ def validate_compiled(fleet: Fleet, compiled: dict[str, list[Manifest]], options
     if options.kubeconform and binary is None:
         report.notes.append("kubeconform not on PATH: skipped (the in-process schema check ran)")
     stores: dict[str, schemas.SchemaStore] = {}
-    for name, manifests in compiled.items():
+    for name, everything in compiled.items():
+        manifests = [m for m in everything if m.kubernetes]
         cfg = fleet.clusters[name].config
         rules = crd_rules.rules(cfg.kueue.version) if crd_rules is not None else None
         if cfg.kueue.version not in stores:

@@ -1,0 +1,208 @@
+"""Job templates: a team's job profiles as JobSets (and SkyPilot tasks), ready to submit.
+
+A JobSet here is one Indexed Job with a pod per node (or a leader job plus a worker job).
+Rendezvous is wired from JobSet's stable hostnames: rank 0 is `<jobset>-<job>-0-0.<subdomain>`,
+each pod's node rank is its Job completion index. Kueue admits the whole JobSet at once into the
+team's queue. Templates live outside the synced tree: Kueue mutates JobSets, so GitOps must not.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from decimal import ROUND_FLOOR, Decimal
+from typing import Any
+
+from generator import quantity
+from generator.compile.manifest import Manifest, labels
+from generator.config.cluster import ClusterConfig, NodePool
+from generator.config.fleet import Loaded
+from generator.config.jobs import JobProfile
+from generator.config.team import TeamConfig
+
+JOBSET_API = "jobset.x-k8s.io/v1alpha2"
+CONTAINER = "trainer"
+NODE_SHARE = Decimal("0.9")
+"""Share of a node's allocatable CPU and memory a training pod requests; the rest is left for node
+agents (GPU exporter, log collector, CNI) so a full-node pod still fits."""
+COMPLETION_INDEX = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+POD_SUFFIX = 6  # "-xxxxx": the random suffix the Job controller appends to pod names
+MAX_NAME = 63
+RESERVED_ENV = frozenset({"MASTER_ADDR", "MASTER_PORT", "NNODES", "NPROC_PER_NODE", "NODE_RANK",
+                          "JOB_COMPLETION_INDEX"})
+DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+
+
+def replicated_jobs(profile: JobProfile) -> list[tuple[str, int]]:
+    """(replicated job name, pods) of the profile: workers only, or a leader and workers."""
+    if profile.leader is None:
+        return [("workers", profile.nodes)]
+    return [("leader", 1)] + ([("workers", profile.nodes - 1)] if profile.nodes > 1 else [])
+
+
+def name_problems(name: str, profile: JobProfile) -> list[str]:
+    """Why `name` cannot name a JobSet of this profile (JobSet's DNS and length rules), if it cannot."""
+    problems = []
+    if not DNS_1035.match(name) or len(name) > MAX_NAME:
+        problems.append(f"{name!r} is not a DNS-1035 label (lower-case letters, digits and '-', starting with a "
+                        f"letter, at most {MAX_NAME} characters)")
+    longest = max(len(f"-{rjob}-0-{pods - 1}") + POD_SUFFIX for rjob, pods in replicated_jobs(profile))
+    budget = MAX_NAME - longest
+    if len(name) > budget:
+        rjob, pods = max(replicated_jobs(profile), key=lambda r: len(f"-{r[0]}-0-{r[1] - 1}"))
+        problems.append(f"name {name!r} has {len(name)} characters but at most {budget} fit: its longest pod name "
+                        f"would be '{name}-{rjob}-0-{pods - 1}-xxxxx' ({len(name) + longest} > {MAX_NAME}); "
+                        f"shorten it by {len(name) - budget}")
+    return problems
+
+
+def _per_node(pool: NodePool, gpus: int) -> dict[str, str]:
+    share = Decimal(gpus) / pool.gpu.per_node * NODE_SHARE
+    cpu = (quantity.value_of(pool.cpu_per_node) * share).quantize(Decimal("0.001"), rounding=ROUND_FLOOR)
+    mem_value, fmt = quantity.parse(pool.memory_per_node)
+    step = Decimal(1 << 20) if fmt == "BinarySI" else Decimal(10**6)
+    memory = (mem_value * share / step).to_integral_value(rounding=ROUND_FLOOR) * step
+    return {"cpu": quantity.canonical(cpu), "memory": quantity.canonical(memory, fmt), pool.gpu.resource: str(gpus)}
+
+
+def _tolerations(pool: NodePool) -> list[dict[str, Any]]:
+    out = []
+    for taint in pool.taints:
+        tol: dict[str, Any] = {"key": taint.key, "operator": "Exists" if taint.value is None else "Equal"}
+        if taint.value is not None:
+            tol["value"] = taint.value
+        tol["effect"] = taint.effect
+        out.append(tol)
+    return out
+
+
+def _launch(profile: JobProfile, command: list[str], args: list[str], rank_offset: int) -> tuple[list[str], list[str]]:
+    """Container command and args. User strings are only ever separate argv entries, never shell text."""
+    program = [*command, *args]
+    if profile.launcher == "none":
+        return program[:1], program[1:]
+    torchrun = ["torchrun", "--nnodes=$(NNODES)", "--nproc-per-node=$(NPROC_PER_NODE)",
+                "--master-addr=$(MASTER_ADDR)", "--master-port=$(MASTER_PORT)"]
+    if rank_offset == 0:
+        return torchrun[:1], [*torchrun[1:], "--node-rank=$(NODE_RANK)", *program]
+    # Workers after a leader: rank = completion index + offset, computed by a fixed script; the
+    # torchrun flags and the program arrive as positional parameters ("$@"), never as shell text.
+    script = f'exec torchrun --node-rank="$((JOB_COMPLETION_INDEX + {rank_offset}))" "$@"'
+    return ["/bin/sh", "-c", script, "torchrun"], [*torchrun[1:], *program]
+
+
+def jobset(team: TeamConfig, cluster: ClusterConfig, profile: JobProfile, name: str | None = None,
+           nodes: int | None = None, image: str | None = None, command: list[str] | None = None) -> dict[str, Any]:
+    """The JobSet for `profile` (optionally renamed, resized, with another image or command)."""
+    updates: dict[str, Any] = {k: v for k, v in (("nodes", nodes), ("image", image)) if v is not None}
+    if command is not None:  # a new program replaces the profile's command and arguments
+        updates.update(command=command, args=[], leader=profile.leader and profile.leader.model_copy(
+            update={"command": None, "args": None}))
+    if updates:
+        profile = profile.model_copy(update=updates)
+    name = name or profile.name
+    pool = cluster.pool(profile.pool)
+    assert pool is not None
+    gpus = profile.gpus_per_node if profile.gpus_per_node is not None else pool.gpu.per_node
+    priority = profile.priority or team.default_priority
+    namespace = team.namespace_names[0]
+    rjobs = replicated_jobs(profile)
+    master = f"{name}-{rjobs[0][0]}-0-0.{name}"
+    base_env = [{"name": "MASTER_ADDR", "value": master}, {"name": "MASTER_PORT", "value": str(profile.master_port)},
+                {"name": "NNODES", "value": str(profile.nodes)}, {"name": "NPROC_PER_NODE", "value": str(gpus)}]
+    # JOB_COMPLETION_INDEX itself is injected into every pod of an Indexed Job by the Job controller.
+    resources = _per_node(pool, gpus)
+    replicated = []
+    offset = 0
+    for rjob, pods in rjobs:
+        leader = rjob == "leader"
+        cmd = (profile.leader.command if leader and profile.leader and profile.leader.command else profile.command)
+        args = (profile.leader.args if leader and profile.leader and profile.leader.args is not None else profile.args)
+        container_command, container_args = _launch(profile, list(cmd), list(args), offset)
+        rank_env = ([{"name": "NODE_RANK", "valueFrom": {"fieldRef": {"fieldPath": COMPLETION_INDEX}}}]
+                    if offset == 0 else [])
+        pod_annotations = {}
+        if profile.topology is not None:
+            pod_annotations[f"kueue.x-k8s.io/podset-{profile.topology.mode}-topology"] = profile.topology.level
+        container = {
+            "name": CONTAINER, "image": profile.image, "command": container_command, "args": container_args,
+            "env": base_env + rank_env + [{"name": e.name, "value": e.value} for e in profile.env],
+            "ports": [{"name": "rendezvous", "containerPort": profile.master_port}],
+            "resources": {"requests": dict(resources),
+                          "limits": {"memory": resources["memory"], pool.gpu.resource: str(gpus)}},
+            "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}],
+        }
+        pod: dict[str, Any] = {
+            "restartPolicy": "Never",
+            "tolerations": _tolerations(pool),
+            "containers": [container],
+            "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory",
+                                                      "sizeLimit": quantity.normalise(profile.shared_memory)}}],
+        }
+        template: dict[str, Any] = {"spec": pod}
+        if pod_annotations:
+            template = {"metadata": {"annotations": pod_annotations}, "spec": pod}
+        replicated.append({"name": rjob, "replicas": 1, "template": {"spec": {
+            "parallelism": pods, "completions": pods, "completionMode": "Indexed", "backoffLimit": 0,
+            # A crash of the program itself fails the JobSet at once (reason PodFailurePolicy);
+            # anything else (node loss, preemption, OOM kill) restarts the whole JobSet.
+            "podFailurePolicy": {"rules": [{"action": "FailJob", "onExitCodes": {
+                "containerName": CONTAINER, "operator": "In", "values": sorted(set(profile.fail_fast_exit_codes))}}]},
+            "template": template}}})
+        offset += pods
+    meta_labels = {**labels(cluster.name, team.name), "fleetgen.io/profile": profile.name,
+                   "kueue.x-k8s.io/queue-name": team.name}
+    if priority:
+        meta_labels["kueue.x-k8s.io/priority-class"] = priority
+    return {
+        "apiVersion": JOBSET_API, "kind": "JobSet",
+        "metadata": {"name": name, "namespace": namespace, "labels": meta_labels},
+        "spec": {
+            "network": {"enableDNSHostnames": True, "subdomain": name},
+            "failurePolicy": {"maxRestarts": profile.max_restarts,
+                              "rules": [{"name": "fail-fast-on-program-errors", "action": "FailJobSet",
+                                         "onJobFailureReasons": ["PodFailurePolicy"]}]},
+            "successPolicy": {"operator": "All", "targetReplicatedJobs": ["workers" if profile.nodes > 1 or
+                                                                          profile.leader is None else "leader"]},
+            "replicatedJobs": replicated,
+        },
+    }
+
+
+def skypilot_task(team: TeamConfig, cluster: ClusterConfig, profile: JobProfile) -> dict[str, Any]:
+    """The same job as a SkyPilot task for teams that submit through SkyPilot on Kubernetes."""
+    pool = cluster.pool(profile.pool)
+    assert pool is not None
+    gpus = profile.gpus_per_node if profile.gpus_per_node is not None else pool.gpu.per_node
+    accelerator = re.sub(r"^NVIDIA-", "", pool.gpu.product).split("-")[0]
+    program = " ".join(shlex.quote(part) for part in [*profile.command, *profile.args])
+    run = (f"torchrun --nnodes=$SKYPILOT_NUM_NODES --nproc-per-node={gpus} --node-rank=$SKYPILOT_NODE_RANK "
+           f'--master-addr=$(echo "$SKYPILOT_NODE_IPS" | head -n1) --master-port={profile.master_port} {program}'
+           if profile.launcher == "torchrun" else program)
+    resource_labels = {"kueue.x-k8s.io/queue-name": team.name}
+    priority = profile.priority or team.default_priority
+    if priority:
+        resource_labels["kueue.x-k8s.io/priority-class"] = priority
+    return {
+        "name": profile.name,
+        "num_nodes": profile.nodes,
+        "resources": {"cloud": "kubernetes", "accelerators": f"{accelerator}:{gpus}",
+                      "image_id": f"docker:{profile.image}", "labels": resource_labels},
+        "envs": {e.name: e.value for e in profile.env},
+        "run": run + "\n",
+    }
+
+
+def compile_templates(cluster: Loaded[ClusterConfig], teams: list[Loaded[TeamConfig]]) -> list[Manifest]:
+    """JobSet templates of every profile that targets this cluster (not synced by GitOps)."""
+    out = []
+    for team in teams:
+        for i, profile in enumerate(team.config.job_profiles):
+            if profile.cluster != cluster.config.name:
+                continue
+            body = jobset(team.config, cluster.config, profile)
+            folder, source = ("templates", team.config.name), team.at("jobProfiles", i)
+            out.append(Manifest(folder, body, source, synced=False, file=f"{profile.name}.jobset.yaml"))
+            out.append(Manifest(folder, skypilot_task(team.config, cluster.config, profile), source,
+                                synced=False, file=f"{profile.name}.sky.yaml", kubernetes=False))
+    return out

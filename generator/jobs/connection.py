@@ -1,0 +1,89 @@
+"""Connect to a cluster with the official client, and turn its failures into one-sentence errors."""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from generator.errors import UsageError
+
+T = TypeVar("T")
+TIMEOUT = (5, 60)
+"""(connect, read) seconds for every API call: an unreachable cluster fails in seconds, not minutes."""
+
+
+class ClusterError(Exception):
+    """The cluster could not be reached, refused us, or said no; the message says which and what to do."""
+
+
+def connect(kubeconfig: str | None = None, context: str | None = None, token: str | None = None,
+            server: str | None = None, insecure_skip_tls_verify: bool = False) -> Any:
+    """An ApiClient from a bearer token and server URL, or from a kubeconfig (and context)."""
+    from kubernetes import client, config
+    from kubernetes.config.config_exception import ConfigException
+
+    configuration = client.Configuration()
+    if token or server:
+        if not (token and server):
+            raise UsageError("--token and --server go together")
+        configuration.host = server.rstrip("/")
+        configuration.api_key = {"BearerToken": token}
+        configuration.api_key_prefix = {"BearerToken": "Bearer"}
+    else:
+        try:
+            config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=configuration)
+        except (ConfigException, OSError, TypeError) as exc:
+            where = kubeconfig or "~/.kube/config (or $KUBECONFIG)"
+            raise UsageError(f"cannot load kubeconfig {where}: {exc}; pass --kubeconfig/--context, or "
+                             "--token and --server") from None
+    if insecure_skip_tls_verify:
+        configuration.verify_ssl = False
+    configuration.retries = 1
+    return client.ApiClient(configuration)
+
+
+def _status_message(exc: Any) -> str:
+    try:
+        return str(json.loads(exc.body).get("message") or exc.reason)
+    except (TypeError, ValueError):
+        return str(exc.reason or exc)
+
+
+def explain(exc: BaseException, host: str, what: str) -> ClusterError:
+    """A ClusterError for any failure of the client while doing `what`."""
+    from kubernetes.client.exceptions import ApiException
+    from urllib3.exceptions import HTTPError
+
+    if isinstance(exc, ApiException):
+        message = _status_message(exc)
+        hints = {
+            401: "your credentials were rejected: log in again, or check --token",
+            403: "you lack the rights for this: ask the team's owners to add you to its members "
+                 "(teams/<team>.yaml) or a platform engineer",
+            404: "it does not exist (check the name and --namespace)",
+            409: "it already exists: choose another --name, or cancel the old job first",
+        }
+        hint = hints.get(exc.status or 0, "see the message above")
+        return ClusterError(f"{what} failed: {exc.status} {message}; {hint}")
+    if isinstance(exc, (HTTPError, OSError)):
+        return ClusterError(f"cannot reach the cluster at {host} while trying to {what}: "
+                            f"{type(exc).__name__}; check --server or --context and your network or VPN")
+    raise exc
+
+
+def guarded(what: str) -> Callable[[Callable[..., T]], Callable[..., T]]:
+    """Decorate a method of an object with an `api` attribute: client failures become ClusterError."""
+    def wrap(fn: Callable[..., T]) -> Callable[..., T]:
+        @functools.wraps(fn)
+        def inner(self: Any, *args: Any, **kwargs: Any) -> T:
+            from kubernetes.client.exceptions import ApiException
+            from urllib3.exceptions import HTTPError
+
+            try:
+                return fn(self, *args, **kwargs)
+            except (ApiException, HTTPError, OSError) as exc:
+                raise explain(exc, self.api.configuration.host, what.format(self=self)) from None
+        return inner
+    return wrap

@@ -1,0 +1,158 @@
+"""JobSet templates of job profiles: three golden shapes, JobSet's own rules, and bad profiles."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from generator.compile.manifest import Manifest
+from generator.validate import cel
+from tests.conftest import REPO, edit, run, snapshot
+
+TEMPLATES = REPO / "rendered"
+
+
+def load(rel: str) -> dict[str, Any]:
+    return yaml.safe_load((TEMPLATES / rel).read_text())
+
+
+def pod(body: dict[str, Any], rjob: int = 0) -> dict[str, Any]:
+    return body["spec"]["replicatedJobs"][rjob]["template"]["spec"]["template"]
+
+
+def env(container: dict[str, Any]) -> dict[str, Any]:
+    return {e["name"]: e.get("value", e.get("valueFrom")) for e in container["env"]}
+
+
+def test_templates_are_outside_the_synced_tree() -> None:
+    assert (TEMPLATES / "prod-east/templates/ml-research/finetune-1node.jobset.yaml").is_file()
+    for kustomization in TEMPLATES.rglob("kustomization.yaml"):
+        assert "templates" not in yaml.safe_load(kustomization.read_text())["resources"], kustomization
+
+
+def test_golden_single_node() -> None:
+    body = load("prod-east/templates/ml-research/finetune-1node.jobset.yaml")
+    assert body["metadata"]["namespace"] == "ml-research"
+    assert body["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "ml-research"
+    assert body["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] == "standard"  # the team's default
+    job = body["spec"]["replicatedJobs"][0]["template"]["spec"]
+    assert (job["parallelism"], job["completions"], job["completionMode"]) == (1, 1, "Indexed")
+    container = pod(body)["spec"]["containers"][0]
+    # A whole H100 node: 8 GPUs, 90% of the node's 192 CPUs and 1800Gi in the pool's ratio.
+    assert container["resources"]["requests"] == {"cpu": "172800m", "memory": "1620Gi", "nvidia.com/gpu": "8"}
+    assert container["resources"]["limits"] == {"memory": "1620Gi", "nvidia.com/gpu": "8"}
+    assert container["command"] == ["torchrun"]
+    assert container["args"][:5] == ["--nnodes=$(NNODES)", "--nproc-per-node=$(NPROC_PER_NODE)",
+                                     "--master-addr=$(MASTER_ADDR)", "--master-port=$(MASTER_PORT)",
+                                     "--node-rank=$(NODE_RANK)"]
+    assert container["args"][5:] == ["python", "-m", "train.finetune", "--config", "configs/finetune.yaml"]
+    values = env(container)
+    assert values["MASTER_ADDR"] == "finetune-1node-workers-0-0.finetune-1node"
+    assert values["NODE_RANK"] == {"fieldRef": {"fieldPath":
+                                                "metadata.annotations['batch.kubernetes.io/job-completion-index']"}}
+    assert values["NNODES"] == "1" and values["NPROC_PER_NODE"] == "8" and values["NCCL_DEBUG"] == "WARN"
+    assert pod(body)["spec"]["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Equal", "value": "present",
+                                                 "effect": "NoSchedule"}]
+    assert pod(body)["spec"]["volumes"] == [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "64Gi"}}]
+    assert body["spec"]["network"] == {"enableDNSHostnames": True, "subdomain": "finetune-1node"}
+
+
+def test_golden_multi_node_workers() -> None:
+    body = load("prod-west/templates/ml-research/pretrain-4node.jobset.yaml")
+    job = body["spec"]["replicatedJobs"][0]["template"]["spec"]
+    assert [rj["name"] for rj in body["spec"]["replicatedJobs"]] == ["workers"]
+    assert job["parallelism"] == job["completions"] == 4 and job["backoffLimit"] == 0
+    assert job["podFailurePolicy"]["rules"] == [{"action": "FailJob", "onExitCodes": {
+        "containerName": "trainer", "operator": "In", "values": [1, 2, 126, 127]}}]
+    assert body["spec"]["failurePolicy"] == {"maxRestarts": 5, "rules": [{
+        "name": "fail-fast-on-program-errors", "action": "FailJobSet", "onJobFailureReasons": ["PodFailurePolicy"]}]}
+    assert body["spec"]["successPolicy"] == {"operator": "All", "targetReplicatedJobs": ["workers"]}
+    container = pod(body)["spec"]["containers"][0]
+    assert container["resources"]["requests"] == {"cpu": "111600m", "memory": "900Gi", "nvidia.com/gpu": "8"}
+    assert env(container)["NNODES"] == "4"
+    assert pod(body)["spec"]["volumes"][0]["emptyDir"]["sizeLimit"] == "128Gi"
+    assert "annotations" not in pod(body).get("metadata", {})
+
+
+def test_golden_leader_and_workers_with_topology() -> None:
+    body = load("prod-east/templates/llm-pretrain/pretrain-70b.jobset.yaml")
+    assert [(rj["name"], rj["template"]["spec"]["parallelism"]) for rj in body["spec"]["replicatedJobs"]] == [
+        ("leader", 1), ("workers", 15)]
+    assert body["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] == "production"
+    for i in (0, 1):
+        assert pod(body, i)["metadata"]["annotations"] == {
+            "kueue.x-k8s.io/podset-required-topology": "cloud.provider.com/topology-block"}
+    leader, worker = pod(body, 0)["spec"]["containers"][0], pod(body, 1)["spec"]["containers"][0]
+    assert env(leader)["MASTER_ADDR"] == env(worker)["MASTER_ADDR"] == "pretrain-70b-leader-0-0.pretrain-70b"
+    assert leader["args"][-1] == "--coordinator" and worker["args"][-1] == "s3://acme-corpus/v7"
+    # Worker ranks start after the leader: computed by a fixed script, the program stays argv.
+    assert worker["command"] == ["/bin/sh", "-c",
+                                 'exec torchrun --node-rank="$((JOB_COMPLETION_INDEX + 1))" "$@"', "torchrun"]
+    assert "NODE_RANK" not in env(worker) and "--node-rank=$(NODE_RANK)" not in worker["args"]
+    assert body["spec"]["successPolicy"]["targetReplicatedJobs"] == ["workers"]
+
+
+def test_skypilot_task() -> None:
+    task = load("prod-east/templates/llm-pretrain/pretrain-70b.sky.yaml")
+    assert task["num_nodes"] == 16 and task["resources"]["accelerators"] == "H100:8"
+    assert task["resources"]["labels"] == {"kueue.x-k8s.io/queue-name": "llm-pretrain",
+                                           "kueue.x-k8s.io/priority-class": "production"}
+    assert task["run"].startswith("torchrun --nnodes=$SKYPILOT_NUM_NODES --nproc-per-node=8")
+
+
+def test_jobset_cel_rules_run_on_templates(shared_crds: Path) -> None:
+    catalog = cel.load_crds(str(shared_crds), [], offline=True)
+    assert catalog is not None
+    rules = catalog.rules("v0.19.2")
+    body = load("prod-east/templates/llm-pretrain/pretrain-70b.jobset.yaml")
+    assert cel.validate_cel([Manifest(("t",), body, ("teams/llm-pretrain.yaml", 1))], rules) == []
+    body["spec"]["startupPolicy"] = {"startupPolicyOrder": "InOrder"}
+    body["spec"]["replicatedJobs"][1]["dependsOn"] = [{"name": "leader", "status": "Ready"}]
+    findings = cel.validate_cel([Manifest(("t",), body, ("teams/llm-pretrain.yaml", 1))], rules)
+    assert findings and all(f.check == "cel" for f in findings)
+
+
+PROFILE_CASES = [
+    ("name: pretrain-4node", "name: pretrain-4node-with-a-much-longer-name-than-fits-here",
+     "teams/ml-research.yaml:29", "at most 45 fit", "shorten it by 8"),
+    ("    pool: a100", "    pool: l40s", "teams/ml-research.yaml:31", "no quota in pool 'l40s'", "use one of: a100"),
+    ("    cluster: prod-west", "    cluster: dev\n    # moved", "teams/ml-research.yaml:32",
+     "no quota in pool 'a100' of 'dev'", "use one of: l4"),
+    ("    nodes: 4", "    nodes: 40", "teams/ml-research.yaml:32", "needs 320 GPUs but team 'ml-research' can have at "
+     "most 32 in prod-west/a100 (16 guaranteed + 16 borrowable)", "Kueue would never admit it"),
+    ("    nodes: 1\n", "    nodes: 1\n    gpusPerNode: 9\n", "teams/ml-research.yaml:23",
+     "9 GPUs per pod, but nodes of pool 'h100' have 8", "use 1 to 8"),
+    ("      - {name: NCCL_DEBUG, value: WARN}", "      - {name: MASTER_ADDR, value: x}", "teams/ml-research.yaml:27",
+     "MASTER_ADDR is set by fleetgen", "remove it"),
+    ("    maxRestarts: 5", "    maxRestarts: 5\n    priority: urgent", "teams/ml-research.yaml:37",
+     "priority 'urgent' is not defined in cluster 'prod-west'", "use one of"),
+    ("  - name: pretrain-4node", "  - name: finetune-1node", "teams/ml-research.yaml:29", "defined twice", "rename"),
+    ("    image: ghcr.io/acme/llm-train:2026.11.1", "    image: 'ghcr.io/acme/x; rm -rf /'",
+     "teams/ml-research.yaml:33", "container image reference", None),
+    ("    nodes: 4", "    nodes: four", "teams/ml-research.yaml:32", "expected a whole number", None),
+]
+
+
+@pytest.mark.parametrize("old,new,where,message,hint", PROFILE_CASES, ids=[c[3][:30] for c in PROFILE_CASES])
+def test_bad_profiles_are_located(fleet_root: Path, old: str, new: str, where: str, message: str,
+                                  hint: str | None) -> None:
+    before = snapshot(fleet_root / "rendered")
+    edit(fleet_root, "teams/ml-research.yaml", old, new)
+    result = run(fleet_root, "render")
+    assert result.code == 2, result.out
+    assert where in result.err and message in result.err, result.err
+    if hint:
+        assert hint in result.err
+    assert snapshot(fleet_root / "rendered") == before
+
+
+def test_topology_level_must_exist_in_the_pool(fleet_root: Path) -> None:
+    edit(fleet_root, "teams/ml-research.yaml", "    nodes: 4\n",
+         "    nodes: 4\n    topology: {mode: preferred, level: topology.kubernetes.io/zone}\n")
+    result = run(fleet_root, "render")
+    assert result.code == 2
+    assert "teams/ml-research.yaml:33: jobProfiles[1].topology.level: pool 'a100' has no topology level" in result.err
+    assert "declares no topologyLevels" in result.err
