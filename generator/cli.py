@@ -151,7 +151,7 @@ def explain(ctx: click.Context, what: str, name: str) -> None:
 
 
 @cli.command()
-@click.argument("which", type=click.Choice(["team", "cluster"]), required=False)
+@click.argument("which", type=click.Choice(["team", "cluster", "diff"]), required=False)
 @click.option("--write", is_flag=True, help="Write schemas/team.schema.json and schemas/cluster.schema.json.")
 @click.option("--check", is_flag=True, help="Exit 1 if the schemas/ files are out of date.")
 @click.pass_context
@@ -177,6 +177,49 @@ def schema(ctx: click.Context, which: str | None, write: bool, check: bool) -> N
         click.echo("schemas/ " + ("written" if write and stale else "up to date"))
         return
     click.echo(schema_text(which or "team"), nl=False)
+
+
+@cli.command()
+@click.option("--base", metavar="REF", help="Git ref to compare the work tree with (default HEAD).")
+@click.option("--from", "from_dir", metavar="DIR", help="Compare DIR (a fleet repository or a rendered tree) ...")
+@click.option("--to", "to_dir", metavar="DIR", help="... with DIR.")
+@click.option("--format", "fmt", type=click.Choice(["text", "markdown", "json"]), default="text", show_default=True)
+@click.option("--ignore", multiple=True, metavar="KIND:PATH",
+              help="Ignore field changes matching a glob, e.g. 'Application:spec.source.targetRevision'.")
+@click.option("--output-dir", type=click.Path(file_okay=False), metavar="DIR",
+              help="Write comment-N.md parts, diff.txt (complete) and diff.json to DIR.")
+@click.option("--max-comment-chars", type=int, default=65_536, show_default=True,
+              help="Size limit of one Markdown comment (GitHub's).")
+@click.option("--color/--no-color", default=None, help="Colour text output (default: when a terminal).")
+@click.pass_context
+@_guard
+def diff(ctx: click.Context, base: str | None, from_dir: str | None, to_dir: str | None, fmt: str,
+         ignore: tuple[str, ...], output_dir: str | None, max_comment_chars: int, color: bool | None) -> None:
+    """What a change does to every cluster: objects, GPU capacity per team, risks. Exit 1 when anything changes."""
+    from generator.diff.report import full_text, markdown_parts, to_text
+    from generator.diff.run import run_diff
+
+    result = run_diff(_root(ctx), base, from_dir, to_dir, list(ignore))
+    parts = markdown_parts(result, max_comment_chars) if fmt == "markdown" or output_dir else []
+    report = result.to_json().model_dump_json(indent=2) + "\n"
+    if output_dir:
+        out = Path(output_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        for old in out.glob("comment-*.md"):
+            old.unlink()
+        for i, part in enumerate(parts, 1):
+            (out / f"comment-{i}.md").write_text(part)
+        (out / "diff.txt").write_text(full_text(result))
+        (out / "diff.json").write_text(report)
+        click.echo(f"wrote {len(parts)} comment part(s), diff.txt and diff.json to {out}", err=True)
+    if fmt == "json":
+        click.echo(report, nl=False)
+    elif fmt == "markdown":
+        click.echo("\n\n---\n\n".join(parts), nl=False)
+    else:
+        use_color = sys.stdout.isatty() if color is None else color
+        click.echo(to_text(result, use_color), nl=False)
+    sys.exit(EXIT_DIFF if result.changes else EXIT_OK)
 
 
 def _connection_options(fn: Callable[..., Any]) -> Callable[..., Any]:

@@ -142,6 +142,14 @@ def _write_files(folder: Path, files: Tree, strip: str = "") -> None:
             handle.write(content)
 
 
+def write_file(path: Path, text: str) -> None:
+    """Replace one file atomically (temporary file beside it, then rename)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.fleetgen-tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
 def _swap(new: Path, target: Path, old: Path) -> None:
     if target.exists():
         os.rename(target, old)

@@ -11,8 +11,12 @@ from pathlib import Path
 
 from generator import emit
 from generator.compile import compile_cluster
+from generator.compile.codeowners import PATH as CODEOWNERS
+from generator.compile.codeowners import codeowners
+from generator.compile.gitops import GITOPS, compile_gitops
 from generator.compile.manifest import Manifest
 from generator.config.fleet import Fleet, load_fleet
+from generator.config.repo import load_repo_config
 from generator.errors import InputError, UsageError
 from generator.validate.pipeline import Options, Report, validate_compiled
 
@@ -23,9 +27,12 @@ class Build:
 
     fleet: Fleet
     compiled: dict[str, list[Manifest]]
+    gitops: list[Manifest]
     tree: emit.Tree
     report: Report
     only: list[str] | None
+    extra_files: dict[str, str]
+    """Files outside rendered/ (path relative to the root -> text), e.g. .github/CODEOWNERS."""
 
 
 def build(root: Path, clusters: list[str] | None = None, options: Options | None = None) -> Build:
@@ -37,13 +44,18 @@ def build(root: Path, clusters: list[str] | None = None, options: Options | None
             raise UsageError(f"unknown cluster {', '.join(unknown)}; known: {', '.join(sorted(fleet.clusters))}")
     names = sorted(set(clusters)) if clusters else sorted(fleet.clusters)
     compiled = {name: compile_cluster(fleet, name) for name in names}
-    report = validate_compiled(fleet, compiled, options or Options())
+    gitops = compile_gitops(fleet)
+    report = validate_compiled(fleet, compiled, options or Options(), extra=gitops)
     if report.findings:
         raise InputError(report.findings)
     tree: emit.Tree = {}
     for name in names:
         tree.update(emit.cluster_tree(name, compiled[name]))
-    return Build(fleet, compiled, tree, report, names if clusters else None)
+    tree.update(emit.cluster_tree(GITOPS, gitops))
+    repo = load_repo_config(root)
+    extra = {CODEOWNERS: codeowners(fleet, repo)} if repo else {}
+    return Build(fleet, compiled, gitops, dict(sorted(tree.items())), report,
+                 [*names, GITOPS] if clusters else None, extra)
 
 
 def rendered_dir(root: Path) -> Path:
@@ -51,15 +63,25 @@ def rendered_dir(root: Path) -> Path:
     return root / emit.RENDERED
 
 
+def _stale_extra(result: Build) -> list[str]:
+    root = result.fleet.root
+    return [rel for rel, text in result.extra_files.items()
+            if not (root / rel).is_file() or (root / rel).read_text() != text]
+
+
 def check(result: Build) -> emit.TreeDiff:
-    """What a render would change in the committed tree."""
+    """What a render would change in the committed tree (and in files such as CODEOWNERS)."""
     current = emit.read_tree(rendered_dir(result.fleet.root), result.only)
-    return emit.compare(current, result.tree)
+    diff = emit.compare(current, result.tree)
+    stale = [f"../{rel}" for rel in _stale_extra(result)]
+    return emit.TreeDiff(diff.added, sorted(diff.changed + stale), diff.removed)
 
 
 def write(result: Build) -> emit.TreeDiff:
-    """Write the tree (atomically) if anything differs; return what changed."""
+    """Write the tree (atomically) and the extra files if anything differs; return what changed."""
     diff = check(result)
     if diff:
         emit.write_tree(result.fleet.root, result.tree, result.only)
+        for rel in _stale_extra(result):
+            emit.write_file(result.fleet.root / rel, result.extra_files[rel])
     return diff

@@ -29,6 +29,8 @@ def _obj(cfg: ClusterConfig, kind: str, name: str, team: str | None = None, name
     if namespace is not None:
         meta["namespace"] = namespace
     meta["labels"] = labels(cfg.name, team)
+    if cfg.gitops.engine == "argocd":  # their CRDs arrive in the same sync, from the Kueue chart
+        meta["annotations"] = {"argocd.argoproj.io/sync-options": "SkipDryRunOnMissingResource=true"}
     return {"apiVersion": api_version or cfg.kueue.api_version, "kind": kind, "metadata": meta}
 
 

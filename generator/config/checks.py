@@ -20,6 +20,7 @@ RESERVED_NAMESPACES = re.compile(
     r"^(default|kube-.*|kueue-system|jobset-system|monitoring|gpu-operator|nvidia-.*|"
     r"fleetgen-.*|argocd|flux-system|cert-manager|openshift-.*)$")
 RESERVED_TEAM_NAMES = frozenset({"default"})
+RESERVED_CLUSTER_NAMES = frozenset({"gitops"})  # rendered/gitops/ holds the GitOps bootstrap objects
 
 
 def _unique_within_cluster(fleet: Fleet) -> Iterator[Finding]:
@@ -84,6 +85,14 @@ def _kubernetes_versions(fleet: Fleet) -> Iterator[Finding]:
             file, line = loaded.at("kubernetesVersion")
             yield Finding(file, line, "kubernetesVersion", f"Kubernetes {version} has no built-in schemas",
                           f"use one of {', '.join(builtin_versions())} (upgrade kubernetes-validate for newer)")
+
+
+def _reserved_cluster_names(fleet: Fleet) -> Iterator[Finding]:
+    for loaded in fleet.clusters.values():
+        if loaded.config.name in RESERVED_CLUSTER_NAMES:
+            file, line = loaded.at("name")
+            yield Finding(file, line, "name", f"cluster name {loaded.config.name!r} is reserved "
+                          "(rendered/gitops/ holds the GitOps objects)", "choose another cluster name")
 
 
 def _reserved_team_names(fleet: Fleet) -> Iterator[Finding]:
@@ -229,8 +238,8 @@ def _job_profiles(fleet: Fleet) -> Iterator[Finding]:
 
 
 RULES: list[Callable[[Fleet], Iterator[Finding]]] = [
-    _kubernetes_versions, _reserved_team_names, _unique_within_cluster, _cohort_tree, _team_names,
-    _namespaces, _quota_references, _capacity, _job_profiles,
+    _kubernetes_versions, _reserved_cluster_names, _reserved_team_names, _unique_within_cluster, _cohort_tree,
+    _team_names, _namespaces, _quota_references, _capacity, _job_profiles,
 ]
 
 

@@ -20,6 +20,14 @@ class GitOps(ConfigModel):
     """`argocd` renders Argo CD Applications with sync waves; `flux` renders HelmReleases with dependsOn."""
     namespace: DnsLabel | None = None
     """Namespace of the GitOps controller's objects; default `argocd` or `flux-system`."""
+    repo_url: StrictStr = Field(default="https://github.com/acme/gpu-fleet.git",
+                                pattern=r"^(https://|ssh://|git@)[A-Za-z0-9._~:/@%+-]+$")
+    """Git repository that holds this fleet (Argo CD source / Flux GitRepository URL)."""
+    revision: StrictStr = Field(default="main", pattern=r"^[A-Za-z0-9._/-]{1,255}$")
+    """Branch (or tag) the cluster follows."""
+    destination: StrictStr = Field(default="https://kubernetes.default.svc", pattern=r"^https://[A-Za-z0-9.:/_-]+$")
+    """Argo CD: API server URL of the cluster as registered in Argo CD (in-cluster by default). Flux runs in
+    each cluster and applies to its own."""
 
     @property
     def controller_namespace(self) -> str:

@@ -12,9 +12,17 @@ from generator.config.team import TeamConfig
 MODELS: dict[str, type[BaseModel]] = {"team": TeamConfig, "cluster": ClusterConfig}
 
 
+def _model(which: str) -> type[BaseModel]:
+    if which == "diff":
+        from generator.diff.report import DiffReport
+
+        return DiffReport
+    return MODELS[which]
+
+
 def schema_text(which: str) -> str:
-    """The JSON Schema of `team` or `cluster` files, stable text ending in a newline."""
-    schema = MODELS[which].model_json_schema(by_alias=True)
+    """The JSON Schema of `team` or `cluster` files (or of `fleetgen diff --format json`)."""
+    schema = _model(which).model_json_schema(by_alias=True)
     schema = {"$schema": "https://json-schema.org/draft/2020-12/schema",
               "$id": f"https://fleetgen.dev/schemas/{which}.schema.json", **schema}
     return json.dumps(schema, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
@@ -22,4 +30,4 @@ def schema_text(which: str) -> str:
 
 def schema_files() -> dict[str, str]:
     """`schemas/<which>.schema.json` -> text, for `fleetgen schema --write`."""
-    return {f"schemas/{which}.schema.json": schema_text(which) for which in MODELS}
+    return {f"schemas/{which}.schema.json": schema_text(which) for which in (*MODELS, "diff")}

@@ -49,7 +49,8 @@ def _crd_schema_lookup(rules: dict[tuple[str, str], Any] | None) -> Callable[[st
     return lookup
 
 
-def validate_compiled(fleet: Fleet, compiled: dict[str, list[Manifest]], options: Options) -> Report:
+def validate_compiled(fleet: Fleet, compiled: dict[str, list[Manifest]], options: Options,
+                      extra: list[Manifest] | None = None) -> Report:
     """Run every check that `options` allows on the compiled objects of each cluster."""
     from generator.validate import cel, kubeconform, kueue_rules, schemas
 
@@ -86,5 +87,9 @@ def validate_compiled(fleet: Fleet, compiled: dict[str, list[Manifest]], options
         if binary:
             report.findings += kubeconform.run_kubeconform(binary, name, manifests, cfg.kubernetes_version,
                                                            options.schema_location)
+    if extra:  # objects for the GitOps control plane: custom resources only, checked by schema
+        any_version = fleet.clusters[sorted(fleet.clusters)[0]].config.kubernetes_version
+        store = schemas.SchemaStore(options.schema_location, offline=not options.network)
+        report.findings += schemas.validate_schemas(extra, any_version, store, builtin_only=not custom_schemas)
     report.findings = sorted(set(report.findings))
     return report

@@ -1,0 +1,96 @@
+"""GitOps wiring: how Argo CD or Flux syncs `rendered/<cluster>/` into each cluster.
+
+Rendered under `rendered/gitops/<cluster>/` and applied once to the GitOps control plane (Argo
+CD's cluster, or the cluster itself for Flux); every later change arrives through git.
+- Argo CD: an AppProject that allows only this repository and the pinned chart repositories,
+  only the cluster's destination, and only the kinds fleetgen emits; and one Application for
+  `rendered/<cluster>` (app of apps: it contains the platform Applications) with server-side
+  apply and ignoreDifferences for fields Kueue's webhooks default.
+- Flux: a GitRepository and one Kustomization per folder, ordered with dependsOn (platform
+  first, then Kueue objects, then teams and monitoring), all with prune.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from generator.compile.manifest import Manifest, labels
+from generator.config.cluster import ClusterConfig
+from generator.config.fleet import Fleet, Loaded
+from generator.versions import lock
+
+GITOPS = "gitops"
+CLUSTER_KINDS = [("", "Namespace"), ("kueue.x-k8s.io", "ClusterQueue"), ("kueue.x-k8s.io", "ResourceFlavor"),
+                 ("kueue.x-k8s.io", "Cohort"), ("kueue.x-k8s.io", "Topology"),
+                 ("kueue.x-k8s.io", "WorkloadPriorityClass")]
+NAMESPACED_KINDS = [("kueue.x-k8s.io", "LocalQueue"), ("rbac.authorization.k8s.io", "RoleBinding"),
+                    ("", "ConfigMap"), ("", "ServiceAccount"), ("apps", "DaemonSet"),
+                    ("monitoring.coreos.com", "ServiceMonitor"), ("monitoring.coreos.com", "PrometheusRule"),
+                    ("argoproj.io", "Application")]
+# Fields Kueue's webhooks fill in with defaults; with server-side apply they rarely show, but an
+# older Argo CD diff would report them forever.
+KUEUE_DEFAULTED = [
+    ("kueue.x-k8s.io", "ClusterQueue", [".spec.flavorFungibility", ".spec.stopPolicy"]),
+    ("kueue.x-k8s.io", "LocalQueue", [".spec.stopPolicy"]),
+]
+FLUX_FOLDERS = [("platform", []), ("kueue", ["platform"]), ("teams", ["kueue"]), ("monitoring", ["platform"])]
+
+
+def _argocd(cluster: Loaded[ClusterConfig]) -> list[Manifest]:
+    cfg, gitops = cluster.config, cluster.config.gitops
+    ns, name = gitops.controller_namespace, cfg.name
+    charts = sorted({c.oci_repository if c.is_oci else c.repo for c in lock().values() if c.chart})
+    project = {
+        "apiVersion": "argoproj.io/v1alpha1", "kind": "AppProject",
+        "metadata": {"name": name, "namespace": ns, "labels": labels(name)},
+        "spec": {
+            "description": f"fleetgen: everything rendered for cluster {name}",
+            "sourceRepos": [gitops.repo_url, *charts],
+            "destinations": [{"server": gitops.destination, "namespace": "*"}],
+            "clusterResourceWhitelist": [{"group": g, "kind": k} for g, k in CLUSTER_KINDS],
+            "namespaceResourceWhitelist": [{"group": g, "kind": k} for g, k in NAMESPACED_KINDS],
+        },
+    }
+    app = {
+        "apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+        "metadata": {"name": f"{name}-fleet", "namespace": ns, "labels": labels(name),
+                     "finalizers": ["resources-finalizer.argocd.argoproj.io"]},
+        "spec": {
+            "project": name,
+            "source": {"repoURL": gitops.repo_url, "targetRevision": gitops.revision, "path": f"rendered/{name}"},
+            "destination": {"server": gitops.destination},
+            "syncPolicy": {"automated": {"prune": True, "selfHeal": True},
+                           "syncOptions": ["ServerSideApply=true", "PruneLast=true",
+                                           "RespectIgnoreDifferences=true"]},
+            "ignoreDifferences": [{"group": g, "kind": k, "jqPathExpressions": paths}
+                                  for g, k, paths in KUEUE_DEFAULTED],
+        },
+    }
+    return [Manifest((name,), project, cluster.at("gitops")), Manifest((name,), app, cluster.at("gitops"))]
+
+
+def _flux(cluster: Loaded[ClusterConfig]) -> list[Manifest]:
+    cfg, gitops = cluster.config, cluster.config.gitops
+    ns, name = gitops.controller_namespace, cfg.name
+    source = {"apiVersion": "source.toolkit.fluxcd.io/v1", "kind": "GitRepository",
+              "metadata": {"name": "fleet", "namespace": ns, "labels": labels(name)},
+              "spec": {"interval": "1m", "url": gitops.repo_url, "ref": {"branch": gitops.revision},
+                       "ignore": "/*\n!/rendered/" + name + "/\n"}}
+    out = [Manifest((name,), source, cluster.at("gitops"))]
+    folders = [(f, deps) for f, deps in FLUX_FOLDERS if f != "monitoring" or cfg.monitoring.enabled]
+    for folder, deps in folders:
+        spec: dict[str, Any] = {"interval": "10m", "retryInterval": "1m", "path": f"./rendered/{name}/{folder}",
+                                "prune": True, "wait": True, "timeout": "10m",
+                                "sourceRef": {"kind": "GitRepository", "name": "fleet"}}
+        if deps:
+            spec["dependsOn"] = [{"name": f"fleet-{dep}"} for dep in deps]
+        body = {"apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
+                "metadata": {"name": f"fleet-{folder}", "namespace": ns, "labels": labels(name)}, "spec": spec}
+        out.append(Manifest((name,), body, cluster.at("gitops")))
+    return out
+
+
+def compile_gitops(fleet: Fleet) -> list[Manifest]:
+    """Bootstrap objects of every cluster, under rendered/gitops/<cluster>/."""
+    return [m for name in sorted(fleet.clusters) for m in
+            (_argocd if fleet.clusters[name].config.gitops.engine == "argocd" else _flux)(fleet.clusters[name])]

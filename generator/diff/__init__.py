@@ -1,0 +1,1 @@
+"""`fleetgen diff`: what a change to teams/ and clusters/ does to every cluster, for reviewers."""

@@ -1,0 +1,154 @@
+"""Rendered trees as objects keyed the way Kubernetes identifies them, and their changes.
+
+An object is matched by (group, kind, namespace, name) within its top-level folder (the cluster,
+or `gitops`). Field changes come from deepdiff on normalised bodies where lists whose items all
+carry a unique `name` are turned into maps keyed `[name]`, the way Kubernetes merges them, so a
+reordered or inserted list item is one change, not a cascade.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from generator.emit import Tree
+
+try:
+    _Loader: type = yaml.CSafeLoader
+except AttributeError:  # pragma: no cover
+    _Loader = yaml.SafeLoader
+
+Key = tuple[str, str, str, str, str]
+"""(top folder, group, kind, namespace, name)."""
+SKIP = ("kustomization.yaml", ".sky.yaml")
+
+
+@dataclass(frozen=True)
+class Obj:
+    """One rendered object."""
+
+    key: Key
+    path: str
+    body: dict[str, Any]
+    text: str
+
+    @property
+    def cluster(self) -> str:
+        return str((self.body.get("metadata", {}).get("labels") or {}).get("fleetgen.io/cluster") or self.key[0])
+
+    @property
+    def team(self) -> str | None:
+        return (self.body.get("metadata", {}).get("labels") or {}).get("fleetgen.io/team")
+
+    @property
+    def label(self) -> str:
+        _, group, kind, ns, name = self.key
+        return f"{kind} {ns + '/' if ns else ''}{name}"
+
+
+def objects(tree: Tree) -> dict[Key, Obj]:
+    """Every Kubernetes object of a rendered tree."""
+    out: dict[Key, Obj] = {}
+    for path, content in tree.items():
+        if path.endswith(SKIP):
+            continue
+        text = content.decode("utf-8")
+        body = yaml.load(text, Loader=_Loader)
+        if not isinstance(body, dict) or "kind" not in body:
+            continue
+        meta = body.get("metadata") or {}
+        group = str(body.get("apiVersion", "")).rpartition("/")[0]
+        key = (path.split("/", 1)[0], group, str(body["kind"]), str(meta.get("namespace") or ""),
+               str(meta.get("name") or ""))
+        out[key] = Obj(key, path, body, text)
+    return out
+
+
+def _normalise(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _normalise(v) for k, v in value.items()}
+    if isinstance(value, list):
+        names = [item.get("name") for item in value if isinstance(item, dict)]
+        if value and len(names) == len(value) and all(isinstance(n, str) for n in names) and \
+                len(set(names)) == len(names):
+            return {f"[{item['name']}]": _normalise(item) for item in value}
+        return [_normalise(v) for v in value]
+    return value
+
+
+def _dotted(deep_path: str) -> str:
+    """deepdiff's root['spec']['x'][0]['[h100]'] -> spec.x[0][h100]."""
+    out = ""
+    for part in deep_path.removeprefix("root").strip("[]").split("]["):
+        if part.startswith("'") and part.endswith("'"):
+            part = part[1:-1]
+            out += part if part.startswith("[") else (f".{part}" if out else part)
+        else:
+            out += f"[{part}]"
+    return out
+
+
+@dataclass(frozen=True)
+class FieldChange:
+    """One field of one object: old and new value (None when added or removed)."""
+
+    path: str
+    old: Any
+    new: Any
+    op: str  # changed | added | removed
+
+
+@dataclass
+class Change:
+    """An object added, changed or destroyed, with its field changes."""
+
+    action: str  # add | change | destroy
+    before: Obj | None
+    after: Obj | None
+    fields: list[FieldChange] = field(default_factory=list)
+
+    @property
+    def obj(self) -> Obj:
+        found = self.after or self.before
+        assert found is not None
+        return found
+
+
+def field_changes(old: dict[str, Any], new: dict[str, Any], ignore: list[str]) -> list[FieldChange]:
+    """Field-level changes between two bodies, minus those matching an ignore pattern."""
+    from deepdiff import DeepDiff
+
+    diff = DeepDiff(_normalise(old), _normalise(new), verbose_level=2)
+    out: list[FieldChange] = []
+    for kind, entries in diff.items():
+        for deep_path, value in entries.items():
+            path = _dotted(deep_path)
+            if kind in ("values_changed", "type_changes"):
+                out.append(FieldChange(path, value["old_value"], value["new_value"], "changed"))
+            elif kind in ("dictionary_item_added", "iterable_item_added"):
+                out.append(FieldChange(path, None, value, "added"))
+            elif kind in ("dictionary_item_removed", "iterable_item_removed"):
+                out.append(FieldChange(path, value, None, "removed"))
+    kind_name = new.get("kind") or old.get("kind")
+    kept = [c for c in out if not any(fnmatch.fnmatchcase(f"{kind_name}:{c.path}", p) for p in ignore)]
+    return sorted(kept, key=lambda c: c.path)
+
+
+def compare(before: dict[Key, Obj], after: dict[Key, Obj], ignore: list[str] | None = None) -> list[Change]:
+    """Added, changed and destroyed objects, in a stable order."""
+    ignore = ignore or []
+    out: list[Change] = []
+    for key in sorted(set(before) | set(after)):
+        old, new = before.get(key), after.get(key)
+        if old is None:
+            out.append(Change("add", None, new))
+        elif new is None:
+            out.append(Change("destroy", old, None))
+        elif old.body != new.body:
+            fields = field_changes(old.body, new.body, ignore)
+            if fields:
+                out.append(Change("change", old, new, fields))
+    return out

@@ -1,0 +1,30 @@
+"""Run a diff: build both sides, match objects, measure capacity impact, find risks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from generator.diff.impact import capacity_impact, risks
+from generator.diff.objects import compare, objects
+from generator.diff.report import DiffResult
+from generator.diff.sources import Side, at_ref, compiled
+from generator.errors import UsageError
+
+
+def run_diff(root: Path, base: str | None = None, from_dir: str | None = None, to_dir: str | None = None,
+             ignore: list[str] | None = None) -> DiffResult:
+    """Diff `base` (a git ref, default HEAD) against the work tree, or FROM against TO."""
+    if bool(from_dir) != bool(to_dir):
+        raise UsageError("--from and --to go together")
+    if from_dir and base:
+        raise UsageError("use either --base or --from/--to")
+    before: Side
+    after: Side
+    if from_dir and to_dir:
+        before, after = compiled(Path(from_dir), from_dir), compiled(Path(to_dir), to_dir)
+    else:
+        before, after = at_ref(root, base or "HEAD"), compiled(root, "work tree")
+    changes = compare(objects(before.tree), objects(after.tree), ignore)
+    has_fleets = (before.fleet is not None or not before.tree) and after.fleet is not None
+    capacity = capacity_impact(before.fleet, after.fleet) if has_fleets else []
+    return DiffResult(before.label, after.label, changes, capacity, risks(changes, capacity), has_fleets)
