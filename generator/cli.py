@@ -93,7 +93,7 @@ def render(ctx: click.Context, clusters: tuple[str, ...], check: bool, schema_lo
         click.echo(f"rendered/ is up to date ({len(result.tree)} files)")
         return
     diff = pipeline.write(result)
-    objects = sum(len(v) for v in result.compiled.values())
+    objects = pipeline.object_count(result)
     if diff:
         click.echo(f"rendered {objects} objects in {len(result.compiled)} clusters: "
                    f"{len(diff.added)} added, {len(diff.changed)} changed, {len(diff.removed)} removed files")
@@ -128,7 +128,7 @@ def validate(ctx: click.Context, clusters: tuple[str, ...], schema_location: str
         sys.exit(EXIT_DIFF)
     for note in result.report.notes:
         click.echo(f"note: {note}", err=True)
-    objects = sum(len(v) for v in result.compiled.values())
+    objects = pipeline.object_count(result)
     click.echo(f"valid: {objects} objects in {len(result.compiled)} clusters")
 
 

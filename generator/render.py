@@ -58,6 +58,11 @@ def build(root: Path, clusters: list[str] | None = None, options: Options | None
                  [*names, GITOPS] if clusters else None, extra)
 
 
+def object_count(result: Build) -> int:
+    """Kubernetes objects rendered (SkyPilot tasks and kustomizations are not objects)."""
+    return sum(m.kubernetes for ms in result.compiled.values() for m in ms) + len(result.gitops)
+
+
 def rendered_dir(root: Path) -> Path:
     """`<root>/rendered`."""
     return root / emit.RENDERED

