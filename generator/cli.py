@@ -23,15 +23,18 @@ def _fail(exc: Exception) -> None:
 
 
 def _guard(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Turn InputError/UsageError into a message and exit code 2; never a traceback."""
+    """Turn input, usage and cluster errors into a message and exit code 2; never a traceback."""
     import functools
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         from generator.errors import InputError, UsageError
+        from generator.jobs.connection import ClusterError
 
         try:
             return fn(*args, **kwargs)
+        except ClusterError as exc:
+            _fail(exc)
         except InputError as exc:
             n = len(exc.findings)
             click.echo(str(exc), err=True)
@@ -242,20 +245,6 @@ def _api(kubeconfig: str | None, context: str | None, token: str | None, server:
     return connect(kubeconfig, context, token, server, insecure_skip_tls_verify)
 
 
-def _cluster_guard(fn: Callable[..., Any]) -> Callable[..., Any]:
-    import functools
-
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from generator.jobs import ClusterError
-
-        try:
-            return fn(*args, **kwargs)
-        except ClusterError as exc:
-            _fail(exc)
-    return wrapper
-
-
 def _namespace(ctx: click.Context, namespace: str | None, team: str | None) -> str:
     if namespace:
         return namespace
@@ -310,7 +299,6 @@ def job_new(ctx: click.Context, team: str, profile: str, name: str | None, nodes
 @_connection_options
 @click.pass_context
 @_guard
-@_cluster_guard
 def job_submit(ctx: click.Context, what: tuple[str, ...], name: str | None, nodes: int | None, **conn: Any) -> None:
     """Submit FILE (a JobSet) or TEAM PROFILE to the cluster."""
     from generator.errors import UsageError
@@ -340,7 +328,6 @@ def _job_command(fn: Callable[..., Any]) -> Callable[..., Any]:
 @_connection_options
 @click.pass_context
 @_guard
-@_cluster_guard
 def job_status(ctx: click.Context, name: str, namespace: str | None, team: str | None, **conn: Any) -> None:
     """Kueue admission and progress of job NAME."""
     from generator.jobs import Job
@@ -356,7 +343,6 @@ def job_status(ctx: click.Context, name: str, namespace: str | None, team: str |
 @_connection_options
 @click.pass_context
 @_guard
-@_cluster_guard
 def job_logs(ctx: click.Context, name: str, namespace: str | None, team: str | None, rank: int, follow: bool,
              **conn: Any) -> None:
     """Logs of the training container of one node of job NAME."""
@@ -372,7 +358,6 @@ def job_logs(ctx: click.Context, name: str, namespace: str | None, team: str | N
 @_connection_options
 @click.pass_context
 @_guard
-@_cluster_guard
 def job_cancel(ctx: click.Context, name: str, namespace: str | None, team: str | None, **conn: Any) -> None:
     """Delete job NAME and its pods; Kueue gives the quota back."""
     from generator.jobs import Job
@@ -387,7 +372,6 @@ def job_cancel(ctx: click.Context, name: str, namespace: str | None, team: str |
 @_connection_options
 @click.pass_context
 @_guard
-@_cluster_guard
 def job_list(ctx: click.Context, team: str | None, **conn: Any) -> None:
     """Jobs created from fleetgen profiles, with their state."""
     from generator.jobs import JobList

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import re
 import shlex
-from decimal import ROUND_FLOOR, Decimal
+from decimal import Decimal
 from typing import Any
 
 from generator import quantity
+from generator.compile.kueue import toleration
 from generator.compile.manifest import Manifest, labels
+from generator.compile.quota import node_share
 from generator.config.cluster import ClusterConfig, NodePool
 from generator.config.fleet import Loaded
 from generator.config.jobs import JobProfile
@@ -57,23 +59,8 @@ def name_problems(name: str, profile: JobProfile) -> list[str]:
 
 
 def _per_node(pool: NodePool, gpus: int) -> dict[str, str]:
-    share = Decimal(gpus) / pool.gpu.per_node * NODE_SHARE
-    cpu = (quantity.value_of(pool.cpu_per_node) * share).quantize(Decimal("0.001"), rounding=ROUND_FLOOR)
-    mem_value, fmt = quantity.parse(pool.memory_per_node)
-    step = Decimal(1 << 20) if fmt == "BinarySI" else Decimal(10**6)
-    memory = (mem_value * share / step).to_integral_value(rounding=ROUND_FLOOR) * step
-    return {"cpu": quantity.canonical(cpu), "memory": quantity.canonical(memory, fmt), pool.gpu.resource: str(gpus)}
-
-
-def _tolerations(pool: NodePool) -> list[dict[str, Any]]:
-    out = []
-    for taint in pool.taints:
-        tol: dict[str, Any] = {"key": taint.key, "operator": "Exists" if taint.value is None else "Equal"}
-        if taint.value is not None:
-            tol["value"] = taint.value
-        tol["effect"] = taint.effect
-        out.append(tol)
-    return out
+    cpu, memory = node_share(pool, gpus, NODE_SHARE)
+    return {"cpu": cpu, "memory": memory, pool.gpu.resource: str(gpus)}
 
 
 def _launch(profile: JobProfile, command: list[str], args: list[str], rank_offset: int) -> tuple[list[str], list[str]]:
@@ -134,7 +121,7 @@ def jobset(team: TeamConfig, cluster: ClusterConfig, profile: JobProfile, name: 
         }
         pod: dict[str, Any] = {
             "restartPolicy": "Never",
-            "tolerations": _tolerations(pool),
+            "tolerations": [toleration(t) for t in pool.taints],
             "containers": [container],
             "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory",
                                                       "sizeLimit": quantity.normalise(profile.shared_memory)}}],

@@ -38,7 +38,8 @@ def _weight(value: float) -> str:
     return quantity.canonical(quantity.value_of(repr(float(value)) if value % 1 else int(value)))
 
 
-def _toleration(taint: Any) -> dict[str, Any]:
+def toleration(taint: Any) -> dict[str, Any]:
+    """The toleration that matches a pool taint exactly (Equal with a value, else Exists)."""
     tol: dict[str, Any] = {"key": taint.key}
     if taint.value is None:
         tol["operator"] = "Exists"
@@ -58,7 +59,7 @@ def resource_flavor(cluster: Loaded[ClusterConfig], index: int) -> Manifest:
     if pool.taints:
         spec["nodeTaints"] = [{k: v for k, v in (("key", t.key), ("value", t.value), ("effect", t.effect))
                                if v is not None} for t in pool.taints]
-        spec["tolerations"] = [_toleration(t) for t in pool.taints]
+        spec["tolerations"] = [toleration(t) for t in pool.taints]
     if pool.topology_levels is not None:
         spec["topologyName"] = pool.name
     body = _obj(cfg, "ResourceFlavor", pool.name)

@@ -9,6 +9,7 @@ import json
 from typing import Any
 
 from generator.compile.dashboards import DASHBOARDS, dashboard
+from generator.compile.kueue import toleration
 from generator.compile.manifest import Manifest, labels
 from generator.compile.rules import EXPORTER_JOB, loki_groups, prometheus_groups
 from generator.config.cluster import ClusterConfig
@@ -70,10 +71,7 @@ def gpu_tolerations(cfg: ClusterConfig) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for pool in cfg.node_pools:
         for taint in pool.taints:
-            tol: dict[str, Any] = {"key": taint.key, "operator": "Exists" if taint.value is None else "Equal"}
-            if taint.value is not None:
-                tol["value"] = taint.value
-            tol["effect"] = taint.effect
+            tol = toleration(taint)
             if tol not in out:
                 out.append(tol)
     for effect in ("NoSchedule", "NoExecute"):

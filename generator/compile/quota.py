@@ -28,31 +28,29 @@ class ResourceQuota:
     lending: str | None
 
 
-def _cpu(pool: NodePool, gpus: int) -> str:
-    per_node = quantity.value_of(pool.cpu_per_node)
-    value = (per_node * gpus / pool.gpu.per_node).quantize(_MILLI, rounding=ROUND_FLOOR)
-    return quantity.canonical(value, "DecimalSI")
+def node_share(pool: NodePool, gpus: int, factor: Decimal = Decimal(1)) -> tuple[str, str]:
+    """(cpu, memory) that go with `gpus` of the pool in its per-node ratio, times `factor`.
 
-
-def _memory(pool: NodePool, gpus: int) -> str:
+    CPU is floored to millicores and memory to whole MiB (MB for decimal pools), so shares never
+    add up to more than the nodes have.
+    """
+    share = Decimal(gpus) / pool.gpu.per_node * factor
+    cpu = (quantity.value_of(pool.cpu_per_node) * share).quantize(_MILLI, rounding=ROUND_FLOOR)
     per_node, fmt = quantity.parse(pool.memory_per_node)
     step = _MI if fmt == "BinarySI" else _MB
-    value = (per_node * gpus / pool.gpu.per_node / step).to_integral_value(rounding=ROUND_FLOOR) * step
-    return quantity.canonical(value, fmt)
+    memory = (per_node * share / step).to_integral_value(rounding=ROUND_FLOOR) * step
+    return quantity.canonical(cpu, "DecimalSI"), quantity.canonical(memory, fmt)
 
 
 def _scaled(pool: NodePool, gpus: int | None) -> tuple[str | None, str | None, str | None]:
     if gpus is None:
         return None, None, None
-    return _cpu(pool, gpus), _memory(pool, gpus), quantity.canonical(gpus)
+    cpu, memory = node_share(pool, gpus)
+    return cpu, memory, quantity.canonical(gpus)
 
 
 def pool_resources(pool: NodePool, quota: PoolQuota) -> dict[str, ResourceQuota]:
-    """cpu, memory and GPU quota for `quota` in `pool`, keyed by resource name.
-
-    CPU is floored to millicores and memory to whole MiB (MB for decimal pools), so the sum of
-    team quotas never exceeds what the nodes have.
-    """
+    """cpu, memory and GPU quota for `quota` in `pool`, keyed by resource name."""
     nominal = _scaled(pool, quota.gpus)
     borrowing = _scaled(pool, quota.borrowing_limit)
     lending = _scaled(pool, quota.lending_limit)
