@@ -144,6 +144,8 @@ class KubeApi:
     objects: dict[tuple[str, str, str, str], dict[str, Any]] = field(default_factory=dict)
     logs: dict[tuple[str, str], str] = field(default_factory=dict)
     requests: list[tuple[str, str, str]] = field(default_factory=list)
+    interfere: Callable[[str, str], None] | None = None
+    """Called before each request is served (verb, path): lets a test play a concurrent writer."""
     resource_version: int = 1000
     lock: threading.RLock = field(default_factory=threading.RLock)
 
@@ -286,6 +288,9 @@ class KubeApi:
         with self.lock:
             self.requests.append((verb, url.path, url.query))
         user = self._user(headers)
+        if self.interfere is not None:
+            with self.lock:
+                self.interfere(verb, url.path)
         res, namespace, name, sub = self._parse(url.path)
         api_verb = {"GET": "get" if name else "list", "POST": "create", "PUT": "update", "PATCH": "patch",
                     "DELETE": "delete"}[verb]
@@ -328,7 +333,10 @@ class KubeApi:
                 "metadata": {"resourceVersion": str(self.resource_version)}, "items": items}
 
     def _create(self, res: Resource, ns: str | None, _name: Any, body: dict[str, Any], *_: Any) -> dict[str, Any]:
-        name = (body.get("metadata") or {}).get("name")
+        meta = body.setdefault("metadata", {})
+        if not meta.get("name") and meta.get("generateName"):
+            meta["name"] = meta["generateName"] + uuid.uuid4().hex[:5]
+        name = meta.get("name")
         if not name:
             raise ApiError(422, "Invalid", f"{res.kind} is invalid: metadata.name: Required value")
         key = self._key(res, ns, name)

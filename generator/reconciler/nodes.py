@@ -1,0 +1,190 @@
+"""Nodes as the reconciler sees them, and its decisions carried out through the official client.
+
+Every write is a JSON merge patch carrying the resourceVersion it was computed from: if the Node
+changed in between (409 Conflict), the Node is read again, the action is re-checked against
+what is there now (still ours? still schedulable?), and retried. One audit line per write.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from generator.reconciler.model import (
+    ANNOTATION_HEALTHY,
+    ANNOTATION_HISTORY,
+    ANNOTATION_HUMAN,
+    ANNOTATION_OWNED,
+    ANNOTATION_REASON,
+    ANNOTATION_SINCE,
+    LABEL_REPAIR,
+    TAINT_KEY,
+    ClearHumanRelease,
+    Cordon,
+    Decision,
+    Event,
+    NodeAction,
+    NodeState,
+    NoteHumanRelease,
+    Release,
+    SetHealthyChecks,
+)
+
+MERGE = "application/merge-patch+json"
+RETRIES = 3
+audit = logging.getLogger("fleetgen.health.audit")
+
+
+@dataclass(frozen=True)
+class PoolSelector:
+    """A node pool: its nodes carry all of these labels."""
+
+    name: str
+    labels: dict[str, str]
+
+
+def _floats(text: str | None) -> tuple[float, ...]:
+    try:
+        return tuple(float(x) for x in json.loads(text or "[]"))
+    except (ValueError, TypeError):
+        return ()
+
+
+def node_state(node: dict[str, Any], pools: list[PoolSelector]) -> NodeState | None:
+    """The reconciler's view of a Node (None when it is in no GPU pool)."""
+    meta = node.get("metadata") or {}
+    labels, notes = meta.get("labels") or {}, meta.get("annotations") or {}
+    pool = next((p.name for p in pools if all(labels.get(k) == v for k, v in p.labels.items())), None)
+    if pool is None:
+        return None
+    since = notes.get(ANNOTATION_SINCE)
+    return NodeState(
+        name=meta["name"], pool=pool, unschedulable=bool((node.get("spec") or {}).get("unschedulable")),
+        owned=notes.get(ANNOTATION_OWNED) == "true", reason=notes.get(ANNOTATION_REASON, ""),
+        since=float(since) if since else None, healthy_checks=int(notes.get(ANNOTATION_HEALTHY) or 0),
+        history=_floats(notes.get(ANNOTATION_HISTORY)), human_released=notes.get(ANNOTATION_HUMAN, ""),
+        needs_repair=labels.get(LABEL_REPAIR) == "true")
+
+
+def _taints_without_ours(node: dict[str, Any]) -> list[dict[str, Any]]:
+    return [t for t in (node.get("spec") or {}).get("taints") or [] if t.get("key") != TAINT_KEY]
+
+
+def _patch_for(action: NodeAction, node: dict[str, Any], now: float) -> dict[str, Any] | None:
+    """The merge patch for `action` on the Node as it is now, or None if it no longer applies."""
+    spec = node.get("spec") or {}
+    notes = (node.get("metadata") or {}).get("annotations") or {}
+    owned = notes.get(ANNOTATION_OWNED) == "true"
+    if isinstance(action, Cordon):
+        if spec.get("unschedulable") or owned:
+            return None  # someone cordoned it meanwhile, or we already did
+        taint = {"key": TAINT_KEY, "value": action.reason.replace(",", ".")[:63], "effect": "NoSchedule"}
+        patch: dict[str, Any] = {
+            "spec": {"unschedulable": True, "taints": [*_taints_without_ours(node), taint]},
+            "metadata": {"annotations": {
+                ANNOTATION_OWNED: "true", ANNOTATION_REASON: action.reason, ANNOTATION_SINCE: repr(now),
+                ANNOTATION_HEALTHY: "0", ANNOTATION_HISTORY: json.dumps(list(action.history)),
+                ANNOTATION_HUMAN: None}}}
+        if action.repair:
+            patch["metadata"]["labels"] = {LABEL_REPAIR: "true"}
+        return patch
+    if isinstance(action, Release):
+        if not owned:
+            return None  # only our own cordons are lifted
+        return {"spec": {"unschedulable": None, "taints": _taints_without_ours(node)},
+                "metadata": {"annotations": {ANNOTATION_OWNED: None, ANNOTATION_REASON: None, ANNOTATION_SINCE: None,
+                                             ANNOTATION_HEALTHY: None}}}
+    if isinstance(action, SetHealthyChecks):
+        return {"metadata": {"annotations": {ANNOTATION_HEALTHY: str(action.count)}}} if owned else None
+    if isinstance(action, NoteHumanRelease):
+        if not owned or spec.get("unschedulable"):
+            return None
+        return {"spec": {"taints": _taints_without_ours(node)},
+                "metadata": {"annotations": {ANNOTATION_OWNED: None, ANNOTATION_REASON: None, ANNOTATION_SINCE: None,
+                                             ANNOTATION_HEALTHY: None, ANNOTATION_HUMAN: action.reason}}}
+    if isinstance(action, ClearHumanRelease):
+        return {"metadata": {"annotations": {ANNOTATION_HUMAN: None}}} if ANNOTATION_HUMAN in notes else None
+    return None
+
+
+class Executor:
+    """Carries out decisions on one cluster (or only logs them, in dry run)."""
+
+    def __init__(self, api: Any, dry_run: bool = False, clock: Callable[[], float] | None = None,
+                 namespace: str = "default") -> None:
+        import time
+
+        self.api = api
+        self.dry_run = dry_run
+        self.clock = clock or time.time
+        self.namespace = namespace
+
+    def _core(self) -> Any:
+        from kubernetes import client
+
+        return client.CoreV1Api(self.api)
+
+    def read(self, pools: list[PoolSelector]) -> dict[str, NodeState]:
+        """Every GPU node's state."""
+        found = self.api.sanitize_for_serialization(self._core().list_node().items)
+        states = (node_state(n, pools) for n in found)
+        return {s.name: s for s in states if s is not None}
+
+    def apply(self, decision: Decision) -> list[str]:
+        """Carry out the decision's actions; returns one line per write (or planned write in dry run)."""
+        done = []
+        for action in decision.actions:
+            line = self._event(action) if isinstance(action, Event) else self._node(action)
+            if line:
+                done.append(line)
+        return done
+
+    def _node(self, action: NodeAction) -> str | None:
+        from kubernetes.client.exceptions import ApiException
+
+        core = self._core()
+        for _attempt in range(RETRIES):
+            node = self.api.sanitize_for_serialization(core.read_node(action.node))
+            patch = _patch_for(action, node, self.clock())
+            if patch is None:
+                return None
+            patch.setdefault("metadata", {})["resourceVersion"] = node["metadata"]["resourceVersion"]
+            line = json.dumps({"action": type(action).__name__, "node": action.node, "patch": patch,
+                               "dryRun": self.dry_run}, sort_keys=True)
+            if self.dry_run:
+                audit.info(line)
+                return line
+            try:
+                core.patch_node(action.node, patch, _content_type=MERGE)
+            except ApiException as exc:
+                if exc.status == 409:
+                    continue  # changed under us: read again and re-check
+                raise
+            audit.info(line)
+            return line
+        audit.warning(json.dumps({"action": type(action).__name__, "node": action.node,
+                                  "gaveUp": f"{RETRIES} conflicts"}))
+        return None
+
+    def _event(self, event: Event) -> str | None:
+        from kubernetes import client
+
+        line = json.dumps({"action": "Event", "node": event.node, "reason": event.reason, "dryRun": self.dry_run})
+        if self.dry_run:
+            return None
+        stamp = self._stamp()
+        body = client.CoreV1Event(
+            metadata=client.V1ObjectMeta(generate_name=f"{event.node}.", namespace=self.namespace),
+            involved_object=client.V1ObjectReference(kind="Node", name=event.node, api_version="v1"),
+            type=event.kind, reason=event.reason, message=event.message[:1024], first_timestamp=stamp,
+            last_timestamp=stamp, count=1, source=client.V1EventSource(component="fleetgen-health"))
+        self._core().create_namespaced_event(self.namespace, body)
+        return line
+
+    def _stamp(self) -> Any:
+        import datetime
+
+        return datetime.datetime.fromtimestamp(self.clock(), tz=datetime.timezone.utc)
