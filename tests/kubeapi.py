@@ -39,6 +39,7 @@ RESOURCES = [
     Resource("", "v1", "nodes", "Node", namespaced=False),
     Resource("", "v1", "events", "Event"),
     Resource("", "v1", "namespaces", "Namespace", namespaced=False),
+    Resource("", "v1", "configmaps", "ConfigMap"),
     Resource("coordination.k8s.io", "v1", "leases", "Lease"),
     Resource("events.k8s.io", "v1", "events", "Event"),
     Resource("batch", "v1", "jobs", "Job"),
@@ -144,6 +145,8 @@ class KubeApi:
     objects: dict[tuple[str, str, str, str], dict[str, Any]] = field(default_factory=dict)
     logs: dict[tuple[str, str], str] = field(default_factory=dict)
     requests: list[tuple[str, str, str]] = field(default_factory=list)
+    writes: list[tuple[str, str, str]] = field(default_factory=list)
+    """(user, verb, path) of every write request that succeeded."""
     interfere: Callable[[str, str], None] | None = None
     """Called before each request is served (verb, path): lets a test play a concurrent writer."""
     resource_version: int = 1000
@@ -308,6 +311,8 @@ class KubeApi:
                 raise ApiError(404, "NotFound", f"subresource {sub} is not served by the stand-in")
             body = json.loads(raw) if raw else None
             out = getattr(self, f"_{api_verb}")(res, namespace, name, body, headers, query)
+            if verb in ("POST", "PUT", "PATCH", "DELETE"):
+                self.writes.append((user, verb, url.path))
             return 200 if verb != "POST" else 201, json.dumps(out).encode(), "application/json"
 
     def _key(self, res: Resource, namespace: str | None, name: str) -> tuple[str, str, str, str]:
