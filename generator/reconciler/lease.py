@@ -104,8 +104,8 @@ class BreakerStore:
 
         core = client.CoreV1Api(self.api)
         state = json.dumps({"tripped": breaker.tripped, "reason": breaker.reason, "since": breaker.since})
-        body: Any = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": BREAKER, "namespace": self.namespace},
-                "data": {"state": state}}
+        body: Any = {"apiVersion": "v1", "kind": "ConfigMap",
+                     "metadata": {"name": BREAKER, "namespace": self.namespace}, "data": {"state": state}}
         try:
             core.create_namespaced_config_map(self.namespace, body)
         except ApiException as exc:
