@@ -389,6 +389,111 @@ def job_list(ctx: click.Context, team: str | None, **conn: Any) -> None:
         click.echo(f"{found.namespace}/{str(found.status())}")
 
 
+@cli.group()
+def health() -> None:
+    """The GPU health reconciler: cordon nodes with faulty GPUs, safely."""
+
+
+def _health_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    for option in reversed([
+        click.option("--config", "config_path", metavar="FILE", help="Policy document (policy.json in the pod)."),
+        click.option("--cluster", metavar="NAME", help="Or: compile the policy from this fleet's cluster file."),
+        click.option("--prometheus", metavar="URL", help="Prometheus URL (default: from the policy)."),
+        click.option("--in-cluster", is_flag=True, help="Use the pod's service account."),
+    ]):
+        fn = option(fn)
+    return _connection_options(fn)
+
+
+def _reconciler(ctx: click.Context, config_path: str | None, cluster: str | None, prometheus: str | None,
+                in_cluster: bool, dry_run: bool = False, **conn: Any) -> Any:
+    import os
+
+    from generator.jobs import connect
+    from generator.reconciler.app import build, load_policy
+
+    document = load_policy(config_path, _root(ctx), cluster)
+    api = connect(in_cluster=in_cluster, **conn) if in_cluster else _api(**conn)
+    return build(document, api, prometheus, dry_run, os.environ.get("POD_NAME"))
+
+
+@health.command("once")
+@_health_options
+@click.option("--dry-run", is_flag=True, help="Decide and print, write nothing.")
+@click.pass_context
+@_guard
+def health_once(ctx: click.Context, **options: Any) -> None:
+    """Run one reconcile loop and print what was decided."""
+    rec = _reconciler(ctx, **options)
+    decision = rec.once()
+    if decision is None:
+        click.echo("another replica holds the lease: nothing done")
+        return
+    for action in decision.actions:
+        click.echo(f"{'would ' if rec.executor.dry_run else ''}{type(action).__name__}: {action}")
+    for line in decision.skipped:
+        click.echo(f"skipped: {line}")
+    click.echo(f"breaker: {'TRIPPED (' + decision.breaker.reason + ')' if decision.breaker.tripped else 'ok'}")
+
+
+@health.command("run")
+@_health_options
+@click.option("--dry-run", is_flag=True, help="Decide and log, write nothing.")
+@click.option("--listen", default=":8080", show_default=True, help="Address of /metrics and /healthz.")
+@click.pass_context
+@_guard
+def health_run(ctx: click.Context, listen: str, **options: Any) -> None:
+    """Reconcile forever (the Deployment's command); only the Lease holder acts."""
+    import json
+    import logging
+    import threading
+
+    from generator.reconciler.serve import Metrics, serve
+
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    rec = _reconciler(ctx, **options)
+    metrics = Metrics()
+    host, _, port = listen.rpartition(":")
+    serve(metrics, host or "0.0.0.0", int(port))  # noqa: S104 - the pod's metrics port
+    log = logging.getLogger("fleetgen.health")
+
+    def on_loop(decision: Any, seconds: float) -> None:
+        metrics.record(decision, rec.executor.read(rec.pools) if decision else {}, seconds)
+        log.info(json.dumps({"loop": "done", "leader": decision is not None, "seconds": round(seconds, 3),
+                             "actions": len(decision.actions) if decision else 0}))
+
+    rec.run(None, threading.Event(), on_loop)
+
+
+@health.command("status")
+@_health_options
+@click.pass_context
+@_guard
+def health_status(ctx: click.Context, **options: Any) -> None:
+    """Nodes the reconciler holds, why and since when, and the breaker."""
+    rec = _reconciler(ctx, **options)
+    nodes = rec.executor.read(rec.pools)
+    held = [n for n in nodes.values() if n.owned and n.unschedulable]
+    breaker = rec.breaker.load()
+    click.echo(f"breaker: {'TRIPPED since ' + str(breaker.since) + ': ' + breaker.reason if breaker.tripped else 'ok'}")
+    click.echo(f"{len(held)} of {len(nodes)} GPU nodes cordoned by the reconciler")
+    for node in sorted(held, key=lambda n: n.name):
+        repair = " (needs repair)" if node.needs_repair else ""
+        click.echo(f"  {node.name} [{node.pool}]: {node.reason}, {node.healthy_checks} healthy checks{repair}")
+
+
+@health.command("reset-breaker")
+@_health_options
+@click.pass_context
+@_guard
+def health_reset(ctx: click.Context, **options: Any) -> None:
+    """A human says the fleet is fine: the reconciler may act again."""
+    rec = _reconciler(ctx, **options)
+    before = rec.breaker.load()
+    rec.reset_breaker()
+    click.echo("breaker reset" + (f" (was tripped: {before.reason})" if before.tripped else " (was not tripped)"))
+
+
 def main() -> None:
     """Console-script entry point."""
     cli(prog_name="fleetgen")

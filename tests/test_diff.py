@@ -245,7 +245,8 @@ def test_gitops_wiring() -> None:
     project = yaml.safe_load((REPO / "rendered/gitops/prod-east/appproject-prod-east.yaml").read_text())
     assert project["spec"]["destinations"] == [{"server": "https://kubernetes.default.svc", "namespace": "*"}]
     kinds = {k["kind"] for k in project["spec"]["clusterResourceWhitelist"]}
-    assert kinds == {"Namespace", "ClusterQueue", "ResourceFlavor", "Cohort", "Topology", "WorkloadPriorityClass"}
+    assert kinds == {"Namespace", "ClusterQueue", "ResourceFlavor", "Cohort", "Topology", "WorkloadPriorityClass",
+                     "ClusterRole", "ClusterRoleBinding"}  # the last two: the health reconciler's node rights
     app = yaml.safe_load((REPO / "rendered/gitops/prod-east/application-prod-east-fleet.yaml").read_text())
     assert app["spec"]["source"]["path"] == "rendered/prod-east" and app["spec"]["project"] == "prod-east"
     assert "ServerSideApply=true" in app["spec"]["syncPolicy"]["syncOptions"]
@@ -254,7 +255,7 @@ def test_gitops_wiring() -> None:
             for p in (REPO / "rendered/gitops/prod-west").glob("kustomization-fleet-*.yaml")}
     deps = {name: [d["name"] for d in k["spec"].get("dependsOn", [])] for name, k in flux.items()}
     assert deps == {"fleet-platform": [], "fleet-kueue": ["fleet-platform"], "fleet-teams": ["fleet-kueue"],
-                    "fleet-monitoring": ["fleet-platform"]}
+                    "fleet-monitoring": ["fleet-platform"], "fleet-health": ["fleet-monitoring"]}
     assert all(k["spec"]["prune"] is True for k in flux.values())
 
 

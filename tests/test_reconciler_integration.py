@@ -173,3 +173,32 @@ def test_two_replicas_never_both_write(tmp_path: Path) -> None:
         assert len(node_writers) == 1, node_writers
         lease = api.get("coordination.k8s.io", "leases", "fleetgen-system", "fleetgen-health")
         assert lease is not None and lease["spec"]["holderIdentity"] in node_writers
+
+
+def test_health_cli_once_status_and_reset(tmp_path: Path) -> None:
+    import json as jsonlib
+
+    from tests.conftest import REPO, run
+
+    with simulated(tmp_path) as (fleet, prom, api, url):
+        policy = tmp_path / "policy.json"
+        policy.write_text(jsonlib.dumps({
+            "cluster": "sim", "dryRun": False, "periodSeconds": 1, "prometheusUrl": prom.url,
+            "namespace": "fleetgen-system", "pools": [{"name": "h100", "labels": LABELS}],
+            "policy": {"healthyChecksToRelease": 2, "cooldownSeconds": 0, "flapCount": 3, "flapWindowSeconds": 3600,
+                       "maxUnhealthyPercent": 50}}))
+        conn = ["--config", str(policy), "--server", url, "--token", "admin-token"]
+        with fleet.lock:
+            fleet.xids["gpu-7"] = (4, 79)
+        time.sleep(2)
+        dry = run(REPO, "health", "once", "--dry-run", *conn)
+        assert dry.code == 0 and "would Cordon" in dry.out and cordoned(api) == set()
+        once = run(REPO, "health", "once", *conn)
+        assert once.code == 0 and "Cordon" in once.out and cordoned(api) == {"gpu-7"}
+        status = run(REPO, "health", "status", *conn)
+        assert "breaker: ok" in status.out and "1 of 10 GPU nodes cordoned" in status.out
+        assert "gpu-7 [h100]: xid-79" in status.out
+        reset = run(REPO, "health", "reset-breaker", *conn)
+        assert reset.code == 0 and "breaker reset (was not tripped)" in reset.out
+        missing = run(REPO, "health", "once", "--server", url, "--token", "admin-token")
+        assert missing.code == 2 and "give --config FILE" in missing.err

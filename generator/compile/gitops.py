@@ -20,10 +20,12 @@ from generator.config.fleet import Fleet, Loaded
 from generator.versions import lock
 
 GITOPS = "gitops"
-CLUSTER_KINDS = [("", "Namespace"), ("kueue.x-k8s.io", "ClusterQueue"), ("kueue.x-k8s.io", "ResourceFlavor"),
-                 ("kueue.x-k8s.io", "Cohort"), ("kueue.x-k8s.io", "Topology"),
+CLUSTER_KINDS = [("", "Namespace"), ("rbac.authorization.k8s.io", "ClusterRole"),
+                 ("rbac.authorization.k8s.io", "ClusterRoleBinding"), ("kueue.x-k8s.io", "ClusterQueue"),
+                 ("kueue.x-k8s.io", "ResourceFlavor"), ("kueue.x-k8s.io", "Cohort"), ("kueue.x-k8s.io", "Topology"),
                  ("kueue.x-k8s.io", "WorkloadPriorityClass")]
 NAMESPACED_KINDS = [("kueue.x-k8s.io", "LocalQueue"), ("rbac.authorization.k8s.io", "RoleBinding"),
+                    ("rbac.authorization.k8s.io", "Role"), ("apps", "Deployment"), ("", "Service"),
                     ("", "ConfigMap"), ("", "ServiceAccount"), ("apps", "DaemonSet"),
                     ("monitoring.coreos.com", "ServiceMonitor"), ("monitoring.coreos.com", "PrometheusRule"),
                     ("argoproj.io", "Application")]
@@ -33,7 +35,8 @@ KUEUE_DEFAULTED = [
     ("kueue.x-k8s.io", "ClusterQueue", [".spec.flavorFungibility", ".spec.stopPolicy"]),
     ("kueue.x-k8s.io", "LocalQueue", [".spec.stopPolicy"]),
 ]
-FLUX_FOLDERS = [("platform", []), ("kueue", ["platform"]), ("teams", ["kueue"]), ("monitoring", ["platform"])]
+FLUX_FOLDERS = [("platform", []), ("kueue", ["platform"]), ("teams", ["kueue"]), ("monitoring", ["platform"]),
+                ("health", ["monitoring"])]
 
 
 def _argocd(cluster: Loaded[ClusterConfig]) -> list[Manifest]:
@@ -77,7 +80,12 @@ def _flux(cluster: Loaded[ClusterConfig]) -> list[Manifest]:
               "spec": {"interval": "1m", "url": gitops.repo_url, "ref": {"branch": gitops.revision},
                        "ignore": "/*\n!/rendered/" + name + "/\n"}}
     out = [Manifest((name,), source, cluster.at("gitops"))]
-    folders = [(f, deps) for f, deps in FLUX_FOLDERS if f != "monitoring" or cfg.monitoring.enabled]
+    present = {"platform", "kueue", "teams"}
+    if cfg.monitoring.enabled:
+        present.add("monitoring")
+        if cfg.health.enabled:
+            present.add("health")
+    folders = [(f, deps) for f, deps in FLUX_FOLDERS if f in present]
     for folder, deps in folders:
         spec: dict[str, Any] = {"interval": "10m", "retryInterval": "1m", "path": f"./rendered/{name}/{folder}",
                                 "prune": True, "wait": True, "timeout": "10m",

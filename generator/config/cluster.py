@@ -7,7 +7,7 @@ from typing import Literal
 from pydantic import Field, StrictInt, StrictStr, field_validator, model_validator
 
 from generator.config.base import ConfigModel
-from generator.config.platform import GitOps, Monitoring
+from generator.config.platform import GitOps, Health, Monitoring
 from generator.config.types import (
     Count,
     DnsLabel,
@@ -175,6 +175,8 @@ class ClusterConfig(ConfigModel):
     """How platform components are installed (Argo CD or Flux)."""
     monitoring: Monitoring = Monitoring()
     """GPU observability stack, alerts and dashboards."""
+    health: Health = Health()
+    """GPU health reconciler deployment and policy."""
 
     def pool(self, name: str) -> NodePool | None:
         """The node pool called `name`, if any."""

@@ -84,6 +84,31 @@ class KernelLogs(ConfigModel):
     """File to tail when source is `file`."""
 
 
+class Health(ConfigModel):
+    """The GPU health reconciler: cordons nodes with faulty GPUs and lifts its own cordons."""
+
+    enabled: StrictBool = True
+    """Deploy the reconciler in this cluster (it needs monitoring enabled)."""
+    dry_run: StrictBool = False
+    """Compute and log every decision, write nothing (start here on a new cluster)."""
+    namespace: DnsLabel = "fleetgen-system"
+    """Namespace of the reconciler (its Lease and breaker ConfigMap live there too)."""
+    period: Duration = "30s"
+    """Time between two reconcile loops."""
+    healthy_checks_to_release: int = Field(default=3, ge=1, le=100, strict=True)
+    """Consecutive healthy loops before one of our cordons is lifted."""
+    cooldown: Duration = "15m"
+    """Minimum time a node stays cordoned."""
+    flap_count: int = Field(default=3, ge=2, le=100, strict=True)
+    """Cordons within flapWindow after which a node is labelled for repair and held."""
+    flap_window: Duration = "24h"
+    """Window for counting a node's cordons."""
+    max_unhealthy_percent: float = Field(default=50.0, gt=0, le=100)
+    """Circuit breaker: never hold more than this share of a pool's nodes cordoned."""
+    prometheus_url: StrictStr | None = Field(default=None, pattern=r"^https?://[A-Za-z0-9.:/_-]+$")
+    """Prometheus to query; default the kube-prometheus-stack service in the monitoring namespace."""
+
+
 class Monitoring(ConfigModel):
     """GPU observability: exporter, Prometheus, Loki, kernel-log shipping, alerts and dashboards."""
 

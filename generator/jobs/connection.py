@@ -19,13 +19,18 @@ class ClusterError(Exception):
 
 
 def connect(kubeconfig: str | None = None, context: str | None = None, token: str | None = None,
-            server: str | None = None, insecure_skip_tls_verify: bool = False) -> Any:
-    """An ApiClient from a bearer token and server URL, or from a kubeconfig (and context)."""
+            server: str | None = None, insecure_skip_tls_verify: bool = False, in_cluster: bool = False) -> Any:
+    """An ApiClient from the pod's service account, a bearer token and server URL, or a kubeconfig."""
     from kubernetes import client, config
     from kubernetes.config.config_exception import ConfigException
 
     configuration = client.Configuration()
-    if token or server:
+    if in_cluster:
+        try:
+            config.load_incluster_config(client_configuration=configuration)
+        except ConfigException as exc:
+            raise UsageError(f"not running in a pod: {exc}") from None
+    elif token or server:
         if not (token and server):
             raise UsageError("--token and --server go together")
         configuration.host = server.rstrip("/")

@@ -41,6 +41,8 @@ class Reconciler:
     breaker: BreakerStore
     lease: LeaderLease | None = None
     clock: Callable[[], float] = time.time
+    period: float = 30.0
+    """Seconds between loops (`health.period`)."""
     last: Decision | None = field(default=None)
 
     def once(self) -> Decision | None:
@@ -59,15 +61,20 @@ class Reconciler:
         self.last = decision
         return decision
 
-    def run(self, period: float, stop: threading.Event) -> None:
-        """Loop every `period` seconds until `stop` is set."""
+    def run(self, period: float | None, stop: threading.Event,
+            on_loop: Callable[[Decision | None, float], None] | None = None) -> None:
+        """Loop every `period` seconds (default: the policy's) until `stop` is set."""
+        every = self.period if period is None else period
         while not stop.is_set():
             started = time.monotonic()
+            decision: Decision | None = None
             try:
-                self.once()
+                decision = self.once()
             except Exception:  # noqa: BLE001 - one failed loop must not end the reconciler
                 log.exception("reconcile loop failed; retrying next period")
-            stop.wait(max(0.0, period - (time.monotonic() - started)))
+            if on_loop is not None:
+                on_loop(decision, time.monotonic() - started)
+            stop.wait(max(0.0, every - (time.monotonic() - started)))
 
     def reset_breaker(self) -> None:
         """What `fleetgen health reset-breaker` does: a human says the fleet is fine again."""

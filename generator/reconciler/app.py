@@ -1,0 +1,50 @@
+"""Assemble a Reconciler from the policy document the rendered ConfigMap carries."""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+from typing import Any
+
+from generator.errors import UsageError
+from generator.reconciler.lease import BreakerStore, LeaderLease
+from generator.reconciler.loop import Reconciler
+from generator.reconciler.model import Policy
+from generator.reconciler.nodes import Executor, PoolSelector
+from generator.reconciler.sources import PrometheusSource
+
+
+def load_policy(path: str | None, root: Path, cluster: str | None) -> dict[str, Any]:
+    """The policy document: a file (in the pod), or compiled from the fleet's cluster file."""
+    if path:
+        try:
+            return dict(json.loads(Path(path).read_text()))
+        except (OSError, ValueError) as exc:
+            raise UsageError(f"cannot read health policy {path}: {exc}") from None
+    if not cluster:
+        raise UsageError("give --config FILE (in the cluster) or --cluster NAME (from this fleet repository)")
+    from generator.compile.health import policy_document
+    from generator.config.fleet import load_fleet
+
+    fleet = load_fleet(root)
+    if cluster not in fleet.clusters:
+        raise UsageError(f"unknown cluster {cluster!r}; known: {', '.join(sorted(fleet.clusters))}")
+    return policy_document(fleet.clusters[cluster].config)
+
+
+def build(document: dict[str, Any], api: Any, prometheus: str | None = None, dry_run: bool = False,
+          identity: str | None = None) -> Reconciler:
+    """A Reconciler wired to the cluster (api), Prometheus and the policy."""
+    p = document["policy"]
+    policy = Policy(healthy_checks_to_release=int(p["healthyChecksToRelease"]),
+                    cooldown_seconds=float(p["cooldownSeconds"]), flap_count=int(p["flapCount"]),
+                    flap_window_seconds=float(p["flapWindowSeconds"]),
+                    max_unhealthy_percent=float(p["maxUnhealthyPercent"]),
+                    dry_run=dry_run or bool(document.get("dryRun")))
+    pools = [PoolSelector(pool["name"], dict(pool["labels"])) for pool in document["pools"]]
+    namespace = document["namespace"]
+    source = PrometheusSource(prometheus or document["prometheusUrl"])
+    return Reconciler(Executor(api, dry_run=policy.dry_run), [source], pools, policy, BreakerStore(api, namespace),
+                      LeaderLease(api, namespace, identity or socket.gethostname()),
+                      period=float(document.get("periodSeconds", 30)))
