@@ -202,3 +202,53 @@ def test_health_cli_once_status_and_reset(tmp_path: Path) -> None:
         assert reset.code == 0 and "breaker reset (was not tripped)" in reset.out
         missing = run(REPO, "health", "once", "--server", url, "--token", "admin-token")
         assert missing.code == 2 and "give --config FILE" in missing.err
+
+
+def test_two_reconciler_processes_never_both_write(tmp_path: Path) -> None:
+    """Two real `fleetgen health run` processes (as the Deployment's two replicas) share one Lease."""
+    import json as jsonlib
+    import os
+    import subprocess
+    import sys
+    import urllib.request
+
+    from tests.prom import free_port
+
+    with simulated(tmp_path) as (fleet, prom, api, url):
+        api.tokens.update({"token-a": "replica-a", "token-b": "replica-b"})
+        policy = tmp_path / "policy.json"
+        policy.write_text(jsonlib.dumps({
+            "cluster": "sim", "dryRun": False, "periodSeconds": 0.5, "prometheusUrl": prom.url,
+            "namespace": "fleetgen-system", "pools": [{"name": "h100", "labels": LABELS}],
+            "policy": {"healthyChecksToRelease": 3, "cooldownSeconds": 600, "flapCount": 3,
+                       "flapWindowSeconds": 3600, "maxUnhealthyPercent": 50}}))
+        procs, ports = [], []
+        for replica in ("a", "b"):
+            port = free_port()
+            ports.append(port)
+            procs.append(subprocess.Popen(
+                [sys.executable, "-m", "generator", "health", "run", "--config", str(policy), "--server", url,
+                 "--token", f"token-{replica}", f"--listen=127.0.0.1:{port}"],
+                env={**os.environ, "POD_NAME": f"replica-{replica}"}, stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL))
+        try:
+            time.sleep(3)
+            with fleet.lock:
+                fleet.xids["gpu-5"] = (6, 48)
+            deadline = time.monotonic() + 20
+            while cordoned(api) != {"gpu-5"} and time.monotonic() < deadline:
+                time.sleep(0.3)
+            time.sleep(2)  # both keep looping; the follower must keep its hands off
+            leaders = []
+            for port in ports:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
+                    leaders.append("fleetgen_health_leader 1.0" in resp.read().decode())
+        finally:
+            for proc in procs:
+                proc.terminate()
+            for proc in procs:
+                proc.wait(timeout=15)
+        assert cordoned(api) == {"gpu-5"}
+        node_writers = {user for user, _, path in api.writes if "/nodes/" in path or "/events" in path}
+        assert len(node_writers) == 1, node_writers
+        assert sorted(leaders) == [False, True]

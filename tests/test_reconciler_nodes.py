@@ -8,6 +8,7 @@ from typing import Any
 from generator.jobs import connect
 from generator.reconciler.decide import decide
 from generator.reconciler.model import (
+    ANNOTATION_EVIDENCE,
     ANNOTATION_HUMAN,
     ANNOTATION_OWNED,
     ANNOTATION_REASON,
@@ -67,6 +68,8 @@ def test_cordon_release_round_trip(kube: Any) -> None:
     assert {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"} in node["spec"]["taints"]
     assert node["metadata"]["annotations"][ANNOTATION_OWNED] == "true"
     assert node["metadata"]["annotations"][ANNOTATION_REASON] == "xid-79"
+    assert json.loads(node["metadata"]["annotations"][ANNOTATION_EVIDENCE]) == [
+        {"signal": "xid-79", "gpu": "3", "detail": ""}]
     (event,) = api.list("", "events", "default")
     assert event["involvedObject"] == {"kind": "Node", "name": "gpu-1", "apiVersion": "v1"}
     assert event["reason"] == "GPUHealthCordoned" and event["type"] == "Warning"

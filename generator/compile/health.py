@@ -31,6 +31,7 @@ def policy_document(cfg: ClusterConfig) -> dict[str, Any]:
         "periodSeconds": seconds(health.period),
         "prometheusUrl": health.prometheus_url or
         f"http://kube-prometheus-stack-prometheus.{mon.namespace}.svc:9090",
+        "lokiUrl": health.loki_url or f"http://loki-gateway.{mon.namespace}.svc.cluster.local",
         "namespace": health.namespace,
         "policy": {"healthyChecksToRelease": health.healthy_checks_to_release,
                    "cooldownSeconds": seconds(health.cooldown), "flapCount": health.flap_count,

@@ -107,6 +107,8 @@ class Health(ConfigModel):
     """Circuit breaker: never hold more than this share of a pool's nodes cordoned."""
     prometheus_url: StrictStr | None = Field(default=None, pattern=r"^https?://[A-Za-z0-9.:/_-]+$")
     """Prometheus to query; default the kube-prometheus-stack service in the monitoring namespace."""
+    loki_url: StrictStr | None = Field(default=None, pattern=r"^https?://[A-Za-z0-9.:/_-]+$")
+    """Loki to query for kernel XID/SXid lines; default the Loki gateway in the monitoring namespace."""
 
 
 class Monitoring(ConfigModel):

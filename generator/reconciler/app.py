@@ -12,7 +12,7 @@ from generator.reconciler.lease import BreakerStore, LeaderLease
 from generator.reconciler.loop import Reconciler
 from generator.reconciler.model import Policy
 from generator.reconciler.nodes import Executor, PoolSelector
-from generator.reconciler.sources import PrometheusSource
+from generator.reconciler.sources import LokiSource, PrometheusSource
 
 
 def load_policy(path: str | None, root: Path, cluster: str | None) -> dict[str, Any]:
@@ -44,7 +44,9 @@ def build(document: dict[str, Any], api: Any, prometheus: str | None = None, dry
                     dry_run=dry_run or bool(document.get("dryRun")))
     pools = [PoolSelector(pool["name"], dict(pool["labels"])) for pool in document["pools"]]
     namespace = document["namespace"]
-    source = PrometheusSource(prometheus or document["prometheusUrl"])
-    return Reconciler(Executor(api, dry_run=policy.dry_run), [source], pools, policy, BreakerStore(api, namespace),
+    sources: list[Any] = [PrometheusSource(prometheus or document["prometheusUrl"])]
+    if document.get("lokiUrl"):
+        sources.append(LokiSource(document["lokiUrl"]))
+    return Reconciler(Executor(api, dry_run=policy.dry_run), sources, pools, policy, BreakerStore(api, namespace),
                       LeaderLease(api, namespace, identity or socket.gethostname()),
                       period=float(document.get("periodSeconds", 30)))

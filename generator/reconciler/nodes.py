@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from generator.reconciler.model import (
+    ANNOTATION_EVIDENCE,
     ANNOTATION_HEALTHY,
     ANNOTATION_HISTORY,
     ANNOTATION_HUMAN,
@@ -87,6 +88,8 @@ def _patch_for(action: NodeAction, node: dict[str, Any], now: float) -> dict[str
             "metadata": {"annotations": {
                 ANNOTATION_OWNED: "true", ANNOTATION_REASON: action.reason, ANNOTATION_SINCE: repr(now),
                 ANNOTATION_HEALTHY: "0", ANNOTATION_HISTORY: json.dumps(list(action.history)),
+                ANNOTATION_EVIDENCE: json.dumps([{"signal": e.signal, "gpu": e.gpu, "detail": e.detail}
+                                                 for e in action.evidence], sort_keys=True),
                 ANNOTATION_HUMAN: None}}}
         if action.repair:
             patch["metadata"]["labels"] = {LABEL_REPAIR: "true"}
@@ -96,7 +99,7 @@ def _patch_for(action: NodeAction, node: dict[str, Any], now: float) -> dict[str
             return None  # only our own cordons are lifted
         return {"spec": {"unschedulable": None, "taints": _taints_without_ours(node)},
                 "metadata": {"annotations": {ANNOTATION_OWNED: None, ANNOTATION_REASON: None, ANNOTATION_SINCE: None,
-                                             ANNOTATION_HEALTHY: None}}}
+                                             ANNOTATION_HEALTHY: None, ANNOTATION_EVIDENCE: None}}}
     if isinstance(action, SetHealthyChecks):
         return {"metadata": {"annotations": {ANNOTATION_HEALTHY: str(action.count)}}} if owned else None
     if isinstance(action, NoteHumanRelease):

@@ -1,4 +1,6 @@
-"""Health sources: PromQL over Prometheus's HTTP API (DCGM series), using the signals table.
+"""Health sources: PromQL over Prometheus (DCGM series) and LogQL over Loki (kernel log lines).
+
+Both use the signals table and the same queries as the rendered rules.
 
 A source that cannot answer, or answers partially, yields *unknown* for the nodes it covers:
 never healthy, never faulty. A node whose exporter is down or absent is unknown too.
@@ -19,6 +21,14 @@ from generator.reconciler.model import Evidence, Observation
 from generator.signals import CONDITIONS, xid_class
 
 
+def _get_json(url: str, timeout: float, what: str) -> Any:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310 - configured URL
+            return json.loads(response.read())
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        raise SourceError(f"{what} query failed: {exc}") from None
+
+
 class SourceError(Exception):
     """The source did not answer usably (down, timeout, error status, malformed)."""
 
@@ -33,11 +43,7 @@ class PrometheusSource:
     def query(self, expr: str) -> list[dict[str, Any]]:
         """An instant query's result vector, or SourceError."""
         target = f"{self.url.rstrip('/')}/api/v1/query?{urllib.parse.urlencode({'query': expr})}"
-        try:
-            with urllib.request.urlopen(target, timeout=self.timeout) as response:  # noqa: S310 - configured URL
-                answer = json.loads(response.read())
-        except (urllib.error.URLError, OSError, ValueError) as exc:
-            raise SourceError(f"prometheus query failed: {exc}") from None
+        answer = _get_json(target, self.timeout, "prometheus")
         if answer.get("status") != "success" or (answer.get("data") or {}).get("resultType") != "vector":
             raise SourceError(f"prometheus answered {answer.get('status')}: {answer.get('error', '')}")
         return list(answer["data"]["result"])
@@ -70,3 +76,42 @@ class PrometheusSource:
             else:
                 out[name] = Observation(name, tuple(sorted(evidence.get(name, []), key=lambda e: (e.signal, e.gpu))))
         return out
+
+
+@dataclass
+class LokiSource:
+    """XID and SXid kernel-log lines per node from Loki (LogQL instant queries).
+
+    Loki only sees nodes that logged something, so a node it does not mention is healthy as far
+    as the kernel log goes; a Loki that does not answer makes every node unknown.
+    """
+
+    url: str
+    timeout: float = 10.0
+    window: str = "5m"
+
+    def query(self, expr: str) -> list[dict[str, Any]]:
+        target = f"{self.url.rstrip('/')}/loki/api/v1/query?{urllib.parse.urlencode({'query': expr})}"
+        answer = _get_json(target, self.timeout, "loki")
+        if answer.get("status") != "success" or (answer.get("data") or {}).get("resultType") != "vector":
+            raise SourceError(f"loki answered {answer.get('status')}: {answer.get('error', '')}")
+        return list(answer["data"]["result"])
+
+    def observe(self, nodes: list[str]) -> dict[str, Observation]:
+        from generator.compile.rules import sxid_lines_query, xid_lines_query
+
+        evidence: dict[str, list[Evidence]] = defaultdict(list)
+        try:
+            for sample in self.query(xid_lines_query(window=self.window)):
+                labels = sample["metric"]
+                code = int(labels.get("xid", "0") or 0)
+                cls = xid_class(code)
+                evidence[labels.get("k8s_node_name", "")].append(Evidence(
+                    f"xid-{code}", cls.action if cls else "count", "", f"kernel log, {sample['value'][1]} lines"))
+            for sample in self.query(sxid_lines_query(window=self.window)):  # benign SXids already excluded
+                labels = sample["metric"]
+                evidence[labels.get("k8s_node_name", "")].append(Evidence(
+                    f"sxid-{labels.get('sxid')}", "count", "", f"kernel log, {sample['value'][1]} lines"))
+        except SourceError:
+            return {name: Observation(name, unknown=True) for name in nodes}
+        return {name: Observation(name, tuple(evidence.get(name, []))) for name in nodes}
