@@ -17,6 +17,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from synth import synthesize  # noqa: E402
+from table import print_table  # noqa: E402
 
 
 def render(root: Path) -> None:
@@ -72,9 +73,7 @@ def main() -> None:
             ("fleetgen diff (load, match, field diff, risks)", f"{diff_s:.2f} s"),
             ("ratio diff / floor", f"{diff_s / floor_s:.2f}x"),
             ("Markdown report", f"{md_s:.2f} s, {len(parts)} comment(s)")]
-    width = max(len(k) for k, _ in rows)
-    for key, value in rows:
-        print(f"{key.ljust(width)}  {value}")
+    print_table(rows)
 
 
 if __name__ == "__main__":

@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 import tracemalloc
+from pathlib import Path
 from typing import Any
 
 from generator.compile.rules import EXPORTER, XID_METRIC
@@ -22,6 +24,9 @@ from generator.reconciler.decide import decide
 from generator.reconciler.model import Breaker, NodeState, Policy
 from generator.reconciler.sources import PrometheusSource
 from generator.signals import CONDITIONS
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from table import print_table  # noqa: E402
 
 
 def responses(nodes: int) -> dict[str, bytes]:
@@ -81,14 +86,12 @@ def main() -> None:
     tracemalloc.stop()
     rows = [("fleet", f"{args.nodes} nodes x 8 GPUs ({len(answers)} queries, "
                       f"{sum(len(b) for b in answers.values()) // 1024} KiB of answers)"),
-            ("floor: json.loads of the answers (best of %d)" % args.repeat, f"{best_floor * 1000:.1f} ms"),
-            ("one loop: parse, observe, decide (best of %d)" % args.repeat, f"{best_loop * 1000:.1f} ms"),
+            (f"floor: json.loads of the answers (best of {args.repeat})", f"{best_floor * 1000:.1f} ms"),
+            (f"one loop: parse, observe, decide (best of {args.repeat})", f"{best_loop * 1000:.1f} ms"),
             ("ratio loop / floor", f"{best_loop / best_floor:.2f}x"),
             ("peak memory of one loop (tracemalloc)", f"{peak / 1024 / 1024:.1f} MiB"),
             ("decision", f"{len(decision.actions)} actions, breaker tripped: {decision.breaker.tripped}")]
-    width = max(len(k) for k, _ in rows)
-    for key, value in rows:
-        print(f"{key.ljust(width)}  {value}")
+    print_table(rows)
 
 
 def _timed(fn: Any) -> float:

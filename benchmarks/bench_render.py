@@ -25,6 +25,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from synth import synthesize  # noqa: E402
+from table import print_table  # noqa: E402
 
 
 def floor(root: Path, out: Path) -> tuple[float, int]:
@@ -76,9 +77,7 @@ def main() -> None:
             ("ratio render / floor", f"{render_s / floor_s:.2f}x"),
             ("render peak memory", f"{peak_mb:.0f} MiB"),
             ("render said", summary)]
-    width = max(len(k) for k, _ in rows)
-    for key, value in rows:
-        print(f"{key.ljust(width)}  {value}")
+    print_table(rows)
 
 
 if __name__ == "__main__":

@@ -80,6 +80,18 @@ def reconciler(url: str, prom: PrometheusServer, policy: Policy, identity: str =
                       BreakerStore(client, "fleetgen-system"), LeaderLease(client, "fleetgen-system", identity))
 
 
+def write_policy(path: Path, prometheus: str, period: float, **policy: float) -> Path:
+    """A policy document like the rendered ConfigMap's, for the simulated pool."""
+    import json as jsonlib
+
+    rules = {"healthyChecksToRelease": 3, "cooldownSeconds": 600, "flapCount": 3, "flapWindowSeconds": 3600,
+             "maxUnhealthyPercent": 50, **policy}
+    path.write_text(jsonlib.dumps({"cluster": "sim", "dryRun": False, "periodSeconds": period,
+                                   "prometheusUrl": prometheus, "namespace": "fleetgen-system",
+                                   "pools": [{"name": "h100", "labels": LABELS}], "policy": rules}))
+    return path
+
+
 def cordoned(api: KubeApi) -> set[str]:
     return {n["metadata"]["name"] for n in api.list("", "nodes")
             if n["spec"].get("unschedulable") and (n["metadata"].get("annotations") or {}).get(ANNOTATION_OWNED)}
@@ -176,17 +188,10 @@ def test_two_replicas_never_both_write(tmp_path: Path) -> None:
 
 
 def test_health_cli_once_status_and_reset(tmp_path: Path) -> None:
-    import json as jsonlib
-
     from tests.conftest import REPO, run
 
     with simulated(tmp_path) as (fleet, prom, api, url):
-        policy = tmp_path / "policy.json"
-        policy.write_text(jsonlib.dumps({
-            "cluster": "sim", "dryRun": False, "periodSeconds": 1, "prometheusUrl": prom.url,
-            "namespace": "fleetgen-system", "pools": [{"name": "h100", "labels": LABELS}],
-            "policy": {"healthyChecksToRelease": 2, "cooldownSeconds": 0, "flapCount": 3, "flapWindowSeconds": 3600,
-                       "maxUnhealthyPercent": 50}}))
+        policy = write_policy(tmp_path / "policy.json", prom.url, 1, healthyChecksToRelease=2, cooldownSeconds=0)
         conn = ["--config", str(policy), "--server", url, "--token", "admin-token"]
         with fleet.lock:
             fleet.xids["gpu-7"] = (4, 79)
@@ -206,7 +211,6 @@ def test_health_cli_once_status_and_reset(tmp_path: Path) -> None:
 
 def test_two_reconciler_processes_never_both_write(tmp_path: Path) -> None:
     """Two real `fleetgen health run` processes (as the Deployment's two replicas) share one Lease."""
-    import json as jsonlib
     import os
     import subprocess
     import sys
@@ -216,12 +220,7 @@ def test_two_reconciler_processes_never_both_write(tmp_path: Path) -> None:
 
     with simulated(tmp_path) as (fleet, prom, api, url):
         api.tokens.update({"token-a": "replica-a", "token-b": "replica-b"})
-        policy = tmp_path / "policy.json"
-        policy.write_text(jsonlib.dumps({
-            "cluster": "sim", "dryRun": False, "periodSeconds": 0.5, "prometheusUrl": prom.url,
-            "namespace": "fleetgen-system", "pools": [{"name": "h100", "labels": LABELS}],
-            "policy": {"healthyChecksToRelease": 3, "cooldownSeconds": 600, "flapCount": 3,
-                       "flapWindowSeconds": 3600, "maxUnhealthyPercent": 50}}))
+        policy = write_policy(tmp_path / "policy.json", prom.url, 0.5)
         procs, ports = [], []
         for replica in ("a", "b"):
             port = free_port()

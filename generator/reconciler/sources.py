@@ -21,12 +21,17 @@ from generator.reconciler.model import Evidence, Observation
 from generator.signals import CONDITIONS, xid_class
 
 
-def _get_json(url: str, timeout: float, what: str) -> Any:
+def instant_vector(base: str, path: str, expr: str, timeout: float, what: str) -> list[dict[str, Any]]:
+    """The result vector of an instant query (Prometheus and Loki share the response format)."""
+    url = f"{base.rstrip('/')}{path}?{urllib.parse.urlencode({'query': expr})}"
     try:
         with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310 - configured URL
-            return json.loads(response.read())
+            answer = json.loads(response.read())
     except (urllib.error.URLError, OSError, ValueError) as exc:
         raise SourceError(f"{what} query failed: {exc}") from None
+    if answer.get("status") != "success" or (answer.get("data") or {}).get("resultType") != "vector":
+        raise SourceError(f"{what} answered {answer.get('status')}: {answer.get('error', '')}")
+    return list(answer["data"]["result"])
 
 
 class SourceError(Exception):
@@ -42,11 +47,7 @@ class PrometheusSource:
 
     def query(self, expr: str) -> list[dict[str, Any]]:
         """An instant query's result vector, or SourceError."""
-        target = f"{self.url.rstrip('/')}/api/v1/query?{urllib.parse.urlencode({'query': expr})}"
-        answer = _get_json(target, self.timeout, "prometheus")
-        if answer.get("status") != "success" or (answer.get("data") or {}).get("resultType") != "vector":
-            raise SourceError(f"prometheus answered {answer.get('status')}: {answer.get('error', '')}")
-        return list(answer["data"]["result"])
+        return instant_vector(self.url, "/api/v1/query", expr, self.timeout, "prometheus")
 
     def observe(self, nodes: list[str]) -> dict[str, Observation]:
         """One Observation per node; all unknown when any query fails."""
@@ -91,11 +92,7 @@ class LokiSource:
     window: str = "5m"
 
     def query(self, expr: str) -> list[dict[str, Any]]:
-        target = f"{self.url.rstrip('/')}/loki/api/v1/query?{urllib.parse.urlencode({'query': expr})}"
-        answer = _get_json(target, self.timeout, "loki")
-        if answer.get("status") != "success" or (answer.get("data") or {}).get("resultType") != "vector":
-            raise SourceError(f"loki answered {answer.get('status')}: {answer.get('error', '')}")
-        return list(answer["data"]["result"])
+        return instant_vector(self.url, "/loki/api/v1/query", expr, self.timeout, "loki")
 
     def observe(self, nodes: list[str]) -> dict[str, Observation]:
         from generator.compile.rules import sxid_lines_query, xid_lines_query
