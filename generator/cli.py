@@ -78,11 +78,16 @@ def cli(ctx: click.Context, root: str) -> None:
 def render(ctx: click.Context, clusters: tuple[str, ...], check: bool, schema_location: str | None,
            crd_location: str | None) -> None:
     """Compile the fleet into rendered/<cluster>/ (atomically; nothing is written on any error)."""
+    from generator import incremental
     from generator import render as pipeline
     from generator.validate.pipeline import Options
 
-    result = pipeline.build(_root(ctx), list(clusters) or None,
-                            Options(schema_location, crd_location, network=False))
+    root = _root(ctx)
+    key = incremental.inputs_key(root, f"{schema_location}|{crd_location}")
+    if not check and not clusters and incremental.up_to_date(root, key):
+        click.echo("rendered/ already up to date (inputs, generator and tree unchanged since the last render)")
+        return
+    result = pipeline.build(root, list(clusters) or None, Options(schema_location, crd_location, network=False))
     for note in result.report.notes:
         click.echo(f"note: {note}", err=True)
     if check:
@@ -96,6 +101,8 @@ def render(ctx: click.Context, clusters: tuple[str, ...], check: bool, schema_lo
         click.echo(f"rendered/ is up to date ({len(result.tree)} files)")
         return
     diff = pipeline.write(result)
+    if not clusters:
+        incremental.remember(root, key)
     objects = pipeline.object_count(result)
     if diff:
         click.echo(f"rendered {objects} objects in {len(result.compiled)} clusters: "
