@@ -104,21 +104,28 @@ def _reserved_team_names(fleet: Fleet) -> Iterator[Finding]:
 
 
 def _namespaces(fleet: Fleet) -> Iterator[Finding]:
-    owner: dict[str, str] = {}
+    claims: dict[str, list[tuple[str, tuple[str, int], str]]] = {}
     for team in fleet.teams.values():
         names = team.config.namespace_names
         for i, ns in enumerate(names):
-            file, line = team.at("namespaces", i) if team.config.namespaces else team.at("name")
+            where = team.at("namespaces", i) if team.config.namespaces else team.at("name")
             field = f"namespaces[{i}]" if team.config.namespaces else "name"
             if RESERVED_NAMESPACES.match(ns):
-                yield Finding(file, line, field, f"namespace {ns!r} is reserved for the platform",
+                yield Finding(where[0], where[1], field, f"namespace {ns!r} is reserved for the platform",
                               "choose a namespace of the team's own, e.g. <team>-<purpose>")
             elif ns in names[:i]:
-                yield Finding(file, line, field, f"namespace {ns!r} is listed twice", "remove the duplicate")
-            elif ns in owner and owner[ns] != team.config.name:
-                yield Finding(file, line, field, f"namespace {ns!r} already belongs to team {owner[ns]!r}",
+                yield Finding(where[0], where[1], field, f"namespace {ns!r} is listed twice", "remove the duplicate")
+            else:
+                claims.setdefault(ns, []).append((team.config.name, where, field))
+    for ns, claimants in claims.items():
+        if len(claimants) < 2:
+            continue
+        # A namespace named after a team is that team's; otherwise the first team (by name) keeps it.
+        owner = next((c[0] for c in claimants if c[0] == ns), min(c[0] for c in claimants))
+        for name, (file, line), field in claimants:
+            if name != owner:
+                yield Finding(file, line, field, f"namespace {ns!r} already belongs to team {owner!r}",
                               "each namespace belongs to exactly one team; choose another name")
-            owner.setdefault(ns, team.config.name)
 
 
 def _quota_references(fleet: Fleet) -> Iterator[Finding]:

@@ -27,6 +27,7 @@ MAX_DEPTH = 32
 Path_ = tuple[Any, ...]
 
 _SCALAR = yaml.SafeLoader("")  # only its scalar constructors are used
+_COLLECTION_TAGS = frozenset({"tag:yaml.org,2002:map", "tag:yaml.org,2002:seq"})
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,8 @@ class _Builder:
         if depth > MAX_DEPTH:
             raise self.fail(node, f"nesting deeper than {MAX_DEPTH} levels",
                             "flatten the structure; no fleetgen key nests this deep", path)
+        if isinstance(node, (yaml.MappingNode, yaml.SequenceNode)) and node.tag not in _COLLECTION_TAGS:
+            raise self.fail(node, f"unsupported YAML tag {node.tag!r}", "remove the tag", path)
         if isinstance(node, yaml.MappingNode):
             return self.mapping(node, path, depth)
         if isinstance(node, yaml.SequenceNode):
