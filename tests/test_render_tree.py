@@ -218,3 +218,21 @@ def test_render_killed_midway_leaves_the_old_tree(fleet_root: Path) -> None:
     assert result.code == 0, result.err
     assert not list(fleet_root.glob(".rendered.*"))
     assert "nominalQuota: '5'" in (fleet_root / "rendered/dev/teams/speech/clusterqueue-speech.yaml").read_text()
+
+
+def test_parallel_render_is_byte_identical(fleet_root: Path) -> None:
+    serial = snapshot(fleet_root / "rendered")
+    (fleet_root / "rendered").rename(fleet_root / "serial")
+    result = run(fleet_root, "render", "--jobs", "2")
+    assert result.code == 0, result.err
+    assert snapshot(fleet_root / "rendered") == serial
+
+
+def test_findings_inside_workers_stop_the_render(fleet_root: Path) -> None:
+    from tests.conftest import edit
+
+    before = snapshot(fleet_root / "rendered")
+    edit(fleet_root, "teams/recsys.yaml", "fairSharingWeight: 1.5", "fairSharingWeight: 0.000000000001")
+    result = run(fleet_root, "render", "-j", "3")
+    assert result.code == 2 and "teams/recsys.yaml:7: ClusterQueue recsys: spec.fairSharing.weight" in result.err
+    assert snapshot(fleet_root / "rendered") == before

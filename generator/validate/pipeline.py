@@ -87,7 +87,7 @@ def validate_compiled(fleet: Fleet, compiled: dict[str, list[Manifest]], options
         if binary:
             report.findings += kubeconform.run_kubeconform(binary, name, manifests, cfg.kubernetes_version,
                                                            options.schema_location)
-    if extra:  # objects for the GitOps control plane: custom resources only, checked by schema
+    if extra and fleet.clusters:  # objects for the GitOps control plane: custom resources only, by schema
         any_version = fleet.clusters[sorted(fleet.clusters)[0]].config.kubernetes_version
         store = schemas.SchemaStore(options.schema_location, offline=not options.network)
         report.findings += schemas.validate_schemas(extra, any_version, store, builtin_only=not custom_schemas)
