@@ -85,8 +85,8 @@ def cli(ctx: click.Context, root: str) -> None:
 @cli.command()
 @click.option("--cluster", "clusters", multiple=True, metavar="NAME", help="Render only this cluster (repeatable).")
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 listing files that differ from rendered/.")
-@click.option("-j", "--jobs", type=click.IntRange(1, 64), default=1, show_default=True,
-              help="Compile clusters in this many processes (pays off from a few large clusters up).")
+@click.option("-j", "--jobs", type=click.IntRange(0, 64), default=0,
+              help="Processes compiling clusters; 0 (default) = one per core from 8 clusters on, else 1.")
 @_schema_opt
 @_crd_opt
 @click.pass_context
