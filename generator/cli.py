@@ -99,12 +99,13 @@ def render(ctx: click.Context, clusters: tuple[str, ...], check: bool, jobs: int
     from generator.validate.pipeline import Options
 
     root = _root(ctx)
-    key = incremental.inputs_key(root, f"{schema_location}|{crd_location}")
+    key = incremental.inputs_key(root, f"{schema_location}|{crd_location}")  # the whole-fleet no-op key
     if not check and not clusters and incremental.up_to_date(root, key):
         click.echo("rendered/ already up to date (inputs, generator and tree unchanged since the last render)")
         return
+    options_key = f"{schema_location}|{crd_location}"
     result = pipeline.build(root, list(clusters) or None, Options(schema_location, crd_location, network=False),
-                            jobs=jobs, progress=_progress())
+                            jobs=jobs, progress=_progress(), reuse=None if check or clusters else options_key)
     for note in result.report.notes:
         click.echo(f"note: {note}", err=True)
     if check:
@@ -120,12 +121,15 @@ def render(ctx: click.Context, clusters: tuple[str, ...], check: bool, jobs: int
     diff = pipeline.write(result)
     if not clusters:
         incremental.remember(root, key)
+        incremental.remember_clusters(root, result.keys)
     objects = pipeline.object_count(result)
+    kept = f" ({len(result.reused)} unchanged clusters not compiled again)" if result.reused else ""
     if diff:
-        click.echo(f"rendered {objects} objects in {len(result.compiled)} clusters: "
-                   f"{len(diff.added)} added, {len(diff.changed)} changed, {len(diff.removed)} removed files")
+        click.echo(f"rendered {objects} objects in {len(result.compiled) + len(result.reused)} clusters: "
+                   f"{len(diff.added)} added, {len(diff.changed)} changed, {len(diff.removed)} removed files{kept}")
     else:
-        click.echo(f"rendered/ already up to date ({objects} objects in {len(result.compiled)} clusters)")
+        click.echo(f"rendered/ already up to date ({objects} objects in "
+                   f"{len(result.compiled) + len(result.reused)} clusters){kept}")
 
 
 @cli.command()

@@ -111,11 +111,18 @@ def compare(current: Tree, wanted: Tree) -> TreeDiff:
 
 
 def recover(root: Path) -> None:
-    """Repair a render killed midway: restore a tree caught between renames, drop leftovers."""
+    """Repair a render killed midway: restore a tree caught between renames, drop leftovers.
+
+    `.rendered.old-<random>` held the whole rendered/; `.rendered.old-<random>-<name>` held
+    rendered/<name> (mkdtemp's random part has no '-').
+    """
     rendered = root / RENDERED
     for old in sorted(root.glob(_OLD_PREFIX + "*")):
-        if not rendered.exists():
-            os.rename(old, rendered)
+        rest = old.name[len(_OLD_PREFIX):]
+        target = rendered / rest.split("-", 1)[1] if "-" in rest else rendered
+        if not target.exists():
+            target.parent.mkdir(exist_ok=True)
+            os.rename(old, target)
         else:
             shutil.rmtree(old, ignore_errors=True)
     for tmp in root.glob(_TMP_PREFIX + "*"):
@@ -175,6 +182,10 @@ def write_tree(root: Path, wanted: Tree, only: list[str] | None = None) -> None:
     for name in only:
         _safe_part(name)
         prefix = f"{name}/"
-        tmp = Path(tempfile.mkdtemp(prefix=_TMP_PREFIX, dir=rendered))
+        if not any(p.startswith(prefix) for p in wanted):  # a cluster that no longer exists
+            shutil.rmtree(rendered / name, ignore_errors=True)
+            continue
+        # Staged beside rendered/ (same file system, so the rename is atomic), never inside it.
+        tmp = Path(tempfile.mkdtemp(prefix=_TMP_PREFIX, dir=root))
         _write_files(tmp, {p: c for p, c in wanted.items() if p.startswith(prefix)}, strip=prefix)
-        _swap(tmp, rendered / name, rendered / f"{_OLD_PREFIX}{tmp.name[len(_TMP_PREFIX):]}-{name}")
+        _swap(tmp, rendered / name, root / f"{_OLD_PREFIX}{tmp.name[len(_TMP_PREFIX):]}-{name}")

@@ -36,22 +36,32 @@ def inputs_key(root: Path, options: str) -> str:
     """Hash of the inputs, the generator's code and data, and the render options."""
     files = [p for folder in INPUTS for p in (root / folder).glob("*.y*ml") if p.is_file()]
     files += [root / name for name in EXTRA_INPUTS if (root / name).is_file()]
+    return hashlib.sha256("|".join([_hash_files(files, root), code_key(), options]).encode()).hexdigest()
+
+
+def code_key() -> str:
+    """Hash of the generator's own code and data."""
     package = Path(__file__).resolve().parent
-    code = [p for p in package.rglob("*") if p.suffix in (".py", ".yaml", ".j2") and p.is_file()]
-    return hashlib.sha256("|".join([_hash_files(files, root), _hash_files(code, package), options]).encode()
-                          ).hexdigest()
+    return _hash_files([p for p in package.rglob("*") if p.suffix in (".py", ".yaml", ".j2") and p.is_file()],
+                       package)
 
 
-def _tree_stats(root: Path) -> dict[str, list[int]]:
+def cluster_key(root: Path, cluster_file: str, team_files: list[str], options: str) -> str:
+    """Hash of everything one cluster's output depends on: its file, its teams' files, code, options."""
+    files = [root / cluster_file, *(root / t for t in sorted(team_files))]
+    return hashlib.sha256("|".join([_hash_files(files, root), code_key(), options]).encode()).hexdigest()
+
+
+def _tree_stats(root: Path, top: str = "") -> dict[str, list[int]]:
     out: dict[str, list[int]] = {}
     rendered = root / "rendered"
-    for dirpath, _dirs, names in os.walk(rendered):
+    for dirpath, _dirs, names in os.walk(rendered / top if top else rendered):
         for name in names:
             full = os.path.join(dirpath, name)
             st = os.stat(full)
             out[os.path.relpath(full, rendered)] = [st.st_size, st.st_mtime_ns]
     extra = root / ".github" / "CODEOWNERS"
-    if extra.is_file():
+    if not top and extra.is_file():
         st = extra.stat()
         out["../.github/CODEOWNERS"] = [st.st_size, st.st_mtime_ns]
     return out
@@ -60,6 +70,35 @@ def _tree_stats(root: Path) -> dict[str, list[int]]:
 def _record_path(root: Path) -> Path:
     name = hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:32]
     return cache_dir() / "renders" / f"{name}.json"
+
+
+def _clusters_path(root: Path) -> Path:
+    return _record_path(root).with_suffix(".clusters.json")
+
+
+def reusable(root: Path, name: str, key: str) -> int | None:
+    """Object count of cluster `name` if its rendered files are still exactly what `key` produced."""
+    try:
+        record = json.loads(_clusters_path(root).read_text()).get(name) or {}
+    except (OSError, ValueError):
+        return None
+    if record.get("key") != key or record.get("tree") != _tree_stats(root, name):
+        return None
+    return int(record.get("objects", 0))
+
+
+def remember_clusters(root: Path, keys: dict[str, tuple[str, int]]) -> None:
+    """Record each cluster's key, object count and file stats after a successful write."""
+    path = _clusters_path(root)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        data = {name: {"key": key, "objects": count, "tree": _tree_stats(root, name)}
+                for name, (key, count) in sorted(keys.items())}
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(data))
+        os.replace(tmp, path)
+    except OSError:
+        pass
 
 
 def up_to_date(root: Path, key: str) -> bool:

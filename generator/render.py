@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from generator import emit
@@ -35,6 +35,10 @@ class Build:
     only: list[str] | None
     extra_files: dict[str, str]
     """Files outside rendered/ (path relative to the root -> text), e.g. .github/CODEOWNERS."""
+    keys: dict[str, tuple[str, int]] = field(default_factory=dict)
+    """Per cluster: (incremental key, object count), recorded after a successful write."""
+    reused: list[str] = field(default_factory=list)
+    """Clusters taken unchanged from rendered/ (same key, untouched files): not compiled again."""
 
 
 AUTO_PARALLEL_CLUSTERS = 8
@@ -80,7 +84,7 @@ def _parallel(root: Path, names: list[str], options: Options, jobs: int,
 
 
 def build(root: Path, clusters: list[str] | None = None, options: Options | None = None, jobs: int = 0,
-          progress: Callable[[str], None] | None = None) -> Build:
+          progress: Callable[[str], None] | None = None, reuse: str | None = None) -> Build:
     """Load, compile and validate; raise InputError on config errors or object findings.
 
     With `jobs` > 1 clusters are compiled, validated and emitted in that many processes (0: one
@@ -94,6 +98,22 @@ def build(root: Path, clusters: list[str] | None = None, options: Options | None
         if unknown:
             raise UsageError(f"unknown cluster {', '.join(unknown)}; known: {', '.join(sorted(fleet.clusters))}")
     names = sorted(set(clusters)) if clusters else sorted(fleet.clusters)
+    keys: dict[str, tuple[str, int]] = {}
+    reused: list[str] = []
+    reused_tree: emit.Tree = {}
+    if reuse is not None:  # incremental: clusters whose inputs, code and files are unchanged are kept
+        from generator import incremental
+
+        for name in names:
+            teams = [t.source.path for t in fleet.teams_in(name)]
+            key = incremental.cluster_key(root, fleet.clusters[name].source.path, teams, reuse)
+            count = incremental.reusable(root, name, key)
+            keys[name] = (key, count or 0)
+            if count is not None:
+                reused.append(name)
+        if reused:
+            reused_tree = emit.read_tree(rendered_dir(root), reused)
+        names = [n for n in names if n not in reused]
     if jobs == 0:  # auto: processes pay off once there are enough clusters to share out
         jobs = min(os.cpu_count() or 1, MAX_AUTO_JOBS) if len(names) >= AUTO_PARALLEL_CLUSTERS else 1
     gitops = compile_gitops(fleet)
@@ -114,16 +134,21 @@ def build(root: Path, clusters: list[str] | None = None, options: Options | None
                 tree.update(emit.cluster_tree(name, compiled[name]))
     if report.findings:
         raise InputError(report.findings)
+    tree.update(reused_tree)
+    for name in names:
+        if name in keys:
+            keys[name] = (keys[name][0], sum(m.kubernetes for m in compiled[name]))
     tree.update(emit.cluster_tree(GITOPS, gitops))
     repo = load_repo_config(root)
     extra = {CODEOWNERS: codeowners(fleet, repo)} if repo else {}
     return Build(fleet, compiled, gitops, dict(sorted(tree.items())), report,
-                 [*names, GITOPS] if clusters else None, extra)
+                 [*names, GITOPS] if clusters else None, extra, keys, reused)
 
 
 def object_count(result: Build) -> int:
     """Kubernetes objects rendered (SkyPilot tasks and kustomizations are not objects)."""
-    return sum(m.kubernetes for ms in result.compiled.values() for m in ms) + len(result.gitops)
+    return (sum(m.kubernetes for ms in result.compiled.values() for m in ms) + len(result.gitops)
+            + sum(result.keys[name][1] for name in result.reused))
 
 
 def rendered_dir(root: Path) -> Path:
@@ -149,7 +174,11 @@ def write(result: Build) -> emit.TreeDiff:
     """Write the tree (atomically) and the extra files if anything differs; return what changed."""
     diff = check(result)
     if diff:
-        emit.write_tree(result.fleet.root, result.tree, result.only)
+        # Only top-level folders (clusters, gitops) with a difference are replaced: the files of
+        # unchanged clusters are not rewritten.
+        tops = sorted({p.split("/", 1)[0] for p in diff.added + diff.changed + diff.removed
+                       if "/" in p and not p.startswith("../")})  # ../ entries are files outside rendered/
+        emit.write_tree(result.fleet.root, result.tree, tops if tops else result.only)
         for rel in _stale_extra(result):
             emit.write_file(result.fleet.root / rel, result.extra_files[rel])
     return diff

@@ -236,3 +236,24 @@ def test_findings_inside_workers_stop_the_render(fleet_root: Path) -> None:
     result = run(fleet_root, "render", "-j", "3")
     assert result.code == 2 and "teams/recsys.yaml:7: ClusterQueue recsys: spec.fairSharing.weight" in result.err
     assert snapshot(fleet_root / "rendered") == before
+
+
+def test_interrupted_per_cluster_swap_is_recovered(fleet_root: Path) -> None:
+    before = snapshot(fleet_root / "rendered")
+    (fleet_root / "rendered/dev").rename(fleet_root / ".rendered.old-abc123-dev")
+    emit.recover(fleet_root)
+    assert snapshot(fleet_root / "rendered") == before and not list(fleet_root.glob(".rendered.*"))
+
+
+def test_partial_change_rewrites_only_the_changed_cluster(fleet_root: Path) -> None:
+    from tests.conftest import edit
+
+    assert run(fleet_root, "render").code == 0  # records every cluster
+    east = {p: p.stat().st_mtime_ns for p in (fleet_root / "rendered/prod-east").rglob("*.yaml")}
+    edit(fleet_root, "teams/speech.yaml", "gpus: 6", "gpus: 5")  # speech lives only on dev
+    result = run(fleet_root, "render")
+    assert result.code == 0 and "2 unchanged clusters not compiled again" in result.out, result.out
+    assert {p: p.stat().st_mtime_ns for p in (fleet_root / "rendered/prod-east").rglob("*.yaml")} == east
+    assert "nominalQuota: '5'" in (fleet_root / "rendered/dev/teams/speech/clusterqueue-speech.yaml").read_text()
+    check = run(fleet_root, "render", "--check")  # and the whole tree is exactly a full render's
+    assert check.code == 0, check.out
