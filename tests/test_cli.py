@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import jsonschema_rs
+import pytest
 import yaml
 
 from generator.config.schema_export import schema_text
@@ -116,3 +117,20 @@ def test_readme_opens_with_the_two_commands_ci_runs() -> None:
     quick = readme[readme.index("## Quick start"):readme.index("## How it works")]
     assert "fleetgen render" in quick and "python3 -m pytest -q" in quick
     assert "python3 -m pytest -q" in (REPO / ".ci/run").read_text()
+
+
+def test_progress_only_on_a_terminal_and_never_in_ci(monkeypatch: pytest.MonkeyPatch,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    from generator import cli as cli_module
+
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: False)
+    assert cli_module._progress() is None
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    monkeypatch.setenv("CI", "true")
+    assert cli_module._progress() is None
+    monkeypatch.delenv("CI")
+    step = cli_module._progress()
+    assert step is not None
+    step("prod-east")
+    step("prod-west")
+    assert "compiled 2 clusters (last: prod-west)" in capsys.readouterr().err
