@@ -87,18 +87,21 @@ def reusable(root: Path, name: str, key: str) -> int | None:
     return int(record.get("objects", 0))
 
 
-def remember_clusters(root: Path, keys: dict[str, tuple[str, int]]) -> None:
-    """Record each cluster's key, object count and file stats after a successful write."""
-    path = _clusters_path(root)
+def _write_record(path: Path, data: object) -> None:
+    """Write a record atomically, best effort: a read-only cache only costs speed."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        data = {name: {"key": key, "objects": count, "tree": _tree_stats(root, name)}
-                for name, (key, count) in sorted(keys.items())}
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(data))
         os.replace(tmp, path)
     except OSError:
         pass
+
+
+def remember_clusters(root: Path, keys: dict[str, tuple[str, int]]) -> None:
+    """Record each cluster's key, object count and file stats after a successful write."""
+    _write_record(_clusters_path(root), {name: {"key": key, "objects": count, "tree": _tree_stats(root, name)}
+                                         for name, (key, count) in sorted(keys.items())})
 
 
 def up_to_date(root: Path, key: str) -> bool:
@@ -111,12 +114,5 @@ def up_to_date(root: Path, key: str) -> bool:
 
 
 def remember(root: Path, key: str) -> None:
-    """Record a successful render (best effort: a read-only cache only costs speed)."""
-    path = _record_path(root)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"key": key, "tree": _tree_stats(root)}))
-        os.replace(tmp, path)
-    except OSError:
-        pass
+    """Record a successful render for the whole-fleet no-op check."""
+    _write_record(_record_path(root), {"key": key, "tree": _tree_stats(root)})
