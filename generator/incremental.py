@@ -11,6 +11,7 @@ so output stays byte-identical everywhere.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -39,8 +40,9 @@ def inputs_key(root: Path, options: str) -> str:
     return hashlib.sha256("|".join([_hash_files(files, root), code_key(), options]).encode()).hexdigest()
 
 
+@functools.lru_cache(maxsize=1)
 def code_key() -> str:
-    """Hash of the generator's own code and data."""
+    """Hash of the generator's own code and data (once per process: the code cannot change under it)."""
     package = Path(__file__).resolve().parent
     return _hash_files([p for p in package.rglob("*") if p.suffix in (".py", ".yaml", ".j2") and p.is_file()],
                        package)
