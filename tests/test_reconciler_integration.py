@@ -63,10 +63,8 @@ def simulated(tmp_path: Path) -> Iterator[tuple[Fleet, PrometheusServer, KubeApi
             endpoint = stack.enter_context(MetricsEndpoint(lambda n=name: fleet.render(n)))
             targets[f"{EXPORTER_JOB}-{name}"] = (endpoint.port, {"node": name, "job": EXPORTER_JOB})
         prom = stack.enter_context(PrometheusServer(tmp_path, [], targets))
-        deadline = time.monotonic() + 20
-        while len(PrometheusSource(prom.url).query(f'up{{job="{EXPORTER_JOB}"}} == 1')) < NODES:
-            assert time.monotonic() < deadline, "targets never came up"
-            time.sleep(0.2)
+        assert wait_for(lambda: len(PrometheusSource(prom.url).query(f'up{{job="{EXPORTER_JOB}"}} == 1')) >= NODES,
+                        20), "targets never came up"
         try:
             yield fleet, prom, api, url
         finally:
@@ -90,6 +88,16 @@ def write_policy(path: Path, prometheus: str, period: float, **policy: float) ->
                                    "prometheusUrl": prometheus, "namespace": "fleetgen-system",
                                    "pools": [{"name": "h100", "labels": LABELS}], "policy": rules}))
     return path
+
+
+def wait_for(condition: Any, seconds: float, step: float = 0.2) -> bool:
+    """Poll `condition` until it holds or `seconds` pass; whether it held."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(step)
+    return True
 
 
 def cordoned(api: KubeApi) -> set[str]:
@@ -174,9 +182,7 @@ def test_two_replicas_never_both_write(tmp_path: Path) -> None:
         time.sleep(1.5)
         with fleet.lock:
             fleet.xids["gpu-4"] = (2, 79)
-        deadline = time.monotonic() + 15
-        while cordoned(api) != {"gpu-4"} and time.monotonic() < deadline:
-            time.sleep(0.2)
+        wait_for(lambda: cordoned(api) == {"gpu-4"}, 15)
         stop.set()
         for thread in threads:
             thread.join(timeout=10)
@@ -234,9 +240,7 @@ def test_two_reconciler_processes_never_both_write(tmp_path: Path) -> None:
             time.sleep(3)
             with fleet.lock:
                 fleet.xids["gpu-5"] = (6, 48)
-            deadline = time.monotonic() + 20
-            while cordoned(api) != {"gpu-5"} and time.monotonic() < deadline:
-                time.sleep(0.3)
+            wait_for(lambda: cordoned(api) == {"gpu-5"}, 20, step=0.3)
             time.sleep(2)  # both keep looping; the follower must keep its hands off
             leaders = []
             for port in ports:
