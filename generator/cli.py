@@ -259,7 +259,11 @@ def _connection_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--context", metavar="NAME", help="Kubeconfig context (the cluster to use)."),
         click.option("--token", envvar="FLEETGEN_TOKEN", metavar="TOKEN", help="Bearer token (with --server)."),
         click.option("--server", metavar="URL", help="API server URL (with --token)."),
+        click.option("--certificate-authority", metavar="FILE",
+                     help="CA bundle (PEM) that signed the server's certificate (with --token and --server)."),
         click.option("--insecure-skip-tls-verify", is_flag=True, help="Do not verify the server's certificate."),
+        click.option("--request-timeout", type=click.FloatRange(min=0.1), metavar="SECONDS",
+                     help="Give up on an API call the cluster has not answered after SECONDS (default 60)."),
     ]
     for option in reversed(options):
         fn = option(fn)
@@ -267,10 +271,12 @@ def _connection_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _api(kubeconfig: str | None, context: str | None, token: str | None, server: str | None,
-         insecure_skip_tls_verify: bool) -> Any:
+         insecure_skip_tls_verify: bool, certificate_authority: str | None = None,
+         request_timeout: float | None = None) -> Any:
     from generator.jobs import connect
 
-    return connect(kubeconfig, context, token, server, insecure_skip_tls_verify)
+    return connect(kubeconfig, context, token, server, insecure_skip_tls_verify,
+                   certificate_authority=certificate_authority, request_timeout=request_timeout)
 
 
 def _namespace(ctx: click.Context, namespace: str | None, team: str | None) -> str:
@@ -453,7 +459,8 @@ def _reconciler(ctx: click.Context, config_path: str | None, cluster: str | None
 def health_once(ctx: click.Context, **options: Any) -> None:
     """Run one reconcile loop and print what was decided."""
     rec = _reconciler(ctx, **options)
-    decision = rec.once()
+    # A fresh process has never seen the Lease: it watches a foreign one for a Lease duration.
+    decision = rec.once() if rec.lease is None or rec.lease.acquire_patiently() else None
     if decision is None:
         click.echo("another replica holds the lease: nothing done")
         return

@@ -94,12 +94,57 @@ def local_checks(shared_schemas: Path, shared_crds: Path) -> list[str]:
     return ["--schema-location", str(shared_schemas), "--crd-location", str(shared_crds)]
 
 
-@pytest.fixture
-def kube() -> Any:
-    """The Kubernetes API stand-in on loopback; yields (state, base URL)."""
-    from tests.kubeapi import KubeApi
+# ------------------------------------------------------------------ the real control plane
 
-    api = KubeApi()
-    url = api.serve()
-    yield api, url
-    api.shutdown()
+UPSTREAM_FIXTURES = {"upstream_tools", "upstream_etcd", "kube_stack", "deployed", "kubeconform_on_path"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test that runs an upstream program is marked `upstream` (select: -m upstream)."""
+    for item in items:
+        if UPSTREAM_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.upstream)
+
+
+@pytest.fixture(scope="session")
+def upstream_tools() -> None:
+    """The pinned upstream programs; skipped (failed under CI, which always builds them) when absent."""
+    from tests.upstream import tools
+
+    missing = tools.missing()
+    if missing:
+        message = (f"upstream programs not built ({', '.join(missing)}) in {tools.tools_dir()}: "
+                   "run python3 tests/upstream/tools.py build")
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+
+
+@pytest.fixture
+def kubeconform_on_path(upstream_tools: None, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The pinned kubeconform first on PATH, where `fleetgen validate` looks for it; its path."""
+    from tests.upstream import tools
+
+    exe = tools.binary("kubeconform")
+    monkeypatch.setenv("PATH", f"{exe.parent}{os.pathsep}{os.environ['PATH']}")
+    return exe
+
+
+@pytest.fixture(scope="session")
+def upstream_etcd(upstream_tools: None, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """One etcd for the session; every Stack keeps its data under its own prefix."""
+    from tests.upstream.cluster import Etcd
+
+    etcd = Etcd.start(tmp_path_factory.mktemp("etcd"))
+    yield etcd
+    etcd.stop()
+
+
+@pytest.fixture(scope="session")
+def kube_stack(upstream_etcd: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """A real API server with Kueue (its own default configuration) and JobSet, for the whole session."""
+    from tests.upstream.cluster import Stack
+
+    stack = Stack.start(tmp_path_factory.mktemp("stack"), upstream_etcd)
+    yield stack
+    stack.stop()

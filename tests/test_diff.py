@@ -119,7 +119,8 @@ def test_new_team(repo: Path) -> None:
     added = sorted((c["kind"], c["namespace"], c["name"]) for c in report["changes"] if c["action"] == "add")
     assert added == [("ClusterQueue", "", "genomics"), ("LocalQueue", "genomics", "default"),
                      ("LocalQueue", "genomics", "genomics"), ("Namespace", "", "genomics"),
-                     ("RoleBinding", "genomics", "genomics-members")]
+                     ("RoleBinding", "genomics", "genomics-members"),
+                     ("RoleBinding", "genomics", "genomics-members-jobs")]
     assert report["summary"]["destroy"] == 0
     assert {r["rule"] for r in report["risks"]} == {"rbac-widened"}
     row = next(r for r in report["capacity"] if r["team"] == "genomics")
@@ -252,10 +253,11 @@ def test_gitops_wiring() -> None:
     assert "ServerSideApply=true" in app["spec"]["syncPolicy"]["syncOptions"]
     assert {d["kind"] for d in app["spec"]["ignoreDifferences"]} == {"ClusterQueue", "LocalQueue"}
     flux = {p.stem.removeprefix("kustomization-"): yaml.safe_load(p.read_text())
-            for p in (REPO / "rendered/gitops/prod-west").glob("kustomization-fleet-*.yaml")}
+            for p in (REPO / "rendered/gitops/prod-west").glob("kustomization-prod-west-fleet-*.yaml")}
     deps = {name: [d["name"] for d in k["spec"].get("dependsOn", [])] for name, k in flux.items()}
-    assert deps == {"fleet-platform": [], "fleet-kueue": ["fleet-platform"], "fleet-teams": ["fleet-kueue"],
-                    "fleet-monitoring": ["fleet-platform"], "fleet-health": ["fleet-monitoring"]}
+    f = "prod-west-fleet"
+    assert deps == {f"{f}-platform": [], f"{f}-kueue": [f"{f}-platform"], f"{f}-teams": [f"{f}-kueue"],
+                    f"{f}-monitoring": [f"{f}-platform"], f"{f}-health": [f"{f}-monitoring"]}
     assert all(k["spec"]["prune"] is True for k in flux.values())
 
 

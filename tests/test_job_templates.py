@@ -68,7 +68,7 @@ def test_golden_multi_node_workers() -> None:
     assert job["podFailurePolicy"]["rules"] == [{"action": "FailJob", "onExitCodes": {
         "containerName": "trainer", "operator": "In", "values": [1, 2, 126, 127]}}]
     assert body["spec"]["failurePolicy"] == {"maxRestarts": 5, "rules": [{
-        "name": "fail-fast-on-program-errors", "action": "FailJobSet", "onJobFailureReasons": ["PodFailurePolicy"]}]}
+        "name": "failFastOnProgramErrors", "action": "FailJobSet", "onJobFailureReasons": ["PodFailurePolicy"]}]}
     assert body["spec"]["successPolicy"] == {"operator": "All", "targetReplicatedJobs": ["workers"]}
     container = pod(body)["spec"]["containers"][0]
     assert container["resources"]["requests"] == {"cpu": "111600m", "memory": "900Gi", "nvidia.com/gpu": "8"}

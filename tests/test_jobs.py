@@ -1,8 +1,18 @@
-"""Job lifecycle through the real kubernetes client against the API stand-in: CLI and Python API."""
+"""The job lifecycle, CLI and Python API, against the real API server with Kueue and JobSet.
+
+prod-west's queues and team objects are applied to the session's stack, so submissions go through
+the real RBAC, the JobSet and Kueue webhooks, and Kueue admits them against prod-west's quotas.
+Jobs progress as far as controllers take them without a kubelet: to do more (running, finished),
+a test writes the child Jobs' status, as the Job controller would, and the real JobSet controller
+derives the JobSet's. Logs come through the API server from a node's log endpoint (FakeKubelet).
+"""
 
 from __future__ import annotations
 
+import datetime
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -11,117 +21,179 @@ import yaml
 
 from generator.jobs import ClusterError, Job, JobList, connect
 from tests.conftest import REPO, run
-from tests.kubeapi import KubeApi, free_port_closed
+from tests.upstream.cluster import Identity, Stack
+from tests.upstream.fleet import apply_all, create_nodes, fake_nodes, kustomize_build, wait_for
+from tests.upstream.kubelet import FakeKubelet
+from tests.upstream.processes import free_port
 
 
-def conn(url: str, token: str = "admin-token") -> list[str]:
-    return ["--server", url, "--token", token]
+@dataclass
+class Cluster:
+    stack: Stack
+    kubelet: FakeKubelet
+    alice: Identity
+    """A member of ml-research (a user of its group)."""
+
+    def kc(self, who: Identity | None = None) -> list[str]:
+        return ["--kubeconfig", str((who or self.alice).kubeconfig)]
+
+    def api(self, who: Identity | None = None) -> Any:
+        return connect(kubeconfig=str((who or self.alice).kubeconfig))
 
 
-def _pod(api: KubeApi, ns: str, jobset: str, rjob: str, index: int, log: str) -> None:
+@pytest.fixture(scope="module")
+def cluster(kube_stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    from generator.config.fleet import load_fleet
+
+    objects = [*kustomize_build(REPO / "rendered/prod-west/kueue"), *kustomize_build(REPO / "rendered/prod-west/teams"),
+               *kustomize_build(REPO / "rendered/prod-east/teams/llm-pretrain/llm-pretrain")]
+    assert apply_all(kube_stack, objects) == []
+    create_nodes(kube_stack, fake_nodes(load_fleet(REPO).clusters["prod-west"].config))
+    kubelet = FakeKubelet(kube_stack.ca, tmp_path_factory.mktemp("kubelet"))
+    node = kubelet.node("log-node-0")
+    from kubernetes import client
+
+    core = client.CoreV1Api(kube_stack.client())
+    core.create_node({k: v for k, v in node.items() if k != "status"})
+    core.patch_node_status("log-node-0", {"status": node["status"]})
+    yield Cluster(kube_stack, kubelet, kube_stack.identity("alice@acme.com", ("ml-research",)))
+    kubelet.stop()
+
+
+def objects(c: Cluster) -> Any:
+    from kubernetes import client
+
+    return client.CustomObjectsApi(c.stack.client())
+
+
+def finish_child_jobs(c: Cluster, ns: str, name: str, active: bool = False) -> None:
+    """Write each child Job's status as the Job controller would: all pods running, or all succeeded."""
+    from kubernetes import client
+
+    batch = client.BatchV1Api(c.stack.client())
+    jobs = batch.list_namespaced_job(ns, label_selector=f"jobset.sigs.k8s.io/jobset-name={name}").items
+    assert jobs, f"JobSet {ns}/{name} has no Jobs yet"
+    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    for job in jobs:
+        pods = int(job.spec.completions or 1)
+        if active:
+            status: dict[str, Any] = {"startTime": now, "active": pods, "ready": pods}
+        else:
+            done = "0" if pods == 1 else f"0-{pods - 1}"
+            status = {"completionTime": now, "active": 0, "ready": 0, "succeeded": pods, "completedIndexes": done,
+                      "conditions": [{"type": t, "status": "True", "lastProbeTime": now, "lastTransitionTime": now,
+                                      "reason": "CompletionsReached", "message": "Reached expected number of "
+                                      "succeeded pods"} for t in ("SuccessCriteriaMet", "Complete")]}
+        batch.patch_namespaced_job_status(job.metadata.name, ns, {"status": status},
+                                          _content_type="application/merge-patch+json")
+
+
+def add_pod(c: Cluster, ns: str, jobset: str, rjob: str, index: int, log: str) -> None:
+    """A pod of the JobSet on the log node, as the Job controller, the gates' owners and the
+    scheduler would leave it: created (webhooks may add scheduling gates), ungated, then bound."""
+    from kubernetes import client
+
+    core = client.CoreV1Api(c.stack.client())
     name = f"{jobset}-{rjob}-0-{index}-abcde"
-    api.put("", "pods", ns, {"metadata": {"name": name, "labels": {
-        "jobset.sigs.k8s.io/jobset-name": jobset, "jobset.sigs.k8s.io/replicatedjob-name": rjob,
-        "batch.kubernetes.io/job-completion-index": str(index)}},
+    pod = core.create_namespaced_pod(ns, {
+        "metadata": {"name": name, "labels": {
+            "jobset.sigs.k8s.io/jobset-name": jobset, "jobset.sigs.k8s.io/replicatedjob-name": rjob,
+            "batch.kubernetes.io/job-completion-index": str(index)}},
         "spec": {"containers": [{"name": "trainer", "image": "ghcr.io/acme/x:1"}]}})
-    api.logs[(ns, name)] = log
+    if pod.spec.scheduling_gates:
+        core.patch_namespaced_pod(name, ns, [{"op": "remove", "path": "/spec/schedulingGates"}])
+    core.create_namespaced_binding(ns, {"metadata": {"name": name},
+                                        "target": {"apiVersion": "v1", "kind": "Node", "name": "log-node-0"}},
+                                   _preload_content=False)
+    c.kubelet.logs[(ns, name, "trainer")] = log
 
 
-def _workload(api: KubeApi, ns: str, uid: str, conditions: list[dict[str, Any]],
-              admission: dict[str, Any] | None = None) -> None:
-    status: dict[str, Any] = {"conditions": conditions}
-    if admission:
-        status["admission"] = admission
-    api.put("kueue.x-k8s.io", "workloads", ns, {"metadata": {"name": f"jobset-{uid[:8]}",
-                                                             "labels": {"kueue.x-k8s.io/job-uid": uid}},
-                                                "spec": {}, "status": status})
-
-
-def test_cli_lifecycle(kube: Any) -> None:
-    api, url = kube
-    result = run(REPO, "job", "submit", "ml-research", "pretrain-4node", "--name", "pt-run1", *conn(url))
+def test_cli_lifecycle(cluster: Cluster) -> None:
+    c = cluster
+    result = run(REPO, "job", "submit", "ml-research", "pretrain-4node", "--name", "pt-run1", *c.kc())
     assert result.code == 0, result.err
     assert "submitted ml-research/pt-run1" in result.out
-    stored = api.get("jobset.x-k8s.io", "jobsets", "ml-research", "pt-run1")
-    assert stored is not None
+    stored = objects(c).get_namespaced_custom_object("jobset.x-k8s.io", "v1alpha2", "ml-research", "jobsets", "pt-run1")
     assert stored["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "ml-research"
     assert stored["spec"]["replicatedJobs"][0]["template"]["spec"]["parallelism"] == 4
 
-    # Submitting the same name again: a clear 409.
-    again = run(REPO, "job", "submit", "ml-research", "pretrain-4node", "--name", "pt-run1", *conn(url))
+    # Submitting the same name again: the API server's 409, said clearly.
+    again = run(REPO, "job", "submit", "ml-research", "pretrain-4node", "--name", "pt-run1", *c.kc())
     assert again.code == 2 and "409" in again.err and "already exists" in again.err
 
-    status = ["job", "status", "pt-run1", "--team", "ml-research", *conn(url)]
-    assert "pt-run1: pending: Kueue has not created a Workload yet" in run(REPO, *status).out
-    uid = stored["metadata"]["uid"]
-    _workload(api, "ml-research", uid, [{"type": "QuotaReserved", "status": "False", "reason": "Pending",
-                                         "message": "couldn't assign flavors to pod set workers: insufficient "
-                                                    "unused quota for nvidia.com/gpu in flavor a100, 8 more needed"}])
-    out = run(REPO, *status).out
-    assert "pending: couldn't assign flavors" in out and "8 more needed" in out
-    _workload(api, "ml-research", uid, [{"type": "QuotaReserved", "status": "True"},
-                                        {"type": "Admitted", "status": "True"}],
-              {"podSetAssignments": [{"name": "workers", "flavors": {"nvidia.com/gpu": "a100", "cpu": "a100"}}]})
-    assert "pt-run1: admitted on workers -> a100" in run(REPO, *status).out
-    stored = api.get("jobset.x-k8s.io", "jobsets", "ml-research", "pt-run1")
-    assert stored is not None
-    stored["status"] = {"replicatedJobsStatus": [{"name": "workers", "active": 1}], "restarts": 1}
-    api.put("jobset.x-k8s.io", "jobsets", "ml-research", stored)
-    assert "pt-run1: running on workers -> a100 (restarted 1x)" in run(REPO, *status).out
+    # Kueue admits it (32 A100: 16 guaranteed + 16 borrowed from idle prod-west teams).
+    status = ["job", "status", "pt-run1", "--team", "ml-research", *c.kc()]
+    assert wait_for(lambda: "admitted on workers -> a100" in run(REPO, *status).out, 60), run(REPO, *status).out
+
+    finish_child_jobs(c, "ml-research", "pt-run1", active=True)
+    assert wait_for(lambda: "pt-run1: running on workers -> a100" in run(REPO, *status).out, 30), \
+        run(REPO, *status).out
 
     for rank in range(4):
-        _pod(api, "ml-research", "pt-run1", "workers", rank, f"rank {rank} step 1\nrank {rank} step 2\n")
-    logs = run(REPO, "job", "logs", "pt-run1", "-n", "ml-research", "--rank", "2", *conn(url))
-    assert logs.code == 0 and logs.out == "rank 2 step 1\nrank 2 step 2\n"
-    followed = run(REPO, "job", "logs", "pt-run1", "-n", "ml-research", "--follow", *conn(url))
+        add_pod(c, "ml-research", "pt-run1", "workers", rank, f"rank {rank} step 1\nrank {rank} step 2\n")
+    logs = run(REPO, "job", "logs", "pt-run1", "-n", "ml-research", "--rank", "2", *c.kc())
+    assert logs.code == 0 and logs.out == "rank 2 step 1\nrank 2 step 2\n", logs.err
+    followed = run(REPO, "job", "logs", "pt-run1", "-n", "ml-research", "--follow", *c.kc())
     assert followed.out == "rank 0 step 1\nrank 0 step 2\n"
-    assert run(REPO, "job", "logs", "pt-run1", "-n", "ml-research", "--rank", "9", *conn(url)).code == 2
+    assert run(REPO, "job", "logs", "pt-run1", "-n", "ml-research", "--rank", "9", *c.kc()).code == 2
 
-    listed = run(REPO, "job", "list", "--team", "ml-research", *conn(url))
+    listed = run(REPO, "job", "list", "--team", "ml-research", *c.kc())
     assert "ml-research/pt-run1: running" in listed.out
 
-    stored = api.get("jobset.x-k8s.io", "jobsets", "ml-research", "pt-run1")
-    assert stored is not None
-    stored["status"]["conditions"] = [{"type": "Completed", "status": "True", "message": "jobset completed"}]
-    api.put("jobset.x-k8s.io", "jobsets", "ml-research", stored)
-    assert "pt-run1: succeeded (restarted 1x): jobset completed" in run(REPO, *status).out
+    finish_child_jobs(c, "ml-research", "pt-run1")
+    assert wait_for(lambda: "pt-run1: succeeded" in run(REPO, *status).out, 30), run(REPO, *status).out
 
-    cancel = run(REPO, "job", "cancel", "pt-run1", "--team", "ml-research", *conn(url))
+    cancel = run(REPO, "job", "cancel", "pt-run1", "--team", "ml-research", *c.kc())
     assert cancel.code == 0 and "cancelled ml-research/pt-run1" in cancel.out
-    assert api.get("jobset.x-k8s.io", "jobsets", "ml-research", "pt-run1") is None
-    gone = run(REPO, *status)
-    assert gone.code == 2 and "404" in gone.err and "does not exist" in gone.err
+
+    def deleted() -> bool:
+        gone = run(REPO, *status)
+        return gone.code == 2 and "404" in gone.err and "does not exist" in gone.err
+
+    assert wait_for(deleted, 60), run(REPO, *status).err
 
 
-def test_leader_and_worker_ranks_map_to_their_pods(kube: Any) -> None:
-    api, url = kube
+def test_leader_and_worker_ranks_map_to_their_pods(cluster: Cluster) -> None:
+    c = cluster
+    carol = c.stack.identity("carol@acme.com")  # a member of llm-pretrain by name
     job = Job.from_profile("llm-pretrain", "pretrain-70b", root=REPO, nodes=3, name="big")
-    job.submit(connect(token="admin-token", server=url))
-    _pod(api, "llm-pretrain", "big", "leader", 0, "leader\n")
-    _pod(api, "llm-pretrain", "big", "workers", 0, "worker rank 1\n")
-    _pod(api, "llm-pretrain", "big", "workers", 1, "worker rank 2\n")
-    handle = Job.on_cluster(connect(token="admin-token", server=url), "big", "llm-pretrain")
+    job.submit(c.api(carol))
+    add_pod(c, "llm-pretrain", "big", "leader", 0, "leader\n")
+    add_pod(c, "llm-pretrain", "big", "workers", 0, "worker rank 1\n")
+    add_pod(c, "llm-pretrain", "big", "workers", 1, "worker rank 2\n")
+    handle = Job.on_cluster(c.api(carol), "big", "llm-pretrain")
     assert list(handle.logs(rank=0)) == ["leader"]
     assert list(handle.logs(rank=2)) == ["worker rank 2"]
+    handle.cancel()
 
 
-def test_python_api(kube: Any) -> None:
-    api, url = kube
-    client = connect(token="admin-token", server=url)
+def test_python_api(cluster: Cluster) -> None:
+    c = cluster
+    api = c.api()
     job = Job.from_profile("ml-research", "finetune-1node", root=REPO, name="ft", image="ghcr.io/acme/x:1",
                            command=["python", "other.py"])
     container = job.body["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"][0]
     assert container["image"] == "ghcr.io/acme/x:1" and container["args"][-2:] == ["python", "other.py"]
-    job.submit(client)
-    assert job.status().phase == "pending"
-    assert [j.name for j in JobList(client).jobs(["ml-research"], "ml-research")] == ["ft"]
+    job.submit(api)
+    # finetune-1node is pinned to prod-east's H100 nodes: on prod-west's queues no flavor matches.
+    assert wait_for(lambda: "node affinity" in job.status().reason, 30), job.status()
+    status = job.status()
+    assert status.phase == "pending" and "flavor a100 doesn't match node affinity" in status.reason, status
+    assert [j.name for j in JobList(api).jobs(["ml-research"], "ml-research")] == ["ft"]
     job.cancel()
-    with pytest.raises(ClusterError, match="404"):
-        job.status()
+
+    def deleted() -> bool:
+        try:
+            job.status()
+        except ClusterError as exc:
+            return "404" in str(exc)
+        return False
+
+    assert wait_for(deleted, 60)
 
 
-def test_job_new_writes_a_file_that_submit_reads(kube: Any, tmp_path: Path) -> None:
-    api, url = kube
+def test_job_new_writes_a_file_that_submit_reads(cluster: Cluster, tmp_path: Path) -> None:
+    c = cluster
     out = tmp_path / "job.yaml"
     made = run(REPO, "job", "new", "ml-research", "pretrain-4node", "--name", "sweep-7", "--nodes", "2",
                "-o", str(out), "--", "python", "sweep.py", "--lr", "3e-4")
@@ -132,13 +204,17 @@ def test_job_new_writes_a_file_that_submit_reads(kube: Any, tmp_path: Path) -> N
         "python", "sweep.py", "--lr", "3e-4"]
     env = {e["name"]: e.get("value") for e in spec["template"]["spec"]["containers"][0]["env"]}
     assert env["NNODES"] == "2" and env["MASTER_ADDR"] == "sweep-7-workers-0-0.sweep-7"
-    assert run(REPO, "job", "submit", str(out), *conn(url)).code == 0
-    assert api.get("jobset.x-k8s.io", "jobsets", "ml-research", "sweep-7") is not None
+    submitted = run(REPO, "job", "submit", str(out), *c.kc())
+    assert submitted.code == 0, submitted.err
+    stored = objects(c).get_namespaced_custom_object("jobset.x-k8s.io", "v1alpha2", "ml-research", "jobsets", "sweep-7")
+    assert stored["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"][0]["args"][-1] \
+        == "3e-4"  # a string on the server too: the emitter quoted it
+    assert run(REPO, "job", "cancel", "sweep-7", "-n", "ml-research", *c.kc()).code == 0
 
 
 def test_unreachable_cluster_fails_fast_with_a_clear_error() -> None:
     start = time.monotonic()
-    result = run(REPO, "job", "status", "x", "-n", "ml-research", "--server", f"http://127.0.0.1:{free_port_closed()}",
+    result = run(REPO, "job", "status", "x", "-n", "ml-research", "--server", f"http://127.0.0.1:{free_port()}",
                  "--token", "t")
     assert result.code == 2
     assert "cannot reach the cluster at http://127.0.0.1:" in result.err and "check --server or --context" in result.err
@@ -146,35 +222,61 @@ def test_unreachable_cluster_fails_fast_with_a_clear_error() -> None:
     assert time.monotonic() - start < 20
 
 
-def test_bad_credentials_and_missing_rights(kube: Any) -> None:
-    api, url = kube
-    denied = run(REPO, "job", "status", "x", "-n", "ml-research", *conn(url, "wrong-token"))
+def test_tokens_certificate_authority_and_missing_rights(cluster: Cluster) -> None:
+    """A bearer token with the cluster's CA (a ServiceAccount's, from TokenRequest); then the real 401 and 403."""
+    from kubernetes import client
+
+    c = cluster
+    ca = str(c.stack.workdir / "ca.crt")
+    core = client.CoreV1Api(c.stack.client())
+    core.create_namespaced_service_account("ml-research", {"metadata": {"name": "ci-bot"}})
+    client.RbacAuthorizationV1Api(c.stack.client()).create_namespaced_role_binding("ml-research", {
+        "metadata": {"name": "ci-bot-jobs"}, "roleRef": {"apiGroup": "rbac.authorization.k8s.io",
+                                                        "kind": "ClusterRole", "name": "fleetgen-team-member"},
+        "subjects": [{"kind": "ServiceAccount", "name": "ci-bot", "namespace": "ml-research"}]})
+    token = core.create_namespaced_service_account_token("ci-bot", "ml-research",
+                                                         {"spec": {"expirationSeconds": 600}}).status.token
+    token_login = ["--server", c.stack.server, "--token", token, "--certificate-authority", ca]
+    ok = run(REPO, "job", "submit", "ml-research", "finetune-1node", "--name", "by-token", *token_login)
+    assert ok.code == 0, ok.err
+    assert run(REPO, "job", "cancel", "by-token", "-n", "ml-research", *token_login).code == 0
+
+    untrusted = run(REPO, "job", "status", "x", "-n", "ml-research", "--server", c.stack.server, "--token", token)
+    assert untrusted.code == 2 and "cannot reach the cluster" in untrusted.err  # TLS verification failed
+    missing_ca = run(REPO, "job", "status", "x", "-n", "ml-research", *token_login[:4],
+                     "--certificate-authority", "/nonexistent/ca.crt")
+    assert missing_ca.code == 2 and "no such file" in missing_ca.err
+
+    denied = run(REPO, "job", "status", "x", "-n", "ml-research", "--server", c.stack.server, "--token", "wrong",
+                 "--certificate-authority", ca)
     assert denied.code == 2 and "401" in denied.err and "credentials were rejected" in denied.err
-    api.tokens["bob-token"] = "bob"
-    api.authorize = lambda user, verb, res, ns: user != "bob" or ns == "vision"
-    forbidden = run(REPO, "job", "submit", "ml-research", "finetune-1node", *conn(url, "bob-token"))
+    bob = c.stack.identity("bob@acme.com", ("vision",))
+    forbidden = run(REPO, "job", "submit", "ml-research", "finetune-1node", *c.kc(bob))
     assert forbidden.code == 2
-    assert 'User "bob" cannot create resource "jobsets" in API group "jobset.x-k8s.io" in the namespace ' \
+    assert 'User "bob@acme.com" cannot create resource "jobsets" in API group "jobset.x-k8s.io" in the namespace ' \
            '"ml-research"' in forbidden.err
     assert "you lack the rights" in forbidden.err
 
 
-def test_kubeconfig_and_context(kube: Any, tmp_path: Path) -> None:
-    _, url = kube
-    config = {"apiVersion": "v1", "kind": "Config", "current-context": "other",
-              "clusters": [{"name": "stand-in", "cluster": {"server": url}},
-                           {"name": "nowhere", "cluster": {"server": f"http://127.0.0.1:{free_port_closed()}"}}],
-              "users": [{"name": "admin", "user": {"token": "admin-token"}}],
-              "contexts": [{"name": "prod-west", "context": {"cluster": "stand-in", "user": "admin"}},
-                           {"name": "other", "context": {"cluster": "nowhere", "user": "admin"}}]}
+def test_kubeconfig_and_context(cluster: Cluster, tmp_path: Path) -> None:
+    c = cluster
+    config = yaml.safe_load(c.alice.kubeconfig.read_text())
+    config["clusters"].append({"name": "nowhere", "cluster": {"server": f"https://127.0.0.1:{free_port()}"}})
+    config["contexts"] = [{"name": "prod-west", "context": {"cluster": "test", "user": config["users"][0]["name"]}},
+                          {"name": "other", "context": {"cluster": "nowhere", "user": config["users"][0]["name"]}}]
+    config["current-context"] = "other"
     path = tmp_path / "kubeconfig"
     path.write_text(yaml.safe_dump(config))
-    ok = run(REPO, "job", "submit", "ml-research", "finetune-1node", "--kubeconfig", str(path),
+    ok = run(REPO, "job", "submit", "ml-research", "finetune-1node", "--name", "by-context", "--kubeconfig", str(path),
              "--context", "prod-west")
     assert ok.code == 0, ok.err
+    assert run(REPO, "job", "cancel", "by-context", "-n", "ml-research", "--kubeconfig", str(path),
+               "--context", "prod-west").code == 0
+    unreachable = run(REPO, "job", "status", "x", "-n", "y", "--kubeconfig", str(path))
+    assert unreachable.code == 2 and "cannot reach the cluster" in unreachable.err
     bad = run(REPO, "job", "status", "x", "-n", "y", "--kubeconfig", str(tmp_path / "missing"))
     assert bad.code == 2 and "cannot load kubeconfig" in bad.err
-    assert run(REPO, "job", "status", "x", "-n", "y", "--server", url).code == 2  # token missing
+    assert run(REPO, "job", "status", "x", "-n", "y", "--server", c.stack.server).code == 2  # token missing
 
 
 def test_bad_job_requests_are_usage_errors() -> None:

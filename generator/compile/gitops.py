@@ -8,6 +8,9 @@ CD's cluster, or the cluster itself for Flux); every later change arrives throug
   apply and ignoreDifferences for fields Kueue's webhooks default.
 - Flux: a GitRepository and one Kustomization per folder, ordered with dependsOn (platform
   first, then Kueue objects, then teams and monitoring), all with prune.
+
+Every object's name starts with the cluster's, so `rendered/gitops/` as a whole is one valid
+kustomization (and a diff tells clusters apart) even though each cluster applies only its own.
 """
 
 from __future__ import annotations
@@ -75,8 +78,9 @@ def _argocd(cluster: Loaded[ClusterConfig]) -> list[Manifest]:
 def _flux(cluster: Loaded[ClusterConfig]) -> list[Manifest]:
     cfg, gitops = cluster.config, cluster.config.gitops
     ns, name = gitops.controller_namespace, cfg.name
+    source_name = f"{name}-fleet"
     source = {"apiVersion": "source.toolkit.fluxcd.io/v1", "kind": "GitRepository",
-              "metadata": {"name": "fleet", "namespace": ns, "labels": labels(name)},
+              "metadata": {"name": source_name, "namespace": ns, "labels": labels(name)},
               "spec": {"interval": "1m", "url": gitops.repo_url, "ref": {"branch": gitops.revision},
                        "ignore": "/*\n!/rendered/" + name + "/\n"}}
     out = [Manifest((name,), source, cluster.at("gitops"))]
@@ -89,11 +93,12 @@ def _flux(cluster: Loaded[ClusterConfig]) -> list[Manifest]:
     for folder, deps in folders:
         spec: dict[str, Any] = {"interval": "10m", "retryInterval": "1m", "path": f"./rendered/{name}/{folder}",
                                 "prune": True, "wait": True, "timeout": "10m",
-                                "sourceRef": {"kind": "GitRepository", "name": "fleet"}}
+                                "sourceRef": {"kind": "GitRepository", "name": source_name}}
         if deps:
-            spec["dependsOn"] = [{"name": f"fleet-{dep}"} for dep in deps]
+            spec["dependsOn"] = [{"name": f"{source_name}-{dep}"} for dep in deps]
         body = {"apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
-                "metadata": {"name": f"fleet-{folder}", "namespace": ns, "labels": labels(name)}, "spec": spec}
+                "metadata": {"name": f"{source_name}-{folder}", "namespace": ns, "labels": labels(name)},
+                "spec": spec}
         out.append(Manifest((name,), body, cluster.at("gitops")))
     return out
 

@@ -33,6 +33,9 @@ MAX_NAME = 63
 RESERVED_ENV = frozenset({"MASTER_ADDR", "MASTER_PORT", "NNODES", "NPROC_PER_NODE", "NODE_RANK",
                           "JOB_COMPLETION_INDEX"})
 DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+FAIL_FAST_RULE = "failFastOnProgramErrors"
+"""JobSet's webhook takes rule names matching ^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$ only (no '-'):
+sigs.k8s.io/jobset v0.12.0 pkg/webhooks/jobset_webhook.go:418; its CRD schema does not say so."""
 
 
 def replicated_jobs(profile: JobProfile) -> list[tuple[str, int]]:
@@ -121,6 +124,9 @@ def jobset(team: TeamConfig, cluster: ClusterConfig, profile: JobProfile, name: 
         }
         pod: dict[str, Any] = {
             "restartPolicy": "Never",
+            # Pins the job to its pool: Kueue skips flavors whose nodeLabels contradict the pod's
+            # nodeSelector, so a team's quota in another pool of the same queue is never used.
+            **({"nodeSelector": dict(sorted(pool.node_labels.items()))} if pool.node_labels else {}),
             "tolerations": [toleration(t) for t in pool.taints],
             "containers": [container],
             "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory",
@@ -147,7 +153,7 @@ def jobset(team: TeamConfig, cluster: ClusterConfig, profile: JobProfile, name: 
         "spec": {
             "network": {"enableDNSHostnames": True, "subdomain": name},
             "failurePolicy": {"maxRestarts": profile.max_restarts,
-                              "rules": [{"name": "fail-fast-on-program-errors", "action": "FailJobSet",
+                              "rules": [{"name": FAIL_FAST_RULE, "action": "FailJobSet",
                                          "onJobFailureReasons": ["PodFailurePolicy"]}]},
             "successPolicy": {"operator": "All", "targetReplicatedJobs": ["workers" if profile.nodes > 1 or
                                                                           profile.leader is None else "leader"]},

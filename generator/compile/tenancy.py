@@ -1,4 +1,11 @@
-"""Tenancy objects: a Namespace per team namespace and RoleBindings for the team's members."""
+"""Tenancy objects: a Namespace per team namespace and RoleBindings for the team's members.
+
+Members get two bindings in each of their namespaces and nowhere else: the built-in `edit` role
+(pods, logs, config maps, secrets, batch Jobs) and `fleetgen-team-member`, a ClusterRole rendered
+once per cluster with what `edit` lacks for a queued training job: JobSets (JobSet's chart adds
+no `aggregate-to-edit` role for them) and read access to the Kueue objects that say where a job
+stands. A ClusterRole bound by a RoleBinding grants only within that binding's namespace.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +19,15 @@ from generator.config.team import TeamConfig
 
 RBAC = "rbac.authorization.k8s.io"
 MEMBER_ROLE = "edit"
+JOBS_ROLE = "fleetgen-team-member"
+JOBS_RULES: list[dict[str, list[str]]] = [
+    {"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets"],
+     "verbs": ["create", "delete", "get", "list", "patch", "watch"]},
+    {"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets/status"], "verbs": ["get"]},
+    {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads", "localqueues"], "verbs": ["get", "list", "watch"]},
+    {"apiGroups": ["visibility.kueue.x-k8s.io"], "resources": ["localqueues/pendingworkloads"], "verbs": ["get"]},
+]
+"""What a member needs beyond `edit` to submit, follow and cancel jobs: no update of queue objects."""
 
 
 def namespaces(cluster: Loaded[ClusterConfig], team: Loaded[TeamConfig]) -> list[Manifest]:
@@ -32,25 +48,34 @@ def _subjects(team: TeamConfig) -> list[dict[str, Any]]:
 
 
 def role_bindings(cluster: Loaded[ClusterConfig], team: Loaded[TeamConfig]) -> list[Manifest]:
-    """`edit` for the team's members, bound in each of the team's namespaces and nowhere else."""
+    """`edit` and `fleetgen-team-member` for the team's members, in each of its namespaces only."""
     tcfg = team.config
     subjects = _subjects(tcfg)
     if not subjects:
         return []
     out = []
     for ns in tcfg.namespace_names:
-        body = {"apiVersion": f"{RBAC}/v1", "kind": "RoleBinding",
-                "metadata": {"name": f"{tcfg.name}-members", "namespace": ns,
-                             "labels": labels(cluster.config.name, tcfg.name)},
-                "roleRef": {"apiGroup": RBAC, "kind": "ClusterRole", "name": MEMBER_ROLE},
-                "subjects": subjects}
-        out.append(Manifest(team_folder(tcfg.name) + (ns,), body, team.at("members")))
+        for suffix, role in (("members", MEMBER_ROLE), ("members-jobs", JOBS_ROLE)):
+            body = {"apiVersion": f"{RBAC}/v1", "kind": "RoleBinding",
+                    "metadata": {"name": f"{tcfg.name}-{suffix}", "namespace": ns,
+                                 "labels": labels(cluster.config.name, tcfg.name)},
+                    "roleRef": {"apiGroup": RBAC, "kind": "ClusterRole", "name": role},
+                    "subjects": subjects}
+            out.append(Manifest(team_folder(tcfg.name) + (ns,), body, team.at("members")))
     return out
 
 
+def member_role(cluster: Loaded[ClusterConfig]) -> Manifest:
+    """The ClusterRole the `<team>-members-jobs` RoleBindings refer to (one per cluster)."""
+    body = {"apiVersion": f"{RBAC}/v1", "kind": "ClusterRole",
+            "metadata": {"name": JOBS_ROLE, "labels": labels(cluster.config.name)},
+            "rules": JOBS_RULES}
+    return Manifest(("teams",), body, cluster.at("name"))
+
+
 def compile_tenancy(cluster: Loaded[ClusterConfig], teams: list[Loaded[TeamConfig]]) -> list[Manifest]:
-    """Namespaces and RoleBindings of every team with quota in the cluster."""
-    out: list[Manifest] = []
+    """The member ClusterRole, and Namespaces and RoleBindings of every team with quota in the cluster."""
+    out: list[Manifest] = [member_role(cluster)]
     for team in teams:
         out.extend(namespaces(cluster, team))
         out.extend(role_bindings(cluster, team))

@@ -5,13 +5,19 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 from generator.errors import UsageError
 
 T = TypeVar("T")
-TIMEOUT = (5, 60)
+TIMEOUT = (5.0, 60.0)
 """(connect, read) seconds for every API call: an unreachable cluster fails in seconds, not minutes."""
+
+
+def timeout(api: Any) -> tuple[float, float]:
+    """The (connect, read) timeout for calls on `api`: `connect(request_timeout=)` or TIMEOUT."""
+    return tuple(getattr(api, "fleetgen_timeout", TIMEOUT))  # type: ignore[return-value]
 
 
 class ClusterError(Exception):
@@ -19,8 +25,14 @@ class ClusterError(Exception):
 
 
 def connect(kubeconfig: str | None = None, context: str | None = None, token: str | None = None,
-            server: str | None = None, insecure_skip_tls_verify: bool = False, in_cluster: bool = False) -> Any:
-    """An ApiClient from the pod's service account, a bearer token and server URL, or a kubeconfig."""
+            server: str | None = None, insecure_skip_tls_verify: bool = False, in_cluster: bool = False,
+            certificate_authority: str | None = None, request_timeout: float | None = None) -> Any:
+    """An ApiClient from the pod's service account, a bearer token and server URL, or a kubeconfig.
+
+    `certificate_authority` (a PEM file) verifies the server's certificate, for a token login to a
+    cluster whose CA is not in the system's trust store; it overrides a kubeconfig's CA too.
+    `request_timeout` bounds each call in seconds (default: TIMEOUT's read timeout).
+    """
     from kubernetes import client, config
     from kubernetes.config.config_exception import ConfigException
 
@@ -43,10 +55,19 @@ def connect(kubeconfig: str | None = None, context: str | None = None, token: st
             where = kubeconfig or "~/.kube/config (or $KUBECONFIG)"
             raise UsageError(f"cannot load kubeconfig {where}: {exc}; pass --kubeconfig/--context, or "
                              "--token and --server") from None
+    if certificate_authority:
+        if not Path(certificate_authority).is_file():
+            raise UsageError(f"--certificate-authority {certificate_authority}: no such file")
+        configuration.ssl_ca_cert = certificate_authority
     if insecure_skip_tls_verify:
         configuration.verify_ssl = False
     configuration.retries = 1
-    return client.ApiClient(configuration)
+    api = client.ApiClient(configuration)
+    if request_timeout is not None:
+        if request_timeout <= 0:
+            raise UsageError(f"--request-timeout must be positive seconds, not {request_timeout}")
+        api.fleetgen_timeout = (min(TIMEOUT[0], request_timeout), float(request_timeout))
+    return api
 
 
 def _status_message(exc: Any) -> str:
@@ -59,8 +80,14 @@ def _status_message(exc: Any) -> str:
 def explain(exc: BaseException, host: str, what: str) -> ClusterError:
     """A ClusterError for any failure of the client while doing `what`."""
     from kubernetes.client.exceptions import ApiException
-    from urllib3.exceptions import HTTPError
+    from urllib3.exceptions import HTTPError, MaxRetryError
+    from urllib3.exceptions import ReadTimeoutError as TimedOut
 
+    if isinstance(exc, MaxRetryError) and isinstance(exc.reason, TimedOut):
+        exc = exc.reason
+    if isinstance(exc, TimedOut):
+        return ClusterError(f"the cluster at {host} did not answer in time while trying to {what}: retry, "
+                            "or allow longer with --request-timeout SECONDS")
     if isinstance(exc, ApiException):
         message = _status_message(exc)
         hints = {
@@ -69,8 +96,12 @@ def explain(exc: BaseException, host: str, what: str) -> ClusterError:
                  "(teams/<team>.yaml) or a platform engineer",
             404: "it does not exist (check the name and --namespace)",
             409: "it already exists: choose another --name, or cancel the old job first",
+            429: "the API server is shedding load (too many requests): retry in a minute",
         }
-        hint = hints.get(exc.status or 0, "see the message above")
+        status = exc.status or 0
+        default = "the API server failed: retry, and tell a platform engineer if it persists" \
+            if status >= 500 else "see the message above"
+        hint = hints.get(status, default)
         return ClusterError(f"{what} failed: {exc.status} {message}; {hint}")
     if isinstance(exc, (HTTPError, OSError)):
         return ClusterError(f"cannot reach the cluster at {host} while trying to {what}: "

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from generator.errors import UsageError
-from generator.jobs.connection import TIMEOUT, guarded
+from generator.jobs.connection import guarded, timeout
 
 GROUP, VERSION, PLURAL = "jobset.x-k8s.io", "v1alpha2", "jobsets"
 KUEUE, KUEUE_VERSION = "kueue.x-k8s.io", "v1beta2"
@@ -118,7 +118,7 @@ class Job:
         """Create the JobSet; Kueue queues it in the team's LocalQueue."""
         self._require_api(api)
         self.body = self._objects().create_namespaced_custom_object(
-            GROUP, VERSION, self.namespace, PLURAL, self.body, _request_timeout=TIMEOUT)
+            GROUP, VERSION, self.namespace, PLURAL, self.body, _request_timeout=timeout(self.api))
         return self
 
     @guarded("read job {self.name}")
@@ -127,7 +127,7 @@ class Job:
         self._require_api(api)
         objects = self._objects()
         current = objects.get_namespaced_custom_object(GROUP, VERSION, self.namespace, PLURAL, self.name,
-                                                       _request_timeout=TIMEOUT)
+                                                       _request_timeout=timeout(self.api))
         restarts = int((current.get("status") or {}).get("restarts") or 0)
         for kind, phase in (("Completed", "succeeded"), ("Failed", "failed")):
             cond = _condition(current, kind)
@@ -136,7 +136,7 @@ class Job:
         uid = current["metadata"].get("uid", "")
         workloads = objects.list_namespaced_custom_object(
             KUEUE, KUEUE_VERSION, self.namespace, "workloads", label_selector=f"kueue.x-k8s.io/job-uid={uid}",
-            _request_timeout=TIMEOUT)["items"]
+            _request_timeout=timeout(self.api))["items"]
         if not workloads:
             return JobStatus(self.name, "pending", "Kueue has not created a Workload yet (check the "
                              "kueue.x-k8s.io/queue-name label and that the LocalQueue exists)", restarts=restarts)
@@ -173,7 +173,7 @@ class Job:
         selector = (f"jobset.sigs.k8s.io/jobset-name={self.name},jobset.sigs.k8s.io/replicatedjob-name={rjob},"
                     f"batch.kubernetes.io/job-completion-index={index}")
         pods_found = client.CoreV1Api(self.api).list_namespaced_pod(self.namespace, label_selector=selector,
-                                                                     _request_timeout=TIMEOUT).items
+                                                                     _request_timeout=timeout(self.api)).items
         if not pods_found:
             raise UsageError(f"no pod yet for rank {rank} of job {self.name} (is it admitted? see `job status`)")
         names = sorted((str(p.metadata.creation_timestamp or ""), str(p.metadata.name))
@@ -188,11 +188,11 @@ class Job:
         self._require_api(api)
         if "spec" not in self.body:
             self.body = self._objects().get_namespaced_custom_object(GROUP, VERSION, self.namespace, PLURAL,
-                                                                     self.name, _request_timeout=TIMEOUT)
+                                                                     self.name, _request_timeout=timeout(self.api))
         pod, _ = self._pod_for_rank(rank)
         response: Any = client.CoreV1Api(self.api).read_namespaced_pod_log(
             pod, self.namespace, container="trainer", follow=follow, _preload_content=False,
-            _request_timeout=TIMEOUT)
+            _request_timeout=timeout(self.api))
         pending = b""
         for chunk in response.stream(4096):
             pending += chunk
@@ -207,7 +207,8 @@ class Job:
         """Delete the JobSet and its pods (Kueue releases the quota)."""
         self._require_api(api)
         self._objects().delete_namespaced_custom_object(GROUP, VERSION, self.namespace, PLURAL, self.name,
-                                                        propagation_policy="Foreground", _request_timeout=TIMEOUT)
+                                                        propagation_policy="Foreground",
+                                                        _request_timeout=timeout(self.api))
 
 
 @dataclass
@@ -226,11 +227,11 @@ class JobList:
         if namespaces:
             for ns in namespaces:
                 found: Any = objects.list_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, label_selector=selector,
-                                                                   _request_timeout=TIMEOUT)
+                                                                   _request_timeout=timeout(self.api))
                 items.extend(found["items"])
         else:
             everywhere: Any = objects.list_cluster_custom_object(GROUP, VERSION, PLURAL, label_selector=selector,
-                                                                 _request_timeout=TIMEOUT)
+                                                                 _request_timeout=timeout(self.api))
             items = list(everywhere["items"])
         return [Job(item, self.api) for item in sorted(items, key=lambda i: (i["metadata"].get("namespace", ""),
                                                                           i["metadata"]["name"]))]

@@ -1,0 +1,373 @@
+"""The example fleet on the real stack: each rendered cluster applied to a real kube-apiserver with
+the Kueue and JobSet managers, then used the way a team member uses it.
+
+No kubelet and no scheduler run: what is observed is admission (API server, webhooks, RBAC) and
+what the controllers make of it (Kueue's Workloads and admission, JobSet's Jobs). Nodes exist as
+objects matching each pool, so topology-aware scheduling has domains to place pods in.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from generator.compile.jobs import jobset
+from generator.config.fleet import Fleet, load_fleet
+from generator.config.jobs import JobProfile
+from generator.config.team import TeamConfig
+from tests.conftest import REPO, SHARED, run
+from tests.upstream.cluster import Identity, Stack
+from tests.upstream.fleet import (
+    ApplyError,
+    apply,
+    apply_all,
+    create_nodes,
+    fake_nodes,
+    group_of,
+    kustomization_folders,
+    kustomize_build,
+    platform_crds,
+    rendered_kueue_config,
+    wait_for,
+)
+
+RENDERED = REPO / "rendered"
+CLUSTERS = sorted(p.name for p in RENDERED.iterdir() if p.is_dir() and p.name != "gitops")
+KUEUE, JOBSET = "kueue.x-k8s.io", "jobset.x-k8s.io"
+
+
+@dataclass
+class Deployed:
+    """A rendered cluster applied to its own Stack."""
+
+    name: str
+    stack: Stack
+    fleet: Fleet
+    objects: list[dict[str, Any]]
+    refused: list[str] = field(default_factory=list)
+    not_served: list[str] = field(default_factory=list)
+
+    @property
+    def teams(self) -> list[TeamConfig]:
+        return [t.config for t in self.fleet.teams_in(self.name)]
+
+
+@pytest.fixture(scope="session")
+def fleet() -> Fleet:
+    return load_fleet(REPO)
+
+
+@pytest.fixture(scope="session", params=CLUSTERS)
+def deployed(request: pytest.FixtureRequest, upstream_etcd: Any, fleet: Fleet,
+             tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """The cluster's kustomize output (its tree and its GitOps wiring) server-side applied."""
+    name = str(request.param)
+    objects = kustomize_build(RENDERED / name) + kustomize_build(RENDERED / "gitops" / name)
+    stack = Stack.start(tmp_path_factory.mktemp(f"cluster-{name}"), upstream_etcd,
+                        kueue_config=rendered_kueue_config(objects))
+    try:
+        cluster = fleet.clusters[name].config
+        create_nodes(stack, fake_nodes(cluster))
+        # What installing Argo CD or Flux brings: its namespace and its CRDs (from the shared schemas).
+        stack.create({"apiVersion": "v1", "kind": "Namespace",
+                      "metadata": {"name": cluster.gitops.controller_namespace}})
+        crds, lacking = (platform_crds(objects, SHARED / "schemas") if (SHARED / "schemas").is_dir()
+                         else ([], ["every platform kind (../shared/schemas is absent)"]))
+        served = [o for o in objects if f"{o['apiVersion']} {o['kind']}" not in lacking]
+        result = Deployed(name, stack, fleet, objects, not_served=sorted(set(lacking)))
+        result.refused = apply_all(stack, crds) + apply_all(stack, served)
+        yield result
+    finally:
+        stack.stop()
+
+
+def member(stack: Stack, team: TeamConfig) -> Identity:
+    """A member of `team` as its file names them: a user in its first group, or its first user."""
+    if team.members.groups:
+        return stack.identity(f"e2e-member@{team.name}.test", (team.members.groups[0],))
+    return stack.identity(team.members.users[0])
+
+
+def templates(cluster: str) -> list[Path]:
+    return sorted((RENDERED / cluster / "templates").glob("*/*.jobset.yaml"))
+
+
+def custom(stack: Stack, api: Any = None) -> Any:
+    from kubernetes import client
+
+    return client.CustomObjectsApi(api or stack.client())
+
+
+def workload_of(stack: Stack, namespace: str, name: str) -> dict[str, Any] | None:
+    objects = custom(stack)
+    js = objects.get_namespaced_custom_object(JOBSET, "v1alpha2", namespace, "jobsets", name)
+    found = objects.list_namespaced_custom_object(KUEUE, "v1beta2", namespace, "workloads",
+                                                  label_selector=f"kueue.x-k8s.io/job-uid={js['metadata']['uid']}")
+    return found["items"][0] if found["items"] else None
+
+
+def condition(obj: dict[str, Any] | None, kind: str) -> dict[str, Any]:
+    for cond in ((obj or {}).get("status") or {}).get("conditions") or []:
+        if cond.get("type") == kind:
+            return dict(cond)
+    return {}
+
+
+def flavors(workload: dict[str, Any] | None) -> set[str]:
+    """The ResourceFlavors (pools) Kueue admitted a Workload's pod sets to."""
+    admission = ((workload or {}).get("status") or {}).get("admission") or {}
+    return {flavor for ps in admission.get("podSetAssignments") or [] for flavor in (ps.get("flavors") or {}).values()}
+
+
+def admitted(stack: Stack, namespace: str, name: str) -> bool:
+    return condition(workload_of(stack, namespace, name), "Admitted").get("status") == "True"
+
+
+def gone(stack: Stack, namespace: str, name: str) -> bool:
+    from kubernetes.client.exceptions import ApiException
+
+    try:
+        custom(stack).get_namespaced_custom_object(JOBSET, "v1alpha2", namespace, "jobsets", name)
+    except ApiException as exc:
+        return exc.status == 404
+    return False
+
+
+# ---------------------------------------------------------------------------------- the tree
+
+
+@pytest.mark.parametrize("tree", [*CLUSTERS, "gitops"])
+def test_kustomize_builds_every_folder(upstream_tools: None, tree: str) -> None:
+    """Argo CD and Flux both run kustomize on these folders: every one must build."""
+    failures = []
+    for folder in kustomization_folders(RENDERED / tree):
+        try:
+            kustomize_build(folder)
+        except ApplyError as exc:
+            failures.append(str(exc))
+    assert failures == []
+
+
+def test_every_rendered_object_is_accepted(deployed: Deployed) -> None:
+    """Server-side apply (strict fields) through the real API server and the Kueue/JobSet webhooks."""
+    assert deployed.refused == [], "\n".join(deployed.refused)
+    kinds = {(group_of(o), o["kind"]) for o in deployed.objects}
+    assert (KUEUE, "ClusterQueue") in kinds and ("", "Namespace") in kinds
+    if deployed.not_served:
+        pytest.skip(f"applied everything except kinds ../shared/schemas has no schema for: {deployed.not_served}")
+
+
+def test_templates_pass_the_jobset_and_kueue_webhooks(deployed: Deployed) -> None:
+    """Every template, server-side dry-run: JobSet's validating webhook is what refused them before."""
+    refused = []
+    for path in templates(deployed.name):
+        try:
+            apply(deployed.stack, yaml.safe_load(path.read_text()), dry_run=True)
+        except ApplyError as exc:
+            refused.append(f"{path.relative_to(REPO)}: {exc}")
+    assert refused == [], "\n".join(refused)
+
+
+def test_cluster_queues_are_active_and_local_queues_resolve(deployed: Deployed) -> None:
+    objects = custom(deployed.stack)
+
+    def inactive() -> list[str]:
+        queues = objects.list_cluster_custom_object(KUEUE, "v1beta2", "clusterqueues")["items"]
+        return [f"{q['metadata']['name']}: {condition(q, 'Active').get('message', 'no status yet')}"
+                for q in queues if condition(q, "Active").get("status") != "True"]
+
+    assert wait_for(lambda: not inactive(), 30), inactive()
+    queues = {q["metadata"]["name"] for q in objects.list_cluster_custom_object(KUEUE, "v1beta2",
+                                                                               "clusterqueues")["items"]}
+    expected = {t.name for t in deployed.teams}
+    assert expected <= queues
+    locals_ = objects.list_cluster_custom_object(KUEUE, "v1beta2", "localqueues")["items"]
+    assert locals_, "no LocalQueues"
+    dangling = [f"{q['metadata']['namespace']}/{q['metadata']['name']} -> {q['spec']['clusterQueue']}"
+                for q in locals_ if q["spec"]["clusterQueue"] not in queues]
+    assert dangling == []
+    assert wait_for(lambda: all(condition(q, "Active").get("status") == "True"
+                                for q in objects.list_cluster_custom_object(KUEUE, "v1beta2", "localqueues")["items"]),
+                    30)
+
+
+# ----------------------------------------------------------------------------- team members
+
+
+def test_members_submit_each_template_and_kueue_admits_it(deployed: Deployed) -> None:
+    """`fleetgen job submit` as a team member (real RBAC), admitted by Kueue, Jobs created by JobSet."""
+    paths = templates(deployed.name)
+    if not paths:
+        pytest.skip(f"no job profile targets {deployed.name}")
+    for path in paths:
+        submit_follow_and_cancel(deployed, path)
+
+
+def submit_follow_and_cancel(deployed: Deployed, path: Path) -> None:
+    """One rendered template through its whole life as a member of its team."""
+    from kubernetes import client
+
+    stack = deployed.stack
+    body = yaml.safe_load(path.read_text())
+    team = next(t for t in deployed.teams if t.name == body["metadata"]["labels"]["fleetgen.io/team"])
+    who = member(stack, team)
+    ns, name = body["metadata"]["namespace"], body["metadata"]["name"]
+    submitted = run(REPO, "job", "submit", str(path), "--kubeconfig", str(who.kubeconfig))
+    assert submitted.code == 0, f"{path.relative_to(REPO)} as {who.user}: {submitted.err}"
+    assert wait_for(lambda: workload_of(stack, ns, name), 30), f"Kueue made no Workload for {ns}/{name}"
+    assert wait_for(lambda: admitted(stack, ns, name), 60), \
+        f"{ns}/{name} not admitted: {condition(workload_of(stack, ns, name), 'QuotaReserved')}"
+    profile = next(p for p in team.job_profiles if p.name == body["metadata"]["labels"]["fleetgen.io/profile"])
+    assert flavors(workload_of(stack, ns, name)) == {profile.pool}, "admitted outside the profile's pool"
+
+    # JobSet makes one Job per replicated job; rank 0's pod is reachable where MASTER_ADDR says.
+    batch = client.BatchV1Api(stack.client())
+    selector = f"jobset.sigs.k8s.io/jobset-name={name}"
+    expected = sum(int(r.get("replicas", 1)) for r in body["spec"]["replicatedJobs"])
+    assert wait_for(lambda: len(batch.list_namespaced_job(ns, label_selector=selector).items) == expected, 30)
+    jobs = {j.metadata.name: j for j in batch.list_namespaced_job(ns, label_selector=selector).items}
+    first = body["spec"]["replicatedJobs"][0]
+    rank0_job = jobs[f"{name}-{first['name']}-0"]
+    subdomain = body["spec"]["network"]["subdomain"]
+    assert rank0_job.spec.template.spec.subdomain == subdomain
+    assert rank0_job.spec.completion_mode == "Indexed"
+    env = {e["name"]: e.get("value") for e in first["template"]["spec"]["template"]["spec"]["containers"][0]["env"]}
+    # An Indexed Job's pod i is named host <job>-<i> (batch/v1 Job controller), in the JobSet's subdomain.
+    assert env["MASTER_ADDR"] == f"{rank0_job.metadata.name}-0.{subdomain}"
+
+    status = run(REPO, "job", "status", name, "-n", ns, "--kubeconfig", str(who.kubeconfig))
+    assert status.code == 0 and f"{name}: " in status.out and ("admitted" in status.out or "running" in status.out)
+    cancelled = run(REPO, "job", "cancel", name, "-n", ns, "--kubeconfig", str(who.kubeconfig))
+    assert cancelled.code == 0, cancelled.err
+    assert wait_for(lambda: gone(stack, ns, name), 60), f"{ns}/{name} still there after cancel"
+
+
+@dataclass(frozen=True)
+class Borrowing:
+    team: TeamConfig
+    pool: str
+    per_node: int
+    guaranteed: int
+    borrowable: int
+
+    @property
+    def first_nodes(self) -> int:
+        """One node more than the guarantee covers: admitted only by borrowing."""
+        return self.guaranteed // self.per_node + 1
+
+    @property
+    def second_nodes(self) -> int:
+        """Just enough that both together exceed guaranteed + borrowable."""
+        return (self.guaranteed + self.borrowable - self.first_nodes * self.per_node) // self.per_node + 1
+
+
+def borrowing_case(deployed: Deployed) -> Borrowing | None:
+    cluster = deployed.fleet.clusters[deployed.name].config
+    for team in deployed.teams:
+        for pool_name, quota in sorted(team.quotas[deployed.name].items()):
+            pool = cluster.pool(pool_name)
+            assert pool is not None
+            case = Borrowing(team, pool_name, pool.gpu.per_node, quota.gpus, quota.borrowing_limit or 0)
+            if case.borrowable and case.first_nodes * case.per_node - case.guaranteed <= case.borrowable \
+                    and case.second_nodes * case.per_node <= case.guaranteed + case.borrowable:
+                return case
+    return None
+
+
+def sized_job(deployed: Deployed, case: Borrowing, nodes: int, name: str) -> dict[str, Any]:
+    cluster = deployed.fleet.clusters[deployed.name].config
+    profile = JobProfile.model_validate({"name": name, "cluster": deployed.name, "pool": case.pool, "nodes": nodes,
+                                         "image": "registry.example/e2e:1", "command": ["python", "-c", "pass"]})
+    return jobset(case.team, cluster, profile)
+
+
+def test_borrowing_admits_while_the_lender_is_idle_and_the_limit_holds(deployed: Deployed) -> None:
+    """A job that fits only by borrowing is admitted; a second one past guaranteed + borrowable waits,
+    with Kueue's own reason, and `fleetgen job status` shows that reason."""
+    from generator.jobs import Job
+
+    case = borrowing_case(deployed)
+    if case is None:
+        pytest.skip(f"no team in {deployed.name} has a borrowing limit a whole node can use")
+    stack, team = deployed.stack, case.team
+    who = member(stack, team)
+    api = stack.client(who.user, tuple(team.members.groups[:1]))
+    tag = uuid.uuid4().hex[:5]
+    first = Job(sized_job(deployed, case, case.first_nodes, f"borrow-{tag}"))
+    second = Job(sized_job(deployed, case, case.second_nodes, f"over-{tag}"))
+    ns = first.namespace
+    first.submit(api)
+    assert wait_for(lambda: admitted(stack, ns, first.name), 60), \
+        f"borrowing job not admitted: {condition(workload_of(stack, ns, first.name), 'QuotaReserved')}"
+    assert flavors(workload_of(stack, ns, first.name)) == {case.pool}, "admitted outside the job's own pool"
+
+    def borrowed() -> list[dict[str, Any]]:
+        queue = custom(stack).get_cluster_custom_object(KUEUE, "v1beta2", "clusterqueues", team.name)
+        return [r for f in (queue.get("status") or {}).get("flavorsReservation") or [] for r in f["resources"]
+                if f["name"] == case.pool and r["name"].endswith("gpu") and r.get("borrowed") not in (None, "0")]
+
+    assert wait_for(borrowed, 30), f"ClusterQueue {team.name} reports no borrowed GPUs"
+
+    second.submit(api)
+    assert wait_for(lambda: condition(workload_of(stack, ns, second.name), "QuotaReserved").get("message"), 30)
+    reason = condition(workload_of(stack, ns, second.name), "QuotaReserved")
+    assert reason["status"] == "False" and "insufficient" in reason["message"], reason
+    assert not admitted(stack, ns, second.name)
+    status = run(REPO, "job", "status", second.name, "-n", ns, "--kubeconfig", str(who.kubeconfig))
+    assert "pending" in status.out and "insufficient" in status.out, status.out
+    for job in (first, second):
+        job.cancel(api)
+    assert wait_for(lambda: gone(stack, ns, first.name) and gone(stack, ns, second.name), 60)
+
+
+def test_members_cannot_reach_other_teams_or_the_cluster(deployed: Deployed) -> None:
+    """Refused by the real RBAC authoriser: other teams' namespaces, queue wiring, anything cluster-wide."""
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+
+    stack, teams = deployed.stack, deployed.teams
+    if len(teams) < 2:
+        pytest.skip("one team only")
+    team, other = teams[0], teams[1]
+    who = member(stack, team)
+    api = stack.client(who.user, tuple(team.members.groups[:1]))
+    own, theirs = team.namespace_names[0], other.namespace_names[0]
+    probe = {"apiVersion": f"{JOBSET}/v1alpha2", "kind": "JobSet", "metadata": {"name": "intruder"},
+             "spec": {"replicatedJobs": [{"name": "w", "replicas": 1, "template": {"spec": {"template": {
+                 "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}}}}]}}
+    attempts = {
+        f"JobSet in {theirs}": lambda: custom(stack, api).create_namespaced_custom_object(
+            JOBSET, "v1alpha2", theirs, "jobsets", probe, dry_run="All"),
+        f"Secrets of {theirs}": lambda: client.CoreV1Api(api).list_namespaced_secret(theirs),
+        f"LocalQueue in {own}": lambda: custom(stack, api).create_namespaced_custom_object(
+            KUEUE, "v1beta2", own, "localqueues", {"apiVersion": f"{KUEUE}/v1beta2", "kind": "LocalQueue",
+                                                   "metadata": {"name": "sneaky"},
+                                                   "spec": {"clusterQueue": other.name}}, dry_run="All"),
+        "a ClusterQueue": lambda: custom(stack, api).create_cluster_custom_object(
+            KUEUE, "v1beta2", "clusterqueues", {"apiVersion": f"{KUEUE}/v1beta2", "kind": "ClusterQueue",
+                                                "metadata": {"name": "sneaky"}, "spec": {"namespaceSelector": {}}},
+            dry_run="All"),
+        "a Namespace": lambda: client.CoreV1Api(api).create_namespace(
+            {"metadata": {"name": "sneaky"}}, dry_run="All"),
+        f"RoleBindings in {own}": lambda: client.RbacAuthorizationV1Api(api).create_namespaced_role_binding(
+            own, {"metadata": {"name": "sneaky"}, "roleRef": {"apiGroup": "rbac.authorization.k8s.io",
+                                                             "kind": "ClusterRole", "name": "admin"},
+                  "subjects": [{"kind": "Group", "name": "system:authenticated",
+                                "apiGroup": "rbac.authorization.k8s.io"}]}, dry_run="All"),
+    }
+    allowed = []
+    for what, attempt in attempts.items():
+        try:
+            attempt()
+            allowed.append(what)
+        except ApiException as exc:
+            assert exc.status == 403, f"{what}: {exc.status} {exc.reason}"
+    assert allowed == [], f"{who.user} of {team.name} could create or read: {allowed}"
+    # ... while in its own namespace the same member may submit.
+    custom(stack, api).create_namespaced_custom_object(JOBSET, "v1alpha2", own, "jobsets",
+                                                       {**probe, "metadata": {"name": "allowed"}}, dry_run="All")

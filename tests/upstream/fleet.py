@@ -1,0 +1,234 @@
+"""A rendered cluster on a real Stack: its objects (through kustomize), nodes that match its
+pools, its Kueue configuration, and CRDs for the platform kinds this stack has no operator for.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from generator.config.cluster import ClusterConfig
+from tests.upstream import tools
+from tests.upstream.cluster import Stack
+
+FIELD_MANAGER = "fleetgen-e2e"
+APPLY_ORDER = ("CustomResourceDefinition", "Namespace", "ClusterRole", "ServiceAccount", "Role",
+               "ResourceFlavor", "Topology", "Cohort", "WorkloadPriorityClass", "ClusterQueue", "LocalQueue")
+"""Kinds that others refer to come first; every other kind after them, in file order."""
+OWN_GROUPS = {"kueue.x-k8s.io", "jobset.x-k8s.io"}
+"""Groups whose CRDs (and webhooks) the stack installs from upstream."""
+TOPOLOGY_BLOCK = 16
+"""Nodes per topology domain on the fake nodes (the example's largest profile packs 16 nodes into one block)."""
+
+
+class ApplyError(Exception):
+    """The API server (or a webhook) refused an object; the message is the server's."""
+
+
+def kustomize_build(folder: Path) -> list[dict[str, Any]]:
+    """`kustomize build folder` with the pinned kustomize; the objects it prints."""
+    proc = subprocess.run([str(tools.binary("kustomize")), "build", str(folder)], capture_output=True, text=True,
+                          check=False, timeout=120)
+    if proc.returncode != 0:
+        raise ApplyError(f"kustomize build {folder} failed: {proc.stderr.strip()}")
+    return [d for d in yaml.safe_load_all(proc.stdout) if d]
+
+
+def kustomization_folders(root: Path) -> list[Path]:
+    """Every folder under `root` (itself included) that has a kustomization.yaml."""
+    return sorted(p.parent for p in root.rglob("kustomization.yaml"))
+
+
+def group_of(obj: dict[str, Any]) -> str:
+    api = str(obj["apiVersion"])
+    return api.split("/")[0] if "/" in api else ""
+
+
+def ordered(objects: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    rank = {kind: i for i, kind in enumerate(APPLY_ORDER)}
+    return sorted(objects, key=lambda o: rank.get(o["kind"], len(APPLY_ORDER)))
+
+
+def _status_message(exc: Exception) -> str:
+    body = getattr(exc, "body", None)
+    try:
+        return str(json.loads(body).get("message"))
+    except (TypeError, ValueError):
+        return str(exc)
+
+
+def apply(stack: Stack, obj: dict[str, Any], *, dry_run: bool = False, api: Any = None) -> dict[str, Any]:
+    """Server-side apply with strict field validation, as Argo CD (ServerSideApply=true) and Flux do."""
+    from kubernetes import dynamic
+    from kubernetes.client.exceptions import ApiException
+    from kubernetes.dynamic.exceptions import DynamicApiError, ResourceNotFoundError
+
+    client = dynamic.DynamicClient(api or stack.client())
+    try:
+        resource = client.resources.get(api_version=obj["apiVersion"], kind=obj["kind"])
+    except ResourceNotFoundError as exc:
+        raise ApplyError(f"{obj['apiVersion']} {obj['kind']} is not served: {exc}") from None
+    extra: dict[str, Any] = {"dry_run": "All"} if dry_run else {}
+    try:
+        out = client.server_side_apply(resource, body=obj, namespace=obj["metadata"].get("namespace"),
+                                       field_manager=FIELD_MANAGER, force_conflicts=True,
+                                       query_params=[("fieldValidation", "Strict")], **extra)
+    except (ApiException, DynamicApiError) as exc:
+        raise ApplyError(f"{obj['kind']} {obj['metadata'].get('namespace', '')}/{obj['metadata']['name']}: "
+                         f"{_status_message(exc)}") from None
+    return dict(out.to_dict())
+
+
+def apply_all(stack: Stack, objects: list[dict[str, Any]], *, dry_run: bool = False) -> list[str]:
+    """Apply every object in dependency order; the refusals, one line each."""
+    errors = []
+    for obj in ordered(objects):
+        try:
+            apply(stack, obj, dry_run=dry_run)
+        except ApplyError as exc:
+            errors.append(str(exc))
+        if obj["kind"] == "CustomResourceDefinition" and not dry_run:
+            stack._wait_established([obj["metadata"]["name"]])
+    return errors
+
+
+# ----------------------------------------------------------------------------- platform CRDs
+
+
+def _structural(schema: Any) -> Any:
+    """A JSON schema of kubeconform's catalog made structural: no `additionalProperties: false`
+    beside `properties` (a CRD may not have both), no draft keywords the API server rejects."""
+    if isinstance(schema, list):
+        return [_structural(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: _structural(v) for k, v in schema.items() if k not in ("$schema", "id", "$id")}
+    if "properties" in out and out.get("additionalProperties") is False:
+        del out["additionalProperties"]
+    if out.get("additionalProperties") is False:
+        out.pop("additionalProperties")
+    if isinstance(out.get("type"), list):  # ["string", "null"] -> string, nullable
+        kinds = [t for t in out["type"] if t != "null"]
+        out["type"] = kinds[0] if len(kinds) == 1 else None
+        if out["type"] is None:
+            out.pop("type")
+            out["x-kubernetes-int-or-string"] = True
+        out["nullable"] = True
+    return out
+
+
+def crd_from_schema(group: str, kind: str, version: str, schema: dict[str, Any], namespaced: bool) -> dict[str, Any]:
+    """A CRD serving `group/version kind` with the catalog schema (a stand-in for the operator's own CRD)."""
+    plural = kind.lower() + ("es" if kind.lower().endswith("s") else "s")
+    root = _structural(schema)
+    root.pop("required", None)
+    props = root.setdefault("properties", {})
+    for meta in ("apiVersion", "kind"):
+        props[meta] = {"type": "string"}
+    props["metadata"] = {"type": "object"}
+    root["type"] = "object"
+    return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": f"{plural}.{group}"},
+            "spec": {"group": group, "scope": "Namespaced" if namespaced else "Cluster",
+                     "names": {"kind": kind, "plural": plural, "singular": kind.lower(), "listKind": f"{kind}List"},
+                     "versions": [{"name": version, "served": True, "storage": True,
+                                   "schema": {"openAPIV3Schema": root}}]}}
+
+
+def platform_crds(objects: list[dict[str, Any]], schemas: Path) -> tuple[list[dict[str, Any]], list[str]]:
+    """CRDs for every foreign kind among `objects` that ../shared/schemas has; and the kinds it lacks."""
+    crds, lacking, seen = [], [], set()
+    for obj in objects:
+        group = group_of(obj)
+        if not group or "." not in group or group in OWN_GROUPS or group.endswith(".k8s.io"):
+            continue
+        version = obj["apiVersion"].split("/")[1]
+        key = (group, obj["kind"], version)
+        if key in seen:
+            continue
+        seen.add(key)
+        path = schemas / group / f"{obj['kind'].lower()}_{version}.json"
+        if not path.is_file():
+            lacking.append(f"{obj['apiVersion']} {obj['kind']}")
+            continue
+        crds.append(crd_from_schema(group, obj["kind"], version, json.loads(path.read_text()),
+                                    namespaced="namespace" in obj["metadata"]))
+    return crds, lacking
+
+
+# ---------------------------------------------------------------------------------- nodes
+
+
+def fake_nodes(cluster: ClusterConfig) -> list[dict[str, Any]]:
+    """Node objects for every pool: its labels, taints and allocatable, topology labels in blocks.
+
+    No kubelet runs: they are what Kueue's topology-aware scheduling reads (labels, allocatable,
+    Ready), nothing more.
+    """
+    out = []
+    for pool in cluster.node_pools:
+        for i in range(pool.nodes):
+            name = f"{cluster.name}-{pool.name}-{i}"
+            labels = {**pool.node_labels, "kubernetes.io/hostname": name, "node.fleetgen.io/test-pool": pool.name}
+            levels = [lv for lv in pool.topology_levels or [] if lv != "kubernetes.io/hostname"]
+            for depth, level in enumerate(levels):  # one domain above the narrowest, blocks of 16 there
+                labels[level] = f"{pool.name}-{depth}-{i // TOPOLOGY_BLOCK if depth == len(levels) - 1 else 0}"
+            capacity = {"cpu": str(pool.cpu_per_node), "memory": str(pool.memory_per_node),
+                        pool.gpu.resource: str(pool.gpu.per_node), "pods": "110"}
+            out.append({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels},
+                        "spec": {"taints": [{k: v for k, v in (("key", t.key), ("value", t.value),
+                                                               ("effect", t.effect)) if v}
+                                            for t in pool.taints]},
+                        "status": {"capacity": capacity, "allocatable": capacity,
+                                   "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
+                                                   "message": "fake node for tests"}]}})
+    return out
+
+
+def create_nodes(stack: Stack, nodes: list[dict[str, Any]]) -> None:
+    """Create the Nodes, set their status as a kubelet would, and drop the not-ready taint the API
+    server's TaintNodesByCondition admission adds (the node lifecycle controller's job once Ready)."""
+    from kubernetes import client
+
+    core = client.CoreV1Api(stack.client())
+    for node in nodes:
+        name = node["metadata"]["name"]
+        core.create_node({k: v for k, v in node.items() if k != "status"})
+        core.patch_node_status(name, {"status": node["status"]})
+        core.patch_node(name, {"spec": {"taints": node["spec"]["taints"] or None}})
+
+
+# ----------------------------------------------------------------------------------- kueue
+
+
+def rendered_kueue_config(objects: list[dict[str, Any]]) -> dict[str, Any]:
+    """The Kueue Configuration of the cluster, as its rendered chart values carry it."""
+    for obj in objects:
+        spec = obj.get("spec") or {}
+        values = spec.get("values") or ((spec.get("source") or {}).get("helm") or {}).get("valuesObject")
+        text = ((values or {}).get("managerConfig") or {}).get("controllerManagerConfigYaml")
+        if text and obj["metadata"]["name"].endswith("kueue"):
+            return dict(yaml.safe_load(text))
+    raise AssertionError("no rendered Kueue Configuration (managerConfig.controllerManagerConfigYaml) found")
+
+
+def wait_for(condition: Callable[[], Any], seconds: float, step: float = 0.25) -> Any:
+    """Poll until `condition()` is truthy and return it; the last value (falsy) after `seconds`."""
+    deadline = time.monotonic() + seconds
+    value = condition()
+    while not value and time.monotonic() < deadline:
+        time.sleep(step)
+        value = condition()
+    return value
+
+
+def gpu_jobs_fitting(limit: int, per_node: int) -> int:
+    """Nodes of `per_node` GPUs that fit in `limit` GPUs."""
+    return math.floor(limit / per_node)

@@ -1,0 +1,271 @@
+"""The upstream programs the tests run, built from their own Go modules at pinned versions.
+
+    python3 tests/upstream/tools.py build        # build what is missing; seconds when nothing changed
+    python3 tests/upstream/tools.py list         # each tool: version, module, built or not
+    python3 tests/upstream/tools.py path NAME    # the binary's path (exit 2 when not built)
+
+`TOOLS` below is the one place versions are written. kubeconform and kustomize are built by
+`go install module@version`, i.e. with their own go.mod. The Kubernetes family (etcd,
+kube-apiserver, kube-controller-manager, Kueue, JobSet) is built from `go.mod` beside this file,
+which requires them at the same versions and locks every dependency in `go.sum`; `build` refuses
+to run when the two disagree. etcd is the release Kubernetes v1.36.3 itself requires
+(go.etcd.io/etcd/server/v3 v3.6.8 in its go.mod), so the pair is the one upstream tests together.
+
+Binaries go to `$FLEETGEN_TOOLS_DIR` (default `~/.cache/fleetgen/tools`), one folder per
+`<name>-<version>`, with a stamp of everything the build depended on (Go version, go.mod, go.sum);
+a folder whose stamp matches is reused without running Go. The folder lives outside the checkout
+so that fresh clones (CI) reuse it; `.tools/` is gitignored for those who point it inside.
+Beside the Kueue and JobSet binaries, `manifests.yaml` is `kustomize build config/default` of the
+same module: the install manifests upstream releases, which the test cluster installs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+@dataclass(frozen=True)
+class Tool:
+    """One upstream program: where its code lives and how it is built."""
+
+    name: str
+    module: str
+    version: str
+    package: str
+    """Go package of the main program."""
+    via_go_mod: bool
+    """Built from our go.mod (True) or `go install package@version` with its own go.mod (False)."""
+    manifests: bool = False
+    """Also keep `kustomize build config/default` of the module (its install manifests)."""
+    stamps: tuple[str, ...] = ()
+    """`-X package.variable=value` linker flags that stamp the version, as upstream's own builds do
+    (a kube-apiserver without them reports v0.0.0-master, which Kueue refuses to parse)."""
+
+
+def _k8s_stamps(version: str) -> tuple[str, ...]:
+    """hack/lib/version.sh of Kubernetes: the same values in component-base and client-go."""
+    major, minor = version.lstrip("v").split(".")[:2]
+    values = {"gitVersion": version, "gitMajor": major, "gitMinor": minor, "gitTreeState": "clean",
+              "buildDate": "2026-07-22T18:07:38Z"}  # the release's own time (the proxy's .info), not now
+    return tuple(f"-X {pkg}.{var}={val}" for pkg in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version")
+                 for var, val in values.items())
+
+
+K8S = "v1.36.3"
+TOOLS: tuple[Tool, ...] = (
+    Tool("kubeconform", "github.com/yannh/kubeconform", "v0.8.0",
+         "github.com/yannh/kubeconform/cmd/kubeconform", via_go_mod=False),
+    Tool("kustomize", "sigs.k8s.io/kustomize/kustomize/v5", "v5.8.2",
+         "sigs.k8s.io/kustomize/kustomize/v5", via_go_mod=False),
+    Tool("etcd", "go.etcd.io/etcd/server/v3", "v3.6.8", "go.etcd.io/etcd/server/v3", via_go_mod=True),
+    Tool("kube-apiserver", "k8s.io/kubernetes", K8S, "k8s.io/kubernetes/cmd/kube-apiserver", via_go_mod=True,
+         stamps=_k8s_stamps(K8S)),
+    Tool("kube-controller-manager", "k8s.io/kubernetes", K8S, "k8s.io/kubernetes/cmd/kube-controller-manager",
+         via_go_mod=True, stamps=_k8s_stamps(K8S)),
+    Tool("kueue", "sigs.k8s.io/kueue", "v0.19.2", "sigs.k8s.io/kueue/cmd/kueue", via_go_mod=True, manifests=True,
+         stamps=("-X sigs.k8s.io/kueue/pkg/version.GitVersion=v0.19.2",
+                 "-X sigs.k8s.io/kueue/pkg/version.GitCommit=8eab68778fc1b52affe165fdf5af29d1e9b4f3cb")),
+    Tool("jobset", "sigs.k8s.io/jobset", "v0.12.0", "sigs.k8s.io/jobset", via_go_mod=True, manifests=True,
+         stamps=("-X sigs.k8s.io/jobset/pkg/version.GitVersion=v0.12.0",
+                 "-X sigs.k8s.io/jobset/pkg/version.GitCommit=09e9a3bb4b64dbe75b5b0119d3623903f0434643")),
+)
+BY_NAME = {t.name: t for t in TOOLS}
+
+
+class ToolError(Exception):
+    """A build that cannot proceed; the message says what to do."""
+
+
+def tools_dir() -> Path:
+    return Path(os.environ.get("FLEETGEN_TOOLS_DIR") or Path.home() / ".cache" / "fleetgen" / "tools")
+
+
+def folder(tool: Tool) -> Path:
+    return tools_dir() / f"{tool.name}-{tool.version}"
+
+
+def binary(name: str) -> Path:
+    """Where the named tool's binary is (whether or not it has been built)."""
+    tool = BY_NAME[name]
+    return folder(tool) / tool.name
+
+
+def manifests(name: str) -> Path:
+    return folder(BY_NAME[name]) / "manifests.yaml"
+
+
+def missing() -> list[str]:
+    """Tools whose binary (or manifests) are not built yet."""
+    return [t.name for t in TOOLS
+            if not binary(t.name).is_file() or (t.manifests and not manifests(t.name).is_file())]
+
+
+def _go(*args: str, cwd: Path = HERE, env: dict[str, str] | None = None) -> str:
+    if shutil.which("go") is None:
+        raise ToolError("`go` is not on PATH: install Go 1.26 or later (the tools are built from Go modules)")
+    proc = subprocess.run(["go", *args], cwd=cwd, env={**os.environ, **(env or {})}, capture_output=True, text=True,
+                          check=False)
+    if proc.returncode != 0:
+        raise ToolError(f"go {' '.join(args)} failed:\n{proc.stderr.strip()}")
+    return proc.stdout
+
+
+def _required_versions() -> dict[str, str]:
+    """module -> version, as go.mod requires them."""
+    text = (HERE / "go.mod").read_text()
+    return dict(re.findall(r"^\s*(\S+)\s+(v\S+)(?:\s*//.*)?$", text, flags=re.MULTILINE))
+
+
+def check_go_mod() -> None:
+    """go.mod must require every go.mod-built tool at the version TOOLS names."""
+    required = _required_versions()
+    for tool in TOOLS:
+        if tool.via_go_mod and required.get(tool.module) != tool.version:
+            raise ToolError(f"tests/upstream/go.mod requires {tool.module} {required.get(tool.module, '(nothing)')} "
+                            f"but tools.py pins {tool.version}: run `go get {tool.module}@{tool.version} && "
+                            "go mod tidy` in tests/upstream")
+
+
+def _fingerprint(tool: Tool, go_version: str) -> str:
+    digest = hashlib.sha256(f"{go_version}\n{tool.module}@{tool.version}\n{tool.package}\n{tool.stamps}\n".encode())
+    if tool.via_go_mod:
+        digest.update((HERE / "go.mod").read_bytes())
+        digest.update((HERE / "go.sum").read_bytes())
+    return digest.hexdigest()
+
+
+def _stamp(tool: Tool) -> Path:
+    return folder(tool) / "stamp.json"
+
+
+def _current(tool: Tool, fingerprint: str) -> bool:
+    try:
+        stamp = json.loads(_stamp(tool).read_text())
+    except (OSError, ValueError):
+        return False
+    return (stamp.get("fingerprint") == fingerprint and binary(tool.name).is_file()
+            and (not tool.manifests or manifests(tool.name).is_file()))
+
+
+def _install(target: Tool, staged: Path, built: Path, fingerprint: str, seconds: float) -> None:
+    """Move a built binary (and manifests) into its folder, then write the stamp last."""
+    dest = folder(target)
+    dest.mkdir(parents=True, exist_ok=True)
+    os.replace(built, binary(target.name))
+    if target.manifests:
+        os.replace(staged / f"{target.name}.manifests.yaml", manifests(target.name))
+    _stamp(target).write_text(json.dumps({"fingerprint": fingerprint, "module": target.module,
+                                          "version": target.version, "seconds": round(seconds, 1)}) + "\n")
+
+
+def build(names: list[str] | None = None, log: bool = True) -> dict[str, float]:
+    """Build the named tools (default all) that are not current; seconds spent per tool built."""
+    wanted = [BY_NAME[n] for n in names] if names else list(TOOLS)
+    check_go_mod()
+    go_version = _go("env", "GOVERSION").strip()
+    todo = [t for t in wanted if not _current(t, _fingerprint(t, go_version))]
+    if any(t.manifests for t in todo) and "kustomize" not in [t.name for t in todo] \
+            and not _current(BY_NAME["kustomize"], _fingerprint(BY_NAME["kustomize"], go_version)):
+        todo.insert(0, BY_NAME["kustomize"])  # the manifests are built with our kustomize
+    spent: dict[str, float] = {}
+    if not todo:
+        return spent
+    tools_dir().mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=tools_dir(), prefix=".build-") as tmp:
+        staged = Path(tmp)
+        # Standalone tools first: kustomize is needed for the manifests below.
+        for tool in [t for t in todo if not t.via_go_mod]:
+            started = time.monotonic()
+            _say(log, f"building {tool.name} {tool.version} (go install {tool.package}@{tool.version})")
+            _go("install", f"{tool.package}@{tool.version}", env={"GOBIN": str(staged)})
+            spent[tool.name] = time.monotonic() - started
+            _install(tool, staged, staged / _exe_name(tool.package), _fingerprint(tool, go_version), spent[tool.name])
+        family = [t for t in todo if t.via_go_mod]
+        if family:
+            started = time.monotonic()
+            _say(log, "building " + ", ".join(f"{t.name} {t.version}" for t in family) + " from tests/upstream/go.mod")
+            out = staged / "bin"
+            out.mkdir()
+            # One invocation: Go shares the common packages between the binaries and builds in parallel.
+            # -X of a variable a binary does not link is ignored, so one set of flags serves them all.
+            ldflags = " ".join(sorted({flag for t in family for flag in t.stamps}))
+            _go("build", "-trimpath", f"-ldflags={ldflags}", "-o", str(out) + os.sep, *[t.package for t in family])
+            for tool in family:
+                if tool.manifests:
+                    module_dir = _go("list", "-m", "-f", "{{.Dir}}", tool.module).strip()
+                    text = _kustomize_build(Path(module_dir) / "config" / "default")
+                    (staged / f"{tool.name}.manifests.yaml").write_text(text)
+            elapsed = time.monotonic() - started
+            for tool in family:
+                spent[tool.name] = elapsed
+                _install(tool, staged, out / _exe_name(tool.package), _fingerprint(tool, go_version), elapsed)
+    return spent
+
+
+def _exe_name(package: str) -> str:
+    """The file name `go build`/`go install` give a main package: its last element, less a /vN suffix."""
+    parts = package.split("/")
+    return parts[-2] if re.fullmatch(r"v[0-9]+", parts[-1]) else parts[-1]
+
+
+def _kustomize_build(path: Path) -> str:
+    proc = subprocess.run([str(binary("kustomize")), "build", str(path)], capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise ToolError(f"kustomize build {path} failed:\n{proc.stderr.strip()}")
+    return proc.stdout
+
+
+def _say(log: bool, text: str) -> None:
+    if log:
+        print(text, file=sys.stderr, flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Build and locate the pinned upstream programs the tests run.")
+    sub = parser.add_subparsers(dest="verb", required=True)
+    b = sub.add_parser("build", help="build every tool (or the named ones) that is not current")
+    b.add_argument("names", nargs="*", metavar="NAME", help=", ".join(BY_NAME))
+    sub.add_parser("list", help="each tool, its version and whether it is built")
+    p = sub.add_parser("path", help="print the binary's path")
+    p.add_argument("name", choices=sorted(BY_NAME))
+    args = parser.parse_args(argv)
+    unknown = [n for n in getattr(args, "names", []) if n not in BY_NAME]
+    if unknown:
+        parser.error(f"unknown tool {unknown[0]!r}; known: {', '.join(BY_NAME)}")
+    try:
+        if args.verb == "build":
+            started = time.monotonic()
+            spent = build(args.names or None)
+            total = time.monotonic() - started
+            print(f"tools in {tools_dir()}: built {', '.join(spent) or 'nothing (all current)'} in {total:.1f} s")
+        elif args.verb == "list":
+            for tool in TOOLS:
+                state = "built" if tool.name not in missing() else "missing"
+                print(f"{tool.name:24} {tool.version:8} {state:8} {tool.module}")
+        else:
+            path = binary(args.name)
+            if not path.is_file():
+                print(f"{args.name} is not built: run python3 tests/upstream/tools.py build", file=sys.stderr)
+                return 2
+            print(path)
+    except ToolError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
