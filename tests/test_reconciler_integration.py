@@ -1,7 +1,9 @@
-"""The reconcile loop against a real Prometheus (Debian package) and the Kubernetes API stand-in.
+"""The reconcile loop against a real Prometheus (Debian package) and the real API server.
 
-A simulated fleet of GPU nodes, one DCGM-format exporter endpoint per node as in production,
-scraped every second under the job and node labels the rendered ServiceMonitor produces.
+A simulated fleet of GPU nodes (Node objects of a pool only the test uses), one DCGM-format
+exporter endpoint per node as in production, scraped every second under the job and node labels
+the rendered ServiceMonitor produces. The reconciler runs as the rendered ServiceAccount with a
+token of its own per replica, so the audit log tells replicas apart by credential.
 """
 
 from __future__ import annotations
@@ -18,14 +20,20 @@ from generator.jobs import connect
 from generator.reconciler.lease import BreakerStore, LeaderLease
 from generator.reconciler.loop import Reconciler
 from generator.reconciler.model import ANNOTATION_OWNED, TAINT_KEY, Policy
-from generator.reconciler.nodes import Executor, PoolSelector
+from generator.reconciler.nodes import Executor
 from generator.reconciler.sources import PrometheusSource
-from tests.kubeapi import KubeApi
 from tests.prom import MetricsEndpoint, PrometheusServer, exposition, tool
+from tests.reconciler_env import (
+    NAMESPACE,
+    Pool,
+    credential_id,
+    reconciler_identity,
+    reset_leadership,
+    writers,
+)
+from tests.upstream.cluster import Identity, Stack
 
 NODES = 10
-LABELS = {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
-POOLS = [PoolSelector("h100", LABELS)]
 PERIOD = 1.5  # loop period; Prometheus scrapes and evaluates every second
 
 
@@ -49,44 +57,40 @@ class Fleet:
 
 
 @contextmanager
-def simulated(tmp_path: Path) -> Iterator[tuple[Fleet, PrometheusServer, KubeApi, str]]:
+def simulated(tmp_path: Path, stack: Stack) -> Iterator[tuple[Fleet, PrometheusServer, Pool]]:
     tool("prometheus")
     fleet = Fleet()
-    api = KubeApi()
-    url = api.serve()
-    for i in range(NODES):
-        api.put("", "nodes", None, {"metadata": {"name": f"gpu-{i}", "labels": dict(LABELS)}, "spec": {}})
-    with ExitStack() as stack:
+    pool = Pool(stack)
+    pool.add(NODES)
+    reset_leadership(stack)
+    with ExitStack() as stack_:
         targets = {}
         for i in range(NODES):
-            name = f"gpu-{i}"
-            endpoint = stack.enter_context(MetricsEndpoint(lambda n=name: fleet.render(n)))
+            name = pool.name(i)
+            endpoint = stack_.enter_context(MetricsEndpoint(lambda n=name: fleet.render(n)))
             targets[f"{EXPORTER_JOB}-{name}"] = (endpoint.port, {"node": name, "job": EXPORTER_JOB})
-        prom = stack.enter_context(PrometheusServer(tmp_path, [], targets))
+        prom = stack_.enter_context(PrometheusServer(tmp_path, [], targets))
         assert wait_for(lambda: len(PrometheusSource(prom.url).query(f'up{{job="{EXPORTER_JOB}"}} == 1')) >= NODES,
                         20), "targets never came up"
-        try:
-            yield fleet, prom, api, url
-        finally:
-            api.shutdown()
+        yield fleet, prom, pool
 
 
-def reconciler(url: str, prom: PrometheusServer, policy: Policy, identity: str = "replica-a",
-               token: str = "admin-token") -> Reconciler:
-    client = connect(token=token, server=url)
-    return Reconciler(Executor(client), [PrometheusSource(prom.url, timeout=2)], POOLS, policy,
-                      BreakerStore(client, "fleetgen-system"), LeaderLease(client, "fleetgen-system", identity))
+def reconciler(stack: Stack, prom: PrometheusServer, pool: Pool, policy: Policy, identity: str = "replica-a",
+               who: Identity | None = None) -> Reconciler:
+    client = connect(kubeconfig=str((who or reconciler_identity(stack)).kubeconfig))
+    return Reconciler(Executor(client), [PrometheusSource(prom.url, timeout=2)], pool.selector, policy,
+                      BreakerStore(client, NAMESPACE), LeaderLease(client, NAMESPACE, identity))
 
 
-def write_policy(path: Path, prometheus: str, period: float, **policy: float) -> Path:
+def write_policy(path: Path, prometheus: str, period: float, pool: Pool, **policy: float) -> Path:
     """A policy document like the rendered ConfigMap's, for the simulated pool."""
     import json as jsonlib
 
     rules = {"healthyChecksToRelease": 3, "cooldownSeconds": 600, "flapCount": 3, "flapWindowSeconds": 3600,
              "maxUnhealthyPercent": 50, **policy}
     path.write_text(jsonlib.dumps({"cluster": "sim", "dryRun": False, "periodSeconds": period,
-                                   "prometheusUrl": prometheus, "namespace": "fleetgen-system",
-                                   "pools": [{"name": "h100", "labels": LABELS}], "policy": rules}))
+                                   "prometheusUrl": prometheus, "namespace": NAMESPACE,
+                                   "pools": [{"name": "h100", "labels": pool.labels}], "policy": rules}))
     return path
 
 
@@ -100,9 +104,8 @@ def wait_for(condition: Any, seconds: float, step: float = 0.2) -> bool:
     return True
 
 
-def cordoned(api: KubeApi) -> set[str]:
-    return {n["metadata"]["name"] for n in api.list("", "nodes")
-            if n["spec"].get("unschedulable") and (n["metadata"].get("annotations") or {}).get(ANNOTATION_OWNED)}
+def cordoned(pool: Pool) -> set[str]:
+    return pool.cordoned(ANNOTATION_OWNED)
 
 
 def loops_until(rec: Reconciler, condition: Any, most: int) -> int:
@@ -114,108 +117,114 @@ def loops_until(rec: Reconciler, condition: Any, most: int) -> int:
     raise AssertionError(f"condition not met within {most} loops")
 
 
-def test_xid_cordons_within_two_periods_and_releases_after_cooldown(tmp_path: Path) -> None:
+def test_xid_cordons_within_two_periods_and_releases_after_cooldown(tmp_path: Path, kube_stack: Stack) -> None:
     policy = Policy(healthy_checks_to_release=2, cooldown_seconds=3)
-    with simulated(tmp_path) as (fleet, prom, api, url):
-        rec = reconciler(url, prom, policy)
+    with simulated(tmp_path, kube_stack) as (fleet, prom, pool):
+        rec = reconciler(kube_stack, prom, pool, policy)
         rec.once()
-        assert cordoned(api) == set()
+        assert cordoned(pool) == set()
         with fleet.lock:
-            fleet.xids["gpu-3"] = (5, 79)
-        assert loops_until(rec, lambda: cordoned(api) == {"gpu-3"}, 2) <= 2
-        node = api.get("", "nodes", None, "gpu-3")
-        assert node is not None and node["spec"]["taints"][0]["key"] == TAINT_KEY
-        assert any(e["reason"] == "GPUHealthCordoned" for e in api.list("", "events"))
+            fleet.xids[pool.name(3)] = (5, 79)
+        assert loops_until(rec, lambda: cordoned(pool) == {pool.name(3)}, 2) <= 2
+        node = pool.get(pool.name(3))
+        assert TAINT_KEY in [t["key"] for t in node["spec"]["taints"]]
+        assert any(e["reason"] == "GPUHealthCordoned" for e in pool.events(pool.name(3)))
         with fleet.lock:
-            del fleet.xids["gpu-3"]
+            del fleet.xids[pool.name(3)]
         started = time.monotonic()
-        loops_until(rec, lambda: cordoned(api) == set(), 8)
+        loops_until(rec, lambda: cordoned(pool) == set(), 8)
         assert time.monotonic() - started >= policy.cooldown_seconds - PERIOD
-        node = api.get("", "nodes", None, "gpu-3")
-        assert node is not None and not node["spec"].get("taints")
+        assert TAINT_KEY not in [t["key"] for t in pool.get(pool.name(3))["spec"].get("taints") or []]
 
 
-def test_sixty_percent_failing_trips_the_breaker(tmp_path: Path) -> None:
-    with simulated(tmp_path) as (fleet, prom, api, url):
-        rec = reconciler(url, prom, Policy(max_unhealthy_percent=50))
+def test_sixty_percent_failing_trips_the_breaker(tmp_path: Path, kube_stack: Stack) -> None:
+    with simulated(tmp_path, kube_stack) as (fleet, prom, pool):
+        rec = reconciler(kube_stack, prom, pool, Policy(max_unhealthy_percent=50))
         with fleet.lock:
             for i in range(6):
-                fleet.xids[f"gpu-{i}"] = (0, 79)
+                fleet.xids[pool.name(i)] = (0, 79)
         loops_until(rec, lambda: rec.breaker.load().tripped, 3)
-        assert len(cordoned(api)) <= 5 and cordoned(api) == set()
+        assert cordoned(pool) == set()
         with fleet.lock:
-            fleet.xids = {"gpu-9": (1, 48)}
+            fleet.xids = {pool.name(9): (1, 48)}
         for _ in range(2):  # tripped: holds even for a single new fault
             time.sleep(PERIOD)
             rec.once()
-        assert cordoned(api) == set()
+        assert cordoned(pool) == set()
         rec.reset_breaker()
-        loops_until(rec, lambda: cordoned(api) == {"gpu-9"}, 2)
+        loops_until(rec, lambda: cordoned(pool) == {pool.name(9)}, 2)
 
 
-def test_prometheus_stopped_mid_run_causes_no_action(tmp_path: Path) -> None:
-    with simulated(tmp_path) as (fleet, prom, api, url):
-        rec = reconciler(url, prom, Policy(healthy_checks_to_release=1, cooldown_seconds=0))
+def test_prometheus_stopped_mid_run_causes_no_action(tmp_path: Path, kube_stack: Stack) -> None:
+    with simulated(tmp_path, kube_stack) as (fleet, prom, pool):
+        who = reconciler_identity(kube_stack)
+        rec = reconciler(kube_stack, prom, pool, Policy(healthy_checks_to_release=1, cooldown_seconds=0), who=who)
         with fleet.lock:
-            fleet.xids["gpu-2"] = (1, 79)
-        loops_until(rec, lambda: cordoned(api) == {"gpu-2"}, 2)
+            fleet.xids[pool.name(2)] = (1, 79)
+        loops_until(rec, lambda: cordoned(pool) == {pool.name(2)}, 2)
         with fleet.lock:
             fleet.xids.clear()  # the node is fine now, but nobody can tell:
         prom.stop()
-        writes = len(api.writes)
+        node_writes = len([e for e in kube_stack.audit() if (e.get("objectRef") or {}).get("resource") == "nodes"
+                           and e.get("verb") == "patch"])
         for _ in range(3):
             decision = rec.once()
             assert decision is not None and decision.actions == ()
-        assert cordoned(api) == {"gpu-2"}
-        assert [w for w in api.writes[writes:] if "/nodes/" in w[2]] == []
+        assert cordoned(pool) == {pool.name(2)}
+        assert len([e for e in kube_stack.audit() if (e.get("objectRef") or {}).get("resource") == "nodes"
+                    and e.get("verb") == "patch"]) == node_writes
 
 
-def test_two_replicas_never_both_write(tmp_path: Path) -> None:
-    with simulated(tmp_path) as (fleet, prom, api, url):
-        api.tokens.update({"token-a": "replica-a", "token-b": "replica-b"})
-        replicas = [reconciler(url, prom, Policy(), "replica-a", "token-a"),
-                    reconciler(url, prom, Policy(), "replica-b", "token-b")]
+def test_two_replicas_never_both_write(tmp_path: Path, kube_stack: Stack) -> None:
+    with simulated(tmp_path, kube_stack) as (fleet, prom, pool):
+        who = {name: reconciler_identity(kube_stack) for name in ("replica-a", "replica-b")}
+        replicas = [reconciler(kube_stack, prom, pool, Policy(), name, who[name]) for name in who]
         stop = threading.Event()
         threads = [threading.Thread(target=r.run, args=(0.3, stop)) for r in replicas]
         for thread in threads:
             thread.start()
         time.sleep(1.5)
         with fleet.lock:
-            fleet.xids["gpu-4"] = (2, 79)
-        wait_for(lambda: cordoned(api) == {"gpu-4"}, 15)
+            fleet.xids[pool.name(4)] = (2, 79)
+        wait_for(lambda: cordoned(pool) == {pool.name(4)}, 15)
         stop.set()
         for thread in threads:
             thread.join(timeout=10)
-        assert cordoned(api) == {"gpu-4"}
-        node_writers = {user for user, _, path in api.writes if "/nodes/" in path or "/events" in path}
+        assert cordoned(pool) == {pool.name(4)}
+        credentials = {credential_id(i): name for name, i in who.items()}
+        node_writers = {credentials[c] for c in writers(kube_stack, set(credentials))}
         assert len(node_writers) == 1, node_writers
-        lease = api.get("coordination.k8s.io", "leases", "fleetgen-system", "fleetgen-health")
-        assert lease is not None and lease["spec"]["holderIdentity"] in node_writers
+        from kubernetes import client
+
+        lease = client.CoordinationV1Api(kube_stack.client()).read_namespaced_lease("fleetgen-health", NAMESPACE)
+        assert lease.spec.holder_identity in node_writers
 
 
-def test_health_cli_once_status_and_reset(tmp_path: Path) -> None:
+def test_health_cli_once_status_and_reset(tmp_path: Path, kube_stack: Stack) -> None:
     from tests.conftest import REPO, run
 
-    with simulated(tmp_path) as (fleet, prom, api, url):
-        policy = write_policy(tmp_path / "policy.json", prom.url, 1, healthyChecksToRelease=2, cooldownSeconds=0)
-        conn = ["--config", str(policy), "--server", url, "--token", "admin-token"]
+    with simulated(tmp_path, kube_stack) as (fleet, prom, pool):
+        policy = write_policy(tmp_path / "policy.json", prom.url, 1, pool, healthyChecksToRelease=2,
+                              cooldownSeconds=0)
+        kubeconfig = str(reconciler_identity(kube_stack).kubeconfig)
+        conn = ["--config", str(policy), "--kubeconfig", kubeconfig]
         with fleet.lock:
-            fleet.xids["gpu-7"] = (4, 79)
+            fleet.xids[pool.name(7)] = (4, 79)
         time.sleep(2)
         dry = run(REPO, "health", "once", "--dry-run", *conn)
-        assert dry.code == 0 and "would Cordon" in dry.out and cordoned(api) == set()
+        assert dry.code == 0 and "would Cordon" in dry.out and cordoned(pool) == set()
         once = run(REPO, "health", "once", *conn)
-        assert once.code == 0 and "Cordon" in once.out and cordoned(api) == {"gpu-7"}
+        assert once.code == 0 and "Cordon" in once.out and cordoned(pool) == {pool.name(7)}
         status = run(REPO, "health", "status", *conn)
         assert "breaker: ok" in status.out and "1 of 10 GPU nodes cordoned" in status.out
-        assert "gpu-7 [h100]: xid-79" in status.out
+        assert f"{pool.name(7)} [h100]: xid-79" in status.out
         reset = run(REPO, "health", "reset-breaker", *conn)
         assert reset.code == 0 and "breaker reset (was not tripped)" in reset.out
-        missing = run(REPO, "health", "once", "--server", url, "--token", "admin-token")
+        missing = run(REPO, "health", "once", "--kubeconfig", kubeconfig)
         assert missing.code == 2 and "give --config FILE" in missing.err
 
 
-def test_two_reconciler_processes_never_both_write(tmp_path: Path) -> None:
+def test_two_reconciler_processes_never_both_write(tmp_path: Path, kube_stack: Stack) -> None:
     """Two real `fleetgen health run` processes (as the Deployment's two replicas) share one Lease."""
     import os
     import subprocess
@@ -224,23 +233,24 @@ def test_two_reconciler_processes_never_both_write(tmp_path: Path) -> None:
 
     from tests.prom import free_port
 
-    with simulated(tmp_path) as (fleet, prom, api, url):
-        api.tokens.update({"token-a": "replica-a", "token-b": "replica-b"})
-        policy = write_policy(tmp_path / "policy.json", prom.url, 0.5)
-        procs, ports = [], []
+    with simulated(tmp_path, kube_stack) as (fleet, prom, pool):
+        policy = write_policy(tmp_path / "policy.json", prom.url, 0.5, pool)
+        procs, ports, credentials = [], [], {}
         for replica in ("a", "b"):
             port = free_port()
             ports.append(port)
+            who = reconciler_identity(kube_stack)
+            credentials[credential_id(who)] = f"replica-{replica}"
             procs.append(subprocess.Popen(
-                [sys.executable, "-m", "generator", "health", "run", "--config", str(policy), "--server", url,
-                 "--token", f"token-{replica}", f"--listen=127.0.0.1:{port}"],
+                [sys.executable, "-m", "generator", "health", "run", "--config", str(policy), "--kubeconfig",
+                 str(who.kubeconfig), f"--listen=127.0.0.1:{port}"],
                 env={**os.environ, "POD_NAME": f"replica-{replica}"}, stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL))
         try:
             time.sleep(3)
             with fleet.lock:
-                fleet.xids["gpu-5"] = (6, 48)
-            wait_for(lambda: cordoned(api) == {"gpu-5"}, 20, step=0.3)
+                fleet.xids[pool.name(5)] = (6, 48)
+            wait_for(lambda: cordoned(pool) == {pool.name(5)}, 20, step=0.3)
             time.sleep(2)  # both keep looping; the follower must keep its hands off
             leaders = []
             for port in ports:
@@ -251,7 +261,11 @@ def test_two_reconciler_processes_never_both_write(tmp_path: Path) -> None:
                 proc.terminate()
             for proc in procs:
                 proc.wait(timeout=15)
-        assert cordoned(api) == {"gpu-5"}
-        node_writers = {user for user, _, path in api.writes if "/nodes/" in path or "/events" in path}
+        assert cordoned(pool) == {pool.name(5)}
+        node_writers = {credentials[c] for c in writers(kube_stack, set(credentials))}
         assert len(node_writers) == 1, node_writers
         assert sorted(leaders) == [False, True]
+        agents = {e["userAgent"] for e in kube_stack.audit()
+                  if set(((e.get("user") or {}).get("extra") or {}).get(
+                      "authentication.kubernetes.io/credential-id", [])) & set(credentials)}
+        assert {a.split("(")[-1].rstrip(")") for a in agents} <= {"replica-a", "replica-b"}, agents

@@ -1,11 +1,12 @@
-"""The reconciler's writes, through the real client against the API stand-in."""
+"""The reconciler's writes on the real API server, made as the rendered ServiceAccount (real RBAC)."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
-from generator.jobs import connect
+import pytest
+
 from generator.reconciler.decide import decide
 from generator.reconciler.model import (
     ANNOTATION_EVIDENCE,
@@ -24,137 +25,121 @@ from generator.reconciler.model import (
     Policy,
     Release,
 )
-from generator.reconciler.nodes import Executor, PoolSelector
-from tests.kubeapi import KubeApi
+from generator.reconciler.nodes import Executor
+from tests.reconciler_env import NAMESPACE, SERVICE_ACCOUNT, Pool, audit_writes, interference, reconciler_api
+from tests.upstream.cluster import Stack
 
-POOLS = [PoolSelector("h100", {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"})]
 XID79 = Evidence("xid-79", "cordon", gpu="3")
-
-
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
+SA_USER = f"system:serviceaccount:{NAMESPACE}:{SERVICE_ACCOUNT}"
 
 
-def add_nodes(api: KubeApi, count: int) -> None:
-    for i in range(count):
-        api.put("", "nodes", None, {"metadata": {"name": f"gpu-{i}", "labels": {
-            "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}}, "spec": {"taints": [dict(GPU_TAINT)]}})
-    api.put("", "nodes", None, {"metadata": {"name": "cpu-0", "labels": {}}, "spec": {}})
+@pytest.fixture
+def pool(kube_stack: Stack) -> Pool:
+    return Pool(kube_stack)
 
 
-def executor(url: str, **kw: Any) -> Executor:
-    return Executor(connect(token="admin-token", server=url), clock=lambda: 5000.0, **kw)
+def executor(pool: Pool, **kw: Any) -> Executor:
+    return Executor(reconciler_api(pool.stack), clock=lambda: 5000.0, **kw)
 
 
-def test_read_maps_nodes_to_pools(kube: Any) -> None:
-    api, url = kube
-    add_nodes(api, 3)
-    states = executor(url).read(POOLS)
-    assert sorted(states) == ["gpu-0", "gpu-1", "gpu-2"]  # the CPU node is in no GPU pool
-    assert states["gpu-0"] == NodeState("gpu-0", "h100")
+def test_read_maps_nodes_to_pools(pool: Pool) -> None:
+    pool.add(3, cpu_node=True)
+    states = executor(pool).read(pool.selector)
+    assert sorted(states) == [pool.name(i) for i in range(3)]  # the CPU node is in no GPU pool
+    assert states[pool.name(0)] == NodeState(pool.name(0), "h100")
 
 
-def test_cordon_release_round_trip(kube: Any) -> None:
-    api, url = kube
-    add_nodes(api, 4)
-    ex = executor(url)
-    observations = {f"gpu-{i}": Observation(f"gpu-{i}") for i in (0, 2, 3)}
-    observations["gpu-1"] = Observation("gpu-1", (XID79,))
-    decision = decide(observations, ex.read(POOLS), Policy(), Breaker(), 5000.0)
+def test_cordon_release_round_trip(pool: Pool) -> None:
+    pool.add(4)
+    ex = executor(pool)
+    n = pool.name
+    observations = {n(i): Observation(n(i)) for i in (0, 2, 3)}
+    observations[n(1)] = Observation(n(1), (XID79,))
+    decision = decide(observations, ex.read(pool.selector), Policy(), Breaker(), 5000.0)
     lines = ex.apply(decision)
     assert len(lines) == 2  # the cordon patch and its Event
-    node = api.get("", "nodes", None, "gpu-1")
-    assert node is not None and node["spec"]["unschedulable"] is True
+    node = pool.get(n(1))
+    assert node["spec"]["unschedulable"] is True
     assert {"key": TAINT_KEY, "value": "xid-79", "effect": "NoSchedule"} in node["spec"]["taints"]
-    assert {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"} in node["spec"]["taints"]
+    assert GPU_TAINT in node["spec"]["taints"]
     assert node["metadata"]["annotations"][ANNOTATION_OWNED] == "true"
     assert node["metadata"]["annotations"][ANNOTATION_REASON] == "xid-79"
     assert json.loads(node["metadata"]["annotations"][ANNOTATION_EVIDENCE]) == [
         {"signal": "xid-79", "gpu": "3", "detail": ""}]
-    (event,) = api.list("", "events", "default")
-    assert event["involvedObject"] == {"kind": "Node", "name": "gpu-1", "apiVersion": "v1"}
+    (event,) = pool.events(n(1))
+    assert event["involvedObject"]["kind"] == "Node" and event["involvedObject"]["name"] == n(1)
     assert event["reason"] == "GPUHealthCordoned" and event["type"] == "Warning"
-    state = ex.read(POOLS)["gpu-1"]
+    state = ex.read(pool.selector)[n(1)]
     assert state.owned and state.unschedulable and state.since == 5000.0 and state.history == (5000.0,)
-    ex.apply(Decision((Release("gpu-1"),), Breaker()))
-    node = api.get("", "nodes", None, "gpu-1")
-    assert node is not None and "unschedulable" not in node["spec"]
+    ex.apply(Decision((Release(n(1)),), Breaker()))
+    node = pool.get(n(1))
+    assert not node["spec"].get("unschedulable")
     assert [t["key"] for t in node["spec"]["taints"]] == ["nvidia.com/gpu"]
-    assert ANNOTATION_OWNED not in node["metadata"].get("annotations", {})
+    assert ANNOTATION_OWNED not in (node["metadata"].get("annotations") or {})
 
 
-def test_foreign_cordons_are_never_lifted(kube: Any) -> None:
-    api, url = kube
-    add_nodes(api, 1)
-    node = api.get("", "nodes", None, "gpu-0")
-    assert node is not None
-    node["spec"]["unschedulable"] = True
-    api.put("", "nodes", None, node)
-    assert executor(url).apply(Decision((Release("gpu-0"),), Breaker())) == []
-    node = api.get("", "nodes", None, "gpu-0")
-    assert node is not None and node["spec"]["unschedulable"] is True
+def test_foreign_cordons_are_never_lifted(pool: Pool) -> None:
+    pool.add(1)
+    pool.update(pool.name(0), lambda node: node["spec"].update(unschedulable=True))
+    assert executor(pool).apply(Decision((Release(pool.name(0)),), Breaker())) == []
+    assert pool.get(pool.name(0))["spec"]["unschedulable"] is True
 
 
-def test_conflict_is_retried_on_the_fresh_node(kube: Any) -> None:
-    api, url = kube
-    add_nodes(api, 1)
-    hits = []
+def test_conflict_is_retried_on_the_fresh_node(pool: Pool) -> None:
+    """Someone edits the Node between the reconciler's read and its patch: the server answers 409."""
+    pool.add(1)
+    name = pool.name(0)
+    ex = executor(pool)
 
-    def someone_labels_the_node(verb: str, path: str) -> None:
-        if verb == "PATCH" and not hits:
-            hits.append(path)
-            node = api.get("", "nodes", None, "gpu-0")
-            assert node is not None
-            node["metadata"]["labels"]["team"] = "x"
-            api.put("", "nodes", None, node)  # bumps resourceVersion under the reconciler
+    def someone_labels_the_node(node: str) -> None:
+        if not pool.get(node)["metadata"]["labels"].get("team"):
+            pool.update(node, lambda body: body["metadata"]["labels"].update(team="x"))
 
-    api.interfere = someone_labels_the_node
-    cordon = Cordon("gpu-0", "xid-79", (XID79,), (5000.0,), False)
-    assert len(executor(url).apply(Decision((cordon,), Breaker()))) == 1
-    patches = [r for r in api.requests if r[0] == "PATCH"]
-    assert len(patches) == 2  # 409, then success on the fresh resourceVersion
-    node = api.get("", "nodes", None, "gpu-0")
-    assert node is not None and node["spec"]["unschedulable"] and node["metadata"]["labels"]["team"] == "x"
+    cordon = Cordon(name, "xid-79", (XID79,), (5000.0,), False)
+    with interference(someone_labels_the_node):
+        assert len(ex.apply(Decision((cordon,), Breaker()))) == 1
+    patches = [e for e in audit_writes(pool.stack, SA_USER, ("nodes",))
+               if e["verb"] == "patch" and e["objectRef"]["name"] == name]
+    assert [e["responseStatus"]["code"] for e in patches] == [409, 200]  # stale resourceVersion, then fresh
+    node = pool.get(name)
+    assert node["spec"]["unschedulable"] and node["metadata"]["labels"]["team"] == "x"
 
 
-def test_conflict_with_a_human_cordon_backs_off(kube: Any) -> None:
-    api, url = kube
-    add_nodes(api, 1)
+def test_conflict_with_a_human_cordon_backs_off(pool: Pool) -> None:
+    pool.add(1)
+    name = pool.name(0)
 
-    def human_cordons(verb: str, path: str) -> None:
-        if verb == "PATCH":
-            node = api.get("", "nodes", None, "gpu-0")
-            assert node is not None
-            if not node["spec"].get("unschedulable"):
-                node["spec"]["unschedulable"] = True
-                api.put("", "nodes", None, node)
+    def human_cordons(node: str) -> None:
+        if not pool.get(node)["spec"].get("unschedulable"):
+            pool.update(node, lambda body: body["spec"].update(unschedulable=True))
 
-    api.interfere = human_cordons
-    cordon = Cordon("gpu-0", "xid-79", (XID79,), (5000.0,), False)
-    assert executor(url).apply(Decision((cordon,), Breaker())) == []
-    node = api.get("", "nodes", None, "gpu-0")
-    assert node is not None and ANNOTATION_OWNED not in (node["metadata"].get("annotations") or {})
+    cordon = Cordon(name, "xid-79", (XID79,), (5000.0,), False)
+    with interference(human_cordons):
+        assert executor(pool).apply(Decision((cordon,), Breaker())) == []
+    assert ANNOTATION_OWNED not in (pool.get(name)["metadata"].get("annotations") or {})
 
 
-def test_human_release_drops_our_taint_and_is_remembered(kube: Any) -> None:
-    api, url = kube
-    add_nodes(api, 1)
-    ex = executor(url)
-    ex.apply(Decision((Cordon("gpu-0", "xid-79", (XID79,), (5000.0,), True),), Breaker()))
-    node = api.get("", "nodes", None, "gpu-0")
-    assert node is not None and node["metadata"]["labels"][LABEL_REPAIR] == "true"
-    node["spec"]["unschedulable"] = False  # kubectl uncordon
-    api.put("", "nodes", None, node)
-    ex.apply(Decision((NoteHumanRelease("gpu-0", "xid-79"),), Breaker()))
-    node = api.get("", "nodes", None, "gpu-0")
-    assert node is not None and TAINT_KEY not in [t["key"] for t in node["spec"]["taints"]]
+def test_human_release_drops_our_taint_and_is_remembered(pool: Pool) -> None:
+    pool.add(1)
+    name = pool.name(0)
+    ex = executor(pool)
+    ex.apply(Decision((Cordon(name, "xid-79", (XID79,), (5000.0,), True),), Breaker()))
+    assert pool.get(name)["metadata"]["labels"][LABEL_REPAIR] == "true"
+    pool.update(name, lambda node: node["spec"].update(unschedulable=False))  # kubectl uncordon
+    ex.apply(Decision((NoteHumanRelease(name, "xid-79"),), Breaker()))
+    node = pool.get(name)
+    assert TAINT_KEY not in [t["key"] for t in node["spec"]["taints"]]
     assert node["metadata"]["annotations"][ANNOTATION_HUMAN] == "xid-79"
-    assert ex.read(POOLS)["gpu-0"].human_released == "xid-79"
+    assert ex.read(pool.selector)[name].human_released == "xid-79"
 
 
-def test_dry_run_writes_nothing(kube: Any) -> None:
-    api, url = kube
-    add_nodes(api, 1)
-    lines = executor(url, dry_run=True).apply(Decision((Cordon("gpu-0", "xid-79", (XID79,), (5000.0,), False),),
-                                                       Breaker()))
+def test_dry_run_writes_nothing(pool: Pool) -> None:
+    pool.add(1)
+    name = pool.name(0)
+    before = len(audit_writes(pool.stack, SA_USER, ("nodes", "events", "leases", "configmaps")))
+    lines = executor(pool, dry_run=True).apply(Decision((Cordon(name, "xid-79", (XID79,), (5000.0,), False),),
+                                                        Breaker()))
     assert len(lines) == 1 and json.loads(lines[0])["dryRun"] is True
-    assert not [r for r in api.requests if r[0] in ("PATCH", "POST", "PUT", "DELETE")]
+    assert len(audit_writes(pool.stack, SA_USER, ("nodes", "events", "leases", "configmaps"))) == before
+    assert not pool.get(name)["spec"].get("unschedulable")

@@ -14,6 +14,9 @@ from generator.reconciler.model import Policy
 from generator.reconciler.nodes import Executor, PoolSelector
 from generator.reconciler.sources import LokiSource, PrometheusSource
 
+RECONCILER_TIMEOUT = (5.0, 10.0)
+"""(connect, read) seconds per API call of the reconciler, unless --request-timeout says otherwise."""
+
 
 def load_policy(path: str | None, root: Path, cluster: str | None) -> dict[str, Any]:
     """The policy document: a file (in the pod), or compiled from the fleet's cluster file."""
@@ -33,6 +36,15 @@ def load_policy(path: str | None, root: Path, cluster: str | None) -> dict[str, 
     return policy_document(fleet.clusters[cluster].config)
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("fleetgen")
+    except PackageNotFoundError:
+        return "dev"
+
+
 def build(document: dict[str, Any], api: Any, prometheus: str | None = None, dry_run: bool = False,
           identity: str | None = None) -> Reconciler:
     """A Reconciler wired to the cluster (api), Prometheus and the policy."""
@@ -44,9 +56,14 @@ def build(document: dict[str, Any], api: Any, prometheus: str | None = None, dry
                     dry_run=dry_run or bool(document.get("dryRun")))
     pools = [PoolSelector(pool["name"], dict(pool["labels"])) for pool in document["pools"]]
     namespace = document["namespace"]
+    identity = identity or socket.gethostname()
+    # Audit logs and API server metrics then say which replica made a request.
+    api.user_agent = f"fleetgen-health/{_version()} ({identity})"
+    # A hung API call costs one loop, not the reconciler: calls give up well inside a Lease duration.
+    api.fleetgen_timeout = getattr(api, "fleetgen_timeout", RECONCILER_TIMEOUT)
     sources: list[Any] = [PrometheusSource(prometheus or document["prometheusUrl"])]
     if document.get("lokiUrl"):
         sources.append(LokiSource(document["lokiUrl"]))
     return Reconciler(Executor(api, dry_run=policy.dry_run), sources, pools, policy, BreakerStore(api, namespace),
-                      LeaderLease(api, namespace, identity or socket.gethostname()),
+                      LeaderLease(api, namespace, identity),
                       period=float(document.get("periodSeconds", 30)))

@@ -1,18 +1,30 @@
 """Leader election with a coordination.k8s.io Lease, and the breaker kept in a ConfigMap.
 
-Only the replica holding the Lease acts. Taking or renewing the Lease is an update guarded by
-resourceVersion, so two replicas racing for it cannot both win; a replica that cannot renew
-stops acting at once.
+Only the replica holding the Lease acts, and only while it is certain nobody else can hold it:
+- Taking or renewing the Lease is an update guarded by resourceVersion, so two replicas racing
+  for it cannot both win.
+- Expiry is judged as client-go's leaderelection does (client-go tools/leaderelection/
+  leaderelection.go, tryAcquireOrRenew: `observedTime + LeaseDuration`): by how long the holder's
+  record has stood unchanged on *this* replica's monotonic clock, not by comparing the holder's
+  renewTime with our wall clock, so clock skew between nodes cannot make two leaders. A fresh
+  process therefore waits one duration before it takes a Lease a dead replica left behind
+  (`acquire_patiently`, for `fleetgen health once`).
+- A leader's certainty runs out `renew_fraction` of a duration after it *sent* its last renewal;
+  before every write the loop asks `still_leading()`, which renews when the certainty is running
+  low and says no when it cannot. A loop slowed by a sluggish Prometheus therefore cannot write
+  after another replica has taken over.
 """
 
 from __future__ import annotations
 
 import datetime
 import json
+import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from generator.jobs.connection import timeout
 from generator.reconciler.model import Breaker
 
 LEASE = "fleetgen-health"
@@ -36,35 +48,56 @@ class LeaderLease:
     api: Any
     namespace: str
     identity: str
-    duration_seconds: int = 15
-    clock: Callable[[], float] = __import__("time").time
+    duration_seconds: float = 15
+    renew_fraction: float = 2 / 3
+    """Share of a duration after a renewal was sent during which this replica may act (client-go's
+    default RenewDeadline/LeaseDuration is 10s/15s)."""
+    clock: Callable[[], float] = time.time
+    """Wall clock: only for the times written into the Lease."""
+    monotonic: Callable[[], float] = time.monotonic
+    _observed: tuple[str, str, str] | None = field(default=None, repr=False)
+    _observed_at: float = field(default=0.0, repr=False)
+    _observed_duration: float = field(default=0.0, repr=False)
+    _certain_until: float = field(default=float("-inf"), repr=False)
 
     def acquire(self) -> bool:
+        """Take or renew the Lease; True when this replica now leads. An API server that fails or
+        does not answer means False: leadership is never assumed."""
+        from urllib3.exceptions import HTTPError
+
+        try:
+            return self._acquire()
+        except (HTTPError, OSError):
+            self._certain_until = float("-inf")
+            return False
+
+    def _acquire(self) -> bool:
         from kubernetes import client
         from kubernetes.client.exceptions import ApiException
 
         coordination = client.CoordinationV1Api(self.api)
+        sent = self.monotonic()
+        self._certain_until = float("-inf")
         now = self.clock()
-        spec = {"holderIdentity": self.identity, "leaseDurationSeconds": self.duration_seconds,
+        spec = {"holderIdentity": self.identity, "leaseDurationSeconds": int(round(self.duration_seconds)) or 1,
                 "renewTime": _time(now)}
         try:
-            current = self.api.sanitize_for_serialization(coordination.read_namespaced_lease(LEASE, self.namespace))
+            current = self.api.sanitize_for_serialization(coordination.read_namespaced_lease(
+                LEASE, self.namespace, _request_timeout=timeout(self.api)))
         except ApiException as exc:
             if exc.status != 404:
                 return False
             body: Any = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-                    "metadata": {"name": LEASE, "namespace": self.namespace},
-                    "spec": {**spec, "acquireTime": _time(now), "leaseTransitions": 0}}
+                         "metadata": {"name": LEASE, "namespace": self.namespace},
+                         "spec": {**spec, "acquireTime": _time(now), "leaseTransitions": 0}}
             try:
-                coordination.create_namespaced_lease(self.namespace, body)
-                return True
+                coordination.create_namespaced_lease(self.namespace, body, _request_timeout=timeout(self.api))
             except ApiException:
                 return False  # someone else created it first
+            return self._won(sent)
         held = current.get("spec") or {}
         holder = held.get("holderIdentity")
-        expires = _seconds(held["renewTime"]) + float(held.get("leaseDurationSeconds") or 0) \
-            if held.get("renewTime") else 0.0
-        if holder != self.identity and now < expires:
+        if holder and holder != self.identity and not self._expired(current, sent):
             return False
         new_spec = {**held, **spec}
         if holder != self.identity:
@@ -72,10 +105,43 @@ class LeaderLease:
             new_spec["leaseTransitions"] = int(held.get("leaseTransitions") or 0) + 1
         current["spec"] = new_spec
         try:
-            coordination.replace_namespaced_lease(LEASE, self.namespace, current)  # guarded by resourceVersion
-            return True
+            coordination.replace_namespaced_lease(LEASE, self.namespace, current,  # guarded by resourceVersion
+                                                  _request_timeout=timeout(self.api))
         except ApiException:
             return False  # 409: another replica renewed or took it first
+        return self._won(sent)
+
+    def acquire_patiently(self) -> bool:
+        """acquire(), and if another holder's record is new to us, watch it for one duration first:
+        a Lease left by a dead replica is taken, a live one (renewed meanwhile) is not."""
+        if self.acquire():
+            return True
+        if self._observed is None:
+            return False  # the API server did not answer
+        time.sleep(max(0.0, self._observed_at + self._observed_duration - self.monotonic()) + 0.1)
+        return self.acquire()
+
+    def still_leading(self) -> bool:
+        """Before a write: True while this replica is certain to lead, renewing when that runs low."""
+        remaining = self._certain_until - self.monotonic()
+        if remaining > self.duration_seconds * self.renew_fraction / 2:
+            return True
+        return self.acquire()
+
+    def _won(self, sent: float) -> bool:
+        self._certain_until = sent + self.duration_seconds * self.renew_fraction
+        return True
+
+    def _expired(self, lease: dict[str, Any], now: float) -> bool:
+        """Has the holder's record stood unchanged for a full duration, as this replica saw it?"""
+        held = lease.get("spec") or {}
+        record = (str(held.get("holderIdentity")), str(held.get("renewTime")),
+                  str((lease.get("metadata") or {}).get("resourceVersion")))
+        duration = self._observed_duration = float(held.get("leaseDurationSeconds") or self.duration_seconds)
+        if record != self._observed:
+            self._observed, self._observed_at = record, now
+            return False
+        return now >= self._observed_at + duration
 
 
 @dataclass
@@ -90,7 +156,8 @@ class BreakerStore:
         from kubernetes.client.exceptions import ApiException
 
         try:
-            cm = client.CoreV1Api(self.api).read_namespaced_config_map(BREAKER, self.namespace)
+            cm = client.CoreV1Api(self.api).read_namespaced_config_map(BREAKER, self.namespace,
+                                                                    _request_timeout=timeout(self.api))
         except ApiException as exc:
             if exc.status == 404:
                 return Breaker()
@@ -107,9 +174,10 @@ class BreakerStore:
         body: Any = {"apiVersion": "v1", "kind": "ConfigMap",
                      "metadata": {"name": BREAKER, "namespace": self.namespace}, "data": {"state": state}}
         try:
-            core.create_namespaced_config_map(self.namespace, body)
+            core.create_namespaced_config_map(self.namespace, body, _request_timeout=timeout(self.api))
         except ApiException as exc:
             if exc.status != 409:
                 raise
             core.patch_namespaced_config_map(BREAKER, self.namespace, {"data": {"state": state}},
-                                             _content_type="application/merge-patch+json")
+                                             _content_type="application/merge-patch+json",
+                                             _request_timeout=timeout(self.api))

@@ -55,8 +55,9 @@ class Reconciler:
         decision = decide(observations, nodes, self.policy, breaker, self.clock())
         for line in decision.skipped:
             log.info(line)
-        self.executor.apply(decision)
-        if decision.breaker != breaker and not self.executor.dry_run:
+        may_write = self.lease.still_leading if self.lease is not None else (lambda: True)
+        self.executor.apply(decision, may_write)
+        if decision.breaker != breaker and not self.executor.dry_run and may_write():
             self.breaker.save(decision.breaker)
         self.last = decision
         return decision

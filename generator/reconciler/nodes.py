@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from generator.jobs.connection import timeout
 from generator.reconciler.model import (
     ANNOTATION_EVIDENCE,
     ANNOTATION_HEALTHY,
@@ -132,14 +133,20 @@ class Executor:
 
     def read(self, pools: list[PoolSelector]) -> dict[str, NodeState]:
         """Every GPU node's state."""
-        found = self.api.sanitize_for_serialization(self._core().list_node().items)
+        found = self.api.sanitize_for_serialization(self._core().list_node(_request_timeout=timeout(self.api)).items)
         states = (node_state(n, pools) for n in found)
         return {s.name: s for s in states if s is not None}
 
-    def apply(self, decision: Decision) -> list[str]:
-        """Carry out the decision's actions; returns one line per write (or planned write in dry run)."""
+    def apply(self, decision: Decision, may_write: Callable[[], bool] = lambda: True) -> list[str]:
+        """Carry out the decision's actions; returns one line per write (or planned write in dry run).
+
+        `may_write` is asked before every write (the leader's Lease check): the first no stops the rest.
+        """
         done = []
-        for action in decision.actions:
+        for index, action in enumerate(decision.actions):
+            if not self.dry_run and not may_write():
+                audit.warning(json.dumps({"stopped": "lost the lease", "unapplied": len(decision.actions) - index}))
+                break
             line = self._event(action) if isinstance(action, Event) else self._node(action)
             if line:
                 done.append(line)
@@ -150,7 +157,7 @@ class Executor:
 
         core = self._core()
         for _attempt in range(RETRIES):
-            node = self.api.sanitize_for_serialization(core.read_node(action.node))
+            node = self.api.sanitize_for_serialization(core.read_node(action.node, _request_timeout=timeout(self.api)))
             patch = _patch_for(action, node, self.clock())
             if patch is None:
                 return None
@@ -161,7 +168,7 @@ class Executor:
                 audit.info(line)
                 return line
             try:
-                core.patch_node(action.node, patch, _content_type=MERGE)
+                core.patch_node(action.node, patch, _content_type=MERGE, _request_timeout=timeout(self.api))
             except ApiException as exc:
                 if exc.status == 409:
                     continue  # changed under us: read again and re-check
@@ -184,7 +191,7 @@ class Executor:
             involved_object=client.V1ObjectReference(kind="Node", name=event.node, api_version="v1"),
             type=event.kind, reason=event.reason, message=event.message[:1024], first_timestamp=stamp,
             last_timestamp=stamp, count=1, source=client.V1EventSource(component="fleetgen-health"))
-        self._core().create_namespaced_event(self.namespace, body)
+        self._core().create_namespaced_event(self.namespace, body, _request_timeout=timeout(self.api))
         return line
 
     def _stamp(self) -> Any:

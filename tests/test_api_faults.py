@@ -1,0 +1,152 @@
+"""Faults a real API server cannot be made to produce on demand (429, 500, no answer), injected by
+tests/faultproxy.py in front of the real one: the CLI exits 2 with a sentence, the reconciler
+writes nothing it is not sure of and recovers on the next loop."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from generator.jobs import connect
+from generator.reconciler.decide import decide
+from generator.reconciler.lease import BreakerStore, LeaderLease
+from generator.reconciler.loop import Reconciler
+from generator.reconciler.model import ANNOTATION_OWNED, Evidence, Observation, Policy
+from generator.reconciler.nodes import Executor
+from tests.conftest import REPO, run
+from tests.faultproxy import HANG, FaultProxy
+from tests.reconciler_env import (
+    NAMESPACE,
+    Pool,
+    credential_id,
+    reconciler_identity,
+    reset_leadership,
+    token_of,
+    writers,
+)
+from tests.upstream.cluster import Stack
+from tests.upstream.fleet import apply, kustomize_build
+
+TEAM_NS = "faults-team"
+
+
+@pytest.fixture
+def proxy(kube_stack: Stack) -> Iterator[FaultProxy]:
+    front = FaultProxy(kube_stack.server, kube_stack.workdir / "ca.crt")
+    front.serve()
+    yield front
+    front.shutdown()
+
+
+@pytest.fixture(scope="module")
+def member_token(kube_stack: Stack) -> str:
+    """A token with the rendered team-member rights in a namespace of its own."""
+    from kubernetes import client
+
+    for obj in kustomize_build(REPO / "rendered/prod-west/teams"):
+        if obj["kind"] == "ClusterRole":
+            apply(kube_stack, obj)
+    api = kube_stack.client()
+    core = client.CoreV1Api(api)
+    core.create_namespace({"metadata": {"name": TEAM_NS}})
+    core.create_namespaced_service_account(TEAM_NS, {"metadata": {"name": "member"}})
+    client.RbacAuthorizationV1Api(api).create_namespaced_role_binding(TEAM_NS, {
+        "metadata": {"name": "member-jobs"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "fleetgen-team-member"},
+        "subjects": [{"kind": "ServiceAccount", "name": "member", "namespace": TEAM_NS}]})
+    return token_of(kube_stack.token_identity(TEAM_NS, "member"))
+
+
+def job(proxy: FaultProxy, token: str, *args: str) -> Any:
+    return run(REPO, "job", *args, "--namespace", TEAM_NS, "--server", proxy.url, "--token", token)
+
+
+def test_job_status_through_the_front_reaches_the_real_server(proxy: FaultProxy, member_token: str) -> None:
+    """Without a fault the front is transparent: the real server's 404 comes back, as a sentence."""
+    res = job(proxy, member_token, "status", "no-such-job")
+    assert res.code == 2 and "404" in res.err and "does not exist" in res.err
+    assert ("GET", f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{TEAM_NS}/jobsets/no-such-job", 404) in proxy.seen
+
+
+@pytest.mark.parametrize(("status", "hint"), [(429, "shedding load"), (500, "the API server failed")])
+def test_job_cli_on_a_server_error_exits_2_with_a_hint(proxy: FaultProxy, member_token: str, status: int,
+                                                       hint: str) -> None:
+    proxy.add("GET", "/jobsets/", status)
+    res = job(proxy, member_token, "status", "any-job")
+    assert res.code == 2, res.err
+    assert f"read job any-job failed: {status}" in res.err and hint in res.err
+    assert "Traceback" not in res.err + res.out
+
+
+def test_job_cli_gives_up_on_a_server_that_never_answers(proxy: FaultProxy, member_token: str) -> None:
+    proxy.add("GET", "/jobsets", HANG)
+    started = time.monotonic()
+    res = job(proxy, member_token, "status", "any-job", "--request-timeout", "1")
+    assert res.code == 2 and "did not answer in time" in res.err and "--request-timeout" in res.err
+    assert time.monotonic() - started < 10  # one retry at most, not the default minute
+
+
+class Faulty:
+    """An XID on the pool's first node, from a source that answers at once."""
+
+    def __init__(self, node: str) -> None:
+        self.node = node
+
+    def observe(self, names: list[str]) -> dict[str, Observation]:
+        return {n: Observation(n, (Evidence("xid-79", "cordon", gpu="0"),) if n == self.node else ()) for n in names}
+
+
+def reconciler_through(proxy: FaultProxy, stack: Stack, pool: Pool) -> tuple[Reconciler, str]:
+    who = reconciler_identity(stack)
+    api = connect(token=token_of(who), server=proxy.url, request_timeout=1)
+    lease = LeaderLease(api, NAMESPACE, "replica-faulty", duration_seconds=3)
+    return (Reconciler(Executor(api), [Faulty(pool.name(0))], pool.selector, Policy(), BreakerStore(api, NAMESPACE),
+                       lease), credential_id(who))
+
+
+def test_a_leader_that_cannot_renew_writes_nothing(proxy: FaultProxy, kube_stack: Stack) -> None:
+    """The Lease answers 500 when the loop checks it before writing: leadership is not assumed."""
+    reset_leadership(kube_stack)
+    pool = Pool(kube_stack)
+    pool.add(2)
+    rec, me = reconciler_through(proxy, kube_stack, pool)
+    assert rec.lease is not None and rec.lease.acquire()
+    rec.lease._certain_until = time.monotonic()  # certainty spent: the next write must renew first
+    proxy.add("*", "/leases/", 500)
+    nodes = rec.executor.read(pool.selector)
+    decision = decide(rec.sources[0].observe(sorted(nodes)), nodes, Policy(), rec.breaker.load(), time.time())
+    assert decision.actions  # a cordon was decided ...
+    assert rec.executor.apply(decision, rec.lease.still_leading) == []  # ... and not carried out
+    assert pool.cordoned(ANNOTATION_OWNED) == set()
+    assert writers(kube_stack, {me}) == set()
+    proxy.clear()
+    assert rec.once() is not None and pool.cordoned(ANNOTATION_OWNED) == {pool.name(0)}
+
+
+@pytest.mark.parametrize("fault", [429, 500, HANG], ids=["429", "500", "no-answer"])
+def test_a_failed_node_write_costs_one_loop(proxy: FaultProxy, kube_stack: Stack, fault: int) -> None:
+    """The loop that meets the fault fails and logs; the next one, with the server back, cordons."""
+    import threading
+
+    reset_leadership(kube_stack)
+    pool = Pool(kube_stack)
+    pool.add(2)
+    rec, _ = reconciler_through(proxy, kube_stack, pool)
+    proxy.add("PATCH", "/api/v1/nodes/", fault, times=1)
+    stop = threading.Event()
+    loops: list[object] = []
+    runner = threading.Thread(target=rec.run, args=(0.2, stop, lambda d, s: loops.append(d)))
+    runner.start()
+    try:
+        deadline = time.monotonic() + 20
+        while pool.cordoned(ANNOTATION_OWNED) != {pool.name(0)} and time.monotonic() < deadline:
+            time.sleep(0.2)
+    finally:
+        stop.set()
+        runner.join(15)
+    assert pool.cordoned(ANNOTATION_OWNED) == {pool.name(0)}
+    assert any(method == "PATCH" and status == fault for method, _, status in proxy.seen)
+    assert None in loops  # the loop that met the fault produced no decision (it failed and was logged)
