@@ -1,15 +1,20 @@
 """Run the real kubeconform binary over a rendered tree when it is installed.
 
 Our in-process schema check covers the same ground; kubeconform is a second, independent
-opinion, the one most platform teams already trust in CI.
+opinion, the one most platform teams already trust in CI. It runs without network: built-in kinds
+use the strict schemas of kubernetes-validate (a dependency already), custom resources the
+schema location given.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import tempfile
+from importlib import resources
+from importlib.metadata import version
 from pathlib import Path
 
 from generator.compile.manifest import Manifest
@@ -23,6 +28,58 @@ def available() -> str | None:
     return shutil.which("kubeconform")
 
 
+IGNORED_FILES = ("kustomization.yaml", r"\.sky\.yaml$")
+"""Files of a rendered tree that are not Kubernetes objects: kustomize's own, SkyPilot task files."""
+
+
+def builtin_schema_location(k8s_version: str) -> str:
+    """A `-schema-location` template for built-in kinds that needs no network.
+
+    kubernetes-validate ships strict schemas per Kubernetes minor, but each file declares a
+    kubernetes.io `$id` and refers to "/api/_definitions.json", which kubeconform's loader would
+    resolve on the web (and, failing, report as "could not find schema": kubeconform v0.8.0
+    pkg/validator/validator.go:387-394 skips schemas that do not compile). A copy with local,
+    relative references is made once per kubernetes-validate release in the cache.
+    """
+    from generator.validate.schemas import cache_dir
+
+    minor = ".".join(k8s_version.split(".")[:2])
+    name = f"v{minor}.0-local-strict"
+    root = cache_dir() / "kubeconform-schemas" / f"kubernetes-validate-{version('kubernetes-validate')}"
+    target = root / name
+    if not target.is_dir():
+        source = resources.files("kubernetes_validate").joinpath("kubernetes-json-schema", name)
+        root.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=root))
+        for entry in source.iterdir():
+            if entry.name.endswith(".json"):
+                doc = json.loads(entry.read_text())
+                doc.pop("$id", None)
+                text = json.dumps(doc).replace('"/api/_definitions.json#', '"_definitions.json#')
+                (staging / entry.name).write_text(text)
+        try:
+            os.rename(staging, target)  # atomic: a concurrent run either wins or finds it done
+        except OSError:
+            shutil.rmtree(staging, ignore_errors=True)
+    return str(root) + "/{{.NormalizedKubernetesVersion}}-local{{.StrictSuffix}}/{{.ResourceKind}}{{.KindSuffix}}.json"
+
+
+def kubeconform_args(binary: str, k8s_version: str, schema_location: str | None) -> list[str]:
+    """kubeconform -strict with JSON output, offline built-in schemas and our custom-resource location."""
+    args = [binary, "-strict", "-output", "json", "-kubernetes-version", f"{k8s_version}.0",
+            "-schema-location", builtin_schema_location(k8s_version)]
+    for pattern in IGNORED_FILES:
+        args += ["-ignore-filename-pattern", pattern]
+    if schema_location:
+        loc = schema_location if "{" in schema_location else \
+            f"{schema_location.rstrip('/')}/{{{{.Group}}}}/{{{{.ResourceKind}}}}_{{{{.ResourceAPIVersion}}}}.json"
+        args += ["-schema-location", loc.replace("{group}", "{{.Group}}").replace("{kind}", "{{.ResourceKind}}")
+                 .replace("{version}", "{{.ResourceAPIVersion}}")]
+    else:  # built-in kinds only (every one has a schema above): say nothing about custom resources
+        args.append("-ignore-missing-schemas")
+    return args
+
+
 def run_kubeconform(binary: str, cluster: str, manifests: list[Manifest], k8s_version: str,
                     schema_location: str | None) -> list[Finding]:
     """kubeconform -strict over the cluster's rendered files; findings mapped back to objects."""
@@ -32,12 +89,7 @@ def run_kubeconform(binary: str, cluster: str, manifests: list[Manifest], k8s_ve
             target = Path(tmp) / rel
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(content)
-        args = [binary, "-strict", "-output", "json", "-kubernetes-version", f"{k8s_version}.0",
-                "-ignore-filename-pattern", "kustomization.yaml", "-schema-location", "default"]
-        if schema_location:
-            loc = schema_location if "{" in schema_location else \
-                f"{schema_location.rstrip('/')}/{{{{.Group}}}}/{{{{.ResourceKind}}}}_{{{{.ResourceAPIVersion}}}}.json"
-            args += ["-schema-location", loc]
+        args = kubeconform_args(binary, k8s_version, schema_location)
         proc = subprocess.run(args + [tmp], capture_output=True, text=True, timeout=600, check=False)
         try:
             resources = json.loads(proc.stdout or "{}").get("resources") or []

@@ -70,6 +70,9 @@ def validate_compiled(fleet: Fleet, compiled: dict[str, list[Manifest]], options
     binary = kubeconform.available() if options.kubeconform else None
     if options.kubeconform and binary is None:
         report.notes.append("kubeconform not on PATH: skipped (the in-process schema check ran)")
+    # kubeconform reads custom-resource schemas where our check does: the location given, else the
+    # public catalog when the network may be used.
+    kubeconform_location = options.schema_location or (schemas.DEFAULT_SCHEMA_LOCATION if options.network else None)
     stores: dict[str, schemas.SchemaStore] = {}
     for name, everything in compiled.items():
         manifests = [m for m in everything if m.kubernetes]
@@ -86,10 +89,14 @@ def validate_compiled(fleet: Fleet, compiled: dict[str, list[Manifest]], options
             report.findings += cel.validate_cel(manifests, rules)
         if binary:
             report.findings += kubeconform.run_kubeconform(binary, name, manifests, cfg.kubernetes_version,
-                                                           options.schema_location)
+                                                           kubeconform_location)
     if extra and fleet.clusters:  # objects for the GitOps control plane: custom resources only, by schema
         any_version = fleet.clusters[sorted(fleet.clusters)[0]].config.kubernetes_version
         store = schemas.SchemaStore(options.schema_location, offline=not options.network)
         report.findings += schemas.validate_schemas(extra, any_version, store, builtin_only=not custom_schemas)
+        if binary:
+            from generator.compile.gitops import GITOPS
+
+            report.findings += kubeconform.run_kubeconform(binary, GITOPS, extra, any_version, kubeconform_location)
     report.findings = sorted(set(report.findings))
     return report
