@@ -97,3 +97,18 @@ def test_validate_without_a_schema_location_checks_built_in_kinds_only(
     report = json.loads(proc.stdout)
     assert [r["kind"] for r in report["resources"] if r["status"] == "statusInvalid"] == ["RoleBinding"]
     assert report["summary"]["skipped"] > 0  # the Kueue objects, for want of a schema
+
+
+def test_kubeconform_falls_back_to_the_crd_schemas_as_validate_does(
+        fleet_root: Path, shared_schemas: Path, shared_crds: Path, kubeconform_on_path: Path, tmp_path: Path) -> None:
+    """A schema location without the Kueue kinds: kubeconform reads the CRDs' own schemas, strictly."""
+    without_kueue = tmp_path / "schemas"
+    shutil.copytree(shared_schemas, without_kueue, ignore=shutil.ignore_patterns("kueue.x-k8s.io"))
+    args = ["validate", "--offline", "--schema-location", str(without_kueue), "--crd-location", str(shared_crds)]
+    clean = run(fleet_root, *args)
+    assert clean.code == 0, clean.err
+    edit(fleet_root, "clusters/prod-west.yaml", "{name: standard, value: 100}",
+         f"{{name: standard, value: 100, description: {'d' * 2049}}}")
+    result = run(fleet_root, *args)
+    assert result.code == 1
+    assert any("WorkloadPriorityClass standard:" in x and x.endswith("[kubeconform]") for x in result.err.splitlines())

@@ -13,9 +13,11 @@ import os
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Callable
 from importlib import resources
 from importlib.metadata import version
 from pathlib import Path
+from typing import Any
 
 from generator.compile.manifest import Manifest
 from generator.emit import cluster_tree
@@ -80,16 +82,37 @@ def kubeconform_args(binary: str, k8s_version: str, schema_location: str | None)
     return args
 
 
+def _crd_fallback(folder: Path, manifests: list[Manifest],
+                  crd_schema: Callable[[str, str], dict[str, Any] | None]) -> str:
+    """A last schema location with the CRDs' own schemas (converted as the catalog converts them)
+    for the custom kinds in `manifests`: the fallback `fleetgen validate`'s own check uses when the
+    schema location lacks a kind."""
+    from generator.validate.schemas import crd_json_schema
+
+    for api_version, kind in sorted({(m.body["apiVersion"], m.body["kind"]) for m in manifests}):
+        group, _, version = api_version.rpartition("/")
+        schema = crd_schema(api_version, kind) if group else None
+        if schema is not None:
+            target = folder / group / f"{kind.lower()}_{version}.json"
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(json.dumps(crd_json_schema(schema)))
+    return str(folder) + "/{{.Group}}/{{.ResourceKind}}_{{.ResourceAPIVersion}}.json"
+
+
 def run_kubeconform(binary: str, cluster: str, manifests: list[Manifest], k8s_version: str,
-                    schema_location: str | None) -> list[Finding]:
+                    schema_location: str | None,
+                    crd_schema: Callable[[str, str], dict[str, Any] | None] | None = None) -> list[Finding]:
     """kubeconform -strict over the cluster's rendered files; findings mapped back to objects."""
     by_path = {f"{cluster}/{m.path}": m for m in manifests}
-    with tempfile.TemporaryDirectory(prefix="fleetgen-kubeconform-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="fleetgen-kubeconform-") as tmp, \
+            tempfile.TemporaryDirectory(prefix="fleetgen-crd-schemas-") as crd_schemas:
         for rel, content in cluster_tree(cluster, manifests).items():
             target = Path(tmp) / rel
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(content)
         args = kubeconform_args(binary, k8s_version, schema_location)
+        if crd_schema is not None:
+            args += ["-schema-location", _crd_fallback(Path(crd_schemas), manifests, crd_schema)]
         proc = subprocess.run(args + [tmp], capture_output=True, text=True, timeout=600, check=False)
         try:
             resources = json.loads(proc.stdout or "{}").get("resources") or []

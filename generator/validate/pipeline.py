@@ -89,7 +89,7 @@ def validate_compiled(fleet: Fleet, compiled: dict[str, list[Manifest]], options
             report.findings += cel.validate_cel(manifests, rules)
         if binary:
             report.findings += kubeconform.run_kubeconform(binary, name, manifests, cfg.kubernetes_version,
-                                                           kubeconform_location)
+                                                           kubeconform_location, _crd_schema_lookup(rules))
     if extra and fleet.clusters:  # objects for the GitOps control plane: custom resources only, by schema
         any_version = fleet.clusters[sorted(fleet.clusters)[0]].config.kubernetes_version
         store = schemas.SchemaStore(options.schema_location, offline=not options.network)
