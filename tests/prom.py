@@ -65,7 +65,6 @@ def expected(name: str, labels: dict[str, str], value: str = "") -> dict[str, An
 # --- a real Prometheus server and a local metrics endpoint --------------------------------------
 
 import json  # noqa: E402
-import socket  # noqa: E402
 import subprocess  # noqa: E402
 import threading  # noqa: E402
 import time  # noqa: E402
@@ -74,11 +73,7 @@ import urllib.request  # noqa: E402
 from collections.abc import Callable  # noqa: E402
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer  # noqa: E402
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+from tests.upstream.processes import free_port  # noqa: E402
 
 
 class MetricsEndpoint:

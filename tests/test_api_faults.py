@@ -29,6 +29,7 @@ from tests.reconciler_env import (
 )
 from tests.upstream.cluster import Stack
 from tests.upstream.fleet import apply, kustomize_build
+from tests.upstream.processes import wait_for
 
 TEAM_NS = "faults-team"
 
@@ -141,9 +142,7 @@ def test_a_failed_node_write_costs_one_loop(proxy: FaultProxy, kube_stack: Stack
     runner = threading.Thread(target=rec.run, args=(0.2, stop, lambda d, s: loops.append(d)))
     runner.start()
     try:
-        deadline = time.monotonic() + 20
-        while pool.cordoned(ANNOTATION_OWNED) != {pool.name(0)} and time.monotonic() < deadline:
-            time.sleep(0.2)
+        wait_for(lambda: pool.cordoned(ANNOTATION_OWNED) == {pool.name(0)}, 20, step=0.2)
     finally:
         stop.set()
         runner.join(15)

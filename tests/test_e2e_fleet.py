@@ -33,8 +33,8 @@ from tests.upstream.fleet import (
     kustomize_build,
     platform_crds,
     rendered_kueue_config,
-    wait_for,
 )
+from tests.upstream.processes import wait_for
 
 RENDERED = REPO / "rendered"
 CLUSTERS = sorted(p.name for p in RENDERED.iterdir() if p.is_dir() and p.name != "gitops")

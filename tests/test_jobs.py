@@ -22,9 +22,9 @@ import yaml
 from generator.jobs import ClusterError, Job, JobList, connect
 from tests.conftest import REPO, run
 from tests.upstream.cluster import Identity, Stack
-from tests.upstream.fleet import apply_all, create_nodes, fake_nodes, kustomize_build, wait_for
+from tests.upstream.fleet import apply_all, create_nodes, fake_nodes, kustomize_build
 from tests.upstream.kubelet import FakeKubelet
-from tests.upstream.processes import free_port
+from tests.upstream.processes import free_port, wait_for
 
 
 @dataclass

@@ -10,7 +10,7 @@ import yaml
 from generator.reconciler.model import Breaker, Cordon, Decision, Evidence, NodeState
 from generator.reconciler.serve import Metrics, serve
 from tests.conftest import REPO
-from tests.prom import free_port
+from tests.upstream.processes import free_port
 
 
 def load(rel: str) -> dict:

@@ -32,6 +32,7 @@ from tests.reconciler_env import (
     writers,
 )
 from tests.upstream.cluster import Identity, Stack
+from tests.upstream.processes import free_port, wait_for
 
 NODES = 10
 PERIOD = 1.5  # loop period; Prometheus scrapes and evaluates every second
@@ -92,16 +93,6 @@ def write_policy(path: Path, prometheus: str, period: float, pool: Pool, **polic
                                    "prometheusUrl": prometheus, "namespace": NAMESPACE,
                                    "pools": [{"name": "h100", "labels": pool.labels}], "policy": rules}))
     return path
-
-
-def wait_for(condition: Any, seconds: float, step: float = 0.2) -> bool:
-    """Poll `condition` until it holds or `seconds` pass; whether it held."""
-    deadline = time.monotonic() + seconds
-    while not condition():
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(step)
-    return True
 
 
 def cordoned(pool: Pool) -> set[str]:
@@ -231,7 +222,6 @@ def test_two_reconciler_processes_never_both_write(tmp_path: Path, kube_stack: S
     import sys
     import urllib.request
 
-    from tests.prom import free_port
 
     with simulated(tmp_path, kube_stack) as (fleet, prom, pool):
         policy = write_policy(tmp_path / "policy.json", prom.url, 0.5, pool)

@@ -19,6 +19,7 @@ from generator.reconciler.model import ANNOTATION_OWNED, Evidence, Observation, 
 from generator.reconciler.nodes import Executor
 from tests.reconciler_env import NAMESPACE, Pool, credential_id, reconciler_identity, reset_leadership, writers
 from tests.upstream.cluster import Stack
+from tests.upstream.processes import wait_for
 
 XID79 = Evidence("xid-79", "cordon", gpu="0")
 
@@ -62,11 +63,7 @@ def test_a_leader_slowed_past_its_lease_writes_nothing_after_a_takeover(kube_sta
     slow_loop.start()
     assert slow.entered.wait(10), "replica a never reached its source"
     assert b.once() is None  # a's record is fresh: b must wait a full duration of its own clock
-    took_over = None
-    deadline = time.monotonic() + 10
-    while took_over is None and time.monotonic() < deadline:
-        time.sleep(0.25)
-        took_over = b.once()
+    took_over = wait_for(b.once, 10)
     slow_loop.join(15)
     assert took_over is not None, "replica b never took over the expired Lease"
     assert pool.cordoned(ANNOTATION_OWNED) == faulty

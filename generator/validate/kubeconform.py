@@ -14,7 +14,6 @@ import shutil
 import subprocess
 import tempfile
 from collections.abc import Callable
-from importlib import resources
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
@@ -43,14 +42,13 @@ def builtin_schema_location(k8s_version: str) -> str:
     pkg/validator/validator.go:387-394 skips schemas that do not compile). A copy with local,
     relative references is made once per kubernetes-validate release in the cache.
     """
-    from generator.validate.schemas import cache_dir
+    from generator.validate.schemas import builtin_dir, cache_dir
 
-    minor = ".".join(k8s_version.split(".")[:2])
-    name = f"v{minor}.0-local-strict"
+    source = builtin_dir(".".join(k8s_version.split(".")[:2]))  # the folder our own check reads
+    name = source.name
     root = cache_dir() / "kubeconform-schemas" / f"kubernetes-validate-{version('kubernetes-validate')}"
     target = root / name
     if not target.is_dir():
-        source = resources.files("kubernetes_validate").joinpath("kubernetes-json-schema", name)
         root.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=root))
         for entry in source.iterdir():

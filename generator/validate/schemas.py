@@ -48,7 +48,8 @@ def builtin_versions() -> tuple[str, ...]:
     return tuple(sorted(minors, key=lambda v: tuple(int(x) for x in v.split("."))))
 
 
-def _builtin_dir(k8s_version: str) -> Any:
+def builtin_dir(k8s_version: str) -> Any:
+    """kubernetes-validate's strict schema folder for a Kubernetes minor (UsageError if it has none)."""
     if k8s_version not in builtin_versions():
         raise UsageError(f"no built-in schemas for Kubernetes {k8s_version}; "
                          f"supported: {', '.join(builtin_versions())}")
@@ -57,7 +58,7 @@ def _builtin_dir(k8s_version: str) -> Any:
 
 @functools.cache
 def _builtin_registry(k8s_version: str) -> jsonschema_rs.Registry:
-    defs = json.loads(_builtin_dir(k8s_version).joinpath("_definitions.json").read_text())
+    defs = json.loads(builtin_dir(k8s_version).joinpath("_definitions.json").read_text())
     return jsonschema_rs.Registry([(_K8S_DEFS_ID, defs)])
 
 
@@ -123,7 +124,7 @@ class SchemaStore:
         if is_builtin(api_version):
             short = group.split(".")[0]
             name = f"{kind.lower()}-{short}-{version}.json" if group else f"{kind.lower()}-{version}.json"
-            ref = _builtin_dir(k8s_version).joinpath(name)
+            ref = builtin_dir(k8s_version).joinpath(name)
             if not ref.is_file():
                 return None
             return jsonschema_rs.validator_for(json.loads(ref.read_text()), registry=_builtin_registry(k8s_version))

@@ -32,7 +32,6 @@ from __future__ import annotations
 import copy
 import json
 import ssl
-import time
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -43,7 +42,15 @@ from typing import Any
 import yaml
 
 from tests.upstream import pki, tools
-from tests.upstream.processes import Process, StartError, free_port, spawn, start_with_retry, wait_until
+from tests.upstream.processes import (
+    Process,
+    StartError,
+    free_port,
+    spawn,
+    start_with_retry,
+    wait_for,
+    wait_until,
+)
 
 ADMIN = "fleetgen-test-admin"
 KUEUE_WEBHOOK_SECRET = "kueue-webhook-server-cert"
@@ -248,17 +255,18 @@ class Stack:
                                     "tls.key": kueue_serving.key_pem.decode()}})
 
     def _wait_established(self, names: list[str]) -> None:
-        deadline = time.monotonic() + 60
         pending = set(names)
-        while pending:
+
+        def established() -> bool:
             for name in sorted(pending):
                 crd = self._get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}")
                 conds = {c["type"]: c["status"] for c in (crd.get("status") or {}).get("conditions") or []}
                 if conds.get("Established") == "True":
                     pending.discard(name)
-            if pending and time.monotonic() > deadline:
-                raise StartError(f"CRDs not established after 60 s: {sorted(pending)}")
-            time.sleep(0.2)
+            return not pending
+
+        if not wait_for(established, 60, step=0.2):
+            raise StartError(f"CRDs not established after 60 s: {sorted(pending)}")
 
     # ---------------------------------------------------------------------------- managers
 

@@ -7,8 +7,7 @@ from __future__ import annotations
 import json
 import math
 import subprocess
-import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -217,16 +216,6 @@ def rendered_kueue_config(objects: list[dict[str, Any]]) -> dict[str, Any]:
         if text and obj["metadata"]["name"].endswith("kueue"):
             return dict(yaml.safe_load(text))
     raise AssertionError("no rendered Kueue Configuration (managerConfig.controllerManagerConfigYaml) found")
-
-
-def wait_for(condition: Callable[[], Any], seconds: float, step: float = 0.25) -> Any:
-    """Poll until `condition()` is truthy and return it; the last value (falsy) after `seconds`."""
-    deadline = time.monotonic() + seconds
-    value = condition()
-    while not value and time.monotonic() < deadline:
-        time.sleep(step)
-        value = condition()
-    return value
 
 
 def gpu_jobs_fitting(limit: int, per_node: int) -> int:

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 PR_SET_PDEATHSIG = 1
@@ -83,6 +83,16 @@ def spawn(name: str, argv: Sequence[str], log: Path, env: dict[str, str] | None 
     finally:
         handle.close()
     return Process(name, popen, log)
+
+
+def wait_for(condition: Callable[[], Any], seconds: float, step: float = 0.25) -> Any:
+    """Poll until `condition()` is truthy and return it; the last value (falsy) after `seconds`."""
+    deadline = time.monotonic() + seconds
+    value = condition()
+    while not value and time.monotonic() < deadline:
+        time.sleep(step)
+        value = condition()
+    return value
 
 
 def wait_until(proc: Process, ready: Callable[[], bool], seconds: float, what: str) -> None:
