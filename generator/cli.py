@@ -17,31 +17,33 @@ import click
 EXIT_OK, EXIT_DIFF, EXIT_INPUT = 0, 1, 2
 
 
-def _fail(exc: Exception) -> None:
-    click.echo(str(exc), err=True)
-    sys.exit(EXIT_INPUT)
+def echo(text: str = "", err: bool = False, nl: bool = True, color: bool = False) -> None:
+    """click.echo through the terminal filter: no team text can drive a terminal or a CI log."""
+    from generator.terminal import safe_text
+
+    click.echo(safe_text(text, color), err=err, nl=nl, color=color or None)
 
 
 def _guard(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Turn input, usage and cluster errors into a message and exit code 2; never a traceback."""
+    """The error boundary of every verb: any failure becomes a line or two and exit 2, never a
+    traceback (exit 1 stays for findings and differences)."""
     import functools
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from generator.errors import InputError, UsageError
-        from generator.jobs.connection import ClusterError
+        from generator.failures import describe
 
         try:
             return fn(*args, **kwargs)
-        except ClusterError as exc:
-            _fail(exc)
-        except InputError as exc:
-            n = len(exc.findings)
-            click.echo(str(exc), err=True)
-            click.echo(f"error: {n} problem{'s' if n != 1 else ''} found; nothing was written", err=True)
+        except (SystemExit, click.exceptions.Exit, click.ClickException):
+            raise
+        except BaseException as exc:  # noqa: B036 - the boundary: Ctrl-C and SIGTERM included
+            import os
+
+            if os.environ.get("FLEETGEN_TRACEBACK") and not isinstance(exc, KeyboardInterrupt):
+                raise  # for fleetgen's own developers
+            echo(describe(exc, fn.__name__.replace("_", " ")), err=True)
             sys.exit(EXIT_INPUT)
-        except UsageError as exc:
-            _fail(exc)
     return wrapper
 
 
@@ -87,48 +89,65 @@ def cli(ctx: click.Context, root: str) -> None:
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 listing files that differ from rendered/.")
 @click.option("-j", "--jobs", type=click.IntRange(0, 64), default=0,
               help="Processes compiling clusters; 0 (default) = one per core from 8 clusters on, else 1.")
+@click.option("--lock-timeout", type=click.FloatRange(min=0), default=60, show_default=True, metavar="SECONDS",
+              help="How long to wait for another render of this repository to finish before giving up.")
 @_schema_opt
 @_crd_opt
 @click.pass_context
 @_guard
-def render(ctx: click.Context, clusters: tuple[str, ...], check: bool, jobs: int, schema_location: str | None,
-           crd_location: str | None) -> None:
+def render(ctx: click.Context, clusters: tuple[str, ...], check: bool, jobs: int, lock_timeout: float,
+           schema_location: str | None, crd_location: str | None) -> None:
     """Compile the fleet into rendered/<cluster>/ (atomically; nothing is written on any error)."""
+    import signal
+
+    from generator import emit
+
+    def stop(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt  # unwinds through the stage's cleanup; held during the switch itself
+    signal.signal(signal.SIGTERM, stop)
+    root = _root(ctx)
+    with emit.locked(root, wait=lock_timeout, writing=not check):
+        if not check or (root / emit.WORK / emit.JOURNAL).is_file():
+            emit.recover(root)  # finish (or drop) a render that was killed
+        _render_locked(root, clusters, check, jobs, schema_location, crd_location)
+
+
+def _render_locked(root: Path, clusters: tuple[str, ...], check: bool, jobs: int, schema_location: str | None,
+                   crd_location: str | None) -> None:
     from generator import incremental
     from generator import render as pipeline
     from generator.validate.pipeline import Options
 
-    root = _root(ctx)
     key = incremental.inputs_key(root, f"{schema_location}|{crd_location}")  # the whole-fleet no-op key
     if not check and not clusters and incremental.up_to_date(root, key):
-        click.echo("rendered/ already up to date (inputs, generator and tree unchanged since the last render)")
+        echo("rendered/ already up to date (inputs, generator and tree unchanged since the last render)")
         return
     options_key = f"{schema_location}|{crd_location}"
     result = pipeline.build(root, list(clusters) or None, Options(schema_location, crd_location, network=False),
                             jobs=jobs, progress=_progress(), reuse=None if check or clusters else options_key)
     for note in result.report.notes:
-        click.echo(f"note: {note}", err=True)
+        echo(f"note: {note}", err=True)
     if check:
         diff = pipeline.check(result)
         if diff:
-            click.echo("rendered/ is out of date:")
+            echo("rendered/ is out of date:")
             for line in diff.lines():
-                click.echo(f"  {line}")
-            click.echo("run `fleetgen render` and commit the result")
+                echo(f"  {line}")
+            echo("run `fleetgen render` and commit the result")
             sys.exit(EXIT_DIFF)
-        click.echo(f"rendered/ is up to date ({len(result.tree)} files)")
+        echo(f"rendered/ is up to date ({len(result.tree)} files)")
         return
     diff = pipeline.write(result)
     if not clusters:
-        incremental.remember(root, key)
-        incremental.remember_clusters(root, result.keys)
+        incremental.remember(root, key, result.tree)
+        incremental.remember_clusters(root, result.keys, result.tree)
     objects = pipeline.object_count(result)
     kept = f" ({len(result.reused)} unchanged clusters not compiled again)" if result.reused else ""
     if diff:
-        click.echo(f"rendered {objects} objects in {len(result.compiled) + len(result.reused)} clusters: "
+        echo(f"rendered {objects} objects in {len(result.compiled) + len(result.reused)} clusters: "
                    f"{len(diff.added)} added, {len(diff.changed)} changed, {len(diff.removed)} removed files{kept}")
     else:
-        click.echo(f"rendered/ already up to date ({objects} objects in "
+        echo(f"rendered/ already up to date ({objects} objects in "
                    f"{len(result.compiled) + len(result.reused)} clusters){kept}")
 
 
@@ -154,13 +173,13 @@ def validate(ctx: click.Context, clusters: tuple[str, ...], schema_location: str
     except InputError as exc:
         if any(f.check == "config" for f in exc.findings):
             raise
-        click.echo(str(exc), err=True)
-        click.echo(f"{len(exc.findings)} findings", err=True)
+        echo(str(exc), err=True)
+        echo(f"{len(exc.findings)} findings", err=True)
         sys.exit(EXIT_DIFF)
     for note in result.report.notes:
-        click.echo(f"note: {note}", err=True)
+        echo(f"note: {note}", err=True)
     objects = pipeline.object_count(result)
-    click.echo(f"valid: {objects} objects in {len(result.compiled)} clusters")
+    echo(f"valid: {objects} objects in {len(result.compiled)} clusters")
 
 
 @cli.command()
@@ -178,7 +197,7 @@ def explain(ctx: click.Context, what: str, name: str) -> None:
     known = fleet.teams if what == "team" else fleet.clusters
     if name not in known:
         raise UsageError(f"unknown {what} {name!r}; known: {', '.join(sorted(known)) or '(none)'}")
-    click.echo(explain_team(fleet, name) if what == "team" else explain_cluster(fleet, name))
+    echo(explain_team(fleet, name) if what == "team" else explain_cluster(fleet, name))
 
 
 @cli.command()
@@ -189,25 +208,24 @@ def explain(ctx: click.Context, what: str, name: str) -> None:
 @_guard
 def schema(ctx: click.Context, which: str | None, write: bool, check: bool) -> None:
     """Print the JSON Schema of team or cluster files (for editor autocompletion)."""
+    from generator import repofiles
     from generator.config.schema_export import schema_files, schema_text
 
     root = _root(ctx)
     if write or check:
         stale = []
         for rel, text in schema_files().items():
-            path = root / rel
-            if path.is_file() and path.read_text() == text:
+            if repofiles.inside(root, rel).is_file() and repofiles.read_bytes(root, rel) == text.encode():
                 continue
             stale.append(rel)
             if write:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_text(text)
+                repofiles.write_bytes(root, rel, text.encode())
         if check and stale:
-            click.echo(f"out of date: {', '.join(stale)}; run `fleetgen schema --write`")
+            echo(f"out of date: {', '.join(stale)}; run `fleetgen schema --write`")
             sys.exit(EXIT_DIFF)
-        click.echo("schemas/ " + ("written" if write and stale else "up to date"))
+        echo("schemas/ " + ("written" if write and stale else "up to date"))
         return
-    click.echo(schema_text(which or "team"), nl=False)
+    echo(schema_text(which or "team"), nl=False)
 
 
 @cli.command()
@@ -234,23 +252,41 @@ def diff(ctx: click.Context, base: str | None, from_dir: str | None, to_dir: str
     parts = markdown_parts(result, max_comment_chars) if fmt == "markdown" or output_dir else []
     report = result.to_json().model_dump_json(indent=2) + "\n"
     if output_dir:
-        out = Path(output_dir)
-        out.mkdir(parents=True, exist_ok=True)
+        from generator import repofiles
+        from generator.terminal import safe_text
+
+        out = _output_dir(_root(ctx), output_dir)
         for old in out.glob("comment-*.md"):
-            old.unlink()
-        for i, part in enumerate(parts, 1):
-            (out / f"comment-{i}.md").write_text(part)
-        (out / "diff.txt").write_text(full_text(result))
-        (out / "diff.json").write_text(report)
-        click.echo(f"wrote {len(parts)} comment part(s), diff.txt and diff.json to {out}", err=True)
+            old.unlink()  # a link is removed itself, never what it points to
+        files = {f"comment-{i}.md": safe_text(part) for i, part in enumerate(parts, 1)}
+        files.update({"diff.txt": safe_text(full_text(result)), "diff.json": report})
+        for name, text in files.items():
+            repofiles.write_bytes(out, name, text.encode())
+        echo(f"wrote {len(parts)} comment part(s), diff.txt and diff.json to {out}", err=True)
     if fmt == "json":
-        click.echo(report, nl=False)
+        echo(report, nl=False)
     elif fmt == "markdown":
-        click.echo("\n\n---\n\n".join(parts), nl=False)
+        echo("\n\n---\n\n".join(parts), nl=False)
     else:
         use_color = sys.stdout.isatty() if color is None else color
-        click.echo(to_text(result, use_color), nl=False)
+        echo(to_text(result, use_color), nl=False, color=use_color)
     sys.exit(EXIT_DIFF if result.changes else EXIT_OK)
+
+
+def _output_dir(root: Path, given: str) -> Path:
+    """The folder for diff's files: inside the repository no part of it may be a link; outside it,
+    the folder the user named. Files in it are replaced by rename, never written through a link."""
+    import os
+
+    from generator import repofiles
+
+    folder = Path(os.path.abspath(given))
+    if folder == root or root in folder.parents:
+        folder = repofiles.inside(root, folder.relative_to(root).as_posix())
+    elif os.path.islink(folder):
+        raise repofiles.UnsafePath(f"{given} is a symbolic link: name the real folder")
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
 
 
 def _connection_options(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -320,10 +356,10 @@ def job_new(ctx: click.Context, team: str, profile: str, name: str | None, nodes
                             command=list(command) or None)
     text = to_yaml(made.body)
     if output:
-        Path(output).write_text(text)
-        click.echo(f"wrote {output}: JobSet {made.namespace}/{made.name}", err=True)
+        Path(output).write_text(text, encoding="utf-8")
+        echo(f"wrote {output}: JobSet {made.namespace}/{made.name}", err=True)
     else:
-        click.echo(text, nl=False)
+        echo(text, nl=False)
 
 
 @job.command("submit")
@@ -345,7 +381,7 @@ def job_submit(ctx: click.Context, what: tuple[str, ...], name: str | None, node
     else:
         raise UsageError("give a JobSet file, or TEAM PROFILE")
     made.submit(_api(**conn))
-    click.echo(f"submitted {made.namespace}/{made.name}; follow it with: fleetgen job status {made.name} "
+    echo(f"submitted {made.namespace}/{made.name}; follow it with: fleetgen job status {made.name} "
                f"--namespace {made.namespace}")
 
 
@@ -367,7 +403,7 @@ def job_status(ctx: click.Context, name: str, namespace: str | None, team: str |
     from generator.jobs import Job
 
     ns = _namespace(ctx, namespace, team)
-    click.echo(str(Job.on_cluster(_api(**conn), name, ns).status()))
+    echo(str(Job.on_cluster(_api(**conn), name, ns).status()))
 
 
 @job.command("logs")
@@ -384,7 +420,7 @@ def job_logs(ctx: click.Context, name: str, namespace: str | None, team: str | N
 
     ns = _namespace(ctx, namespace, team)
     for line in Job.on_cluster(_api(**conn), name, ns).logs(rank=rank, follow=follow):
-        click.echo(line)
+        echo(line)
 
 
 @job.command("cancel")
@@ -398,7 +434,7 @@ def job_cancel(ctx: click.Context, name: str, namespace: str | None, team: str |
 
     ns = _namespace(ctx, namespace, team)
     Job.on_cluster(_api(**conn), name, ns).cancel()
-    click.echo(f"cancelled {ns}/{name}")
+    echo(f"cancelled {ns}/{name}")
 
 
 @job.command("list")
@@ -418,9 +454,9 @@ def job_list(ctx: click.Context, team: str | None, **conn: Any) -> None:
     api = _api(**conn)
     jobs = JobList(api).jobs(namespaces, team)
     if not jobs:
-        click.echo("no jobs")
+        echo("no jobs")
     for found in jobs:
-        click.echo(f"{found.namespace}/{str(found.status())}")
+        echo(f"{found.namespace}/{str(found.status())}")
 
 
 @cli.group()
@@ -461,14 +497,16 @@ def health_once(ctx: click.Context, **options: Any) -> None:
     rec = _reconciler(ctx, **options)
     # A fresh process has never seen the Lease: it watches a foreign one for a Lease duration.
     decision = rec.once() if rec.lease is None or rec.lease.acquire_patiently() else None
+    if decision is None and rec.lease is not None and rec.lease.last_error is not None:
+        raise rec.lease.last_error  # unreachable or refusing: say so, not "another replica"
     if decision is None:
-        click.echo("another replica holds the lease: nothing done")
+        echo("another replica holds the lease: nothing done")
         return
     for action in decision.actions:
-        click.echo(f"{'would ' if rec.executor.dry_run else ''}{type(action).__name__}: {action}")
+        echo(f"{'would ' if rec.executor.dry_run else ''}{type(action).__name__}: {action}")
     for line in decision.skipped:
-        click.echo(f"skipped: {line}")
-    click.echo(f"breaker: {'TRIPPED (' + decision.breaker.reason + ')' if decision.breaker.tripped else 'ok'}")
+        echo(f"skipped: {line}")
+    echo(f"breaker: {'TRIPPED (' + decision.breaker.reason + ')' if decision.breaker.tripped else 'ok'}")
 
 
 @health.command("run")
@@ -510,11 +548,11 @@ def health_status(ctx: click.Context, **options: Any) -> None:
     nodes = rec.executor.read(rec.pools)
     held = [n for n in nodes.values() if n.owned and n.unschedulable]
     breaker = rec.breaker.load()
-    click.echo(f"breaker: {'TRIPPED since ' + str(breaker.since) + ': ' + breaker.reason if breaker.tripped else 'ok'}")
-    click.echo(f"{len(held)} of {len(nodes)} GPU nodes cordoned by the reconciler")
+    echo(f"breaker: {'TRIPPED since ' + str(breaker.since) + ': ' + breaker.reason if breaker.tripped else 'ok'}")
+    echo(f"{len(held)} of {len(nodes)} GPU nodes cordoned by the reconciler")
     for node in sorted(held, key=lambda n: n.name):
         repair = " (needs repair)" if node.needs_repair else ""
-        click.echo(f"  {node.name} [{node.pool}]: {node.reason}, {node.healthy_checks} healthy checks{repair}")
+        echo(f"  {node.name} [{node.pool}]: {node.reason}, {node.healthy_checks} healthy checks{repair}")
 
 
 @health.command("reset-breaker")
@@ -526,9 +564,13 @@ def health_reset(ctx: click.Context, **options: Any) -> None:
     rec = _reconciler(ctx, **options)
     before = rec.breaker.load()
     rec.reset_breaker()
-    click.echo("breaker reset" + (f" (was tripped: {before.reason})" if before.tripped else " (was not tripped)"))
+    echo("breaker reset" + (f" (was tripped: {before.reason})" if before.tripped else " (was not tripped)"))
 
 
 def main() -> None:
-    """Console-script entry point."""
+    """Console-script entry point: output that cannot fail on any locale, then the CLI."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:  # a latin-1 or ASCII terminal shows escapes instead of crashing
+            reconfigure(errors="backslashreplace")
     cli(prog_name="fleetgen")

@@ -1,27 +1,31 @@
 """The one writer of `rendered/`: objects to YAML text, and the tree swapped in atomically.
 
-Kapitan's model: the whole tree is built in memory, written to a temporary folder beside the
-target and renamed into place only after everything compiled and validated. A failure at any
-point leaves the committed tree as it was; a crash between the two renames is repaired by
-`recover()` on the next run.
+Kapitan's model: the whole tree is built in memory, staged in a temporary folder beside the
+target and switched into place only after everything compiled and validated, as one journaled
+transaction (below). A failure at any point leaves the committed tree as it was; a kill during
+the switch is completed by `recover()` on the next run.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import shutil
+import signal
 import tempfile
+import time
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from generator import repofiles
 from generator.compile.manifest import Manifest
+from generator.errors import UsageError
 from generator.yamltext import to_yaml
 
 RENDERED = "rendered"
-_TMP_PREFIX = ".rendered.tmp-"
-_OLD_PREFIX = ".rendered.old-"
 KUSTOMIZATION = "kustomization.yaml"
 
 Tree = dict[str, bytes]
@@ -72,16 +76,14 @@ def cluster_tree(cluster: str, manifests: Iterable[Manifest]) -> Tree:
 
 
 def read_tree(rendered: Path, only: Iterable[str] | None = None) -> Tree:
-    """Files currently under `rendered/` (or only under the named top-level folders)."""
-    tops = [rendered / name for name in only] if only is not None else [rendered]
+    """Files currently under `rendered/` (or only under the named top-level folders); a symbolic
+    link anywhere in it is refused (repofiles), never followed."""
+    shown = f"{rendered.name}/"
     out: Tree = {}
-    for top in tops:
-        if not top.is_dir():
-            continue
-        for dirpath, _dirs, names in os.walk(top):
-            for name in names:
-                full = Path(dirpath) / name
-                out[full.relative_to(rendered).as_posix()] = full.read_bytes()
+    for top in (list(only) if only is not None else ["."]):
+        prefix = "" if top == "." else f"{_safe_part(top)}/"
+        for rel in repofiles.files_under(rendered, top, shown):
+            out[prefix + rel] = repofiles.read_bytes(rendered, prefix + rel, shown)
     return dict(sorted(out.items()))
 
 
@@ -110,34 +112,6 @@ def compare(current: Tree, wanted: Tree) -> TreeDiff:
     )
 
 
-def recover(root: Path) -> None:
-    """Repair a render killed midway: restore a tree caught between renames, drop leftovers.
-
-    `.rendered.old-<random>` held the whole rendered/; `.rendered.old-<random>-<name>` held
-    rendered/<name> (mkdtemp's random part has no '-').
-    """
-    rendered = root / RENDERED
-    for old in sorted(root.glob(_OLD_PREFIX + "*")):
-        rest = old.name[len(_OLD_PREFIX):]
-        target = rendered / rest.split("-", 1)[1] if "-" in rest else rendered
-        if not target.exists():
-            target.parent.mkdir(exist_ok=True)
-            os.rename(old, target)
-        else:
-            shutil.rmtree(old, ignore_errors=True)
-    for tmp in root.glob(_TMP_PREFIX + "*"):
-        shutil.rmtree(tmp, ignore_errors=True)
-    if rendered.is_dir():
-        for stale in rendered.glob(f"{_TMP_PREFIX}*"):
-            shutil.rmtree(stale, ignore_errors=True)
-        for stale in rendered.glob(f"{_OLD_PREFIX}*"):
-            target = rendered / stale.name[len(_OLD_PREFIX):].split("-", 1)[-1]
-            if not target.exists():
-                os.rename(stale, target)
-            else:
-                shutil.rmtree(stale, ignore_errors=True)
-
-
 def _write_files(folder: Path, files: Tree, strip: str = "") -> None:
     made: set[Path] = set()
     for rel, content in files.items():
@@ -149,43 +123,158 @@ def _write_files(folder: Path, files: Tree, strip: str = "") -> None:
             handle.write(content)
 
 
-def write_file(path: Path, text: str) -> None:
-    """Replace one file atomically (temporary file beside it, then rename)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.fleetgen-tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+def write_file(root: Path, rel: str, text: str) -> None:
+    """Replace one file inside the repository atomically (temporary file beside it, then rename)."""
+    repofiles.write_bytes(root, rel, text.encode("utf-8"))
 
 
-def _swap(new: Path, target: Path, old: Path) -> None:
-    if target.exists():
-        os.rename(target, old)
-    os.rename(new, target)
-    shutil.rmtree(old, ignore_errors=True)
+# --- the transaction ---------------------------------------------------------------------------
+# Every changed top-level folder is staged in full under .fleetgen/stage-*/new first. Then a
+# journal naming them is written (one rename: the commit point), and the folders are switched
+# by renames with signals held. A render killed before the commit leaves the old tree (the next
+# run drops the stage); killed after it, the next run finishes the switch. Either way the next
+# run starts from exactly the old tree or exactly the new one.
+
+WORK = ".fleetgen"
+"""Beside rendered/: staging, the journal and the lock; it git-ignores itself."""
+JOURNAL = "journal.json"
+LOCK = "lock"
+
+
+def work_dir(root: Path) -> Path:
+    """`.fleetgen/`, created with a .gitignore that hides it (and itself) from git."""
+    work = repofiles.inside(root, WORK)
+    if not work.is_dir():
+        work.mkdir()
+    ignore = work / ".gitignore"
+    if not ignore.is_file():
+        repofiles.write_bytes(root, f"{WORK}/.gitignore", b"# fleetgen's staging area, journal and lock\n*\n")
+    return work
+
+
+@contextlib.contextmanager
+def _signals_held() -> Iterator[None]:
+    """SIGINT, SIGTERM and SIGHUP wait until the renames are done (SIGKILL cannot: see recover())."""
+    held = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+    try:
+        previous = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    except (AttributeError, ValueError, OSError):  # pragma: no cover - platforms without sigmask
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def _apply(root: Path, journal: dict[str, object]) -> None:
+    """Switch the staged folders in; idempotent, so an interrupted switch can be run again.
+    On an error (read-only or full disk) the renames done so far are undone, then it raises."""
+    rendered = repofiles.inside(root, RENDERED)
+    stage = work_dir(root) / str(journal["stage"])
+    done: list[tuple[Path, Path]] = []
+    with _signals_held():
+        try:
+            rendered.mkdir(exist_ok=True)
+            (stage / "old").mkdir(exist_ok=True)
+            for top in journal["replace"]:  # type: ignore[attr-defined]
+                new, old, target = stage / "new" / top, stage / "old" / top, rendered / top
+                if not os.path.lexists(new):
+                    continue  # switched before an interruption
+                if os.path.lexists(target):
+                    os.rename(target, old)
+                    done.append((old, target))
+                os.rename(new, target)
+                done.append((target, new))
+            for top in journal["remove"]:  # type: ignore[attr-defined]
+                target, old = rendered / top, stage / "old" / top
+                if os.path.lexists(target):
+                    os.rename(target, old)
+                    done.append((old, target))
+        except OSError:
+            for moved, back in reversed(done):
+                os.rename(moved, back)
+            (work_dir(root) / JOURNAL).unlink(missing_ok=True)
+            shutil.rmtree(stage, ignore_errors=True)
+            raise
+        (work_dir(root) / JOURNAL).unlink()
+    shutil.rmtree(stage, ignore_errors=True)
+
+
+def recover(root: Path) -> None:
+    """Finish a switch whose journal was committed; drop stages that never were."""
+    work = root / WORK
+    if not work.is_dir() or os.path.islink(work):
+        return
+    journal_path = work / JOURNAL
+    if journal_path.is_file():
+        try:
+            journal = json.loads(journal_path.read_bytes())
+        except ValueError:  # never half-written (it is renamed into place), but be safe: roll back
+            journal_path.unlink()
+        else:
+            _apply(root, journal)
+    for stale in work.glob("stage-*"):
+        shutil.rmtree(stale, ignore_errors=True)
 
 
 def write_tree(root: Path, wanted: Tree, only: list[str] | None = None) -> None:
-    """Replace `rendered/` (or only `rendered/<name>` for each name in `only`) with `wanted`.
+    """Replace `rendered/` (or only `rendered/<name>` for each name in `only`) with `wanted`, as
+    one transaction: afterwards the whole tree is the new one, or (on any error) the old one.
 
-    Every file is written in a temporary folder first; the swap is a rename, so a killed render
-    leaves either the old tree or the new one. (No fsync: the tree is derived output that
-    `render --check` verifies and git restores; syncing 100,000 files would triple render time.)
+    No fsync: the tree is derived output that `render --check` verifies and git restores;
+    syncing 100,000 files would triple render time. The journal's rename is the commit point.
     """
     recover(root)
-    rendered = root / RENDERED
-    if only is None:
-        tmp = Path(tempfile.mkdtemp(prefix=_TMP_PREFIX, dir=root))
-        _write_files(tmp, wanted)
-        _swap(tmp, rendered, root / (_OLD_PREFIX + tmp.name[len(_TMP_PREFIX):]))
+    rendered = repofiles.inside(root, RENDERED)
+    present = sorted(os.listdir(rendered)) if rendered.is_dir() else []
+    for name in present:
+        repofiles.inside(root, f"{RENDERED}/{name}")  # no links among the folders we replace
+    tops = sorted(set(only)) if only is not None else sorted(set(present) | {p.split("/", 1)[0] for p in wanted})
+    replace = [t for t in tops if any(p.startswith(f"{_safe_part(t)}/") for p in wanted)]
+    remove = [t for t in tops if t not in replace and t in present]
+    work = work_dir(root)
+    stage = Path(tempfile.mkdtemp(prefix="stage-", dir=work))
+    try:
+        _write_files(stage / "new", {p: c for p, c in wanted.items() if p.split("/", 1)[0] in replace})
+        journal = json.dumps({"stage": stage.name, "replace": replace, "remove": remove}).encode()
+        repofiles.write_bytes(root, f"{WORK}/{JOURNAL}", journal)  # the commit point
+    except BaseException:
+        shutil.rmtree(stage, ignore_errors=True)
+        raise
+    _apply(root, json.loads(journal))
+
+
+@contextlib.contextmanager
+def locked(root: Path, wait: float = 60.0, writing: bool = True) -> Iterator[None]:
+    """One render at a time per repository: a second one waits up to `wait` seconds, then fails.
+    A reader (`--check`) on a read-only checkout goes on without the lock."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        yield
         return
-    rendered.mkdir(exist_ok=True)
-    for name in only:
-        _safe_part(name)
-        prefix = f"{name}/"
-        if not any(p.startswith(prefix) for p in wanted):  # a cluster that no longer exists
-            shutil.rmtree(rendered / name, ignore_errors=True)
-            continue
-        # Staged beside rendered/ (same file system, so the rename is atomic), never inside it.
-        tmp = Path(tempfile.mkdtemp(prefix=_TMP_PREFIX, dir=root))
-        _write_files(tmp, {p: c for p, c in wanted.items() if p.startswith(prefix)}, strip=prefix)
-        _swap(tmp, rendered / name, root / f"{_OLD_PREFIX}{tmp.name[len(_TMP_PREFIX):]}-{name}")
+    try:
+        fd = os.open(work_dir(root) / LOCK, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    except OSError:
+        if writing:
+            raise
+        yield
+        return
+    try:
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+                    raise UsageError(f"another fleetgen render is running in this repository (pid {holder}); "
+                                     f"waited {wait:g} s: try again when it has finished") from None
+                time.sleep(0.1)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from generator.terminal import escape
+
 
 @dataclass(frozen=True, order=True)
 class Finding:
@@ -21,11 +23,13 @@ class Finding:
     check: str = "config"
 
     def __str__(self) -> str:
-        where = self.file if self.line is None else f"{self.file}:{self.line}"
-        text = f"{where}: {self.field}: {self.message}" if self.field else f"{where}: {self.message}"
+        # Every part may hold team text (a key, a file name, a value): escaped, so it stays on its line.
+        file, field, message, hint = (escape(s) for s in (self.file, self.field, self.message, self.hint))
+        where = file if self.line is None else f"{file}:{self.line}"
+        text = f"{where}: {field}: {message}" if field else f"{where}: {message}"
         if self.check != "config":
             text = f"{text} [{self.check}]"
-        return f"{text}\n    fix: {self.hint}" if self.hint else text
+        return f"{text}\n    fix: {hint}" if hint else text
 
 
 @dataclass

@@ -20,6 +20,10 @@ _DECIMAL_SUFFIX = {exp: suffix for suffix, exp in _DECIMAL.items()}
 _BINARY_SUFFIX = sorted(((exp, suffix) for suffix, exp in _BINARY.items()), reverse=True)
 
 
+MAX_EXPONENT = 64
+"""Larger exponents cannot give a quantity Kubernetes accepts (int64 scaled by 10^-9 at most)."""
+
+
 class QuantityError(ValueError):
     """Raised for text that is not a Kubernetes quantity."""
 
@@ -40,7 +44,11 @@ def parse(text: str | int) -> tuple[Decimal, Format]:
         if suffix in _BINARY:
             return value * (Decimal(2) ** _BINARY[suffix]), "BinarySI"
         if len(suffix) > 1 and suffix[0] in "eE":  # an exponent; a bare "E" is exa
-            return value.scaleb(int(suffix[1:])), "DecimalExponent"
+            exponent = int(suffix[1:])
+            if abs(exponent) > MAX_EXPONENT:  # 1e999999999 would exhaust Decimal, not just overflow
+                raise QuantityError(f"{text!r}: exponent {exponent} is out of range (a Kubernetes quantity holds "
+                                    "at most 2^63-1, i.e. about 9.2e18)")
+            return value.scaleb(exponent), "DecimalExponent"
         return value.scaleb(_DECIMAL[suffix]), "DecimalSI"
 
 

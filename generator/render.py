@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from generator import emit
+from generator import emit, repofiles
 from generator.compile import compile_cluster
 from generator.compile.codeowners import PATH as CODEOWNERS
 from generator.compile.codeowners import codeowners
@@ -107,12 +107,11 @@ def build(root: Path, clusters: list[str] | None = None, options: Options | None
         for name in names:
             teams = [t.source.path for t in fleet.teams_in(name)]
             key = incremental.cluster_key(root, fleet.clusters[name].source.path, teams, reuse)
-            count = incremental.reusable(root, name, key)
-            keys[name] = (key, count or 0)
-            if count is not None:
+            kept = incremental.reusable(root, name, key)
+            keys[name] = (key, kept[0] if kept else 0)
+            if kept is not None:
                 reused.append(name)
-        if reused:
-            reused_tree = emit.read_tree(rendered_dir(root), reused)
+                reused_tree.update(kept[1])
         names = [n for n in names if n not in reused]
     if jobs == 0:  # auto: processes pay off once there are enough clusters to share out
         jobs = min(os.cpu_count() or 1, MAX_AUTO_JOBS) if len(names) >= AUTO_PARALLEL_CLUSTERS else 1
@@ -152,14 +151,14 @@ def object_count(result: Build) -> int:
 
 
 def rendered_dir(root: Path) -> Path:
-    """`<root>/rendered`."""
-    return root / emit.RENDERED
+    """`<root>/rendered` (refused if it is a symbolic link)."""
+    return repofiles.inside(root, emit.RENDERED)
 
 
 def _stale_extra(result: Build) -> list[str]:
     root = result.fleet.root
     return [rel for rel, text in result.extra_files.items()
-            if not (root / rel).is_file() or (root / rel).read_text() != text]
+            if not repofiles.inside(root, rel).is_file() or repofiles.read_bytes(root, rel) != text.encode()]
 
 
 def check(result: Build) -> emit.TreeDiff:
@@ -174,11 +173,12 @@ def write(result: Build) -> emit.TreeDiff:
     """Write the tree (atomically) and the extra files if anything differs; return what changed."""
     diff = check(result)
     if diff:
-        # Only top-level folders (clusters, gitops) with a difference are replaced: the files of
-        # unchanged clusters are not rewritten.
+        # Only top-level entries (clusters, gitops) with a difference are replaced, all in one
+        # transaction: the files of unchanged clusters are not rewritten.
         tops = sorted({p.split("/", 1)[0] for p in diff.added + diff.changed + diff.removed
-                       if "/" in p and not p.startswith("../")})  # ../ entries are files outside rendered/
-        emit.write_tree(result.fleet.root, result.tree, tops if tops else result.only)
+                       if not p.startswith("../")})  # ../ entries are files outside rendered/
+        if tops:
+            emit.write_tree(result.fleet.root, result.tree, tops)
         for rel in _stale_extra(result):
-            emit.write_file(result.fleet.root / rel, result.extra_files[rel])
+            emit.write_file(result.fleet.root, rel, result.extra_files[rel])
     return diff

@@ -36,7 +36,7 @@ class Component:
 @functools.lru_cache(maxsize=1)
 def lock() -> dict[str, Component]:
     """Every pinned component by name."""
-    data = yaml.safe_load(resources.files("generator").joinpath("versions.yaml").read_text())
+    data = yaml.safe_load(resources.files("generator").joinpath("versions.yaml").read_text(encoding="utf-8"))
     return {name: Component(name=name, **{k: str(v) for k, v in spec.items()}) for name, spec in data.items()}
 
 

@@ -1,15 +1,41 @@
 """The one YAML dumper: every YAML byte fleetgen writes, files and embedded documents alike.
 
 Strings are quoted by libyaml as needed, so no value can add a key, an object or a document.
+libyaml only knows YAML 1.1 as PyYAML resolves it; the readers of our files do not all agree
+with it. Kubernetes (sigs.k8s.io/yaml, a go-yaml v2 fork) reads `1e3` as a number and `y` as a
+boolean; kustomize and Flux (kyaml on go-yaml v3) follow YAML 1.2's core schema. So every plain
+string any of those resolvers would type as non-string is single-quoted (`NOT_A_STRING`).
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import yaml
 
 _Base: type = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+NOT_A_STRING: tuple[tuple[str, re.Pattern[str]], ...] = (
+    # YAML 1.2 core schema, https://yaml.org/spec/1.2.2/#1023-core-schema (table "tag resolution").
+    ("1.2 null", re.compile(r"^(null|Null|NULL|~|)$")),
+    ("1.2 bool", re.compile(r"^(true|True|TRUE|false|False|FALSE)$")),
+    ("1.2 int", re.compile(r"^([-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$")),
+    ("1.2 float", re.compile(r"^([-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?"
+                             r"|[-+]?\.(inf|Inf|INF)|\.(nan|NaN|NAN))$")),
+    # YAML 1.1 (https://yaml.org/type/bool.html, int.html, float.html) as go-yaml v2 reads it:
+    # single-letter booleans, and numbers in any base Go's strconv accepts, underscores included.
+    ("1.1 bool", re.compile(r"^(y|Y|yes|Yes|YES|n|N|no|No|NO|on|On|ON|off|Off|OFF)$")),
+    ("1.1 number", re.compile(r"^[-+]?(0[bBoOxX][0-9a-fA-F_]+|[0-9][0-9_]*(\.[0-9_]*)?([eE][-+]?[0-9]+)?"
+                              r"|\.[0-9_]+([eE][-+]?[0-9]+)?|[0-9][0-9_]*(:[0-5]?[0-9])+(\.[0-9_]*)?)$")),
+    ("1.1 timestamp", re.compile(r"^[0-9]{4}-[0-9]{1,2}-[0-9]{1,2}([Tt ].*)?$")),
+    ("1.1 merge or value key", re.compile(r"^(<<|=)$")),
+)
+
+
+def ambiguous(value: str) -> str | None:
+    """The first resolver that would read `value`, written plain, as something other than a string."""
+    return next((name for name, pattern in NOT_A_STRING if pattern.match(value)), None)
 
 
 class _Dumper(_Base):  # type: ignore[misc, valid-type]
@@ -22,7 +48,11 @@ class _Dumper(_Base):  # type: ignore[misc, valid-type]
 
 def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
     # libyaml itself falls back to a quoted style when a block cannot hold the text exactly.
-    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style="|" if "\n" in value else None)
+    if "\n" in value:
+        style: str | None = "|"
+    else:
+        style = "'" if ambiguous(value) else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
 
 
 _Dumper.add_representer(str, _str)

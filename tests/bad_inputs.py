@@ -13,6 +13,9 @@ def team(name: str = "corpus", body: str | None = None) -> str:
     return body if body is not None else TEAM.format(name=name)
 
 
+MEMBERS = 'name: corpus\nowners: ["@acme/x"]\nmembers: {members}\nquotas:\n  dev:\n    l4: {{gpus: 1}}\n'
+QUOTA = 'name: corpus\nowners: ["@acme/x"]\nquotas:\n  dev:\n    l4: {{gpus: {gpus}}}\n'
+
 ALIAS_BOMB = "\n".join(["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"] + [
     f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]" for i in range(1, 8)]) + "\n"
 DEEP = "name: corpus\nowners: " + "[" * 40 + "]" * 40 + "\n"
@@ -100,4 +103,34 @@ CASES: list[tuple[str, str, str]] = [
     ("reserved-namespace", "teams/corpus.yaml", 'name: corpus\nowners: ["@acme/x"]\nnamespaces: [kube-system]\n'),
     ("name-not-file-name", "teams/corpus.yaml", TEAM.format(name="other")),
     ("unknown-key", "teams/corpus.yaml", 'name: corpus\nowners: ["@acme/x"]\nquota: {}\n'),
+    # issue 11: subjects a team file may not grant, or that are not what they look like
+    ("system-authenticated", "teams/corpus.yaml", MEMBERS.format(members='{groups: ["system:authenticated"]}')),
+    ("system-unauthenticated", "teams/corpus.yaml", MEMBERS.format(members='{groups: ["system:unauthenticated"]}')),
+    ("system-serviceaccounts", "teams/corpus.yaml", MEMBERS.format(members='{groups: ["system:serviceaccounts"]}')),
+    ("system-nodes", "teams/corpus.yaml", MEMBERS.format(members='{groups: ["system:nodes"]}')),
+    ("system-anonymous", "teams/corpus.yaml", MEMBERS.format(members='{users: ["system:anonymous"]}')),
+    ("system-serviceaccount-user", "teams/corpus.yaml",
+     MEMBERS.format(members='{users: ["system:serviceaccount:kube-system:default"]}')),
+    ("zero-width-subject", "teams/corpus.yaml", MEMBERS.format(members='{groups: ["ml\\u200bteam"]}')),
+    ("bidi-subject", "teams/corpus.yaml", MEMBERS.format(members='{users: ["alice\\u202egpj.exe"]}')),
+    ("lookalike-subject", "teams/corpus.yaml", MEMBERS.format(members='{groups: ["\u0430dmins"]}')),
+    ("fullwidth-subject", "teams/corpus.yaml", MEMBERS.format(members='{groups: ["ｍｌ"]}')),
+    ("duplicate-subject", "teams/corpus.yaml", MEMBERS.format(members="{groups: [ml, ml]}")),
+    # issue 11: platform namespaces (derived from what the clusters render) and YAML 1.1-only forms
+    ("platform-namespace", "teams/corpus.yaml", 'name: corpus\nowners: ["@acme/x"]\nnamespaces: [fleetgen-system]\n'),
+    ("gitops-namespace", "teams/corpus.yaml", 'name: corpus\nowners: ["@acme/x"]\nnamespaces: [flux-system]\n'),
+    ("leading-zero-gpus", "teams/corpus.yaml", QUOTA.format(gpus="010")),
+    ("underscore-gpus", "teams/corpus.yaml", QUOTA.format(gpus="1_0")),
+    ("hex-gpus", "teams/corpus.yaml", QUOTA.format(gpus="0x2")),
+    ("octal-gpus", "teams/corpus.yaml", QUOTA.format(gpus="0o17")),
+    ("sexagesimal-gpus", "teams/corpus.yaml", QUOTA.format(gpus="1:00")),
+    ("exponent-gpus", "teams/corpus.yaml", QUOTA.format(gpus="1e3")),
+    ("yes-namespace", "teams/corpus.yaml", 'name: corpus\nowners: ["@acme/x"]\nnamespaces: [on]\n'),
+    ("snake-case-key", "teams/corpus.yaml", 'name: corpus\nowners: ["@acme/x"]\nquotas:\n  dev:\n'
+                                            '    l4: {gpus: 1, borrowing_limit: 2}\n'),
+    ("huge-exponent", "teams/corpus.yaml", 'name: corpus\nowners: ["@acme/x"]\nquotas:\n  dev:\n    l4: {gpus: 1}\n'
+                                           'jobProfiles:\n  - {name: p, cluster: dev, pool: l4, nodes: 1, image: x, '
+                                           'command: [x], sharedMemory: "1e999999999"}\n'),
+    ("workflow-command-key", "teams/corpus.yaml", 'name: corpus\nowners: ["@acme/x"]\nquotas:\n'
+                                                  '  "dev\\n::error file=x::pwned":\n    l4: {gpus: 1}\n'),
 ]

@@ -122,7 +122,7 @@ def test_new_team(repo: Path) -> None:
                      ("RoleBinding", "genomics", "genomics-members"),
                      ("RoleBinding", "genomics", "genomics-members-jobs")]
     assert report["summary"]["destroy"] == 0
-    assert {r["rule"] for r in report["risks"]} == {"rbac-widened"}
+    assert {r["rule"] for r in report["risks"]} == {"rbac-widened", "rbac-subjects-changed", "namespace-claimed"}
     row = next(r for r in report["capacity"] if r["team"] == "genomics")
     assert row["before"] is None and row["after"]["guaranteed"] == 16
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import yaml
 from hypothesis import given, settings
@@ -35,3 +37,22 @@ def test_two_objects_on_one_path_are_refused() -> None:
     body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}}
     with pytest.raises(ValueError, match="two objects would be written"):
         cluster_tree("c", [Manifest(("a",), body, ("f", 1)), Manifest(("a",), body, ("f", 2))])
+
+
+@pytest.mark.parametrize("value", ["1e3", "6e1", "0o17", "3e-4", "-.5", "1E10", "y", "N", "off", "0b11", "1:00",
+                                   "2001-12-14", ".nan", "<<", "="])
+def test_strings_any_yaml_reader_takes_for_non_strings_are_quoted(value: str) -> None:
+    """YAML 1.2 core and go-yaml v2 read these as numbers, booleans or timestamps; PyYAML (1.1)
+    reads some as text, so libyaml alone would have written them plain (issue 11)."""
+    line = to_yaml({"k": value}).strip()
+    assert line == f"k: '{value}'", line
+
+
+def test_a_team_named_like_a_number_stays_a_string(fleet_root: Path) -> None:
+    from tests.conftest import run
+
+    (fleet_root / "teams/1e3.yaml").write_text('name: "1e3"\nowners: ["@acme/x"]\nquotas:\n  dev:\n    l4: {gpus: 1}\n')
+    result = run(fleet_root, "render", "--cluster", "dev")
+    assert result.code == 0, result.err
+    namespace = (fleet_root / "rendered/dev/teams/1e3/1e3/namespace-1e3.yaml").read_text()
+    assert "  name: '1e3'\n" in namespace and "fleetgen.io/team: '1e3'" in namespace

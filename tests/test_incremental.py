@@ -39,3 +39,19 @@ def test_check_and_single_cluster_never_take_the_shortcut(fleet_root: Path) -> N
     assert run(fleet_root, "render").code == 0
     assert FAST not in run(fleet_root, "render", "--check").out
     assert FAST not in run(fleet_root, "render", "--cluster", "dev").out
+
+
+def test_a_same_size_edit_with_its_mtime_put_back_is_repaired(fleet_root: Path) -> None:
+    """The records hold content hashes: size and mtime alone would let this edit survive (issue 11)."""
+    import os
+
+    assert run(fleet_root, "render").code == 0
+    path = fleet_root / "rendered/dev/teams/speech/clusterqueue-speech.yaml"
+    before, stat = path.read_bytes(), path.stat()
+    forged = before.replace(b"nominalQuota: '6'", b"nominalQuota: '9'")
+    assert forged != before and len(forged) == len(before)
+    path.write_bytes(forged)
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    result = run(fleet_root, "render")
+    assert result.code == 0 and "1 changed" in result.out, result.out
+    assert path.read_bytes() == before

@@ -64,8 +64,15 @@ def _set(data: Any, path: tuple[Any, ...], value: Any) -> None:
     data[path[-1]] = value
 
 
+def _outside(root: Path) -> set[Path]:
+    """Files outside rendered/, less fleetgen's own work area (which must hold no leftovers)."""
+    work = root / ".fleetgen"
+    assert not list(work.glob("stage-*")) and not (work / "journal.json").exists()
+    return {p for p in root.rglob("*") if p.relative_to(root).parts[0] not in ("rendered", ".fleetgen")}
+
+
 def _check(root: Path, field_is_namespace: bool, value: Any) -> None:
-    outside_before = {p for p in root.rglob("*") if "rendered" not in p.relative_to(root).parts[:1]}
+    outside_before = _outside(root)
     try:
         result = render.build(root)
         render.write(result)
@@ -93,8 +100,7 @@ def _check(root: Path, field_is_namespace: bool, value: Any) -> None:
     assert kinds == BASE_KINDS
     allowed = BASE_NAMESPACES | ({value} if field_is_namespace and isinstance(value, str) else set())
     assert namespaces <= allowed, namespaces - allowed
-    outside_after = {p for p in root.rglob("*") if "rendered" not in p.relative_to(root).parts[:1]}
-    assert outside_after == outside_before
+    assert _outside(root) == outside_before
 
 
 class _Workspace:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -126,7 +127,7 @@ def test_two_fresh_processes_with_different_hash_seeds_are_byte_identical(fleet_
         root = tmp_path / f"seed-{seed}"
         root.mkdir()
         for name in ("teams", "clusters"):
-            (root / name).symlink_to(fleet_root / name)
+            shutil.copytree(fleet_root / name, root / name)
         proc = run_process(root, "render", env={"PYTHONHASHSEED": seed})
         assert proc.returncode == 0, proc.stderr
         trees.append(snapshot(root / "rendered"))
@@ -173,15 +174,46 @@ def test_render_one_cluster_leaves_the_others_alone(fleet_root: Path) -> None:
     assert run(fleet_root, "render", "--cluster", "nope").code == 2
 
 
-def test_interrupted_swap_is_recovered(fleet_root: Path) -> None:
-    """A render killed between the two renames leaves rendered.old-*; the next run restores it."""
+def test_staged_but_uncommitted_render_is_dropped(fleet_root: Path) -> None:
+    """Killed while staging (no journal yet): the next run drops the stage; the tree is the old one."""
     before = snapshot(fleet_root / "rendered")
-    (fleet_root / "rendered").rename(fleet_root / ".rendered.old-abc123")
-    (fleet_root / ".rendered.tmp-def456").mkdir()
-    (fleet_root / ".rendered.tmp-def456/half.yaml").write_text("half")
+    stage = emit.work_dir(fleet_root) / "stage-abc123"
+    (stage / "new/dev").mkdir(parents=True)
+    (stage / "new/dev/half.yaml").write_text("half")
     emit.recover(fleet_root)
     assert snapshot(fleet_root / "rendered") == before
-    assert not list(fleet_root.glob(".rendered.*"))
+    assert not list(emit.work_dir(fleet_root).glob("stage-*"))
+
+
+REAL_RENAME = os.rename
+
+
+def test_committed_switch_is_finished_from_any_point(fleet_root: Path) -> None:
+    """Killed after the journal's commit, between any two renames: the next run completes it."""
+    wanted = snapshot(fleet_root / "rendered")
+    wanted = {k: (v + b"# new\n" if k.startswith(("dev/", "prod-east/")) else v) for k, v in wanted.items()}
+    for steps in range(5):  # dev out, dev in, prod-east out, prod-east in: stop after each
+        root = fleet_root.parent / f"copy-{steps}"
+        shutil.copytree(fleet_root, root)
+        calls = [0]
+
+        def rename(src: object, dst: object, limit: int = steps, calls: list[int] = calls) -> None:
+            if calls[0] == limit:
+                raise SystemExit("killed")  # what SIGKILL leaves: nothing after this point runs
+            calls[0] += 1
+            REAL_RENAME(src, dst)  # type: ignore[arg-type]
+
+        os.rename = rename  # type: ignore[assignment]
+        try:
+            emit.write_tree(root, wanted, ["dev", "prod-east"])
+        except SystemExit:
+            pass
+        finally:
+            os.rename = REAL_RENAME
+        emit.recover(root)
+        assert snapshot(root / "rendered") == wanted, steps
+        assert not (root / ".fleetgen/journal.json").exists() and not list((root / ".fleetgen").glob("stage-*"))
+        shutil.rmtree(root)
 
 
 def test_render_killed_midway_leaves_the_old_tree(fleet_root: Path) -> None:
@@ -209,14 +241,14 @@ def test_render_killed_midway_leaves_the_old_tree(fleet_root: Path) -> None:
         while not mark.exists():
             assert proc.poll() is None and time.monotonic() < deadline, "render did not reach the write step"
             time.sleep(0.05)
-        assert list(fleet_root.glob(".rendered.tmp-*")), "temporary tree not found"
+        assert list(fleet_root.glob(".fleetgen/stage-*")), "staged tree not found"
         proc.send_signal(signal.SIGKILL)
     finally:
         proc.wait(timeout=30)
     assert snapshot(fleet_root / "rendered") == before
     result = run(fleet_root, "render")
     assert result.code == 0, result.err
-    assert not list(fleet_root.glob(".rendered.*"))
+    assert not list(fleet_root.glob(".fleetgen/stage-*"))
     assert "nominalQuota: '5'" in (fleet_root / "rendered/dev/teams/speech/clusterqueue-speech.yaml").read_text()
 
 
@@ -236,13 +268,6 @@ def test_findings_inside_workers_stop_the_render(fleet_root: Path) -> None:
     result = run(fleet_root, "render", "-j", "3")
     assert result.code == 2 and "teams/recsys.yaml:7: ClusterQueue recsys: spec.fairSharing.weight" in result.err
     assert snapshot(fleet_root / "rendered") == before
-
-
-def test_interrupted_per_cluster_swap_is_recovered(fleet_root: Path) -> None:
-    before = snapshot(fleet_root / "rendered")
-    (fleet_root / "rendered/dev").rename(fleet_root / ".rendered.old-abc123-dev")
-    emit.recover(fleet_root)
-    assert snapshot(fleet_root / "rendered") == before and not list(fleet_root.glob(".rendered.*"))
 
 
 def test_partial_change_rewrites_only_the_changed_cluster(fleet_root: Path) -> None:

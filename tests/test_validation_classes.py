@@ -46,6 +46,8 @@ def test_resource_flavor_label_limit_is_a_schema_finding(fleet_root: Path, check
 
 def test_builtin_schema_finding(fleet_root: Path, checks: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
     def broken(cluster: Any, teams: Any) -> list[Manifest]:
+        if not teams:
+            return []
         team = teams[0]
         body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "extra", "labelz": {}}}
         return [Manifest(("teams", team.config.name, "extra"), body, team.at("namespaces"))]

@@ -30,6 +30,40 @@ def compile_cluster(fleet: Fleet, name: str) -> list[Manifest]:
     return sorted(out, key=lambda m: m.path)
 
 
+# Fields that name a namespace the object puts things into: (kind or "*", key path).
+NAMESPACE_FIELDS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("*", ("metadata", "namespace")),
+    ("Namespace", ("metadata", "name")),
+    ("Application", ("spec", "destination", "namespace")),  # Argo CD: where the chart's objects go
+    ("HelmRelease", ("spec", "targetNamespace")),  # Flux: likewise
+    ("HelmRelease", ("spec", "storageNamespace")),
+)
+
+
+def namespaces_of(body: dict[str, object]) -> list[str]:
+    """Namespaces an object lives in or installs into."""
+    out = []
+    for kind, path in NAMESPACE_FIELDS:
+        if kind not in ("*", body.get("kind")):
+            continue
+        value: object = body
+        for key in path:
+            value = value.get(key) if isinstance(value, dict) else None
+        if isinstance(value, str) and value not in out:
+            out.append(value)
+    return out
+
+
+def platform_namespaces(cluster: Loaded[ClusterConfig]) -> dict[str, Manifest]:
+    """Every namespace the platform renders into in `cluster` (no team at all), with the first
+    object (by path) that uses it: derived from the compilers, so a new component is covered."""
+    out: dict[str, Manifest] = {}
+    for m in sorted((m for family in FAMILIES for m in family(cluster, [])), key=lambda m: m.path):
+        for ns in namespaces_of(m.body):
+            out.setdefault(ns, m)
+    return out
+
+
 def compile_fleet(fleet: Fleet) -> dict[str, list[Manifest]]:
     """Objects of every cluster, keyed by cluster name in sorted order."""
     return {name: compile_cluster(fleet, name) for name in sorted(fleet.clusters)}

@@ -103,14 +103,31 @@ def _reserved_team_names(fleet: Fleet) -> Iterator[Finding]:
                           "(every team namespace has a LocalQueue called 'default')", "choose another team name")
 
 
+def _platform_namespaces(fleet: Fleet) -> dict[str, str]:
+    """Namespace -> the component that renders into it, over every cluster of the fleet."""
+    from generator.compile import platform_namespaces
+
+    owners: dict[str, str] = {}
+    for name in sorted(fleet.clusters):
+        for ns, m in platform_namespaces(fleet.clusters[name]).items():
+            file, line = m.source
+            family = m.folder[0] if m.folder else "cluster"
+            owners.setdefault(ns, f"{family} ({m.kind} {m.name}) in cluster {name!r}, from {file}:{line}")
+    return owners
+
+
 def _namespaces(fleet: Fleet) -> Iterator[Finding]:
     claims: dict[str, list[tuple[str, tuple[str, int], str]]] = {}
+    platform = _platform_namespaces(fleet) if fleet.teams else {}
     for team in fleet.teams.values():
         names = team.config.namespace_names
         for i, ns in enumerate(names):
             where = team.at("namespaces", i) if team.config.namespaces else team.at("name")
             field = f"namespaces[{i}]" if team.config.namespaces else "name"
-            if RESERVED_NAMESPACES.match(ns):
+            if ns in platform:
+                yield Finding(where[0], where[1], field, f"namespace {ns!r} belongs to the platform: "
+                              f"{platform[ns]}", "choose a namespace of the team's own, e.g. <team>-<purpose>")
+            elif RESERVED_NAMESPACES.match(ns):
                 yield Finding(where[0], where[1], field, f"namespace {ns!r} is reserved for the platform",
                               "choose a namespace of the team's own, e.g. <team>-<purpose>")
             elif ns in names[:i]:
@@ -126,6 +143,58 @@ def _namespaces(fleet: Fleet) -> Iterator[Finding]:
             if name != owner:
                 yield Finding(file, line, field, f"namespace {ns!r} already belongs to team {owner!r}",
                               "each namespace belongs to exactly one team; choose another name")
+
+
+# What each well-known system subject stands for (Kubernetes' authenticator and RBAC defaults).
+SYSTEM_SUBJECTS: dict[str, str] = {
+    "system:authenticated": "everyone who can log in to the cluster",
+    "system:unauthenticated": "every anonymous request",
+    "system:anonymous": "every anonymous request",
+    "system:serviceaccounts": "every ServiceAccount of every namespace",
+    "system:nodes": "every kubelet",
+    "system:masters": "cluster administrators, who bypass RBAC",
+    "system:monitoring": "the API server's metrics readers",
+}
+SYSTEM_PREFIXES: tuple[tuple[str, str], ...] = (
+    ("system:serviceaccounts:", "every ServiceAccount of namespace {rest}"),
+    ("system:serviceaccount:", "the ServiceAccount {rest}, a workload's identity"),
+    ("system:node:", "the kubelet of node {rest}"),
+    ("system:", "a Kubernetes system identity"),
+)
+
+
+def system_subject(name: str) -> str | None:
+    """What a `system:` subject stands for; None for an ordinary user or group."""
+    lowered = name.lower()
+    if lowered in SYSTEM_SUBJECTS:
+        return SYSTEM_SUBJECTS[lowered]
+    return next((text.format(rest=name[len(prefix):]) for prefix, text in SYSTEM_PREFIXES
+                 if lowered.startswith(prefix)), None)
+
+
+def _subjects(fleet: Fleet) -> Iterator[Finding]:
+    for team in fleet.teams.values():
+        members = team.config.members
+        for key, names in (("groups", members.groups), ("users", members.users)):
+            for i, subject in enumerate(names):
+                meaning = system_subject(subject)
+                if meaning is None:
+                    continue
+                refusing = sorted(c for c in team.config.quotas if c in fleet.clusters and subject not in
+                                  fleet.clusters[c].config.tenancy.allowed_system_subjects) \
+                    or ([] if team.config.quotas else ["(every cluster)"])
+                if refusing:
+                    file, line = team.at("members", key, i)
+                    yield Finding(file, line, f"members.{key}[{i}]",
+                                  f"{subject!r} is {meaning}: a team file may not grant it rights "
+                                  f"(not allowed in {', '.join(refusing)})",
+                                  "list your team's own identity-provider groups and users; a platform engineer "
+                                  "can allow one exact system: subject in the cluster file's "
+                                  "tenancy.allowedSystemSubjects")
+            for name in sorted({n for n in names if names.count(n) > 1}):
+                i = names.index(name, names.index(name) + 1)
+                file, line = team.at("members", key, i)
+                yield Finding(file, line, f"members.{key}[{i}]", f"{name!r} is listed twice", "remove the duplicate")
 
 
 def _quota_references(fleet: Fleet) -> Iterator[Finding]:
@@ -246,7 +315,7 @@ def _job_profiles(fleet: Fleet) -> Iterator[Finding]:
 
 RULES: list[Callable[[Fleet], Iterator[Finding]]] = [
     _kubernetes_versions, _reserved_cluster_names, _reserved_team_names, _unique_within_cluster, _cohort_tree,
-    _team_names, _namespaces, _quota_references, _capacity, _job_profiles,
+    _team_names, _namespaces, _subjects, _quota_references, _capacity, _job_profiles,
 ]
 
 

@@ -19,6 +19,7 @@ from generator.config.types import (
     LabelValue,
     Quantity,
     ResourceName,
+    SubjectName,
     Weight,
 )
 from generator.versions import component
@@ -154,6 +155,15 @@ class Cohort(ConfigModel):
     """Fair-sharing weight of the cohort against its siblings."""
 
 
+class Tenancy(ConfigModel):
+    """What team files may grant in this cluster, beyond their own people."""
+
+    allowed_system_subjects: list[SubjectName] = []
+    """`system:` users and groups that team files may list as members here, exactly as written
+    (e.g. `system:serviceaccount:ci:runner`). Every other `system:` subject is refused: they name
+    Kubernetes itself (`system:authenticated` is everyone with a login, `system:nodes` every kubelet)."""
+
+
 class ClusterConfig(ConfigModel):
     """A GPU cluster: node pools, priorities and the Kueue policy applied to every team queue."""
 
@@ -177,6 +187,8 @@ class ClusterConfig(ConfigModel):
     """GPU observability stack, alerts and dashboards."""
     health: Health = Health()
     """GPU health reconciler deployment and policy."""
+    tenancy: Tenancy = Tenancy()
+    """Limits on what team files may grant in this cluster."""
 
     def pool(self, name: str) -> NodePool | None:
         """The node pool called `name`, if any."""

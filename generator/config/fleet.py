@@ -12,6 +12,7 @@ from typing import Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from generator import repofiles
 from generator.config.cluster import ClusterConfig
 from generator.config.messages import findings_from
 from generator.config.team import TeamConfig
@@ -47,18 +48,20 @@ class Fleet:
 
 
 def _files(folder: Path, root: Path, findings: list[Finding]) -> list[Path]:
+    repofiles.inside(root, folder.relative_to(root).as_posix())  # the folder itself is no link
     if not folder.is_dir():
         return []
     for odd in sorted(folder.glob("*.yml")):
         findings.append(Finding(str(odd.relative_to(root)), None, "",
                                 "fleetgen reads only files ending in .yaml", f"rename it to {odd.stem}.yaml"))
-    return sorted(p for p in folder.glob("*.yaml") if p.is_file())
+    # Links are listed too, so that loading refuses them by name instead of skipping them silently.
+    return sorted(p for p in folder.glob("*.yaml") if p.is_file() or p.is_symlink())
 
 
 def _load(path: Path, root: Path, model: type[M], findings: list[Finding]) -> Loaded[M] | None:
     shown = path.relative_to(root).as_posix()
     try:
-        source = load_source(path, shown)
+        source = load_source(root, shown)
     except InputError as exc:
         findings.extend(exc.findings)
         return None
@@ -67,7 +70,7 @@ def _load(path: Path, root: Path, model: type[M], findings: list[Finding]) -> Lo
                                 "start with 'name: ...' (see README, config reference)"))
         return None
     try:
-        config = model.model_validate(source.data)
+        config = model.model_validate(source.data, by_alias=True, by_name=False)  # camelCase only
     except ValidationError as exc:
         findings.extend(findings_from(exc, model, source))
         return None

@@ -72,6 +72,10 @@ def _extra(err: dict[str, Any], model: type[BaseModel]) -> tuple[str, str]:
     key = err["loc"][-1]
     parent = _model_at(model, err["loc"][:-1])
     allowed = _keys_of(parent) if parent else []
+    from pydantic.alias_generators import to_camel
+
+    if to_camel(str(key)) in allowed and to_camel(str(key)) != key:
+        return f"unknown key {shown(key)}: keys are camelCase", f"write '{to_camel(str(key))}'"
     close = difflib.get_close_matches(str(key), allowed, n=1)
     hint = f"did you mean '{close[0]}'? " if close else ""
     hint += f"allowed keys here: {', '.join(allowed)}" if allowed else "remove the key"

@@ -141,6 +141,6 @@ if __name__ == "__main__":
 
     if sys.argv[1:] == ["--write"]:
         path = Path("README.md")
-        path.write_text(readme_with_reference(path.read_text()))
+        path.write_text(readme_with_reference(path.read_text(encoding="utf-8")), encoding="utf-8")
     else:
         print(reference())

@@ -27,10 +27,11 @@ class RepoConfig(ConfigModel):
 def load_repo_config(root: Path) -> RepoConfig | None:
     """`fleet.yaml` if the repository has one."""
     path = root / FLEET_FILE
-    if not path.is_file():
+    if not path.is_file() and not path.is_symlink():
         return None
-    source = load_source(path, FLEET_FILE)
+    source = load_source(root, FLEET_FILE)
     try:
-        return RepoConfig.model_validate(source.data if isinstance(source.data, dict) else {})
+        return RepoConfig.model_validate(source.data if isinstance(source.data, dict) else {}, by_alias=True,
+                                          by_name=False)
     except ValidationError as exc:
         raise InputError(findings_from(exc, RepoConfig, source)) from None

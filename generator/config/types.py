@@ -6,9 +6,10 @@ Each pattern lives here once, with the sentence users see when a value does not 
 
 from __future__ import annotations
 
+import unicodedata
 from typing import Annotated
 
-from pydantic import Field, PlainValidator, StrictInt, StrictStr, WithJsonSchema
+from pydantic import AfterValidator, Field, PlainValidator, StrictInt, StrictStr, WithJsonSchema
 
 from generator import quantity
 
@@ -79,6 +80,32 @@ def _quantity(value: object) -> str | int:
     return value
 
 
+# Unicode categories no subject name needs and an attacker can hide in: control, format (zero-width,
+# bidi overrides such as U+202E), private use, unassigned, surrogates, line/paragraph separators.
+INVISIBLE_CATEGORIES = frozenset({"Cc", "Cf", "Co", "Cn", "Cs", "Zl", "Zp"})
+
+
+def _visible_and_unconfusable(value: str) -> str:
+    """A subject must read as what it is: RBAC compares code points, reviewers compare glyphs."""
+    for ch in value:
+        category = unicodedata.category(ch)
+        if category in INVISIBLE_CATEGORIES or (category == "Zs" and ch != " "):
+            raise ValueError(f"contains the invisible or formatting character U+{ord(ch):04X} "
+                             f"({unicodedata.name(ch, 'unnamed')})")
+    if unicodedata.normalize("NFKC", value) != value:
+        raise ValueError(f"contains compatibility characters (full-width, ligatures, ...) that display like "
+                         f"{unicodedata.normalize('NFKC', value)!r}")
+    from confusable_homoglyphs import confusables  # Unicode's confusables.txt (UTS #39)
+
+    found = confusables.is_confusable(value, greedy=False, preferred_aliases=["latin", "common"])
+    if found:
+        ch = found[0]["character"]
+        twin = found[0]["homoglyphs"][0]["c"]
+        raise ValueError(f"contains {ch!r} (U+{ord(ch):04X} {found[0]['alias']}), which looks like {twin!r}: "
+                         "a look-alike of another name")
+    return value
+
+
 DnsLabel = Annotated[StrictStr, _pattern(DNS_LABEL, 63)]
 DnsSubdomain = Annotated[StrictStr, _pattern(DNS_SUBDOMAIN, 253)]
 LabelKey = Annotated[StrictStr, _pattern(LABEL_KEY, 317)]
@@ -87,7 +114,7 @@ ResourceName = Annotated[StrictStr, _pattern(RESOURCE_NAME, 317)]
 KueueVersion = Annotated[StrictStr, _pattern(KUEUE_VERSION)]
 KubernetesVersion = Annotated[StrictStr, _pattern(KUBERNETES_VERSION)]
 Owner = Annotated[StrictStr, _pattern(OWNER, 320)]
-SubjectName = Annotated[StrictStr, _pattern(SUBJECT)]
+SubjectName = Annotated[StrictStr, _pattern(SUBJECT), AfterValidator(_visible_and_unconfusable)]
 Quantity = Annotated[str | int, PlainValidator(_quantity),
                      WithJsonSchema({"anyOf": [{"type": "integer", "minimum": 0}, {"type": "string"}],
                                      "description": "Kubernetes quantity, e.g. 192, 500m, 1800Gi"})]

@@ -7,6 +7,8 @@ loader composes the node graph itself and refuses anything ambiguous, with a lin
 
 from __future__ import annotations
 
+import re
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,6 +29,29 @@ MAX_DEPTH = 32
 Path_ = tuple[Any, ...]
 
 _SCALAR = yaml.SafeLoader("")  # only its scalar constructors are used
+
+# Characters no config value needs and that hide what a value says (escape sequences, \r, bidi
+# overrides, zero-width characters): controls, format, private use, unassigned, separators.
+HIDDEN = frozenset({"Cc", "Cf", "Co", "Cn", "Cs", "Zl", "Zp"})
+
+# Plain (unquoted) values that YAML 1.1 and YAML 1.2 readers disagree on. PyYAML reads 1.1,
+# Kubernetes and kustomize read 1.2-ish: an author cannot know which number (or whether a
+# number) they wrote, so fleetgen refuses them and says what to write instead.
+# (pattern, what the readers make of it, fix)
+AMBIGUOUS_PLAIN: tuple[tuple[re.Pattern[str], str, str], ...] = (
+    (re.compile(r"^[-+]?0[bBoOxX][0-9a-fA-F_]+$"), "is a binary, octal or hex number, read differently by "
+     "YAML 1.1 and 1.2 readers (0o17 is text to one, 15 to the other)", "write the number in decimal, or quote it"),
+    (re.compile(r"^[-+]?0[0-9_]+$"), "has a leading zero: YAML 1.1 reads it as octal (010 is 8), YAML 1.2 as "
+     "decimal (10)", "drop the leading zero, or quote it if it is text"),
+    (re.compile(r"^[-+]?[0-9][0-9_]*(:[0-5]?[0-9])+(\.[0-9_]*)?$"), "is a base-60 number in YAML 1.1 "
+     "(1:00 is 60) and text in YAML 1.2", "write the number of seconds or minutes, or quote it"),
+    (re.compile(r"^[-+]?[0-9][0-9_]*_[0-9_]*(\.[0-9_]*)?$"), "uses '_' between digits, a number in YAML 1.1 "
+     "only (1_0 is 10)", "write the digits without '_', or quote it"),
+    (re.compile(r"^[-+]?([0-9]+|\.[0-9]+)[eE][-+]?[0-9]+$"), "is a number in YAML 1.2 (Kubernetes reads "
+     "1e3 as 1000) but text in YAML 1.1", "write the number out (1000), or quote it if it is text"),
+    (re.compile(r"^(y|Y|yes|Yes|YES|n|N|no|No|NO|on|On|ON|off|Off|OFF)$"), "is a boolean in YAML 1.1 and text "
+     "in YAML 1.2", "write true or false, or quote it if it is text"),
+)
 _COLLECTION_TAGS = frozenset({"tag:yaml.org,2002:map", "tag:yaml.org,2002:seq"})
 
 
@@ -97,13 +122,24 @@ class _Builder:
         return out
 
     def scalar(self, node: yaml.Node, path: Path_) -> Any:
+        if not node.style:
+            for pattern, problem, hint in AMBIGUOUS_PLAIN:
+                if pattern.match(node.value):
+                    raise self.fail(node, f"unquoted {node.value!r} {problem}", hint, path)
         constructor = _SCALAR.yaml_constructors.get(node.tag)
         if constructor is None:
             raise self.fail(node, f"unsupported YAML tag {node.tag!r}", "remove the tag", path)
         try:
-            return constructor(_SCALAR, node)
+            value = constructor(_SCALAR, node)
         except (yaml.YAMLError, ValueError) as exc:
             raise self.fail(node, f"cannot read value {node.value!r}: {exc}", "quote the value", path) from None
+        if isinstance(value, str):
+            hidden = next((ch for ch in value if ch not in "\t\n" and unicodedata.category(ch) in HIDDEN), None)
+            if hidden is not None:
+                name = unicodedata.name(hidden, "a control character")
+                raise self.fail(node, f"contains the control or invisible character U+{ord(hidden):04X} ({name}), "
+                                "which terminals, logs and reviewers do not show as it is", "remove it", path)
+        return value
 
 
 def dotted(path: Path_) -> str:
@@ -114,12 +150,23 @@ def dotted(path: Path_) -> str:
     return out
 
 
-def load_source(file: Path, shown: str) -> Source:
-    """Load `file` (shown to users as `shown`) or raise InputError with a located finding."""
+def load_source(root: Path, shown: str) -> Source:
+    """Load `root/shown` (a path inside the repository, shown to users as is) or raise InputError
+    with a located finding. Read through repofiles: a symbolic link is refused, never followed."""
+    from generator.repofiles import UnsafePath, read_bytes
+
     try:
-        raw = file.read_bytes()
+        raw = read_bytes(root, shown)
+    except UnsafePath as exc:
+        raise InputError([Finding(shown, None, "", exc.reason, exc.fix)]) from None
     except OSError as exc:
-        raise InputError([Finding(shown, None, "", f"cannot read file: {exc.strerror}", "check the path")]) from None
+        raise InputError([Finding(shown, None, "", f"cannot read file: {exc.strerror}",
+                                  "check that the file exists and is readable by this user")]) from None
+    return parse_source(raw, shown)
+
+
+def parse_source(raw: bytes, shown: str) -> Source:
+    """Parse file content `raw` (from `shown`) or raise InputError with a located finding."""
     if len(raw) > MAX_FILE_BYTES:
         raise InputError([Finding(shown, None, "", f"file is {len(raw)} bytes, more than the {MAX_FILE_BYTES} allowed",
                                   "split or shorten the file; no valid config is this large")])

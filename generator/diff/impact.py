@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
 
+from generator import quantity
 from generator.capacity import PoolCapacity, TeamShare, pool_capacities
 from generator.config.fleet import Fleet
 from generator.diff.objects import Change
@@ -110,6 +113,66 @@ def _rbac(change: Change) -> Iterator[Risk]:
                    "or more rights")
 
 
+def _subject_set(body: dict[str, Any] | None) -> set[tuple[str, str]]:
+    return {(str(s.get("kind")), str(s.get("name"))) for s in ((body or {}).get("subjects") or [])
+            if isinstance(s, dict)}
+
+
+def _subjects_changed(change: Change) -> Iterator[Risk]:
+    """Who holds a team's rights is the one thing a team file decides alone: every change is shown."""
+    if change.obj.key[2] not in ("RoleBinding", "ClusterRoleBinding"):
+        return
+    before = _subject_set(change.before.body if change.before else None)
+    after = _subject_set(change.after.body if change.after else None)
+    if before == after:
+        return
+    parts = []
+    for verb, subjects in (("added", after - before), ("removed", before - after)):
+        if subjects:
+            parts.append(f"{verb} " + ", ".join(f"{kind} {name!r}" for kind, name in sorted(subjects)))
+    role = ((change.obj.body.get("roleRef") or {}).get("name")) or "?"
+    yield Risk("high", "rbac-subjects-changed", f"{change.obj.cluster}: {change.obj.label} (role {role}): "
+               + "; ".join(parts))
+
+
+WEIGHT_JUMP = 4.0
+"""A fair-sharing weight that moves by more than this factor shifts a whole cohort's borrowing."""
+
+
+def _weight(body: dict[str, Any] | None) -> Decimal | None:
+    value = (((body or {}).get("spec") or {}).get("fairSharing") or {}).get("weight")
+    try:
+        return quantity.value_of(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+def _weight_jump(change: Change) -> Iterator[Risk]:
+    if change.action != "change" or change.obj.key[2] not in ("ClusterQueue", "Cohort"):
+        return
+    old = _weight(change.before.body if change.before else None)
+    new = _weight(change.after.body if change.after else None)
+    old_v, new_v = (old if old is not None else Decimal(1)), (new if new is not None else Decimal(1))  # Kueue: 1
+    if old_v == new_v:
+        return
+    low, high = sorted((old_v, new_v))
+    if low == 0 or high / low > Decimal(str(WEIGHT_JUMP)):
+        yield Risk("high", "fair-sharing-weight-jump", f"{change.obj.cluster}: {change.obj.label} fair-sharing weight "
+                   f"{old_v.normalize():f} → {new_v.normalize():f} (more than {WEIGHT_JUMP:g}x): its share of idle "
+                   "GPUs against the rest of the cohort changes that much")
+
+
+def _namespace_claimed(change: Change) -> Iterator[Risk]:
+    if change.obj.key[2] != "Namespace" or change.action == "destroy":
+        return
+    team_after = change.obj.team
+    team_before = change.before.team if change.before else None
+    if team_after and team_after != team_before:
+        was = f" (was team {team_before!r}'s)" if team_before else ""
+        yield Risk("high", "namespace-claimed", f"{change.obj.cluster}: team {team_after!r} claims namespace "
+                   f"{change.obj.key[4]!r}{was}: its members get edit rights there")
+
+
 def _cluster_scoped(change: Change) -> Iterator[Risk]:
     _, group, kind, ns, _ = change.obj.key
     if not ns and group != "kueue.x-k8s.io" and kind != "Namespace" and change.action != "change":
@@ -134,7 +197,8 @@ def _immutable(change: Change) -> Iterator[Risk]:
 
 
 RULES: list[Callable[[Change], Iterator[Risk]]] = [
-    _deleted_kueue, _namespace_deleted, _preemption_or_priority, _rbac, _cluster_scoped, _immutable,
+    _deleted_kueue, _namespace_deleted, _preemption_or_priority, _rbac, _subjects_changed, _weight_jump,
+    _namespace_claimed, _cluster_scoped, _immutable,
 ]
 
 

@@ -58,6 +58,10 @@ def at_ref(root: Path, ref: str) -> Side:
         if wanted:
             data = _git(root, "archive", "--format=tar", commit, "--", *wanted)
             with tarfile.open(fileobj=io.BytesIO(data)) as archive:
+                links = [m.name for m in archive.getmembers() if m.issym() or m.islnk()]
+                if links:  # the same rule as the work tree: links are refused, never followed
+                    raise UsageError(f"{ref} holds symbolic links among the inputs ({', '.join(sorted(links))}); "
+                                     "fleetgen does not follow links: compare with a ref without them")
                 archive.extractall(tmp, filter="data")
         base_root = Path(tmp) / prefix
         base_root.mkdir(parents=True, exist_ok=True)

@@ -93,7 +93,7 @@ class Job:
         import yaml
 
         try:
-            body = yaml.safe_load(Path(path).read_text())
+            body = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
         except (OSError, yaml.YAMLError) as exc:
             raise UsageError(f"cannot read job file {path}: {exc}") from None
         return cls(body if isinstance(body, dict) else {})

@@ -22,7 +22,7 @@ def load_policy(path: str | None, root: Path, cluster: str | None) -> dict[str, 
     """The policy document: a file (in the pod), or compiled from the fleet's cluster file."""
     if path:
         try:
-            return dict(json.loads(Path(path).read_text()))
+            return dict(json.loads(Path(path).read_text(encoding="utf-8")))
         except (OSError, ValueError) as exc:
             raise UsageError(f"cannot read health policy {path}: {exc}") from None
     if not cluster:

@@ -59,16 +59,21 @@ class LeaderLease:
     _observed_at: float = field(default=0.0, repr=False)
     _observed_duration: float = field(default=0.0, repr=False)
     _certain_until: float = field(default=float("-inf"), repr=False)
+    last_error: BaseException | None = field(default=None, repr=False)
+    """Why the last acquire() failed when it was not another holder: an unreachable or refusing API
+    server (a one-shot command reports it instead of "another replica holds the lease")."""
 
     def acquire(self) -> bool:
         """Take or renew the Lease; True when this replica now leads. An API server that fails or
         does not answer means False: leadership is never assumed."""
         from urllib3.exceptions import HTTPError
 
+        self.last_error = None
         try:
             return self._acquire()
-        except (HTTPError, OSError):
+        except (HTTPError, OSError) as exc:
             self._certain_until = float("-inf")
+            self.last_error = exc
             return False
 
     def _acquire(self) -> bool:
@@ -86,6 +91,7 @@ class LeaderLease:
                 LEASE, self.namespace, _request_timeout=timeout(self.api)))
         except ApiException as exc:
             if exc.status != 404:
+                self.last_error = exc
                 return False
             body: Any = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
                          "metadata": {"name": LEASE, "namespace": self.namespace},
@@ -116,7 +122,7 @@ class LeaderLease:
         a Lease left by a dead replica is taken, a live one (renewed meanwhile) is not."""
         if self.acquire():
             return True
-        if self._observed is None:
+        if self._observed is None or self.last_error is not None:
             return False  # the API server did not answer
         time.sleep(max(0.0, self._observed_at + self._observed_duration - self.monotonic()) + 0.1)
         return self.acquire()

@@ -112,7 +112,7 @@ def load_crds(location: str | None, versions: list[str], *, offline: bool) -> Cr
         if not folder.is_dir():
             raise UsageError(f"CRD location {location} is not a folder")
         docs = [d for path in sorted(folder.glob("*.yaml")) + sorted(folder.glob("*.yml"))
-                for d in _documents(path.read_text())]
+                for d in _documents(path.read_text(encoding="utf-8"))]
         return CrdCatalog({}, rules_from_crds(docs))
     by_version: dict[str, Rules] = {}
     for version in sorted(set(versions)):
@@ -128,7 +128,7 @@ def load_crds(location: str | None, versions: list[str], *, offline: bool) -> Cr
                 raise UsageError(f"cannot fetch CRDs {url}: {exc}; pass --crd-location DIR") from None
             cached.parent.mkdir(parents=True, exist_ok=True)
             cached.write_bytes(data)
-        by_version[version] = rules_from_crds(_documents(cached.read_text()))
+        by_version[version] = rules_from_crds(_documents(cached.read_text(encoding="utf-8")))
     return CrdCatalog(by_version)
 
 

@@ -53,10 +53,10 @@ def builtin_schema_location(k8s_version: str) -> str:
         staging = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=root))
         for entry in source.iterdir():
             if entry.name.endswith(".json"):
-                doc = json.loads(entry.read_text())
+                doc = json.loads(entry.read_text(encoding="utf-8"))
                 doc.pop("$id", None)
                 text = json.dumps(doc).replace('"/api/_definitions.json#', '"_definitions.json#')
-                (staging / entry.name).write_text(text)
+                (staging / entry.name).write_text(text, encoding="utf-8")
         try:
             os.rename(staging, target)  # atomic: a concurrent run either wins or finds it done
         except OSError:
@@ -93,7 +93,7 @@ def _crd_fallback(folder: Path, manifests: list[Manifest],
         if schema is not None:
             target = folder / group / f"{kind.lower()}_{version}.json"
             target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(json.dumps(crd_json_schema(schema)))
+            target.write_text(json.dumps(crd_json_schema(schema)), encoding="utf-8")
     return str(folder) + "/{{.Group}}/{{.ResourceKind}}_{{.ResourceAPIVersion}}.json"
 
 

@@ -52,7 +52,8 @@ def _crd_schema_lookup(rules: dict[tuple[str, str], Any] | None) -> Callable[[st
 def validate_compiled(fleet: Fleet, compiled: dict[str, list[Manifest]], options: Options,
                       extra: list[Manifest] | None = None) -> Report:
     """Run every check that `options` allows on the compiled objects of each cluster."""
-    from generator.validate import cel, kubeconform, kueue_rules, schemas
+    from generator.compile import platform_namespaces
+    from generator.validate import cel, kubeconform, kueue_rules, schemas, tenancy_rules
 
     report = Report()
     custom_schemas = options.complete or _is_local(options.schema_location)
@@ -85,6 +86,9 @@ def validate_compiled(fleet: Fleet, compiled: dict[str, list[Manifest]], options
         report.findings += schemas.validate_schemas(manifests, cfg.kubernetes_version, store,
                                                     builtin_only=not custom_schemas)
         report.findings += kueue_rules.validate_kueue(manifests)
+        report.findings += tenancy_rules.validate_tenancy(
+            cfg, {t.config.name: t.config for t in fleet.teams_in(name)}, manifests,
+            platform_namespaces(fleet.clusters[name]))
         if rules is not None:
             report.findings += cel.validate_cel(manifests, rules)
         if binary:

@@ -58,7 +58,7 @@ def builtin_dir(k8s_version: str) -> Any:
 
 @functools.cache
 def _builtin_registry(k8s_version: str) -> jsonschema_rs.Registry:
-    defs = json.loads(builtin_dir(k8s_version).joinpath("_definitions.json").read_text())
+    defs = json.loads(builtin_dir(k8s_version).joinpath("_definitions.json").read_text(encoding="utf-8"))
     return jsonschema_rs.Registry([(_K8S_DEFS_ID, defs)])
 
 
@@ -127,7 +127,8 @@ class SchemaStore:
             ref = builtin_dir(k8s_version).joinpath(name)
             if not ref.is_file():
                 return None
-            return jsonschema_rs.validator_for(json.loads(ref.read_text()), registry=_builtin_registry(k8s_version))
+            return jsonschema_rs.validator_for(json.loads(ref.read_text(encoding="utf-8")),
+                                               registry=_builtin_registry(k8s_version))
         text = self._custom_text(group, kind.lower(), version)
         if text is not None:
             return jsonschema_rs.validator_for(json.loads(text))
@@ -139,10 +140,10 @@ class SchemaStore:
                                      ResourceKind=kind, Group=group, ResourceAPIVersion=version)
         if not self.custom_is_remote:
             path = Path(where) if "{" in self.location else Path(self.location) / group / f"{kind}_{version}.json"
-            return path.read_text() if path.is_file() else None
+            return path.read_text(encoding="utf-8") if path.is_file() else None
         cached = cache_dir() / "schemas" / hashlib.sha256(where.encode()).hexdigest()
         if cached.is_file():
-            return cached.read_text() or None
+            return cached.read_text(encoding="utf-8") or None
         if self.offline:
             return None
         try:

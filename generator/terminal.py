@@ -1,0 +1,58 @@
+"""Everything fleetgen prints passes through `safe_text`: team text can never drive a terminal or a CI log.
+
+Values come from team files written by many hands. Printed raw, `\\x1b]52;...` writes the
+reader's clipboard (OSC 52), `\\r` overwrites a line, U+202E reverses what follows, and a line
+starting with `::error` or `::add-mask` is a GitHub Actions workflow command. So control and
+formatting characters are shown as escapes, and a line that a CI runner would take for a
+command gets a visible space in its prefix.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+# Unicode categories shown as escapes: controls, formatting (bidi overrides, zero-width), private
+# use, unassigned, surrogates, line and paragraph separators.
+ESCAPED_CATEGORIES = frozenset({"Cc", "Cf", "Co", "Cn", "Cs", "Zl", "Zp"})
+# Line prefixes CI runners execute (GitHub Actions `::cmd`, Azure Pipelines `##vso[`, `##[group]`).
+COMMAND_PREFIXES = re.compile(r"^(\s*)(::|##\[|##vso\[)")
+SGR = re.compile(r"\x1b\[[0-9;]*m")
+"""The colour sequences fleetgen itself writes with --color (only those are kept)."""
+
+
+def _escape_char(ch: str) -> str:
+    code = ord(ch)
+    return f"\\x{code:02x}" if code < 0x100 else (f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}")
+
+
+def escape(value: str) -> str:
+    """One value for one line: every control or formatting character (newlines too) escaped."""
+    return "".join(_escape_char(ch) if unicodedata.category(ch) in ESCAPED_CATEGORIES else ch for ch in value)
+
+
+def _chars(text: str) -> str:
+    return "".join(ch if ch == "\t" or unicodedata.category(ch) not in ESCAPED_CATEGORIES else _escape_char(ch)
+                   for ch in text)
+
+
+def _defuse(text: str) -> str:
+    """`::error::x` -> `: :error::x`: still readable, no longer a command."""
+    return COMMAND_PREFIXES.sub(lambda m: f"{m.group(1)}{m.group(2)[0]} {m.group(2)[1:]}", text, count=1)
+
+
+def safe_text(text: str, color: bool = False) -> str:
+    """Text for a terminal or a log: our own newlines and tabs kept, everything else escaped; with
+    `color`, fleetgen's SGR colour sequences are kept too."""
+    out = []
+    for line in text.split("\n"):
+        if not color:
+            out.append(_defuse(_chars(line)))
+            continue
+        codes = SGR.findall(line)
+        parts = [_chars(p) for p in SGR.split(line)]
+        first = next((i for i, p in enumerate(parts) if p.strip()), None)
+        if first is not None:
+            parts[first] = _defuse(parts[first])
+        out.append("".join(p + (codes[i] if i < len(codes) else "") for i, p in enumerate(parts)))
+    return "\n".join(out)

@@ -1,0 +1,114 @@
+"""A render killed with SIGKILL at any point leaves rendered/ exactly old or exactly new.
+
+A 20-cluster fleet whose change touches half of the clusters is rendered in a child process
+that sends itself SIGKILL at its N-th file-system write (opening a file for writing, mkdir,
+rename, unlink, rmtree), for 50 values of N spread over every write the render makes (staging,
+the journal's commit, the switch, the clean-up, the incremental records). After each kill the
+next run's recovery (`emit.recover`, which `render` calls first) must leave the tree's content
+hash equal to the old tree's or the new tree's, and a following render must succeed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from benchmarks.synth import synthesize
+from generator import emit
+from tests.conftest import run, snapshot
+
+CLUSTERS, TEAMS, KILLS = 20, 1, 50
+
+# Counts every write-side call and kills the process at the N-th (N=0: count only, print at exit).
+KILLER = r"""
+import atexit, builtins, os, shutil, signal, sys
+limit, count = int(sys.argv[2]), [0]
+def tick():
+    count[0] += 1
+    if count[0] == limit:
+        os.kill(os.getpid(), signal.SIGKILL)
+def counted(fn, writes=lambda *a, **k: True):
+    def inner(*args, **kwargs):
+        if writes(*args, **kwargs):
+            tick()
+        return fn(*args, **kwargs)
+    return inner
+WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT
+os.open = counted(os.open, lambda path, flags, *a, **k: bool(flags & WRITE_FLAGS))
+builtins.open = counted(builtins.open, lambda file, mode="r", *a, **k: any(c in mode for c in "wax+"))
+for name in ("mkdir", "rename", "replace", "unlink", "rmdir"):
+    setattr(os, name, counted(getattr(os, name)))
+shutil.rmtree = counted(shutil.rmtree)
+atexit.register(lambda: print(f"writes={count[0]}", file=sys.stderr))
+from generator.cli import main
+sys.argv = ["fleetgen", "--root", sys.argv[1], "render", "--jobs", "1"]
+main()
+"""
+
+
+def _digest(root: Path) -> str:
+    digest = hashlib.sha256()
+    for rel, content in sorted(snapshot(root / "rendered").items()):
+        digest.update(rel.encode() + b"\0" + hashlib.sha256(content).digest())
+    return digest.hexdigest()
+
+
+def _killed_render(root: Path, limit: int) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", KILLER, str(root), str(limit)], capture_output=True, text=True,
+                          check=False, timeout=300, env={**os.environ, "CI": "1"})
+
+
+@pytest.fixture(scope="module")
+def fleets(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, str, int]:
+    """A rendered fleet with changed inputs; the old and new trees' hashes; the writes of a render."""
+    base = tmp_path_factory.mktemp("crash") / "fleet"
+    synthesize(base, CLUSTERS, TEAMS)
+    for path in (base / "clusters").glob("*.yaml"):  # Kueue and tenancy only: the test is about files
+        path.write_text(path.read_text() + "monitoring: {enabled: false}\nhealth: {enabled: false}\n")
+    assert run(base, "render").code == 0
+    old = _digest(base)
+    for i in range(0, CLUSTERS, 2):  # half of the clusters change
+        path = base / f"clusters/cluster-{i:03d}.yaml"
+        path.write_text(path.read_text().replace("value: 100", "value: 150"))
+    probe = base.parent / "probe"
+    shutil.copytree(base, probe)
+    shutil.rmtree(probe / ".fleetgen", ignore_errors=True)
+    counted = _killed_render(probe, 0)
+    assert counted.returncode == 0, counted.stderr
+    writes = int(counted.stderr.rsplit("writes=", 1)[1])
+    new = _digest(probe)
+    assert new != old
+    return base, old, new, writes
+
+
+def test_kill_at_50_points_leaves_old_or_new(fleets: tuple[Path, str, str, int], tmp_path: Path) -> None:
+    base, old, new, writes = fleets
+    assert writes > 200, writes  # the staging of ten clusters' files is in the range
+    points = sorted(random.Random(11).sample(range(1, writes + 1), KILLS))
+    seen = {"old": 0, "new": 0}
+    for i, point in enumerate(points):
+        root = tmp_path / f"kill-{point}"
+        # Hard links: a render never writes into an existing file (it stages new ones and renames),
+        # so the base stays intact, and 50 copies cost no data copying.
+        shutil.copytree(base, root, copy_function=os.link)
+        proc = _killed_render(root, point)
+        assert proc.returncode == -signal.SIGKILL, (point, proc.returncode, proc.stderr)
+        emit.recover(root)
+        state = _digest(root)
+        assert state in (old, new), f"killed at write {point} of {writes}: the tree is neither old nor new"
+        seen["old" if state == old else "new"] += 1
+        assert not list((root / ".fleetgen").glob("stage-*")) and not (root / ".fleetgen/journal.json").exists()
+        if i % 10 == 0:  # and the next render succeeds, giving the new tree
+            result = run(root, "render")
+            assert result.code == 0, result.err
+            assert _digest(root) == new
+        shutil.rmtree(root)
+    assert seen["old"] and seen["new"], seen  # the points fell both before and after the commit
