@@ -145,10 +145,10 @@ def _render_locked(root: Path, clusters: tuple[str, ...], check: bool, jobs: int
     kept = f" ({len(result.reused)} unchanged clusters not compiled again)" if result.reused else ""
     if diff:
         echo(f"rendered {objects} objects in {len(result.compiled) + len(result.reused)} clusters: "
-                   f"{len(diff.added)} added, {len(diff.changed)} changed, {len(diff.removed)} removed files{kept}")
+             f"{len(diff.added)} added, {len(diff.changed)} changed, {len(diff.removed)} removed files{kept}")
     else:
         echo(f"rendered/ already up to date ({objects} objects in "
-                   f"{len(result.compiled) + len(result.reused)} clusters){kept}")
+             f"{len(result.compiled) + len(result.reused)} clusters){kept}")
 
 
 @cli.command()
@@ -284,7 +284,7 @@ def _output_dir(root: Path, given: str) -> Path:
     if folder == root or root in folder.parents:
         folder = repofiles.inside(root, folder.relative_to(root).as_posix())
     elif os.path.islink(folder):
-        raise repofiles.UnsafePath(f"{given} is a symbolic link: name the real folder")
+        raise repofiles.UnsafePath(given, repofiles.LINK_REASON, "name the real folder")
     folder.mkdir(parents=True, exist_ok=True)
     return folder
 
@@ -382,7 +382,7 @@ def job_submit(ctx: click.Context, what: tuple[str, ...], name: str | None, node
         raise UsageError("give a JobSet file, or TEAM PROFILE")
     made.submit(_api(**conn))
     echo(f"submitted {made.namespace}/{made.name}; follow it with: fleetgen job status {made.name} "
-               f"--namespace {made.namespace}")
+         f"--namespace {made.namespace}")
 
 
 def _job_command(fn: Callable[..., Any]) -> Callable[..., Any]:

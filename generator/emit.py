@@ -171,7 +171,8 @@ def _apply(root: Path, journal: dict[str, object]) -> None:
     """Switch the staged folders in; idempotent, so an interrupted switch can be run again.
     On an error (read-only or full disk) the renames done so far are undone, then it raises."""
     rendered = repofiles.inside(root, RENDERED)
-    stage = work_dir(root) / str(journal["stage"])
+    work = work_dir(root)
+    stage = work / str(journal["stage"])
     done: list[tuple[Path, Path]] = []
     with _signals_held():
         try:
@@ -194,10 +195,10 @@ def _apply(root: Path, journal: dict[str, object]) -> None:
         except OSError:
             for moved, back in reversed(done):
                 os.rename(moved, back)
-            (work_dir(root) / JOURNAL).unlink(missing_ok=True)
+            (work / JOURNAL).unlink(missing_ok=True)
             shutil.rmtree(stage, ignore_errors=True)
             raise
-        (work_dir(root) / JOURNAL).unlink()
+        (work / JOURNAL).unlink()
     shutil.rmtree(stage, ignore_errors=True)
 
 

@@ -12,9 +12,10 @@ from __future__ import annotations
 import re
 import unicodedata
 
-# Unicode categories shown as escapes: controls, formatting (bidi overrides, zero-width), private
-# use, unassigned, surrogates, line and paragraph separators.
-ESCAPED_CATEGORIES = frozenset({"Cc", "Cf", "Co", "Cn", "Cs", "Zl", "Zp"})
+# Characters that hide what a text says: controls (escape sequences, \r), formatting (bidi
+# overrides, zero-width), private use, unassigned, surrogates, line and paragraph separators.
+# The reader refuses them in config values, and everything printed shows them as escapes.
+HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Co", "Cn", "Cs", "Zl", "Zp"})
 # Line prefixes CI runners execute (GitHub Actions `::cmd`, Azure Pipelines `##vso[`, `##[group]`).
 COMMAND_PREFIXES = re.compile(r"^(\s*)(::|##\[|##vso\[)")
 SGR = re.compile(r"\x1b\[[0-9;]*m")
@@ -26,14 +27,23 @@ def _escape_char(ch: str) -> str:
     return f"\\x{code:02x}" if code < 0x100 else (f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}")
 
 
+def is_hidden(ch: str) -> bool:
+    """Is `ch` a character that does not show as what it is (HIDDEN_CATEGORIES)?"""
+    return unicodedata.category(ch) in HIDDEN_CATEGORIES
+
+
+def first_hidden(value: str, allowed: str = "") -> str | None:
+    """The first hidden character of `value` that is not in `allowed`, if any."""
+    return next((ch for ch in value if ch not in allowed and is_hidden(ch)), None)
+
+
 def escape(value: str) -> str:
     """One value for one line: every control or formatting character (newlines too) escaped."""
-    return "".join(_escape_char(ch) if unicodedata.category(ch) in ESCAPED_CATEGORIES else ch for ch in value)
+    return "".join(_escape_char(ch) if is_hidden(ch) else ch for ch in value)
 
 
 def _chars(text: str) -> str:
-    return "".join(ch if ch == "\t" or unicodedata.category(ch) not in ESCAPED_CATEGORIES else _escape_char(ch)
-                   for ch in text)
+    return "".join(_escape_char(ch) if ch != "\t" and is_hidden(ch) else ch for ch in text)
 
 
 def _defuse(text: str) -> str:

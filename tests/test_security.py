@@ -171,6 +171,12 @@ def test_diff_output_dir_never_writes_through_links(fleet_root: Path, outside: P
     result = run(fleet_root, "diff", "--from", str(REPO), "--to", str(fleet_root), "--output-dir",
                  str(fleet_root / "preview"))
     assert result.code == 2 and "preview is a symbolic link" in result.err
+    # a link outside the repository, named as the output folder: refused too
+    (fleet_root.parent / "preview-link").symlink_to(outside, target_is_directory=True)
+    result = run(fleet_root, "diff", "--from", str(REPO), "--to", str(fleet_root), "--output-dir",
+                 str(fleet_root.parent / "preview-link"))
+    assert result.code == 2 and "preview-link is a symbolic link" in result.err, result.err
+    assert "internal error" not in result.err
     # a real folder holding a planted link: refused by name, its target untouched
     out = fleet_root.parent / "out"
     out.mkdir()

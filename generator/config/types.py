@@ -12,6 +12,7 @@ from typing import Annotated
 from pydantic import AfterValidator, Field, PlainValidator, StrictInt, StrictStr, WithJsonSchema
 
 from generator import quantity
+from generator.terminal import is_hidden
 
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
 DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
@@ -80,18 +81,13 @@ def _quantity(value: object) -> str | int:
     return value
 
 
-# Unicode categories no subject name needs and an attacker can hide in: control, format (zero-width,
-# bidi overrides such as U+202E), private use, unassigned, surrogates, line/paragraph separators.
-INVISIBLE_CATEGORIES = frozenset({"Cc", "Cf", "Co", "Cn", "Cs", "Zl", "Zp"})
-
-
 def _visible_and_unconfusable(value: str) -> str:
     """A subject must read as what it is: RBAC compares code points, reviewers compare glyphs."""
-    for ch in value:
-        category = unicodedata.category(ch)
-        if category in INVISIBLE_CATEGORIES or (category == "Zs" and ch != " "):
-            raise ValueError(f"contains the invisible or formatting character U+{ord(ch):04X} "
-                             f"({unicodedata.name(ch, 'unnamed')})")
+    # Hidden characters (terminal.HIDDEN_CATEGORIES), and spaces other than the plain one.
+    ch = next((c for c in value if is_hidden(c) or (unicodedata.category(c) == "Zs" and c != " ")), None)
+    if ch is not None:
+        raise ValueError(f"contains the invisible or formatting character U+{ord(ch):04X} "
+                         f"({unicodedata.name(ch, 'unnamed')})")
     if unicodedata.normalize("NFKC", value) != value:
         raise ValueError(f"contains compatibility characters (full-width, ligatures, ...) that display like "
                          f"{unicodedata.normalize('NFKC', value)!r}")

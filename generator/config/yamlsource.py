@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 
 from generator.errors import Finding, InputError
+from generator.terminal import first_hidden
 
 try:  # libyaml's composer is several times faster; both produce the same nodes.
     _Loader: type = yaml.CSafeLoader
@@ -29,10 +30,6 @@ MAX_DEPTH = 32
 Path_ = tuple[Any, ...]
 
 _SCALAR = yaml.SafeLoader("")  # only its scalar constructors are used
-
-# Characters no config value needs and that hide what a value says (escape sequences, \r, bidi
-# overrides, zero-width characters): controls, format, private use, unassigned, separators.
-HIDDEN = frozenset({"Cc", "Cf", "Co", "Cn", "Cs", "Zl", "Zp"})
 
 # Plain (unquoted) values that YAML 1.1 and YAML 1.2 readers disagree on. PyYAML reads 1.1,
 # Kubernetes and kustomize read 1.2-ish: an author cannot know which number (or whether a
@@ -134,7 +131,7 @@ class _Builder:
         except (yaml.YAMLError, ValueError) as exc:
             raise self.fail(node, f"cannot read value {node.value!r}: {exc}", "quote the value", path) from None
         if isinstance(value, str):
-            hidden = next((ch for ch in value if ch not in "\t\n" and unicodedata.category(ch) in HIDDEN), None)
+            hidden = first_hidden(value, allowed="\t\n")  # no config value needs one; they hide what it says
             if hidden is not None:
                 name = unicodedata.name(hidden, "a control character")
                 raise self.fail(node, f"contains the control or invisible character U+{ord(hidden):04X} ({name}), "
