@@ -22,6 +22,11 @@ class TeamShare:
     lendable: int
     borrowing_limit: int | None
 
+    @property
+    def most(self) -> int:
+        """The most GPUs the team can ever hold in the pool: its guarantee plus what it may borrow."""
+        return self.guaranteed + self.borrowable
+
 
 @dataclass(frozen=True)
 class PoolCapacity:
@@ -61,3 +66,17 @@ def pool_capacities(fleet: Fleet) -> list[PoolCapacity]:
             out.append(PoolCapacity(cname, pool.name, pool.gpu.product, pool.gpus,
                                     int(pool.gpus * cfg.overcommit), tuple(shares)))
     return out
+
+
+def team_shares(fleet: Fleet) -> dict[tuple[str, str, str], TeamShare]:
+    """(cluster, pool, team) -> the team's share, for every team with a quota in the pool."""
+    return {(p.cluster, p.pool, t.team): t for p in pool_capacities(fleet) for t in p.teams}
+
+
+def never_admitted(wanted: int, team: str, where: str, share: TeamShare | None) -> str | None:
+    """Why a job of `wanted` GPUs can never be admitted for `team` in `where` (cluster/pool), if so."""
+    guaranteed, borrowable = (share.guaranteed, share.borrowable) if share else (0, 0)
+    if wanted <= guaranteed + borrowable:
+        return None
+    return (f"the job needs {wanted} GPUs but team {team!r} can have at most {guaranteed + borrowable} in {where} "
+            f"({guaranteed} guaranteed + {borrowable} borrowable): Kueue would never admit it")

@@ -315,17 +315,22 @@ def _api(kubeconfig: str | None, context: str | None, token: str | None, server:
                    certificate_authority=certificate_authority, request_timeout=request_timeout)
 
 
+def _team_namespaces(ctx: click.Context, team: str) -> list[str]:
+    """The namespaces of `team` in this fleet repository (UsageError naming the known teams)."""
+    from generator.config.fleet import load_fleet
+    from generator.errors import UsageError
+
+    fleet = load_fleet(_root(ctx))
+    if team not in fleet.teams:
+        raise UsageError(f"unknown team {team!r}; known: {', '.join(sorted(fleet.teams))}")
+    return list(fleet.teams[team].config.namespace_names)
+
+
 def _namespace(ctx: click.Context, namespace: str | None, team: str | None) -> str:
     if namespace:
         return namespace
     if team:
-        from generator.config.fleet import load_fleet
-        from generator.errors import UsageError
-
-        fleet = load_fleet(_root(ctx))
-        if team not in fleet.teams:
-            raise UsageError(f"unknown team {team!r}; known: {', '.join(sorted(fleet.teams))}")
-        return fleet.teams[team].config.namespace_names[0]
+        return _team_namespaces(ctx, team)[0]
     from generator.errors import UsageError
 
     raise UsageError("say which namespace: --namespace NS or --team TEAM")
@@ -366,21 +371,38 @@ def job_new(ctx: click.Context, team: str, profile: str, name: str | None, nodes
 @click.argument("what", nargs=-1, required=True)
 @click.option("--name", help="JobSet name (with TEAM PROFILE).")
 @click.option("--nodes", type=int, help="Number of nodes (with TEAM PROFILE).")
+@click.option("--dry-run", is_flag=True,
+              help="Check, then send it through the API server and its webhooks without creating it.")
+@click.option("--no-check", is_flag=True, help="Skip the pre-submit checks (rights, queue, priority, quota).")
 @_connection_options
 @click.pass_context
 @_guard
-def job_submit(ctx: click.Context, what: tuple[str, ...], name: str | None, nodes: int | None, **conn: Any) -> None:
-    """Submit FILE (a JobSet) or TEAM PROFILE to the cluster."""
+def job_submit(ctx: click.Context, what: tuple[str, ...], name: str | None, nodes: int | None, dry_run: bool,
+               no_check: bool, **conn: Any) -> None:
+    """Submit FILE (a JobSet) or TEAM PROFILE to the cluster, after checking it can run."""
     from generator.errors import UsageError
     from generator.jobs import Job
 
     if len(what) == 1:
         made = Job.from_file(what[0])
+        made.root = _root(ctx)
     elif len(what) == 2:
         made = Job.from_profile(what[0], what[1], root=_root(ctx), name=name, nodes=nodes)
     else:
         raise UsageError("give a JobSet file, or TEAM PROFILE")
-    made.submit(_api(**conn))
+    api = _api(**conn)
+    if dry_run and not no_check:  # say every check, then refuse as submit would (checked once)
+        from generator.jobs.presubmit import refuse
+
+        outcomes = made.check(api)
+        for outcome in outcomes:
+            echo(str(outcome))
+        refuse(made.name, outcomes)
+    made.submit(api, dry_run=dry_run, check=not (no_check or dry_run))
+    if dry_run:
+        echo(f"dry run: {made.namespace}/{made.name} accepted by the API server and its admission webhooks; "
+             "nothing was created")
+        return
     echo(f"submitted {made.namespace}/{made.name}; follow it with: fleetgen job status {made.name} "
          f"--namespace {made.namespace}")
 
@@ -437,22 +459,60 @@ def job_cancel(ctx: click.Context, name: str, namespace: str | None, team: str |
     echo(f"cancelled {ns}/{name}")
 
 
-@job.command("list")
-@click.option("--team", help="Only this team's jobs (in its namespaces).")
+@job.command("wait")
+@_job_command
+@click.option("--for", "until", type=click.Choice(["admitted", "running", "finished"]), default="finished",
+              show_default=True, help="What to wait for.")
+@click.option("--timeout", "timeout_seconds", type=click.FloatRange(min=0), default=3600, show_default=True,
+              metavar="SECONDS", help="Give up (exit 2) after SECONDS.")
+@click.option("--interval", type=click.FloatRange(min=0.1), default=10, show_default=True, metavar="SECONDS",
+              help="Seconds between looks at the job.")
 @_connection_options
 @click.pass_context
 @_guard
-def job_list(ctx: click.Context, team: str | None, **conn: Any) -> None:
-    """Jobs created from fleetgen profiles, with their state."""
+def job_wait(ctx: click.Context, name: str, namespace: str | None, team: str | None, until: str,
+             timeout_seconds: float, interval: float, **conn: Any) -> None:
+    """Wait until job NAME is admitted, running or finished; print each change.
+
+    Exit 0 when it got there (finished: succeeded), 1 when it failed, 2 on timeout or error.
+    """
+    from generator.jobs import Job
+
+    ns = _namespace(ctx, namespace, team)
+    final = Job.on_cluster(_api(**conn), name, ns).wait(until=until, timeout_seconds=timeout_seconds, poll=interval,
+                                                       progress=lambda status: echo(str(status)))
+    if final.phase == "failed":
+        ctx.exit(1)
+
+
+@job.command("list")
+@click.option("--team", help="Only this team's jobs (in its namespaces).")
+@click.option("-n", "--namespace", help="Only jobs in this namespace.")
+@_connection_options
+@click.pass_context
+@_guard
+def job_list(ctx: click.Context, team: str | None, namespace: str | None, **conn: Any) -> None:
+    """Jobs created from fleetgen profiles, with their state.
+
+    Without --team or --namespace: every team namespace of the fleet that you may list jobs in.
+    """
+    from generator.config.fleet import load_fleet
+    from generator.errors import UsageError
     from generator.jobs import JobList
 
-    namespaces = None
-    if team:
-        from generator.config.fleet import load_fleet
-
-        namespaces = load_fleet(_root(ctx)).teams[team].config.namespace_names if team else None
     api = _api(**conn)
-    jobs = JobList(api).jobs(namespaces, team)
+    listing = JobList(api)
+    if namespace:
+        namespaces: list[str] | None = [namespace]
+    elif team:
+        namespaces = _team_namespaces(ctx, team)
+    else:
+        every = sorted({ns for t in load_fleet(_root(ctx)).teams.values() for ns in t.config.namespace_names})
+        namespaces = listing.readable(every)
+        if not namespaces:
+            raise UsageError("you may list jobs in none of the fleet's team namespaces: pass --namespace, or ask to "
+                             "be added to a team's members")
+    jobs = listing.jobs(namespaces, team)
     if not jobs:
         echo("no jobs")
     for found in jobs:

@@ -54,6 +54,7 @@ CASES: list[tuple[str, str, str]] = [
     ("owners-string", "teams/corpus.yaml", 'name: corpus\nowners: "@acme/x"\n'),
     ("groups-mapping", "teams/corpus.yaml", 'name: corpus\nowners: ["@acme/x"]\nmembers: {groups: {a: b}}\n'),
     ("weight-string", "teams/corpus.yaml", 'name: corpus\nowners: ["@acme/x"]\nfairSharingWeight: heavy\n'),
+    ("weight-tiny", "teams/corpus.yaml", 'name: corpus\nowners: ["@acme/x"]\nfairSharingWeight: 7.1e-78\n'),
     # duplicate keys
     ("duplicate-top-key", "teams/corpus.yaml", 'name: corpus\nowners: ["@acme/x"]\nname: corpus\n'),
     ("duplicate-nested-key", "teams/corpus.yaml", 'name: corpus\nowners: ["@acme/x"]\nquotas:\n  dev:\n'
@@ -116,6 +117,7 @@ CASES: list[tuple[str, str, str]] = [
     ("lookalike-subject", "teams/corpus.yaml", MEMBERS.format(members='{groups: ["\u0430dmins"]}')),
     ("fullwidth-subject", "teams/corpus.yaml", MEMBERS.format(members='{groups: ["ｍｌ"]}')),
     ("duplicate-subject", "teams/corpus.yaml", MEMBERS.format(members="{groups: [ml, ml]}")),
+    ("padded-system-subject", "teams/corpus.yaml", MEMBERS.format(members='{groups: [" system:authenticated"]}')),
     # issue 11: platform namespaces (derived from what the clusters render) and YAML 1.1-only forms
     ("platform-namespace", "teams/corpus.yaml", 'name: corpus\nowners: ["@acme/x"]\nnamespaces: [fleetgen-system]\n'),
     ("gitops-namespace", "teams/corpus.yaml", 'name: corpus\nowners: ["@acme/x"]\nnamespaces: [flux-system]\n'),

@@ -33,6 +33,7 @@ from tests.upstream.fleet import (
     kustomize_build,
     platform_crds,
     rendered_kueue_config,
+    topology_domains,
 )
 from tests.upstream.processes import wait_for
 
@@ -224,6 +225,15 @@ def submit_follow_and_cancel(deployed: Deployed, path: Path) -> None:
         f"{ns}/{name} not admitted: {condition(workload_of(stack, ns, name), 'QuotaReserved')}"
     profile = next(p for p in team.job_profiles if p.name == body["metadata"]["labels"]["fleetgen.io/profile"])
     assert flavors(workload_of(stack, ns, name)) == {profile.pool}, "admitted outside the profile's pool"
+    if profile.topology is not None and profile.leader is not None:
+        # kueue.x-k8s.io/podset-group-name: rank 0 is placed in the block its workers are in.
+        # Kueue records hosts (the lowest level); the nodes' labels say which block each is in.
+        hosts = topology_domains(workload_of(stack, ns, name), "kubernetes.io/hostname")
+        block_of = {n["metadata"]["name"]: n["metadata"]["labels"].get(profile.topology.level)
+                    for n in fake_nodes(deployed.fleet.clusters[deployed.name].config)}
+        placed = {ps: {block_of[h] for h in names} for ps, names in hosts.items()}
+        assert set(placed) == {"leader", "workers"} and placed["leader"] == placed["workers"], placed
+        assert len(placed["leader"]) == 1 and None not in placed["leader"], placed
 
     # JobSet makes one Job per replicated job; rank 0's pod is reachable where MASTER_ADDR says.
     batch = client.BatchV1Api(stack.client())

@@ -48,12 +48,15 @@ def test_golden_single_node() -> None:
     assert container["args"][:5] == ["--nnodes=$(NNODES)", "--nproc-per-node=$(NPROC_PER_NODE)",
                                      "--master-addr=$(MASTER_ADDR)", "--master-port=$(MASTER_PORT)",
                                      "--node-rank=$(NODE_RANK)"]
-    assert container["args"][5:] == ["python", "-m", "train.finetune", "--config", "configs/finetune.yaml"]
+    # --no-python: torchrun runs the command as written (without it, `python -u python -m ...`).
+    assert container["args"][5:] == ["--no-python", "python", "-m", "train.finetune", "--config",
+                                     "configs/finetune.yaml"]
     values = env(container)
     assert values["MASTER_ADDR"] == "finetune-1node-workers-0-0.finetune-1node"
     assert values["NODE_RANK"] == {"fieldRef": {"fieldPath":
                                                 "metadata.annotations['batch.kubernetes.io/job-completion-index']"}}
     assert values["NNODES"] == "1" and values["NPROC_PER_NODE"] == "8" and values["NCCL_DEBUG"] == "WARN"
+    assert values["PYTHONUNBUFFERED"] == "1"
     assert pod(body)["spec"]["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Equal", "value": "present",
                                                  "effect": "NoSchedule"}]
     assert pod(body)["spec"]["volumes"] == [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "64Gi"}}]
@@ -65,10 +68,15 @@ def test_golden_multi_node_workers() -> None:
     job = body["spec"]["replicatedJobs"][0]["template"]["spec"]
     assert [rj["name"] for rj in body["spec"]["replicatedJobs"]] == ["workers"]
     assert job["parallelism"] == job["completions"] == 4 and job["backoffLimit"] == 0
-    assert job["podFailurePolicy"]["rules"] == [{"action": "FailJob", "onExitCodes": {
-        "containerName": "trainer", "operator": "In", "values": [1, 2, 126, 127]}}]
-    assert body["spec"]["failurePolicy"] == {"maxRestarts": 5, "rules": [{
-        "name": "failFastOnProgramErrors", "action": "FailJobSet", "onJobFailureReasons": ["PodFailurePolicy"]}]}
+    # Exit 1 is torchrun's answer to any worker failure: it restarts, it does not fail fast.
+    assert job["podFailurePolicy"]["rules"] == [
+        {"action": "FailJob", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
+        {"action": "FailJob", "onExitCodes": {"containerName": "trainer", "operator": "In", "values": [2, 126, 127]}}]
+    assert body["spec"]["failurePolicy"] == {"maxRestarts": 5, "rules": [
+        {"name": "restartOnDisruption", "action": "RestartJobSetAndIgnoreMaxRestarts",
+         "onJobFailureReasons": ["PodFailurePolicy"],
+         "onJobFailureMessagePatterns": ["has condition DisruptionTarget matching"]},
+        {"name": "failFastOnProgramErrors", "action": "FailJobSet", "onJobFailureReasons": ["PodFailurePolicy"]}]}
     assert body["spec"]["successPolicy"] == {"operator": "All", "targetReplicatedJobs": ["workers"]}
     container = pod(body)["spec"]["containers"][0]
     assert container["resources"]["requests"] == {"cpu": "111600m", "memory": "900Gi", "nvidia.com/gpu": "8"}
@@ -83,8 +91,10 @@ def test_golden_leader_and_workers_with_topology() -> None:
         ("leader", 1), ("workers", 15)]
     assert body["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] == "production"
     for i in (0, 1):
+        # One group: Kueue places rank 0 in the same block as its workers.
         assert pod(body, i)["metadata"]["annotations"] == {
-            "kueue.x-k8s.io/podset-required-topology": "cloud.provider.com/topology-block"}
+            "kueue.x-k8s.io/podset-required-topology": "cloud.provider.com/topology-block",
+            "kueue.x-k8s.io/podset-group-name": "rendezvous"}
     leader, worker = pod(body, 0)["spec"]["containers"][0], pod(body, 1)["spec"]["containers"][0]
     assert env(leader)["MASTER_ADDR"] == env(worker)["MASTER_ADDR"] == "pretrain-70b-leader-0-0.pretrain-70b"
     assert leader["args"][-1] == "--coordinator" and worker["args"][-1] == "s3://acme-corpus/v7"
@@ -97,10 +107,15 @@ def test_golden_leader_and_workers_with_topology() -> None:
 
 def test_skypilot_task() -> None:
     task = load("prod-east/templates/llm-pretrain/pretrain-70b.sky.yaml")
-    assert task["num_nodes"] == 16 and task["resources"]["accelerators"] == "H100:8"
-    assert task["resources"]["labels"] == {"kueue.x-k8s.io/queue-name": "llm-pretrain",
-                                           "kueue.x-k8s.io/priority-class": "production"}
+    assert task["num_nodes"] == 16 and task["resources"]["accelerators"] == "H100-80GB:8"
+    assert "labels" not in task["resources"]  # a queue label on pods only admits them one by one
+    assert task["config"]["kubernetes"]["kueue"] == {"local_queue_name": "llm-pretrain"}
+    assert task["config"]["kubernetes"]["pod_config"]["metadata"]["labels"] == {
+        "kueue.x-k8s.io/priority-class": "production"}
     assert task["run"].startswith("torchrun --nnodes=$SKYPILOT_NUM_NODES --nproc-per-node=8")
+    assert " --no-python python -m foundation.pretrain" in task["run"]
+    assert load("prod-east/templates/llm-pretrain/skypilot-config.yaml") == {
+        "kubernetes": {"namespace": "llm-pretrain"}}
 
 
 def test_jobset_cel_rules_run_on_templates(shared_crds: Path) -> None:
@@ -133,6 +148,8 @@ PROFILE_CASES = [
     ("    image: ghcr.io/acme/llm-train:2026.11.1", "    image: 'ghcr.io/acme/x; rm -rf /'",
      "teams/ml-research.yaml:33", "container image reference", None),
     ("    nodes: 4", "    nodes: four", "teams/ml-research.yaml:32", "expected a whole number", None),
+    ("    maxRestarts: 5", "    maxRestarts: 5\n    failFastExitCodes: [1, 2]", "teams/ml-research.yaml:37",
+     "torchrun exits 1 whenever any worker fails", "remove 1"),
 ]
 
 

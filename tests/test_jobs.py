@@ -157,7 +157,11 @@ def test_leader_and_worker_ranks_map_to_their_pods(cluster: Cluster) -> None:
     c = cluster
     carol = c.stack.identity("carol@acme.com")  # a member of llm-pretrain by name
     job = Job.from_profile("llm-pretrain", "pretrain-70b", root=REPO, nodes=3, name="big")
-    job.submit(c.api(carol))
+    # Only prod-east's team objects are applied here, not its ClusterQueue: the pre-submit check
+    # rightly says the LocalQueue is inactive. The pods are made by hand; only ranks matter.
+    with pytest.raises(ClusterError, match="LocalQueue 'llm-pretrain' is inactive"):
+        job.submit(c.api(carol))
+    job.submit(c.api(carol), check=False)
     add_pod(c, "llm-pretrain", "big", "leader", 0, "leader\n")
     add_pod(c, "llm-pretrain", "big", "workers", 0, "worker rank 1\n")
     add_pod(c, "llm-pretrain", "big", "workers", 1, "worker rank 2\n")
@@ -251,7 +255,10 @@ def test_tokens_certificate_authority_and_missing_rights(cluster: Cluster) -> No
                  "--certificate-authority", ca)
     assert denied.code == 2 and "401" in denied.err and "credentials were rejected" in denied.err
     bob = c.stack.identity("bob@acme.com", ("vision",))
-    forbidden = run(REPO, "job", "submit", "ml-research", "finetune-1node", *c.kc(bob))
+    refused = run(REPO, "job", "submit", "ml-research", "finetune-1node", *c.kc(bob))
+    assert refused.code == 2 and "rights: you may not create JobSets in namespace ml-research" in refused.err
+    # Without the pre-submit check, the API server's own 403 is said as clearly.
+    forbidden = run(REPO, "job", "submit", "ml-research", "finetune-1node", "--no-check", *c.kc(bob))
     assert forbidden.code == 2
     assert 'User "bob@acme.com" cannot create resource "jobsets" in API group "jobset.x-k8s.io" in the namespace ' \
            '"ml-research"' in forbidden.err
@@ -291,3 +298,180 @@ def test_bad_job_requests_are_usage_errors() -> None:
     for args, message in cases:
         result = run(REPO, *args)
         assert result.code == 2 and message in result.err, (args, result.err)
+
+
+# ------------------------------------------------------------------ pre-submit checks and dry run
+
+
+def jobsets_named(c: Cluster, ns: str, name: str) -> list[str]:
+    found = objects(c).list_namespaced_custom_object("jobset.x-k8s.io", "v1alpha2", ns, "jobsets")["items"]
+    return [j["metadata"]["name"] for j in found if j["metadata"]["name"] == name]
+
+
+def test_dry_run_checks_and_goes_through_the_webhooks_without_creating(cluster: Cluster) -> None:
+    c = cluster
+    result = run(REPO, "job", "submit", "ml-research", "pretrain-4node", "--name", "dry-1", "--dry-run", *c.kc())
+    assert result.code == 0, result.err
+    lines = result.out.splitlines()
+    assert lines[0].startswith("ok      rights: you may create JobSets in namespace ml-research")
+    assert "ok      queue: LocalQueue ml-research/ml-research is active" in lines
+    # A member reads no cluster-scoped objects: the priority was checked in the fleet files instead.
+    assert "skipped priority: cannot read WorkloadPriorityClass 'standard' (403)" in lines
+    assert "ok      capacity: 32 GPUs of at most 32 in prod-west/a100 (borrows 16 while others are idle)" in lines
+    assert lines[-1] == ("dry run: ml-research/dry-1 accepted by the API server and its admission webhooks; "
+                         "nothing was created")
+    assert jobsets_named(c, "ml-research", "dry-1") == []
+
+    # The Python API: the same, and the webhook's own refusal surfaces as one line.
+    job = Job.from_profile("ml-research", "pretrain-4node", root=REPO, name="dry-2")
+    assert [o.passed for o in job.check(c.api())] == [True, True, None, True]
+    job.submit(c.api(), dry_run=True)
+    job.body["spec"]["failurePolicy"]["rules"][0]["name"] = "restart-on-disruption"
+    with pytest.raises(ClusterError, match="submit job dry-2 failed: 422 .*vjobset.kb.io.*failure policy rule name"):
+        job.submit(c.api(), dry_run=True)
+    assert jobsets_named(c, "ml-research", "dry-2") == []
+
+
+def test_a_job_that_cannot_run_is_refused_before_anything_is_created(cluster: Cluster, tmp_path: Path) -> None:
+    from generator.jobs import SubmitRefused
+
+    c = cluster
+    bob = c.stack.identity("bob@acme.com", ("vision",))
+    denied = run(REPO, "job", "submit", "ml-research", "finetune-1node", "--name", "not-bobs", *c.kc(bob))
+    assert denied.code == 2 and "job not-bobs not submitted: rights: you may not create JobSets in namespace " \
+        "ml-research" in denied.err and "ask the team's owners" in denied.err, denied.err
+
+    too_big = run(REPO, "job", "new", "ml-research", "pretrain-4node", "--nodes", "40")
+    assert too_big.code == 2 and "nodes: the job needs 320 GPUs but team 'ml-research' can have at most 32 in " \
+        "prod-west/a100" in too_big.err and "Kueue would never admit it" in too_big.err, too_big.err
+
+    made = Job.from_profile("ml-research", "finetune-1node", root=REPO, name="no-queue")
+    made.body["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] = "research"  # a typo
+    path = tmp_path / "no-queue.yaml"
+    path.write_text(yaml.safe_dump(made.body))
+    typo = run(REPO, "job", "submit", str(path), *c.kc())
+    assert typo.code == 2 and "queue: no LocalQueue 'research' in namespace ml-research" in typo.err, typo.err
+
+    # An admin can read WorkloadPriorityClasses, so a missing one is caught on the cluster itself.
+    admin = connect(kubeconfig=str(c.stack.identity().kubeconfig))
+    urgent = Job.from_profile("ml-research", "finetune-1node", root=REPO, name="urgent")
+    urgent.body["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] = "urgent"
+    with pytest.raises(SubmitRefused, match="priority: WorkloadPriorityClass 'urgent' does not exist"):
+        urgent.submit(admin)
+    for name in ("not-bobs", "no-queue", "urgent"):
+        assert jobsets_named(c, "ml-research", name) == []
+
+
+# ------------------------------------------------------------ queue position, why pending, wait
+
+
+def workload_name(c: Cluster, ns: str, jobset: str) -> str:
+    stored = objects(c).get_namespaced_custom_object("jobset.x-k8s.io", "v1alpha2", ns, "jobsets", jobset)
+    uid = stored["metadata"]["uid"]
+    found = objects(c).list_namespaced_custom_object("kueue.x-k8s.io", "v1beta2", ns, "workloads",
+                                                     label_selector=f"kueue.x-k8s.io/job-uid={uid}")["items"]
+    return str(found[0]["metadata"]["name"]) if found else ""
+
+
+def pending_positions(c: Cluster) -> dict[str, int]:
+    """Workload name -> position in the LocalQueue, straight from Kueue's visibility API (from 0)."""
+    from generator.jobs.connection import get_json
+
+    found = get_json(c.stack.client(), "/apis/visibility.kueue.x-k8s.io/v1beta2/namespaces/ml-research/"
+                                       "localqueues/ml-research/pendingworkloads")
+    return {i["metadata"]["name"]: int(i["positionInLocalQueue"]) for i in found.get("items") or []}
+
+
+def test_queue_position_why_pending_and_wait(cluster: Cluster) -> None:
+    """Three 32-GPU jobs where the team may hold 32: one admitted, the others queued; `job status`
+    says each one's position as Kueue's visibility API lists it. Deactivating the admitted one
+    makes Kueue evict it and admit the next.
+
+    Positions are compared with the API's own list rather than fixed numbers: Kueue v0.19.2 at
+    times drops a just-requeued workload from its pending lists (seen in CI: queue-b never tried
+    again while queue-c was), which the status then reports as not in the pending list.
+    """
+    c = cluster
+    if c.stack.visibility:
+        pytest.skip(c.stack.visibility)
+    names = ["queue-a", "queue-b", "queue-c"]
+    status = ["--team", "ml-research", *c.kc()]
+    try:
+        assert run(REPO, "job", "submit", "ml-research", "pretrain-4node", "--name", "queue-a", *c.kc()).code == 0
+        waited = run(REPO, "job", "wait", "queue-a", "--for", "admitted", "--timeout", "60", "--interval", "1",
+                     *status)
+        assert waited.code == 0 and "queue-a: admitted on workers -> a100" in waited.out, waited.out + waited.err
+        for name in names[1:]:
+            assert run(REPO, "job", "submit", "ml-research", "pretrain-4node", "--name", name, *c.kc()).code == 0
+        said: dict[str, str] = {}
+
+        def positions_agree() -> bool:
+            listed = pending_positions(c)
+            said.update({name: run(REPO, "job", "status", name, *status).out for name in names[1:]})
+            if listed != pending_positions(c) or not listed:
+                return False  # moved while we looked
+            for name in names[1:]:
+                position = listed.get(workload_name(c, "ml-research", name))
+                expected = (f"{name}: pending (position {position + 1} in queue ml-research" if position is not None
+                            else f"{name}: pending (not in the queue's pending list")
+                if expected not in said[name]:
+                    return False
+            return sorted(listed.values()) == list(range(len(listed)))
+
+        assert wait_for(positions_agree, 60), said
+        assert any("(position 1 in queue ml-research" in text for text in said.values()), said
+        # Why: Kueue's own words once it tried the job, or that it has not tried it yet.
+        assert all("insufficient unused quota" in text or "has not evaluated it yet" in text
+                   for text in said.values()), said
+        assert any("insufficient unused quota for nvidia.com/gpu in flavor a100" in text for text in said.values())
+
+        timed_out = run(REPO, "job", "wait", "queue-c", "--for", "running", "--timeout", "2", "--interval", "0.5",
+                        *status)
+        assert timed_out.code == 2 and "job queue-c is not running after 2 s; it is queue-c: pending" in timed_out.err
+
+        # Deactivating an admitted Workload (what `kueuectl stop workload` does) makes Kueue evict it.
+        first = workload_name(c, "ml-research", "queue-a")
+        objects(c).patch_namespaced_custom_object("kueue.x-k8s.io", "v1beta2", "ml-research", "workloads", first,
+                                                  {"spec": {"active": False}})
+
+        def deactivated() -> bool:
+            out = run(REPO, "job", "status", "queue-a", *status).out
+            return "queue-a: pending" in out and "deactivated (spec.active is false)" in out and "evicted:" in out
+
+        assert wait_for(deactivated, 60), run(REPO, "job", "status", "queue-a", *status).out
+        outs = {}
+
+        def next_admitted() -> bool:
+            outs.update({name: run(REPO, "job", "status", name, *status).out for name in names[1:]})
+            return any(": admitted" in out for out in outs.values())
+
+        assert wait_for(next_admitted, 60), outs
+        listed = run(REPO, "job", "list", *c.kc())  # no --team: every team namespace alice may read
+        assert listed.code == 0 and "ml-research/queue-a: pending" in listed.out, listed.out + listed.err
+    finally:
+        for name in names:
+            run(REPO, "job", "cancel", name, *status)
+        assert wait_for(lambda: not any(jobsets_named(c, "ml-research", name) for name in names), 60)
+
+
+def test_wait_exits_1_when_the_job_fails(cluster: Cluster) -> None:
+    from kubernetes import client
+
+    c = cluster
+    job = Job.from_profile("ml-research", "finetune-1node", root=REPO, name="fails")
+    job.body["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"].pop("nodeSelector")
+    job.submit(c.api(), check=False)
+    assert job.wait(until="admitted", timeout_seconds=60, poll=1).phase in ("admitted", "running")
+    # The Job controller's verdict on a program bug, written as it would: JobSet fails the set.
+    batch = client.BatchV1Api(c.stack.client())
+    child = batch.list_namespaced_job("ml-research", label_selector="jobset.sigs.k8s.io/jobset-name=fails").items[0]
+    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    conditions = [{"type": t, "status": "True", "lastProbeTime": now, "lastTransitionTime": now,
+                   "reason": "PodFailurePolicy", "message": "Container trainer for pod ml-research/fails-0 failed "
+                   "with exit code 2 matching FailJob rule at index 1"} for t in ("FailureTarget", "Failed")]
+    batch.patch_namespaced_job_status(child.metadata.name, "ml-research", {"status": {
+        "startTime": now, "active": 0, "failed": 1, "conditions": conditions}},
+        _content_type="application/merge-patch+json")
+    result = run(REPO, "job", "wait", "fails", "-n", "ml-research", "--timeout", "60", "--interval", "1", *c.kc())
+    assert result.code == 1 and "fails: failed" in result.out, result.out + result.err
+    job.cancel()

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from generator.compile.manifest import is_object_file
 from generator.validate.kubeconform import kubeconform_args
 from tests.conftest import REPO, edit, run
 
@@ -31,8 +32,7 @@ def kubeconform(exe: Path, folder: Path, k8s_version: str, schemas: Path) -> lis
 
 
 def k8s_files(folder: Path) -> list[Path]:
-    return [p for p in sorted(folder.rglob("*.yaml")) if p.name != "kustomization.yaml"
-            and not p.name.endswith(".sky.yaml")]
+    return [p for p in sorted(folder.rglob("*.yaml")) if is_object_file(p.name)]
 
 
 @pytest.mark.parametrize("tree", TREES)

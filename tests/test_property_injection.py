@@ -22,6 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from generator import render
+from generator.compile.manifest import is_object_file
 from generator.errors import InputError, UsageError
 from tests.conftest import REPO, snapshot
 
@@ -44,12 +45,11 @@ hostile = st.one_of(
 )
 
 
-NOT_OBJECTS = ("kustomization.yaml", ".sky.yaml")
 
 
 def _baseline() -> tuple[set[str], set[str], dict[str, bytes]]:
     tree = snapshot(REPO / "rendered")
-    objects = [yaml.safe_load(v) for k, v in tree.items() if not k.endswith(NOT_OBJECTS)]
+    objects = [yaml.safe_load(v) for k, v in tree.items() if is_object_file(k)]
     kinds = {o["kind"] for o in objects}
     namespaces = {o["metadata"].get("namespace") for o in objects} - {None}
     return kinds, namespaces, tree
@@ -90,7 +90,7 @@ def _check(root: Path, field_is_namespace: bool, value: Any) -> None:
     for rel, content in tree.items():
         docs = list(yaml.safe_load_all(content))
         assert len(docs) == 1, rel
-        if rel.endswith(NOT_OBJECTS):
+        if not is_object_file(rel):
             continue
         kinds.add(docs[0]["kind"])
         namespaces.add(docs[0]["metadata"].get("namespace"))

@@ -20,7 +20,8 @@ def load(rel: str) -> dict:
 def test_least_privilege_and_hardened_deployment() -> None:
     role = load("prod-east/health/clusterrole-fleetgen-health.yaml")
     assert role["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch", "patch"]},
-                             {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]}]
+                             # patch: a repeated warning updates its Event's count
+                             {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]}]
     local = load("prod-east/health/role-fleetgen-health.yaml")
     assert local["metadata"]["namespace"] == "fleetgen-system"
     assert {r["resources"][0] for r in local["rules"]} == {"leases", "configmaps"}
@@ -32,6 +33,15 @@ def test_least_privilege_and_hardened_deployment() -> None:
     assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
     assert container["image"] == "ghcr.io/acme/fleetgen:0.1.0"
     assert container["args"][:2] == ["health", "run"]
+    # issue 13: it must survive what it guards.
+    assert spec["priorityClassName"] == "system-cluster-critical"
+    spread = spec["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0]
+    assert spread["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
+    assert spec["affinity"]["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0]["preference"] == {
+        "matchExpressions": [{"key": "nvidia.com/gpu.product", "operator": "DoesNotExist"}]}
+    pdb = load("prod-east/health/poddisruptionbudget-fleetgen-health.yaml")
+    assert pdb["spec"] == {"minAvailable": 1,
+                           "selector": {"matchLabels": {"app.kubernetes.io/name": "fleetgen-health"}}}
     monitor = load("prod-east/health/servicemonitor-fleetgen-health.yaml")
     assert monitor["spec"]["endpoints"] == [{"port": "metrics", "interval": "30s"}]
 

@@ -202,8 +202,12 @@ def test_health_cli_once_status_and_reset(tmp_path: Path, kube_stack: Stack) -> 
         with fleet.lock:
             fleet.xids[pool.name(7)] = (4, 79)
         time.sleep(2)
-        dry = run(REPO, "health", "once", "--dry-run", *conn)
+        observer = reconciler_identity(kube_stack)  # a credential of its own: its writes are its alone
+        dry = run(REPO, "health", "once", "--dry-run", "--config", str(policy), "--kubeconfig",
+                  str(observer.kubeconfig))
         assert dry.code == 0 and "would Cordon" in dry.out and cordoned(pool) == set()
+        # Nothing written, not even the Lease (issue 13: a dry run used to take leadership).
+        assert writers(kube_stack, {credential_id(observer)}, ("nodes", "events", "leases", "configmaps")) == set()
         once = run(REPO, "health", "once", *conn)
         assert once.code == 0 and "Cordon" in once.out and cordoned(pool) == {pool.name(7)}
         status = run(REPO, "health", "status", *conn)

@@ -18,6 +18,7 @@ from generator.reconciler.model import (
     Breaker,
     Cordon,
     Decision,
+    Event,
     Evidence,
     NodeState,
     NoteHumanRelease,
@@ -69,7 +70,13 @@ def test_cordon_release_round_trip(pool: Pool) -> None:
         {"signal": "xid-79", "gpu": "3", "detail": ""}]
     (event,) = pool.events(n(1))
     assert event["involvedObject"]["kind"] == "Node" and event["involvedObject"]["name"] == n(1)
+    # The uid is what `kubectl describe node` selects on (issue 13: it was missing).
+    assert event["involvedObject"]["uid"] == node["metadata"]["uid"]
     assert event["reason"] == "GPUHealthCordoned" and event["type"] == "Warning"
+    # The same warning again (the next loop): one Event, counted, not a second Event.
+    ex.apply(Decision(tuple(a for a in decision.actions if isinstance(a, Event)), Breaker()))
+    (again,) = pool.events(n(1))
+    assert again["metadata"]["name"] == event["metadata"]["name"] and again["count"] == 2
     state = ex.read(pool.selector)[n(1)]
     assert state.owned and state.unschedulable and state.since == 5000.0 and state.history == (5000.0,)
     ex.apply(Decision((Release(n(1)),), Breaker()))

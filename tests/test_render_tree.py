@@ -264,9 +264,12 @@ def test_findings_inside_workers_stop_the_render(fleet_root: Path) -> None:
     from tests.conftest import edit
 
     before = snapshot(fleet_root / "rendered")
-    edit(fleet_root, "teams/recsys.yaml", "fairSharingWeight: 1.5", "fairSharingWeight: 0.000000000001")
+    edit(fleet_root, "clusters/prod-east.yaml",
+         "topologyLevels: [topology.kubernetes.io/zone, cloud.provider.com/topology-block, kubernetes.io/hostname]",
+         "topologyLevels: [kubernetes.io/hostname, topology.kubernetes.io/zone, cloud.provider.com/topology-block]")
     result = run(fleet_root, "render", "-j", "3")
-    assert result.code == 2 and "teams/recsys.yaml:7: ClusterQueue recsys: spec.fairSharing.weight" in result.err
+    assert result.code == 2 and "clusters/prod-east.yaml:21: Topology h100: spec.levels: kubernetes.io/hostname " \
+        "may only be the last level" in result.err, result.err
     assert snapshot(fleet_root / "rendered") == before
 
 

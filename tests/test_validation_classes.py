@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from generator.compile import FAMILIES
-from generator.compile.manifest import Manifest
+from generator.compile.manifest import Manifest, is_object_file
 from tests.conftest import edit, local_checks, run, snapshot
 
 
@@ -71,10 +71,17 @@ def test_cel_preemption_rule(fleet_root: Path, checks: list[str]) -> None:
     assert "reclaimWithinCohort" in err
 
 
+HOSTNAME_FIRST = ("topologyLevels: [topology.kubernetes.io/zone, cloud.provider.com/topology-block, "
+                  "kubernetes.io/hostname]",
+                  "topologyLevels: [kubernetes.io/hostname, topology.kubernetes.io/zone, "
+                  "cloud.provider.com/topology-block]")
+
+
 def test_kueue_webhook_finding(fleet_root: Path, checks: list[str]) -> None:
-    edit(fleet_root, "teams/recsys.yaml", "fairSharingWeight: 1.5", "fairSharingWeight: 0.000000000001")
-    _render_fails(fleet_root, checks, "teams/recsys.yaml:7: ClusterQueue recsys: spec.fairSharing.weight:",
-                  ["must be 0 or more than 1e-9", "[kueue-webhook]"])
+    # (A tiny fairSharingWeight, the old trigger here, is now refused by the team model itself.)
+    edit(fleet_root, "clusters/prod-east.yaml", *HOSTNAME_FIRST)
+    _render_fails(fleet_root, checks, "clusters/prod-east.yaml:21: Topology h100: spec.levels: kubernetes.io/hostname "
+                  "may only be the last level [kueue-webhook]", ["fix: move kubernetes.io/hostname to the end"])
 
 
 def test_render_without_local_locations_notes_what_it_skipped(fleet_root: Path) -> None:
@@ -87,8 +94,7 @@ def test_render_without_local_locations_notes_what_it_skipped(fleet_root: Path) 
 def test_validate_runs_every_check_offline(fleet_root: Path, checks: list[str]) -> None:
     result = run(fleet_root, "validate", "--offline", *checks)
     assert result.code == 0, result.err
-    objects = [p for p in (fleet_root / "rendered").rglob("*.yaml")
-               if p.name != "kustomization.yaml" and not p.name.endswith(".sky.yaml")]
+    objects = [p for p in (fleet_root / "rendered").rglob("*.yaml") if is_object_file(p.name)]
     assert f"valid: {len(objects)} objects in 3 clusters" in result.out
 
 

@@ -41,6 +41,10 @@ def policy_document(cfg: ClusterConfig) -> dict[str, Any]:
     }
 
 
+GPU_NODE_LABEL = "nvidia.com/gpu.product"
+"""Set on every GPU node by GPU Feature Discovery (the GPU operator)."""
+
+
 def compile_health(cluster: Loaded[ClusterConfig], teams: list[Loaded[TeamConfig]]) -> list[Manifest]:
     """Namespace, RBAC, policy ConfigMap, Deployment, Service and ServiceMonitor."""
     cfg = cluster.config
@@ -56,7 +60,7 @@ def compile_health(cluster: Loaded[ClusterConfig], teams: list[Loaded[TeamConfig
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": NAME, "namespace": ns, **meta}},
         {"apiVersion": f"{rbac}/v1", "kind": "ClusterRole", "metadata": {"name": NAME, **meta},
          "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch", "patch"]},
-                   {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]}]},
+                   {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]}]},
         {"apiVersion": f"{rbac}/v1", "kind": "ClusterRoleBinding", "metadata": {"name": NAME, **meta},
          "roleRef": {"apiGroup": rbac, "kind": "ClusterRole", "name": NAME},
          "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": ns}]},
@@ -73,6 +77,17 @@ def compile_health(cluster: Loaded[ClusterConfig], teams: list[Loaded[TeamConfig
          "spec": {"replicas": 2, "selector": {"matchLabels": app},
                   "template": {"metadata": {"labels": app}, "spec": {
                       "serviceAccountName": NAME,
+                      # It guards the GPU nodes, so it must outlive what it guards: critical priority,
+                      # replicas on different nodes, and preferably off GPU nodes (a drained or
+                      # faulty GPU node must not take the reconciler with it).
+                      "priorityClassName": "system-cluster-critical",
+                      "affinity": {
+                          "podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{
+                              "weight": 100, "podAffinityTerm": {"labelSelector": {"matchLabels": app},
+                                                                 "topologyKey": "kubernetes.io/hostname"}}]},
+                          "nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{
+                              "weight": 50, "preference": {"matchExpressions": [
+                                  {"key": GPU_NODE_LABEL, "operator": "DoesNotExist"}]}}]}},
                       "securityContext": {"runAsNonRoot": True, "runAsUser": 65532, "seccompProfile":
                                           {"type": "RuntimeDefault"}},
                       "containers": [{
@@ -91,6 +106,8 @@ def compile_health(cluster: Loaded[ClusterConfig], teams: list[Loaded[TeamConfig
                                               "capabilities": {"drop": ["ALL"]}},
                           "volumeMounts": [{"name": "policy", "mountPath": "/etc/fleetgen", "readOnly": True}]}],
                       "volumes": [{"name": "policy", "configMap": {"name": NAME}}]}}}},
+        {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": NAME, "namespace": ns, **meta},
+         "spec": {"minAvailable": 1, "selector": {"matchLabels": app}}},
         {"apiVersion": "v1", "kind": "Service", "metadata": {"name": NAME, "namespace": ns, **meta},
          "spec": {"selector": app, "ports": [{"name": "metrics", "port": PORT, "targetPort": "metrics"}]}},
     ]

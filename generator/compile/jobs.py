@@ -36,6 +36,26 @@ DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 FAIL_FAST_RULE = "failFastOnProgramErrors"
 """JobSet's webhook takes rule names matching ^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$ only (no '-'):
 sigs.k8s.io/jobset v0.12.0 pkg/webhooks/jobset_webhook.go:418; its CRD schema does not say so."""
+DISRUPTION_RULE = "restartOnDisruption"
+DISRUPTION_MESSAGE = "has condition DisruptionTarget matching"
+"""What the Job controller writes when a pod failure policy rule matches a pod condition:
+"Pod %s/%s has condition %v matching %v rule at index %d" (k8s.io/kubernetes v1.36.3
+pkg/controller/job/pod_failure_policy.go:74); the JobSet rule below matches it as an RE2 pattern."""
+PODSET_GROUP = "kueue.x-k8s.io/podset-group-name"
+"""Kueue places two pod sets with the same group name in one topology domain; a group is exactly two
+pod sets, one of them with a single pod (sigs.k8s.io/kueue v0.19.2
+pkg/controller/jobframework/tas_validation.go:213-260), which is a leader and its workers."""
+UNBUFFERED = ("PYTHONUNBUFFERED", "1")
+"""torchrun runs `python -u` itself; with --no-python it runs the command as written, so Python's
+output is unbuffered through the environment instead and logs still arrive as they are printed."""
+
+
+def program_env(profile: JobProfile) -> dict[str, str]:
+    """The profile's own environment, plus PYTHONUNBUFFERED under torchrun unless it sets one."""
+    env = {e.name: e.value for e in profile.env}
+    if profile.launcher == "torchrun":
+        env.setdefault(*UNBUFFERED)
+    return env
 
 
 def replicated_jobs(profile: JobProfile) -> list[tuple[str, int]]:
@@ -71,14 +91,17 @@ def _launch(profile: JobProfile, command: list[str], args: list[str], rank_offse
     program = [*command, *args]
     if profile.launcher == "none":
         return program[:1], program[1:]
+    # --no-python: torchrun runs the command exactly as written on every local rank. Without it
+    # torchrun prepends `python -u`, so [python, train.py] would run `python -u python train.py`
+    # (torch/distributed/run.py, config_from_args: cmd = [sys.executable, "-u"] unless no_python).
     torchrun = ["torchrun", "--nnodes=$(NNODES)", "--nproc-per-node=$(NPROC_PER_NODE)",
                 "--master-addr=$(MASTER_ADDR)", "--master-port=$(MASTER_PORT)"]
     if rank_offset == 0:
-        return torchrun[:1], [*torchrun[1:], "--node-rank=$(NODE_RANK)", *program]
+        return torchrun[:1], [*torchrun[1:], "--node-rank=$(NODE_RANK)", "--no-python", *program]
     # Workers after a leader: rank = completion index + offset, computed by a fixed script; the
     # torchrun flags and the program arrive as positional parameters ("$@"), never as shell text.
     script = f'exec torchrun --node-rank="$((JOB_COMPLETION_INDEX + {rank_offset}))" "$@"'
-    return ["/bin/sh", "-c", script, "torchrun"], [*torchrun[1:], *program]
+    return ["/bin/sh", "-c", script, "torchrun"], [*torchrun[1:], "--no-python", *program]
 
 
 def jobset(team: TeamConfig, cluster: ClusterConfig, profile: JobProfile, name: str | None = None,
@@ -97,6 +120,7 @@ def jobset(team: TeamConfig, cluster: ClusterConfig, profile: JobProfile, name: 
     priority = profile.priority or team.default_priority
     namespace = team.namespace_names[0]
     rjobs = replicated_jobs(profile)
+    user_env = [{"name": name, "value": value} for name, value in program_env(profile).items()]
     master = f"{name}-{rjobs[0][0]}-0-0.{name}"
     base_env = [{"name": "MASTER_ADDR", "value": master}, {"name": "MASTER_PORT", "value": str(profile.master_port)},
                 {"name": "NNODES", "value": str(profile.nodes)}, {"name": "NPROC_PER_NODE", "value": str(gpus)}]
@@ -114,9 +138,11 @@ def jobset(team: TeamConfig, cluster: ClusterConfig, profile: JobProfile, name: 
         pod_annotations = {}
         if profile.topology is not None:
             pod_annotations[f"kueue.x-k8s.io/podset-{profile.topology.mode}-topology"] = profile.topology.level
+            if len(rjobs) == 2:  # rank 0 in the same domain as its workers
+                pod_annotations[PODSET_GROUP] = "rendezvous"
         container = {
             "name": CONTAINER, "image": profile.image, "command": container_command, "args": container_args,
-            "env": base_env + rank_env + [{"name": e.name, "value": e.value} for e in profile.env],
+            "env": base_env + rank_env + user_env,
             "ports": [{"name": "rendezvous", "containerPort": profile.master_port}],
             "resources": {"requests": dict(resources),
                           "limits": {"memory": resources["memory"], pool.gpu.resource: str(gpus)}},
@@ -137,10 +163,14 @@ def jobset(team: TeamConfig, cluster: ClusterConfig, profile: JobProfile, name: 
             template = {"metadata": {"annotations": pod_annotations}, "spec": pod}
         replicated.append({"name": rjob, "replicas": 1, "template": {"spec": {
             "parallelism": pods, "completions": pods, "completionMode": "Indexed", "backoffLimit": 0,
-            # A crash of the program itself fails the JobSet at once (reason PodFailurePolicy);
-            # anything else (node loss, preemption, OOM kill) restarts the whole JobSet.
-            "podFailurePolicy": {"rules": [{"action": "FailJob", "onExitCodes": {
-                "containerName": CONTAINER, "operator": "In", "values": sorted(set(profile.fail_fast_exit_codes))}}]},
+            # Rule 0: a disrupted pod (drained or lost node, eviction, preemption) fails its Job at
+            # once and the JobSet restarts without spending maxRestarts. Rule 1: a program bug (the
+            # fail-fast exit codes) fails the JobSet. Anything else (a worker failure, an OOM kill)
+            # exceeds backoffLimit 0 and restarts the JobSet within maxRestarts.
+            "podFailurePolicy": {"rules": [
+                {"action": "FailJob", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
+                {"action": "FailJob", "onExitCodes": {"containerName": CONTAINER, "operator": "In",
+                                                      "values": profile.exit_codes}}]},
             "template": template}}})
         offset += pods
     meta_labels = {**labels(cluster.name, team.name), "fleetgen.io/profile": profile.name,
@@ -152,9 +182,11 @@ def jobset(team: TeamConfig, cluster: ClusterConfig, profile: JobProfile, name: 
         "metadata": {"name": name, "namespace": namespace, "labels": meta_labels},
         "spec": {
             "network": {"enableDNSHostnames": True, "subdomain": name},
-            "failurePolicy": {"maxRestarts": profile.max_restarts,
-                              "rules": [{"name": FAIL_FAST_RULE, "action": "FailJobSet",
-                                         "onJobFailureReasons": ["PodFailurePolicy"]}]},
+            # Rules are tried in order; no match means RestartJobSet (counted against maxRestarts).
+            "failurePolicy": {"maxRestarts": profile.max_restarts, "rules": [
+                {"name": DISRUPTION_RULE, "action": "RestartJobSetAndIgnoreMaxRestarts",
+                 "onJobFailureReasons": ["PodFailurePolicy"], "onJobFailureMessagePatterns": [DISRUPTION_MESSAGE]},
+                {"name": FAIL_FAST_RULE, "action": "FailJobSet", "onJobFailureReasons": ["PodFailurePolicy"]}]},
             "successPolicy": {"operator": "All", "targetReplicatedJobs": ["workers" if profile.nodes > 1 or
                                                                           profile.leader is None else "leader"]},
             "replicatedJobs": replicated,
@@ -162,28 +194,70 @@ def jobset(team: TeamConfig, cluster: ClusterConfig, profile: JobProfile, name: 
     }
 
 
+SKYPILOT_GPU_NAMES = (
+    "GB300", "GB200", "B300", "B200", "B100", "GH200", "H200", "H100-80GB", "H100-MEGA", "H100",
+    "A100-80GB", "A100", "A10G", "A10", "A16", "A30", "A40", "RTX6000-Ada", "L40S", "L40", "L4",
+    "A6000", "A5000", "A4000", "V100-32GB", "V100", "P100", "P40", "P4000", "P4", "T4g", "T4", "K80", "M60")
+"""SkyPilot's canonical GPU names, first match wins (skypilot 0.14.1 sky/utils/gpu_names.py:11). The
+test suite checks `skypilot_accelerator` against SkyPilot's own GFDLabelFormatter for every pool."""
+SKYPILOT_PATTERNS = {"A100-80GB": r"A100.*-80GB", "H100-80GB": r"H100.*-80GB"}
+"""Names SkyPilot matches by pattern instead of by word (sky/provision/kubernetes/utils.py:864-870)."""
+
+
+def skypilot_accelerator(product: str) -> str:
+    """The accelerator name SkyPilot gives nodes labelled nvidia.com/gpu.product=`product`."""
+    for name in SKYPILOT_GPU_NAMES:
+        pattern = SKYPILOT_PATTERNS.get(name, rf"\b{re.escape(name)}\b")
+        if re.search(pattern, product):
+            return name
+    return product.upper().replace("NVIDIA-", "").replace("GEFORCE-", "").replace("RTX-", "RTX")
+
+
 def skypilot_task(team: TeamConfig, cluster: ClusterConfig, profile: JobProfile) -> dict[str, Any]:
-    """The same job as a SkyPilot task for teams that submit through SkyPilot on Kubernetes."""
+    """The same job as a SkyPilot task, for teams that launch through SkyPilot on Kubernetes.
+
+    The queue travels in the task's `config.kubernetes.kueue.local_queue_name`, which makes SkyPilot
+    label every pod as one Kueue pod group (all nodes admitted together); the priority, the pool's
+    node labels and tolerations travel in `pod_config`. The namespace cannot be set by a task:
+    it comes from `skypilot_config` (see skypilot_config()).
+    """
     pool = cluster.pool(profile.pool)
     assert pool is not None
     gpus = profile.gpus_per_node if profile.gpus_per_node is not None else pool.gpu.per_node
-    accelerator = re.sub(r"^NVIDIA-", "", pool.gpu.product).split("-")[0]
     program = " ".join(shlex.quote(part) for part in [*profile.command, *profile.args])
     run = (f"torchrun --nnodes=$SKYPILOT_NUM_NODES --nproc-per-node={gpus} --node-rank=$SKYPILOT_NODE_RANK "
-           f'--master-addr=$(echo "$SKYPILOT_NODE_IPS" | head -n1) --master-port={profile.master_port} {program}'
-           if profile.launcher == "torchrun" else program)
-    resource_labels = {"kueue.x-k8s.io/queue-name": team.name}
+           f'--master-addr=$(echo "$SKYPILOT_NODE_IPS" | head -n1) --master-port={profile.master_port} '
+           f"--no-python {program}" if profile.launcher == "torchrun" else program)
+    pod_config: dict[str, Any] = {}
     priority = profile.priority or team.default_priority
     if priority:
-        resource_labels["kueue.x-k8s.io/priority-class"] = priority
+        pod_config["metadata"] = {"labels": {"kueue.x-k8s.io/priority-class": priority}}
+    spec: dict[str, Any] = {}
+    if pool.node_labels:
+        spec["nodeSelector"] = dict(sorted(pool.node_labels.items()))
+    if pool.taints:
+        spec["tolerations"] = [toleration(t) for t in pool.taints]
+    if spec:
+        pod_config["spec"] = spec
+    kubernetes: dict[str, Any] = {"kueue": {"local_queue_name": team.name}}
+    if pod_config:
+        kubernetes["pod_config"] = pod_config
     return {
         "name": profile.name,
         "num_nodes": profile.nodes,
-        "resources": {"cloud": "kubernetes", "accelerators": f"{accelerator}:{gpus}",
-                      "image_id": f"docker:{profile.image}", "labels": resource_labels},
-        "envs": {e.name: e.value for e in profile.env},
+        "resources": {"infra": "kubernetes", "accelerators": f"{skypilot_accelerator(pool.gpu.product)}:{gpus}",
+                      "image_id": f"docker:{profile.image}"},
+        "envs": program_env(profile),
+        "config": {"kubernetes": kubernetes},
         "run": run + "\n",
     }
+
+
+def skypilot_config(team: TeamConfig) -> dict[str, Any]:
+    """SkyPilot client configuration for the team: its namespace, which no task can set
+    (`kubernetes.namespace` is not among skypilot 0.14.1's OVERRIDEABLE_CONFIG_KEYS_IN_TASK,
+    sky/skylet/constants.py:660). Used as `sky launch --config <this file> <task>`."""
+    return {"kubernetes": {"namespace": team.namespace_names[0]}}
 
 
 def compile_templates(cluster: Loaded[ClusterConfig], teams: list[Loaded[TeamConfig]]) -> list[Manifest]:
@@ -198,4 +272,7 @@ def compile_templates(cluster: Loaded[ClusterConfig], teams: list[Loaded[TeamCon
             out.append(Manifest(folder, body, source, synced=False, file=f"{profile.name}.jobset.yaml"))
             out.append(Manifest(folder, skypilot_task(team.config, cluster.config, profile), source,
                                 synced=False, file=f"{profile.name}.sky.yaml", kubernetes=False))
+        if any(p.cluster == cluster.config.name for p in team.config.job_profiles):
+            out.append(Manifest(("templates", team.config.name), skypilot_config(team.config),
+                                team.at("namespaces"), synced=False, file="skypilot-config.yaml", kubernetes=False))
     return out

@@ -7,6 +7,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 MANAGED_BY = {"app.kubernetes.io/managed-by": "fleetgen"}
+NOT_OBJECT_FILES = ("kustomization.yaml", ".sky.yaml", "skypilot-config.yaml")
+"""Rendered files that are not Kubernetes objects (kustomize's index, SkyPilot tasks and config)."""
+
+
+def is_object_file(name: str) -> bool:
+    """Whether a rendered file named `name` holds a Kubernetes object."""
+    return not name.endswith(NOT_OBJECT_FILES)
 
 
 @dataclass(frozen=True)

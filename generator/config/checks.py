@@ -250,7 +250,9 @@ Problem = tuple[tuple[object, ...], str, str, str]
 
 def _profile_problems(fleet: Fleet, team: TeamConfig, profile: JobProfile,
                       shares: dict[Any, Any]) -> Iterator[Problem]:
+    from generator.capacity import never_admitted
     from generator.compile.jobs import RESERVED_ENV, name_problems
+    from generator.config.jobs import TORCHRUN_ANY_FAILURE
 
     for problem in name_problems(profile.name, profile):
         yield ("name",), "name", problem, "choose a shorter profile name or fewer nodes"
@@ -269,13 +271,10 @@ def _profile_problems(fleet: Fleet, team: TeamConfig, profile: JobProfile,
         yield ("gpusPerNode",), "gpusPerNode", \
             f"{gpus} GPUs per pod, but nodes of pool {pool.name!r} have {pool.gpu.per_node}", \
             f"use 1 to {pool.gpu.per_node}"
-    share = shares[(profile.cluster, profile.pool, team.name)]
-    most = share.guaranteed + share.borrowable
-    if gpus * profile.nodes > most:
-        yield ("nodes",), "nodes", (
-            f"the job needs {gpus * profile.nodes} GPUs but team {team.name!r} can have at most {most} in "
-            f"{profile.cluster}/{profile.pool} ({share.guaranteed} guaranteed + {share.borrowable} borrowable): "
-            "Kueue would never admit it"), "use fewer nodes or raise the team's quota or borrowingLimit"
+    too_big = never_admitted(gpus * profile.nodes, team.name, f"{profile.cluster}/{profile.pool}",
+                             shares[(profile.cluster, profile.pool, team.name)])
+    if too_big:
+        yield ("nodes",), "nodes", too_big, "use fewer nodes or raise the team's quota or borrowingLimit"
     priority = profile.priority or team.default_priority
     known = [p.name for p in cluster.config.priorities]
     if priority is None:
@@ -293,15 +292,28 @@ def _profile_problems(fleet: Fleet, team: TeamConfig, profile: JobProfile,
         if env.name in RESERVED_ENV:
             yield ("env", j, "name"), f"env[{j}].name", f"{env.name} is set by fleetgen for the rendezvous", \
                 "remove it or use another name"
+    if profile.launcher == "torchrun" and TORCHRUN_ANY_FAILURE in (profile.fail_fast_exit_codes or []):
+        yield ("failFastExitCodes",), "failFastExitCodes", (
+            "torchrun exits 1 whenever any worker fails (a lost node, an NCCL error, an OOM kill), so exit code 1 "
+            "would fail the JobSet on infrastructure faults instead of restarting it"), \
+            "remove 1 (usage errors and missing commands still fail fast: 2, 126, 127), or use launcher: none"
     if profile.leader is not None and profile.nodes < 2 and profile.launcher == "torchrun":
         yield ("leader",), "leader", "a leader job needs at least 2 nodes (a leader and a worker)", \
             "set nodes to 2 or more, or remove leader"
 
 
-def _job_profiles(fleet: Fleet) -> Iterator[Finding]:
-    from generator.capacity import pool_capacities
+def profile_problems(fleet: Fleet, team: TeamConfig, profile: JobProfile) -> list[tuple[str, str, str]]:
+    """(field, problem, fix) of one profile as render would judge it: for `job new --nodes N` and friends."""
+    from generator.capacity import team_shares
 
-    shares = {(p.cluster, p.pool, t.team): t for p in pool_capacities(fleet) for t in p.teams}
+    return [(field, message, hint) for _, field, message, hint in
+            _profile_problems(fleet, team, profile, team_shares(fleet))]
+
+
+def _job_profiles(fleet: Fleet) -> Iterator[Finding]:
+    from generator.capacity import team_shares
+
+    shares = team_shares(fleet)
     for team in fleet.teams.values():
         names = [p.name for p in team.config.job_profiles]
         for i, profile in enumerate(team.config.job_profiles):

@@ -13,6 +13,11 @@ from generator.config.types import Count, DnsSubdomain, LabelKey, Quantity
 PROFILE_NAME = r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$"
 ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
 IMAGE = r"^[A-Za-z0-9][A-Za-z0-9._/:@-]{0,254}$"
+DEFAULT_EXIT_CODES = {"torchrun": (2, 126, 127), "none": (1, 2, 126, 127)}
+"""2: a usage error (argparse); 126/127: the command cannot run or is not found. torchrun turns any
+worker failure into its own exit 1 (torch/distributed/elastic/multiprocessing/errors: ChildFailedError
+propagates out of main), so under torchrun 1 says nothing about whose fault it was."""
+TORCHRUN_ANY_FAILURE = 1
 Arg = Annotated[StrictStr, Field(max_length=4096, pattern=r"^[^\x00]*$")]
 
 
@@ -70,8 +75,10 @@ class JobProfile(ConfigModel):
     """WorkloadPriorityClass; defaults to the team's defaultPriority."""
     max_restarts: int = Field(default=3, ge=0, le=100, strict=True)
     """How often the whole JobSet is recreated after an infrastructure failure."""
-    fail_fast_exit_codes: list[Annotated[int, Field(ge=1, le=255, strict=True)]] = [1, 2, 126, 127]
-    """Exit codes that mean a bug in the program: the JobSet fails at once instead of restarting."""
+    fail_fast_exit_codes: list[Annotated[int, Field(ge=1, le=255, strict=True)]] | None = None
+    """Exit codes of the container that mean a bug, not a fault: the JobSet fails at once instead of
+    restarting. Default: `[2, 126, 127]` with torchrun (which exits 1 whenever any worker fails,
+    node loss and NCCL errors included, so 1 is refused there), `[1, 2, 126, 127]` without."""
     shared_memory: Quantity = "64Gi"
     """Size of /dev/shm (a memory-backed volume) for data loaders and NCCL."""
     master_port: int = Field(default=29500, ge=1024, le=65535, strict=True)
@@ -80,3 +87,10 @@ class JobProfile(ConfigModel):
     """Optional topology-aware placement (the pool needs topologyLevels)."""
     leader: Leader | None = None
     """Optional separate leader replicated job for rank 0."""
+
+    @property
+    def exit_codes(self) -> list[int]:
+        """The fail-fast exit codes in force: the profile's, or the launcher's default."""
+        if self.fail_fast_exit_codes is not None:
+            return sorted(set(self.fail_fast_exit_codes))
+        return list(DEFAULT_EXIT_CODES[self.launcher])

@@ -52,7 +52,7 @@ class TeamConfig(ConfigModel):
     default_priority: DnsSubdomain | None = None
     """Priority class for the team's job profiles; must exist in every cluster the team uses."""
     fair_sharing_weight: Weight | None = None
-    """Fair-sharing weight of the team queue (0, or more than 1e-9)."""
+    """Fair-sharing weight of the team queue: 0 (no fair share) or 0.001 to 1,000,000."""
     quotas: dict[DnsLabel, dict[DnsLabel, PoolQuota]] = {}
     """GPU quotas: cluster name -> pool name -> quota."""
     job_profiles: list[JobProfile] = []

@@ -83,6 +83,9 @@ def _quantity(value: object) -> str | int:
 
 def _visible_and_unconfusable(value: str) -> str:
     """A subject must read as what it is: RBAC compares code points, reviewers compare glyphs."""
+    if value != value.strip():
+        raise ValueError("starts or ends with a space, which RBAC keeps (' system:masters' is another group than "
+                         "'system:masters'); remove the spaces")
     # Hidden characters (terminal.HIDDEN_CATEGORIES), and spaces other than the plain one.
     ch = next((c for c in value if is_hidden(c) or (unicodedata.category(c) == "Zs" and c != " ")), None)
     if ch is not None:
@@ -115,5 +118,16 @@ Quantity = Annotated[str | int, PlainValidator(_quantity),
                      WithJsonSchema({"anyOf": [{"type": "integer", "minimum": 0}, {"type": "string"}],
                                      "description": "Kubernetes quantity, e.g. 192, 500m, 1800Gi"})]
 Count = Annotated[StrictInt, Field(ge=0, le=MAX_COUNT)]
-Weight = Annotated[float, Field(ge=0, le=MAX_WEIGHT, allow_inf_nan=False)]
+MIN_WEIGHT = 0.001
+
+
+def _weight(value: float) -> float:
+    """Kueue reads a weight as a quantity; below a thousandth it is noise, and Python writes it as
+    an exponent (7e-78) no quantity accepts."""
+    if 0 < value < MIN_WEIGHT:
+        raise ValueError(f"{value!r} is between 0 and {MIN_WEIGHT}: use 0 (no fair share) or at least {MIN_WEIGHT}")
+    return value
+
+
+Weight = Annotated[float, Field(ge=0, le=MAX_WEIGHT, allow_inf_nan=False), AfterValidator(_weight)]
 Int32 = Annotated[StrictInt, Field(ge=-(2**31), le=2**31 - 1)]

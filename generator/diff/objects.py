@@ -14,6 +14,7 @@ from typing import Any
 
 import yaml
 
+from generator.compile.manifest import NOT_OBJECT_FILES
 from generator.emit import Tree
 
 try:
@@ -23,7 +24,7 @@ except AttributeError:  # pragma: no cover
 
 Key = tuple[str, str, str, str, str]
 """(top folder, group, kind, namespace, name)."""
-SKIP = ("kustomization.yaml", ".sky.yaml")
+SKIP = NOT_OBJECT_FILES
 
 
 @dataclass(frozen=True)

@@ -70,6 +70,16 @@ def connect(kubeconfig: str | None = None, context: str | None = None, token: st
     return api
 
 
+def get_json(api: Any, path: str) -> Any:
+    """GET an API path no generated client method covers (discovery, subresources of aggregated APIs),
+    with the client's own authentication, TLS and error handling (ApiException on failure)."""
+    params = api.param_serialize("GET", path, header_params={"Accept": "application/json"},
+                                 auth_settings=["BearerToken"])
+    response = api.call_api(*params, _request_timeout=timeout(api))
+    response.read()
+    return api.response_deserialize(response, {"200": "object"}).data
+
+
 def _status_message(exc: Any) -> str:
     try:
         return str(json.loads(exc.body).get("message") or exc.reason)

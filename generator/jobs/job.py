@@ -8,17 +8,28 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from generator.errors import UsageError
-from generator.jobs.connection import guarded, timeout
+from generator.jobs import presubmit, workloads
+from generator.jobs.connection import ClusterError, guarded, timeout
 
 GROUP, VERSION, PLURAL = "jobset.x-k8s.io", "v1alpha2", "jobsets"
-KUEUE, KUEUE_VERSION = "kueue.x-k8s.io", "v1beta2"
+if TYPE_CHECKING:
+    from generator.config.fleet import Fleet
+
 MERGE_PATCH = "application/merge-patch+json"
+MILESTONES = {"admitted": {"admitted", "running", "succeeded", "failed"}, "running": {"running", "succeeded", "failed"},
+              "finished": {"succeeded", "failed"}}
+"""`job wait --for X`: the phases in which X has been reached (a job that finished was admitted)."""
+
+
+class WaitTimedOut(ClusterError):
+    """`wait` gave up before the job got where it was asked to."""
 
 
 @dataclass(frozen=True)
@@ -31,18 +42,18 @@ class JobStatus:
     reason: str = ""
     flavors: dict[str, str] = field(default_factory=dict)
     restarts: int = 0
+    position: str = ""
+    """Where a pending job stands in its queue (Kueue's visibility API), or why that is unknown."""
 
     def __str__(self) -> str:
         text = f"{self.name}: {self.phase}"
+        if self.position:
+            text += f" ({self.position})"
         if self.flavors:
             text += " on " + ", ".join(f"{pod_set} -> {flavor}" for pod_set, flavor in sorted(self.flavors.items()))
         if self.restarts:
             text += f" (restarted {self.restarts}x)"
         return text + (f": {self.reason}" if self.reason else "")
-
-
-def _condition(obj: dict[str, Any], kind: str) -> dict[str, Any] | None:
-    return next((c for c in (obj.get("status") or {}).get("conditions") or [] if c.get("type") == kind), None)
 
 
 class Job:
@@ -53,6 +64,10 @@ class Job:
             raise UsageError("not a JobSet: a job file needs kind: JobSet and metadata.name")
         self.body = body
         self.api = api
+        self.root: Path | None = None
+        """The fleet repository the job came from: its files are the quota the pre-submit check uses."""
+        self.fleet: Fleet | None = None
+        """That fleet, when already loaded (from_profile): the check does not read it again."""
 
     @property
     def name(self) -> str:
@@ -84,8 +99,17 @@ class Job:
         problems = name_problems(name or found.name, found)
         if problems:
             raise UsageError("; ".join(problems))
+        from generator.config.checks import profile_problems
+
+        refused = [f"{field}: {problem}; {fix}" for field, problem, fix in profile_problems(fleet, tcfg, found)
+                   if field != "name"]
+        if refused:
+            raise UsageError(f"{team}/{profile}" + (f" with {nodes} nodes" if nodes is not None else "") + ": "
+                             + "; ".join(refused))
         cluster = fleet.clusters[found.cluster].config
-        return cls(jobset(tcfg, cluster, found, name=name, image=image, command=command))
+        made = cls(jobset(tcfg, cluster, found, name=name, image=image, command=command))
+        made.root, made.fleet = Path(root), fleet
+        return made
 
     @classmethod
     def from_file(cls, path: str | Path) -> Job:
@@ -113,39 +137,54 @@ class Job:
         if self.api is None:
             raise UsageError("no cluster connection: pass an ApiClient (see generator.jobs.connect)")
 
-    @guarded("submit job {self.name}")
-    def submit(self, api: Any = None) -> Job:
-        """Create the JobSet; Kueue queues it in the team's LocalQueue."""
+    @guarded("check job {self.name}")
+    def check(self, api: Any = None) -> list[presubmit.Outcome]:
+        """Pre-submit checks: rights, LocalQueue, priority, and the team's quota in the fleet files."""
         self._require_api(api)
-        self.body = self._objects().create_namespaced_custom_object(
-            GROUP, VERSION, self.namespace, PLURAL, self.body, _request_timeout=timeout(self.api))
+        return presubmit.run_checks(self.api, self.body, self.fleet, self.root)
+
+    @guarded("submit job {self.name}")
+    def submit(self, api: Any = None, dry_run: bool = False, check: bool = True) -> Job:
+        """Create the JobSet (Kueue queues it in the team's LocalQueue) after the pre-submit checks.
+
+        `dry_run` sends it through the API server, its admission webhooks (JobSet's and Kueue's) and
+        RBAC without storing it. A failed check raises SubmitRefused and creates nothing.
+        """
+        self._require_api(api)
+        if check:
+            presubmit.refuse(self.name, self.check())
+        created = self._objects().create_namespaced_custom_object(
+            GROUP, VERSION, self.namespace, PLURAL, self.body, dry_run="All" if dry_run else None,
+            _request_timeout=timeout(self.api))
+        if not dry_run:
+            self.body = created
         return self
 
     @guarded("read job {self.name}")
     def status(self, api: Any = None) -> JobStatus:
-        """Kueue admission and JobSet progress: pending (with the reason), admitted, running, finished."""
+        """Kueue admission and JobSet progress: pending (with every reason and the queue position),
+        admitted, running, succeeded, failed."""
         self._require_api(api)
-        objects = self._objects()
-        current = objects.get_namespaced_custom_object(GROUP, VERSION, self.namespace, PLURAL, self.name,
-                                                       _request_timeout=timeout(self.api))
+        current = self._objects().get_namespaced_custom_object(GROUP, VERSION, self.namespace, PLURAL, self.name,
+                                                               _request_timeout=timeout(self.api))
         restarts = int((current.get("status") or {}).get("restarts") or 0)
         for kind, phase in (("Completed", "succeeded"), ("Failed", "failed")):
-            cond = _condition(current, kind)
+            cond = workloads.condition(current, kind)
             if cond and cond.get("status") == "True":
                 return JobStatus(self.name, phase, cond.get("message") or cond.get("reason") or "", restarts=restarts)
-        uid = current["metadata"].get("uid", "")
-        workloads = objects.list_namespaced_custom_object(
-            KUEUE, KUEUE_VERSION, self.namespace, "workloads", label_selector=f"kueue.x-k8s.io/job-uid={uid}",
-            _request_timeout=timeout(self.api))["items"]
-        if not workloads:
+        workload = workloads.workload_of(self.api, self.namespace, current["metadata"].get("uid", ""))
+        if workload is None:
+            queue = (current["metadata"].get("labels") or {}).get(presubmit.QUEUE_LABEL)
             return JobStatus(self.name, "pending", "Kueue has not created a Workload yet (check the "
-                             "kueue.x-k8s.io/queue-name label and that the LocalQueue exists)", restarts=restarts)
-        workload = workloads[0]
-        admitted = _condition(workload, "Admitted")
-        if not admitted or admitted.get("status") != "True":
-            reserved = _condition(workload, "QuotaReserved")
-            reason = (reserved or admitted or {}).get("message") or "waiting in the queue"
-            return JobStatus(self.name, "pending", reason, restarts=restarts)
+                             f"{presubmit.QUEUE_LABEL} label{f' ({queue})' if queue else ''} and that the LocalQueue "
+                             "exists: `fleetgen job submit --dry-run` checks both)", restarts=restarts)
+        admitted = workloads.condition(workload, "Admitted")
+        if not admitted or admitted.get("status") != "True" or (workload.get("spec") or {}).get("active") is False:
+            queue = str((workload.get("spec") or {}).get("queueName") or "")
+            position = workloads.queue_position(self.api, self.namespace, queue, workload["metadata"]["name"]) \
+                if queue else "no queue"
+            return JobStatus(self.name, "pending", workloads.why_pending(workload), restarts=restarts,
+                             position=str(position))
         flavors = {}
         for assignment in ((workload.get("status") or {}).get("admission") or {}).get("podSetAssignments") or []:
             names = sorted(set((assignment.get("flavors") or {}).values()))
@@ -154,6 +193,27 @@ class Job:
         active = sum(int(j.get("active") or 0) for j in (current.get("status") or {}).get("replicatedJobsStatus") or [])
         phase = "running" if active and not suspended else "admitted"
         return JobStatus(self.name, phase, "", flavors, restarts)
+
+    def wait(self, api: Any = None, until: str = "finished", timeout_seconds: float = 3600.0, poll: float = 5.0,
+             progress: Callable[[JobStatus], None] | None = None) -> JobStatus:
+        """Block until the job is admitted, running or finished (`until`); WaitTimedOut after the timeout.
+
+        `progress` is called with each status that differs from the last one seen.
+        """
+        if until not in MILESTONES:
+            raise UsageError(f"wait until one of {', '.join(MILESTONES)}, not {until!r}")
+        deadline = time.monotonic() + timeout_seconds
+        last = ""
+        while True:
+            current = self.status(api)
+            if progress is not None and str(current) != last:
+                progress(current)
+            last = str(current)
+            if current.phase in MILESTONES[until]:
+                return current
+            if time.monotonic() + poll > deadline:
+                raise WaitTimedOut(f"job {self.name} is not {until} after {timeout_seconds:g} s; it is {current}")
+            time.sleep(poll)
 
     def _pod_for_rank(self, rank: int) -> tuple[str, str]:
         from kubernetes import client
@@ -217,14 +277,21 @@ class JobList:
 
     api: Any
 
+    @guarded("check which namespaces you may list jobs in")
+    def readable(self, namespaces: list[str]) -> list[str]:
+        """The namespaces among `namespaces` where the user may list JobSets (SelfSubjectAccessReview)."""
+        return [ns for ns in namespaces if presubmit.allowed(self.api, "list", GROUP, PLURAL, ns)[0]]
+
     @guarded("list jobs")
     def jobs(self, namespaces: list[str] | None = None, team: str | None = None) -> list[Job]:
+        """Jobs in `namespaces` (each read separately: a member has no cluster-wide rights), or in
+        every namespace when None."""
         from kubernetes import client
 
         objects = client.CustomObjectsApi(self.api)
         selector = f"fleetgen.io/team={team}" if team else "app.kubernetes.io/managed-by=fleetgen"
         items: list[dict[str, Any]] = []
-        if namespaces:
+        if namespaces is not None:
             for ns in namespaces:
                 found: Any = objects.list_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, label_selector=selector,
                                                                    _request_timeout=timeout(self.api))

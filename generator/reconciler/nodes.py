@@ -125,6 +125,12 @@ class Executor:
         self.dry_run = dry_run
         self.clock = clock or time.time
         self.namespace = namespace
+        self._uids: dict[str, str] = {}
+        """Node name -> uid from the last read: Events name their Node by uid too, which is how
+        `kubectl describe node` finds them (it selects involvedObject.uid)."""
+        self._events: dict[tuple[str, str, str, str], tuple[str, int]] = {}
+        """(node, uid, reason, message) -> (Event name, count): a repeat updates the Event's count
+        and lastTimestamp, as client-go's event correlator does, instead of a new Event per loop."""
 
     def _core(self) -> Any:
         from kubernetes import client
@@ -134,6 +140,7 @@ class Executor:
     def read(self, pools: list[PoolSelector]) -> dict[str, NodeState]:
         """Every GPU node's state."""
         found = self.api.sanitize_for_serialization(self._core().list_node(_request_timeout=timeout(self.api)).items)
+        self._uids = {n["metadata"]["name"]: str(n["metadata"].get("uid") or "") for n in found}
         states = (node_state(n, pools) for n in found)
         return {s.name: s for s in states if s is not None}
 
@@ -185,13 +192,30 @@ class Executor:
         line = json.dumps({"action": "Event", "node": event.node, "reason": event.reason, "dryRun": self.dry_run})
         if self.dry_run:
             return None
+        from kubernetes.client.exceptions import ApiException
+
         stamp = self._stamp()
+        uid = self._uids.get(event.node, "")
+        message = event.message[:1024]
+        key = (event.node, uid, event.reason, message)
+        if key in self._events:
+            name, count = self._events[key]
+            try:
+                self._core().patch_namespaced_event(
+                    name, self.namespace, {"count": count + 1, "lastTimestamp": stamp.isoformat()},
+                    _request_timeout=timeout(self.api))
+                self._events[key] = (name, count + 1)
+                return line
+            except ApiException as exc:
+                if exc.status != 404:  # expired (Events live an hour): a new one below
+                    raise
         body = client.CoreV1Event(
             metadata=client.V1ObjectMeta(generate_name=f"{event.node}.", namespace=self.namespace),
-            involved_object=client.V1ObjectReference(kind="Node", name=event.node, api_version="v1"),
-            type=event.kind, reason=event.reason, message=event.message[:1024], first_timestamp=stamp,
+            involved_object=client.V1ObjectReference(kind="Node", name=event.node, api_version="v1", uid=uid or None),
+            type=event.kind, reason=event.reason, message=message, first_timestamp=stamp,
             last_timestamp=stamp, count=1, source=client.V1EventSource(component="fleetgen-health"))
-        self._core().create_namespaced_event(self.namespace, body, _request_timeout=timeout(self.api))
+        created = self._core().create_namespaced_event(self.namespace, body, _request_timeout=timeout(self.api))
+        self._events[key] = (str(created.metadata.name), 1)
         return line
 
     def _stamp(self) -> Any:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -18,7 +19,7 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-from generator.compile.manifest import Manifest
+from generator.compile.manifest import NOT_OBJECT_FILES, Manifest
 from generator.emit import cluster_tree
 from generator.errors import Finding
 from generator.validate.findings import object_finding
@@ -29,8 +30,8 @@ def available() -> str | None:
     return shutil.which("kubeconform")
 
 
-IGNORED_FILES = ("kustomization.yaml", r"\.sky\.yaml$")
-"""Files of a rendered tree that are not Kubernetes objects: kustomize's own, SkyPilot task files."""
+IGNORED_FILES = tuple(re.escape(name) + "$" for name in NOT_OBJECT_FILES)
+"""kubeconform -ignore-filename-pattern for files of a rendered tree that are not Kubernetes objects."""
 
 
 def builtin_schema_location(k8s_version: str) -> str:

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import ssl
 import urllib.request
 import uuid
@@ -63,8 +64,31 @@ INSTALLED_KINDS = ("Namespace", "CustomResourceDefinition", "MutatingWebhookConf
 """What the managers' manifests contribute. Not their Deployments, Services, ServiceAccounts and
 bindings (the managers run here as processes with admin credentials) nor APIServices (Kueue's
 visibility API needs a reachable Service)."""
+VISIBILITY_CERTS = Path("/visibility")
+"""Where Kueue's visibility server reads or writes its serving certificate: fixed in the binary
+(sigs.k8s.io/kueue v0.19.2 pkg/visibility/server.go:66, certDir). Where it cannot be written here
+the visibility API stays off and the tests that need it skip with that reason."""
+VISIBILITY_VERSIONS = ("v1beta2", "v1beta1")
 AUDIT_POLICY = {"apiVersion": "audit.k8s.io/v1", "kind": "Policy", "omitStages": ["RequestReceived"],
                 "rules": [{"level": "None", "verbs": ["get", "list", "watch"]}, {"level": "Metadata"}]}
+
+
+def _visibility_certificates() -> str:
+    """Make sure Kueue's visibility server finds a serving certificate; '' when it will, else why not."""
+    crt, key = VISIBILITY_CERTS / "tls.crt", VISIBILITY_CERTS / "tls.key"
+    if crt.is_file() and key.is_file():
+        return ""
+    try:
+        VISIBILITY_CERTS.mkdir(exist_ok=True)
+        authority = pki.ca("kueue-visibility-test")
+        serving = pki.issue(authority, "localhost", server=True, dns=("localhost",), ips=("127.0.0.1",))
+        for path, data in ((key, serving.key_pem), (crt, serving.cert_pem)):
+            partial = path.with_name(f".{path.name}.{os.getpid()}")
+            partial.write_bytes(data)
+            partial.replace(path)  # atomic: parallel stacks may race here
+    except OSError as exc:
+        return f"Kueue's visibility server needs {VISIBILITY_CERTS} (fixed in its binary), not writable: {exc}"
+    return ""
 
 
 def missing_tools() -> list[str]:
@@ -139,16 +163,22 @@ class Stack:
     processes: dict[str, Process] = field(default_factory=dict)
     identities: dict[tuple[str, tuple[str, ...]], Identity] = field(default_factory=dict)
     kueue_config: dict[str, Any] = field(default_factory=dict)
+    visibility: str = ""
+    """Empty when Kueue's visibility API is served through the aggregator; else why it is not."""
+    extra_controllers: tuple[str, ...] = ()
+    """kube-controller-manager controllers beyond CONTROLLERS (e.g. job-controller, whose pods
+    then exist as objects but never start: no scheduler, no kubelet)."""
 
     # ------------------------------------------------------------------------------- starting
 
     @classmethod
-    def start(cls, workdir: Path, etcd: Etcd, kueue_config: dict[str, Any] | None = None) -> Stack:
+    def start(cls, workdir: Path, etcd: Etcd, kueue_config: dict[str, Any] | None = None,
+              extra_controllers: tuple[str, ...] = ()) -> Stack:
         """Everything up and answering; on any failure everything started so far is stopped."""
         workdir.mkdir(parents=True, exist_ok=True)
         authority = pki.ca("fleetgen-test-ca")
         authority.write(workdir, "ca")
-        stack = cls(workdir, "", authority)
+        stack = cls(workdir, "", authority, extra_controllers=extra_controllers)
         try:
             stack._start_apiserver(etcd)
             stack._start_controller_manager()
@@ -172,6 +202,11 @@ class Stack:
         prefix = f"/fleetgen-{uuid.uuid4().hex[:12]}"
         admin = pki.issue(self.ca, ADMIN, orgs=("system:masters",))
         admin_crt, admin_key = admin.write(work, "admin")
+        # The aggregation layer (for Kueue's visibility API): the API server proxies as
+        # front-proxy-client and extension servers trust the front-proxy CA for the X-Remote headers.
+        front_ca = pki.ca("front-proxy-ca")
+        front_ca.write(work, "front-proxy-ca")
+        proxy_crt, proxy_key = pki.issue(front_ca, "front-proxy-client").write(work, "front-proxy-client")
 
         def attempt() -> Process:
             port = free_port()
@@ -187,6 +222,10 @@ class Stack:
                 f"--audit-policy-file={work / 'audit-policy.yaml'}", f"--audit-log-path={work / 'audit.log'}",
                 "--audit-log-format=json", "--audit-log-mode=blocking",
                 f"--cert-dir={work / 'apiserver-certs'}",
+                f"--requestheader-client-ca-file={work / 'front-proxy-ca.crt'}",
+                "--requestheader-allowed-names=front-proxy-client", "--requestheader-username-headers=X-Remote-User",
+                "--requestheader-group-headers=X-Remote-Group", "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+                f"--proxy-client-cert-file={proxy_crt}", f"--proxy-client-key-file={proxy_key}",
             ], work / "kube-apiserver.log")
             try:
                 wait_until(proc, lambda: _http_ok(f"{self.server}/readyz", self._admin_tls()), 90, "ready")
@@ -202,8 +241,8 @@ class Stack:
     def _start_controller_manager(self) -> None:
         proc = spawn("kube-controller-manager", [
             str(tools.binary("kube-controller-manager")), f"--kubeconfig={self.workdir / 'admin.kubeconfig'}",
-            f"--controllers={CONTROLLERS}", "--leader-elect=false", "--secure-port=0",
-            "--use-service-account-credentials=false",
+            f"--controllers={','.join([CONTROLLERS, *self.extra_controllers])}", "--leader-elect=false",
+            "--secure-port=0", "--use-service-account-credentials=false",
         ], self.workdir / "kube-controller-manager.log")
         self.processes["kube-controller-manager"] = proc
         # Ready when it has filled the bootstrap `edit` role from the aggregate-to-edit roles.
@@ -295,11 +334,19 @@ class Stack:
             "webhook": {"port": self.kueue_port, "host": "127.0.0.1", "certDir": str(self.kueue_certs)},
             "leaderElection": {"leaderElect": False},
         })
-        # The visibility API server takes its delegated authentication from the in-cluster service
-        # account (files under /var/run/secrets), which a process outside a pod does not have, and
-        # is reached only through an APIService and a Service; it stays off here.
-        flags = [] if "VisibilityOnDemand" in (config.get("featureGates") or {}) else \
-            ["--feature-gates=VisibilityOnDemand=false"]
+        # The visibility API server authenticates and authorizes through the kubeconfig named by the
+        # --kubeconfig flag (pkg/visibility/server.go:117-122), serves on the port configured here,
+        # and is reached through an APIService whose ExternalName Service points at localhost.
+        flags = [f"--kubeconfig={self.workdir / 'admin.kubeconfig'}"]
+        self.visibility = _visibility_certificates()
+        if not self.visibility and not str(config.get("apiVersion", "")).endswith("/v1beta2"):
+            # v1beta1 has no visibilityServer settings: it would bind 0.0.0.0:8082, once per machine.
+            self.visibility = f"visibility API port configurable only in v1beta2, not {config.get('apiVersion')}"
+        visibility_port = free_port()
+        if self.visibility:
+            flags.append("--feature-gates=VisibilityOnDemand=false")
+        else:
+            config["visibilityServer"] = {"bindAddress": "127.0.0.1", "bindPort": visibility_port}
         self.kueue_config = config
         path = self.workdir / "kueue-config.yaml"
         path.write_text(yaml.safe_dump(config))
@@ -307,6 +354,29 @@ class Stack:
                      self.workdir / "kueue.log", env={"KUBECONFIG": str(self.workdir / "admin.kubeconfig")})
         self.processes["kueue"] = proc
         wait_until(proc, lambda: _http_ok(f"http://127.0.0.1:{health}/readyz"), 90, "ready")
+        if not self.visibility:
+            self._register_visibility(visibility_port)
+
+    def _register_visibility(self, port: int) -> None:
+        """Kueue's APIServices, as its manifests declare them, served by this stack's manager."""
+        self.create({"apiVersion": "v1", "kind": "Service",
+                     "metadata": {"name": "kueue-visibility-server", "namespace": "kueue-system"},
+                     "spec": {"type": "ExternalName", "externalName": "localhost"}})
+        for version in VISIBILITY_VERSIONS:
+            self.create({"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
+                         "metadata": {"name": f"{version}.visibility.kueue.x-k8s.io"},
+                         "spec": {"group": "visibility.kueue.x-k8s.io", "version": version,
+                                  "groupPriorityMinimum": 100, "versionPriority": 100 if version == "v1beta2" else 90,
+                                  "insecureSkipTLSVerify": True,  # a self-signed serving certificate
+                                  "service": {"name": "kueue-visibility-server", "namespace": "kueue-system",
+                                              "port": port}}})
+
+        def available() -> bool:
+            conditions = (self._get("/apis/apiregistration.k8s.io/v1/apiservices/v1beta2.visibility.kueue.x-k8s.io")
+                          .get("status") or {}).get("conditions") or []
+            return any(c["type"] == "Available" and c["status"] == "True" for c in conditions)
+
+        wait_until(self.processes["kueue"], available, 60, "serving its visibility API")
 
     def _wait_for_webhooks(self) -> None:
         """Dry-run creates that pass through every webhook of both managers (Kueue mutates JobSets too)."""

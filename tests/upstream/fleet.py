@@ -207,6 +207,27 @@ def create_nodes(stack: Stack, nodes: list[dict[str, Any]]) -> None:
 # ----------------------------------------------------------------------------------- kueue
 
 
+def topology_domains(workload: dict[str, Any] | None, level: str) -> dict[str, set[str]]:
+    """Per pod set, the values of topology `level` Kueue placed its pods in (v1beta2 slices encoding:
+    apis/kueue/v1beta2/workload_types.go:457-530 at v0.19.2)."""
+    out: dict[str, set[str]] = {}
+    admission = ((workload or {}).get("status") or {}).get("admission") or {}
+    for ps in admission.get("podSetAssignments") or []:
+        assignment = ps.get("topologyAssignment") or {}
+        if level not in (assignment.get("levels") or []):
+            continue
+        at = assignment["levels"].index(level)
+        for piece in assignment.get("slices") or []:
+            values = piece["valuesPerLevel"][at]
+            if "universal" in values:
+                found = {values["universal"]}
+            else:
+                ind = values["individual"]
+                found = {f"{ind.get('prefix') or ''}{root}{ind.get('suffix') or ''}" for root in ind["roots"]}
+            out.setdefault(ps["name"], set()).update(found)
+    return out
+
+
 def rendered_kueue_config(objects: list[dict[str, Any]]) -> dict[str, Any]:
     """The Kueue Configuration of the cluster, as its rendered chart values carry it."""
     for obj in objects:

@@ -1,0 +1,164 @@
+"""Checks before a job is submitted, so a job that cannot run is refused with the reason instead of
+waiting in a queue forever: the member's rights (SelfSubjectAccessReview), the LocalQueue and the
+WorkloadPriorityClass on the cluster, and the team's guaranteed + borrowable GPUs in the fleet files.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from generator.jobs.connection import ClusterError, timeout
+from generator.jobs.workloads import KUEUE, condition, preferred_version
+
+if TYPE_CHECKING:
+    from generator.config.fleet import Fleet
+
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+
+
+class SubmitRefused(ClusterError):
+    """A pre-submit check failed: nothing was created."""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One check: passed (True), failed (False) or could not be made (None), and what it found."""
+
+    check: str
+    passed: bool | None
+    detail: str
+
+    def __str__(self) -> str:
+        mark = {True: "ok", False: "FAILED", None: "skipped"}[self.passed]
+        return f"{mark:7} {self.check}: {self.detail}"
+
+
+def allowed(api: Any, verb: str, group: str, resource: str, namespace: str) -> tuple[bool, str]:
+    from kubernetes import client
+
+    review = client.AuthorizationV1Api(api).create_self_subject_access_review(
+        {"spec": {"resourceAttributes": {"verb": verb, "group": group, "resource": resource,
+                                         "namespace": namespace}}}, _request_timeout=timeout(api))
+    return bool(review.status.allowed), str(review.status.reason or review.status.evaluation_error or "")
+
+
+def rights(api: Any, namespace: str) -> Outcome:
+    may, why = allowed(api, "create", "jobset.x-k8s.io", "jobsets", namespace)
+    if may:
+        return Outcome("rights", True, f"you may create JobSets in namespace {namespace}")
+    return Outcome("rights", False, f"you may not create JobSets in namespace {namespace}{f' ({why})' if why else ''}: "
+                   "ask the team's owners to add you to its members (teams/<team>.yaml)")
+
+
+def local_queue(api: Any, namespace: str, queue: str | None) -> Outcome:
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+
+    if not queue:
+        return Outcome("queue", False, f"the job has no {QUEUE_LABEL} label: Kueue would never admit it")
+    version = preferred_version(api, KUEUE)
+    if version is None:
+        return Outcome("queue", False, "Kueue is not installed on this cluster (no kueue.x-k8s.io API)")
+    try:
+        found: Any = client.CustomObjectsApi(api).get_namespaced_custom_object(
+            KUEUE, version, namespace, "localqueues", queue, _request_timeout=timeout(api))
+    except ApiException as exc:
+        if exc.status == 404:
+            return Outcome("queue", False, f"no LocalQueue {queue!r} in namespace {namespace}: the team's queue is "
+                           "named after the team; is the team's file merged and synced to this cluster?")
+        if exc.status == 403:
+            return Outcome("queue", None, f"cannot read LocalQueue {queue!r} (403)")
+        raise
+    active = condition(found, "Active")
+    if active and active.get("status") == "False":
+        why = active.get("message") or active.get("reason")
+        return Outcome("queue", False, f"LocalQueue {queue!r} is inactive: {why}")
+    return Outcome("queue", True, f"LocalQueue {namespace}/{queue} is active")
+
+
+def priority(api: Any, name: str | None) -> Outcome:
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+
+    if not name:
+        return Outcome("priority", True, "none set: the queue's default priority applies")
+    version = preferred_version(api, KUEUE)
+    try:
+        client.CustomObjectsApi(api).get_cluster_custom_object(KUEUE, version or "v1beta2", "workloadpriorityclasses",
+                                                               name, _request_timeout=timeout(api))
+    except ApiException as exc:
+        if exc.status == 404:
+            return Outcome("priority", False, f"WorkloadPriorityClass {name!r} does not exist on this cluster: "
+                           "use one of the cluster file's priorities")
+        if exc.status == 403:  # members read no cluster-scoped objects; the fleet files were checked instead
+            return Outcome("priority", None, f"cannot read WorkloadPriorityClass {name!r} (403)")
+        raise
+    return Outcome("priority", True, f"WorkloadPriorityClass {name!r} exists")
+
+
+def requested_gpus(body: dict[str, Any], resource: str) -> int:
+    """GPUs of `resource` the whole JobSet requests when all its pods run."""
+    total = 0
+    for rjob in (body.get("spec") or {}).get("replicatedJobs") or []:
+        job = (rjob.get("template") or {}).get("spec") or {}
+        pods = int(job.get("parallelism") or 1) * int(rjob.get("replicas") or 1)
+        for container in ((job.get("template") or {}).get("spec") or {}).get("containers") or []:
+            total += pods * int(((container.get("resources") or {}).get("requests") or {}).get(resource) or 0)
+    return total
+
+
+def capacity(body: dict[str, Any], fleet: Fleet | None, root: Path | None) -> Outcome:
+    """The request against the team's guaranteed + borrowable GPUs in the profile's pool (fleet
+    files): `fleet` when the job came from it, else the fleet repository at `root`."""
+    from generator.capacity import never_admitted, team_shares
+    from generator.config.fleet import load_fleet
+
+    labels = (body.get("metadata") or {}).get("labels") or {}
+    team, cluster, profile = (labels.get(f"fleetgen.io/{k}") for k in ("team", "cluster", "profile"))
+    if not (team and cluster and profile) or (fleet is None and root is None):
+        return Outcome("capacity", None, "not a fleetgen profile job: the team's quota was not checked")
+    if fleet is None:
+        try:
+            fleet = load_fleet(root)  # type: ignore[arg-type]
+        except Exception:  # noqa: BLE001 - any unreadable fleet only means the check cannot be made
+            return Outcome("capacity", None, f"no readable fleet repository at {root}: the team's quota was not "
+                           "checked")
+    tcfg = fleet.teams.get(team)
+    found = next((p for p in tcfg.config.job_profiles if p.name == profile), None) if tcfg else None
+    pool = fleet.clusters[cluster].config.pool(found.pool) if found and cluster in fleet.clusters else None
+    if found is None or pool is None:
+        return Outcome("capacity", None, f"profile {team}/{profile} is not in the fleet files: quota not checked")
+    share = team_shares(fleet).get((cluster, pool.name, team))
+    wanted = requested_gpus(body, pool.gpu.resource)
+    where = f"{cluster}/{pool.name}"
+    too_big = never_admitted(wanted, team, where, share)
+    if too_big:
+        return Outcome("capacity", False, f"{too_big}; use fewer nodes")
+    assert share is not None  # a request of 0 GPUs fits any share; more needs one
+    note = ("within the team's guarantee" if wanted <= share.guaranteed
+            else f"borrows {wanted - share.guaranteed} while others are idle")
+    return Outcome("capacity", True, f"{wanted} GPUs of at most {share.most} in {where} ({note})")
+
+
+def run_checks(api: Any, body: dict[str, Any], fleet: Fleet | None, root: Path | None) -> list[Outcome]:
+    """Every pre-submit check of the JobSet `body`, in order."""
+    meta = body.get("metadata") or {}
+    namespace, labels = str(meta.get("namespace") or "default"), meta.get("labels") or {}
+    checks: list[Callable[[], Outcome]] = [
+        lambda: rights(api, namespace),
+        lambda: local_queue(api, namespace, labels.get(QUEUE_LABEL)),
+        lambda: priority(api, labels.get(PRIORITY_LABEL)),
+        lambda: capacity(body, fleet, root),
+    ]
+    return [check() for check in checks]
+
+
+def refuse(name: str, outcomes: list[Outcome]) -> None:
+    """SubmitRefused naming every failed check, if any failed."""
+    failed = [o for o in outcomes if o.passed is False]
+    if failed:
+        raise SubmitRefused(f"job {name} not submitted: " + "; ".join(f"{o.check}: {o.detail}" for o in failed))

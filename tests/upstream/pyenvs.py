@@ -1,0 +1,117 @@
+"""Python programs the tests run as they run for users, each in its own virtual environment.
+
+    python3 tests/upstream/pyenvs.py build        # create what is missing; seconds when nothing changed
+    python3 tests/upstream/pyenvs.py list         # each environment: requirement, built or not
+    python3 tests/upstream/pyenvs.py path NAME    # its python (exit 2 when not built)
+
+torch (its torchrun and gloo) and SkyPilot are far too large, and too tied to their own dependency
+pins, to share fleetgen's environment; each gets a venv under `$FLEETGEN_TOOLS_DIR` (default
+`~/.cache/fleetgen/tools`), beside the Go tools, stamped with the interpreter and requirements so a
+warm machine reuses it. Installed from the package index by name and pinned version, like the rest.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import shutil
+import subprocess
+import sys
+import time
+import venv
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from tests.upstream.tools import tools_dir  # noqa: E402
+
+
+@dataclass(frozen=True)
+class PyEnv:
+    """One virtual environment: a name and the exact requirements installed into it."""
+
+    name: str
+    requirements: tuple[str, ...]
+    why: str
+
+
+PYENVS: tuple[PyEnv, ...] = (
+    PyEnv("torch", ("torch==2.15.0",), "torchrun and gloo: the rendered command runs on two local nodes"),
+    PyEnv("skypilot", ("skypilot==0.14.1",), "SkyPilot's own schema, config resolution and GPU names"),
+)
+
+
+def _find(name: str) -> PyEnv:
+    found = next((e for e in PYENVS if e.name == name), None)
+    if found is None:
+        raise KeyError(f"no Python environment {name!r}; known: {', '.join(e.name for e in PYENVS)}")
+    return found
+
+
+def _stamp(env: PyEnv) -> str:
+    text = "\n".join([sys.version, *env.requirements])
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def folder(env: PyEnv) -> Path:
+    return tools_dir() / f"py-{env.name}"
+
+
+def python(name: str) -> Path:
+    """The interpreter of environment `name` (which may not be built yet)."""
+    return folder(_find(name)) / "bin" / "python"
+
+
+def current(name: str) -> bool:
+    env = _find(name)
+    stamp = folder(env) / "fleetgen.stamp"
+    return python(name).is_file() and stamp.is_file() and stamp.read_text() == _stamp(env)
+
+
+def missing() -> list[str]:
+    return [e.name for e in PYENVS if not current(e.name)]
+
+
+def build(names: list[str] | None = None, log: bool = True) -> None:
+    """Create every environment that is missing or stale. A venv's scripts name their folder, so it is
+    built in place; the stamp, written last, marks it complete (an interrupted build is redone)."""
+    for env in PYENVS:
+        if names and env.name not in names or current(env.name):
+            continue
+        start = time.monotonic()
+        if log:
+            print(f"pyenv {env.name}: installing {' '.join(env.requirements)} ({env.why})", flush=True)
+        target = folder(env)
+        shutil.rmtree(target, ignore_errors=True)
+        venv.EnvBuilder(with_pip=True).create(target)
+        subprocess.run([str(target / "bin" / "python"), "-m", "pip", "install", "--quiet",
+                        "--disable-pip-version-check", *env.requirements], check=True)
+        (target / "fleetgen.stamp").write_text(_stamp(env))
+        if log:
+            print(f"pyenv {env.name}: ready in {time.monotonic() - start:.0f} s", flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="verb", required=True)
+    sub.add_parser("build")
+    sub.add_parser("list")
+    path = sub.add_parser("path")
+    path.add_argument("name")
+    args = parser.parse_args(argv)
+    if args.verb == "build":
+        build()
+    elif args.verb == "list":
+        for env in PYENVS:
+            print(f"{env.name:10} {' '.join(env.requirements):20} {'built' if current(env.name) else 'missing'}")
+    else:
+        if not current(args.name):
+            print(f"{args.name} is not built: python3 tests/upstream/pyenvs.py build", file=sys.stderr)
+            return 2
+        print(python(args.name))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
