@@ -566,7 +566,8 @@ def health_once(ctx: click.Context, **options: Any) -> None:
         echo(f"{'would ' if rec.executor.dry_run else ''}{type(action).__name__}: {action}")
     for line in decision.skipped:
         echo(f"skipped: {line}")
-    echo(f"breaker: {'TRIPPED (' + decision.breaker.reason + ')' if decision.breaker.tripped else 'ok'}")
+    tripped = {pool: b for pool, b in sorted(decision.breakers.items()) if b.tripped}
+    echo("breaker: " + ("; ".join(f"TRIPPED in {pool} ({b.reason})" for pool, b in tripped.items()) or "ok"))
 
 
 @health.command("run")
@@ -585,15 +586,16 @@ def health_run(ctx: click.Context, listen: str, **options: Any) -> None:
 
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     rec = _reconciler(ctx, **options)
-    metrics = Metrics()
+    metrics = Metrics([p.name for p in rec.pools], rec.period)
     host, _, port = listen.rpartition(":")
     serve(metrics, host or "0.0.0.0", int(port))  # noqa: S104 - the pod's metrics port
     log = logging.getLogger("fleetgen.health")
 
-    def on_loop(decision: Any, seconds: float) -> None:
-        metrics.record(decision, rec.executor.read(rec.pools) if decision else {}, seconds)
-        log.info(json.dumps({"loop": "done", "leader": decision is not None, "seconds": round(seconds, 3),
-                             "actions": len(decision.actions) if decision else 0}))
+    def on_loop(decision: Any, seconds: float, failed: bool) -> None:
+        metrics.record(decision, rec.nodes if decision else {}, seconds, failed, rec.executor.failures)
+        log.info(json.dumps({"loop": "failed" if failed else "done", "leader": decision is not None,
+                             "seconds": round(seconds, 3), "actions": len(decision.actions) if decision else 0,
+                             "writeFailures": rec.executor.failures}))
 
     rec.run(None, threading.Event(), on_loop)
 
@@ -603,28 +605,56 @@ def health_run(ctx: click.Context, listen: str, **options: Any) -> None:
 @click.pass_context
 @_guard
 def health_status(ctx: click.Context, **options: Any) -> None:
-    """Nodes the reconciler holds, why and since when, and the breaker."""
+    """Each pool (nodes down, breaker), and the nodes the reconciler holds, why and since when."""
+    from generator.reconciler.decide import breaker_limit
+    from generator.reconciler.model import breaker_of
+
     rec = _reconciler(ctx, **options)
     nodes = rec.executor.read(rec.pools)
     held = [n for n in nodes.values() if n.owned and n.unschedulable]
-    breaker = rec.breaker.load()
-    echo(f"breaker: {'TRIPPED since ' + str(breaker.since) + ': ' + breaker.reason if breaker.tripped else 'ok'}")
+    breakers = rec.breaker.load()
+    tripped = sorted(pool for pool in {p.name for p in rec.pools} | set(breakers) if breaker_of(breakers, pool).tripped)
+    echo("breaker: " + (f"TRIPPED in {', '.join(tripped)}" if tripped else "ok"))
+    for pool in rec.pools:
+        members = [n for n in nodes.values() if n.pool == pool.name]
+        down = sum(n.unschedulable for n in members)
+        ours = sum(n.unschedulable and n.owned for n in members)
+        state = breaker_of(breakers, pool.name)
+        limit = breaker_limit(len(members), rec.policy.max_unhealthy_percent) if members else 0
+        verdict = f"TRIPPED since {_utc(state.since)}: {state.reason}" if state.tripped else "ok"
+        echo(f"pool {pool.name}: {down} of {len(members)} nodes unschedulable ({ours} by the reconciler), "
+             f"limit {limit}; breaker {verdict}")
     echo(f"{len(held)} of {len(nodes)} GPU nodes cordoned by the reconciler")
     for node in sorted(held, key=lambda n: n.name):
         repair = " (needs repair)" if node.needs_repair else ""
         echo(f"  {node.name} [{node.pool}]: {node.reason}, {node.healthy_checks} healthy checks{repair}")
 
 
+def _utc(seconds: float | None) -> str:
+    import datetime
+
+    if seconds is None:
+        return "?"
+    return datetime.datetime.fromtimestamp(float(seconds), tz=datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 @health.command("reset-breaker")
 @_health_options
+@click.option("--pool", metavar="NAME", help="Reset only this pool's breaker (default: every pool).")
 @click.pass_context
 @_guard
-def health_reset(ctx: click.Context, **options: Any) -> None:
-    """A human says the fleet is fine: the reconciler may act again."""
+def health_reset(ctx: click.Context, pool: str | None, **options: Any) -> None:
+    """A human says the fleet (or one pool) is fine: the reconciler may act there again."""
+    from generator.errors import UsageError
+
     rec = _reconciler(ctx, **options)
-    before = rec.breaker.load()
-    rec.reset_breaker()
-    echo("breaker reset" + (f" (was tripped: {before.reason})" if before.tripped else " (was not tripped)"))
+    if pool is not None and pool not in {p.name for p in rec.pools}:
+        raise UsageError(f"unknown pool {pool!r}; pools: {', '.join(sorted(p.name for p in rec.pools))}")
+    reset = rec.reset_breaker(pool)
+    if not reset:
+        echo("breaker reset (was not tripped)")
+    for name, was in sorted(reset.items()):
+        echo(f"breaker reset{'' if name == '*' else ' in pool ' + name} (was tripped: {was.reason})")
 
 
 def main() -> None:

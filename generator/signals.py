@@ -31,6 +31,9 @@ class XidClass:
     severity: Severity
     meaning: str
     runbook: str
+    reset: bool = False
+    """A cordon for this class is lifted only after a GPU reset or node reboot was seen (bootID
+    changed): quiet metrics alone do not show that the fault is gone."""
 
     @property
     def regex(self) -> str:
@@ -42,11 +45,11 @@ XID_CLASSES: tuple[XidClass, ...] = (
     XidClass("hardware", (48, 64, 74, 79, 95, 119, 120, 140), "cordon", "critical",
              "GPU hardware fault (double-bit ECC, NVLink, fell off the bus, GSP or uncontained memory error)",
              "Cordon the node and drain GPU jobs; reset the GPU or reboot the node; if the XID returns after a "
-             "reset, open a hardware ticket with the node's serial and the GPU UUID."),
+             "reset, open a hardware ticket with the node's serial and the GPU UUID.", reset=True),
     XidClass("recovery-action", (154,), "cordon", "critical",
              "the driver states a recovery action is required (GPU reset or node reboot)",
              "Read the recovery action in the kernel log line (GPU reset or node reboot), drain the node and "
-             "perform it; the node is released automatically once healthy."),
+             "perform it; the node is released automatically once healthy and reset or rebooted.", reset=True),
     XidClass("needs-corroboration", (155,), "corroborate", "warning",
              "possible hardware fault that needs a second signal before acting",
              "Check the GPU's ECC, row-remap and health-status series for the same GPU; cordon only if one of "
@@ -83,6 +86,8 @@ class Condition:
     summary: str
     runbook: str
     concern: str
+    reset: bool = False
+    """As XidClass.reset: released only after a reset or reboot."""
 
     def promql(self, exporter: str) -> str:
         """The alert expression with its threshold and the exporter's job selector filled in."""
@@ -99,11 +104,12 @@ CONDITIONS: tuple[Condition, ...] = (
               "increase(DCGM_FI_DEV_ECC_DBE_VOL_TOTAL[10m]) > {threshold}", 0, "0m", "cordon", "critical",
               "Double-bit ECC error on node {{ $labels.node }} GPU {{ $labels.gpu }} ({{ $labels.UUID }})",
               "Uncorrectable memory error: running jobs on this GPU are corrupt. Cordon, drain and reset the GPU; "
-              "replace it if errors recur.", "memory"),
+              "replace it if errors recur.", "memory", reset=True),
     Condition("row_remap_failure", "GPURowRemapFailure",
               "DCGM_FI_DEV_ROW_REMAP_FAILURE > {threshold}", 0, "0m", "cordon", "critical",
               "Row remapping failed on node {{ $labels.node }} GPU {{ $labels.gpu }} ({{ $labels.UUID }})",
-              "The GPU ran out of spare memory rows. Cordon the node and open a hardware ticket (RMA).", "memory"),
+              "The GPU ran out of spare memory rows. Cordon the node and open a hardware ticket (RMA).", "memory",
+              reset=True),
     Condition("uncorrectable_remapped_rows", "GPUUncorrectableRowsRemapped",
               "increase(DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS[1h]) > {threshold}", 0, "0m", "count", "warning",
               "Rows remapped after uncorrectable errors on node {{ $labels.node }} GPU {{ $labels.gpu }}",
@@ -137,7 +143,7 @@ CONDITIONS: tuple[Condition, ...] = (
               "- on (node) count by (node) (DCGM_FI_DEV_GPU_TEMP) > {threshold}", 0, "5m", "cordon", "critical",
               "Node {{ $labels.node }} reports {{ $value }} fewer GPUs than its capacity",
               "A GPU fell off the bus or the driver lost it (check for XID 79). Cordon, drain and reboot the node.",
-              "availability"),
+              "availability", reset=True),
     Condition("exporter_down", "GPUExporterDown",
               "up{exporter} == {threshold}", 0, "5m", "unknown", "warning",
               "GPU metrics exporter on node {{ $labels.node }} is down: its GPUs' health is unknown",
@@ -168,3 +174,11 @@ KUEUE = KueueThresholds()
 def condition(name: str) -> Condition:
     """A condition by name."""
     return next(c for c in CONDITIONS if c.name == name)
+
+
+def needs_reset(signal: str) -> bool:
+    """Does a cordon for `signal` (`xid-79`, `ecc_dbe`, ...) wait for a GPU reset or node reboot?"""
+    if signal.startswith("xid-") and signal[4:].isdigit():
+        cls = xid_class(int(signal[4:]))
+        return bool(cls and cls.reset)
+    return any(c.name == signal and c.reset for c in CONDITIONS)

@@ -26,7 +26,9 @@ def tool(name: str) -> str:
 def rendered_groups(cluster: str = "prod-east", root: Path = REPO) -> list[dict[str, Any]]:
     """Rule groups of every rendered PrometheusRule of a cluster."""
     groups = []
-    for path in sorted((root / "rendered" / cluster / "monitoring").glob("prometheusrule-*.yaml")):
+    rendered = root / "rendered" / cluster
+    for path in sorted([*(rendered / "monitoring").glob("prometheusrule-*.yaml"),
+                        *(rendered / "health").glob("prometheusrule-*.yaml")]):
         groups.extend(yaml.safe_load(path.read_text())["spec"]["groups"])
     assert groups, f"no PrometheusRule rendered for {cluster}"
     return groups

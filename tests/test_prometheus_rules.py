@@ -161,8 +161,41 @@ def kueue_cases() -> list[dict[str, Any]]:
     ]
 
 
+def reconciler_cases() -> list[dict[str, Any]]:
+    """The reconciler's own metrics (issue 13): prod-east's period is 30 s, so stalled means no loop
+    completed for 150 s; evaluation is every minute."""
+    job = {"job": "fleetgen-health", "namespace": "fleetgen-system"}
+    a, b = {**job, "pod": "fleetgen-health-a"}, {**job, "pod": "fleetgen-health-b"}
+    done = "fleetgen_health_last_loop_completed_timestamp_seconds"
+    return [
+        # Replica a's loops complete every minute; b's stopped at minute 2: only b is stalled.
+        case([series(done, a, "0+60x15"), series(done, b, "0+60x2 120x12")],
+             [("FleetgenHealthLoopStalled", "3m", []),
+              ("FleetgenHealthLoopStalled", "10m", [expected("FleetgenHealthLoopStalled", b, "480")])]),
+        # A leader, then none for 6 minutes.
+        case([series("fleetgen_health_leader", a, "1 1 0 0 0 0 0 0 0 0"), series("fleetgen_health_leader", b, "0x9")],
+             [("FleetgenHealthNoLeader", "4m", []), ("FleetgenHealthNoLeader", "8m",
+                                                     [expected("FleetgenHealthNoLeader", {})])]),
+        # Both replicas gone: no series at all is no leader too.
+        case([series("up", {"job": "other"}, "1x9")],
+             [("FleetgenHealthNoLeader", "8m", [expected("FleetgenHealthNoLeader", {})])]),
+        # A tripped breaker in one pool fires at once, per pool; the follower's 0 does not hide it.
+        case([series("fleetgen_health_breaker_tripped", {**a, "pool": "h100"}, "0 1 1"),
+              series("fleetgen_health_breaker_tripped", {**b, "pool": "h100"}, "0 0 0"),
+              series("fleetgen_health_breaker_tripped", {**a, "pool": "a100"}, "0 0 0")],
+             [("FleetgenHealthBreakerTripped", "0m", []),
+              ("FleetgenHealthBreakerTripped", "2m", [expected("FleetgenHealthBreakerTripped", {"pool": "h100"})])]),
+        case([series("fleetgen_health_write_failures_total", a, "0 0 2 2")],
+             [("FleetgenHealthWritesFailing", "3m", [expected("FleetgenHealthWritesFailing", {"pod": a["pod"]})])]),
+        case([series("fleetgen_health_loop_failures_total", a, "0+1x30")],
+             [("FleetgenHealthLoopsFailing", "5m", []),
+              ("FleetgenHealthLoopsFailing", "25m", [expected("FleetgenHealthLoopsFailing", a)])]),
+    ]
+
+
 def test_every_alert_fires_when_it_should_and_only_then(tmp_path: Path) -> None:
-    tests = xid_cases() + memory_cases() + availability_cases() + interconnect_thermal_cases() + kueue_cases()
+    tests = (xid_cases() + memory_cases() + availability_cases() + interconnect_thermal_cases() + kueue_cases()
+             + reconciler_cases())
     proc = run_promtool_tests(tmp_path, tests)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "SUCCESS" in proc.stdout

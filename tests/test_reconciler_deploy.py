@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import urllib.error
 import urllib.request
 
 import yaml
@@ -19,12 +20,13 @@ def load(rel: str) -> dict:
 
 def test_least_privilege_and_hardened_deployment() -> None:
     role = load("prod-east/health/clusterrole-fleetgen-health.yaml")
-    assert role["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch", "patch"]},
-                             # patch: a repeated warning updates its Event's count
-                             {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]}]
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch", "patch"]}]
     local = load("prod-east/health/role-fleetgen-health.yaml")
     assert local["metadata"]["namespace"] == "fleetgen-system"
     assert {r["resources"][0] for r in local["rules"]} == {"leases", "configmaps"}
+    events = load("prod-east/health/role-fleetgen-health-events.yaml")
+    assert events["metadata"]["namespace"] == "default" and events["rules"] == [
+        {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]}]
     deploy = load("prod-east/health/deployment-fleetgen-health.yaml")
     spec = deploy["spec"]["template"]["spec"]
     assert deploy["spec"]["replicas"] == 2 and spec["securityContext"]["runAsNonRoot"] is True
@@ -57,21 +59,40 @@ def test_policy_comes_from_the_cluster_file() -> None:
 
 
 def test_metrics_and_healthz() -> None:
-    metrics = Metrics()
+    clock = [100.0]
+    metrics = Metrics(["h100", "a100"], period=2.0, monotonic=lambda: clock[0])
     port = free_port()
     server = serve(metrics, "127.0.0.1", port)
+
+    def get(path: str) -> tuple[int, str]:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as resp:
+                return resp.status, resp.read().decode()
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read().decode()
+
     try:
         nodes = {"a": NodeState("a", "h100", unschedulable=True, owned=True, reason="xid-79")}
         cordon = Cordon("a", "xid-79", (Evidence("xid-79", "cordon"),), (1.0,), False)
-        metrics.record(Decision((cordon,), Breaker(True, "too many", 1.0), ("x: health unknown, nothing done",)),
-                       nodes, 0.25)
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
-            text = resp.read().decode()
+        metrics.record(Decision((cordon,), {"h100": Breaker(True, "too many", 1.0)},
+                                ("x: health unknown, nothing done",)), nodes, 0.25, write_failures=2)
+        code, text = get("/metrics")
         assert 'fleetgen_health_nodes_cordoned{reason="xid-79"} 1.0' in text
-        assert "fleetgen_health_breaker_tripped 1.0" in text and "fleetgen_health_leader 1.0" in text
+        assert 'fleetgen_health_breaker_tripped{pool="h100"} 1.0' in text
+        assert 'fleetgen_health_breaker_tripped{pool="a100"} 0.0' in text and "fleetgen_health_leader 1.0" in text
         assert "fleetgen_health_cordons_total 1.0" in text and "fleetgen_health_source_errors_total 1.0" in text
-        assert "fleetgen_health_loop_seconds_count 1.0" in text
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as resp:
-            assert resp.status == 200
+        assert "fleetgen_health_loop_seconds_count 1.0" in text and "fleetgen_health_write_failures_total 2.0" in text
+        assert "fleetgen_health_last_loop_completed_timestamp_seconds" in text
+        assert get("/healthz")[0] == 200
+        # Issue 13: /healthz was always 200. Loops that fail, or no loop at all, for 5 periods: 503.
+        clock[0] += 9
+        metrics.record(None, {}, 9.0, failed=True)
+        assert get("/healthz")[0] == 200
+        clock[0] += 2
+        code, text = get("/healthz")
+        assert code == 503 and "no reconcile loop completed" in text
+        assert "fleetgen_health_loop_failures_total 1.0" in get("/metrics")[1]
+        metrics.record(None, {}, 0.1)  # a follower's loop completes too
+        assert get("/healthz")[0] == 200
     finally:
         server.shutdown()

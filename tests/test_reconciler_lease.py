@@ -12,6 +12,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import pytest
+
 from generator.jobs import connect
 from generator.reconciler.lease import LEASE, BreakerStore, LeaderLease
 from generator.reconciler.loop import Reconciler
@@ -121,3 +123,37 @@ def test_a_lease_left_by_a_dead_replica_is_taken_after_watching_it_for_a_duratio
     assert time.monotonic() - started >= 2
     lease = client.CoordinationV1Api(kube_stack.client()).read_namespaced_lease(LEASE, NAMESPACE)
     assert lease.spec.holder_identity == "health-once-2" and lease.spec.lease_transitions == 1
+
+
+def test_the_lease_is_sized_to_the_measured_loop(kube_stack: Stack, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 13: a 15 s Lease and a 30 s loop (a node list alone took 15 s at 10k nodes) let the
+    Lease lapse between loops. The leader sizes it to period and slowest loop and writes that into
+    the Lease, and the follower waits that long, not its own idea of a duration."""
+    import math
+
+    import generator.reconciler.lease as lease_module
+
+    monkeypatch.setattr(lease_module, "MIN_LEASE_SECONDS", 1)
+    reset_leadership(kube_stack)
+    pool = Pool(kube_stack)
+    pool.add(1)
+    a, _ = replica(kube_stack, pool, "replica-a", StubSource(delay=1.0), duration=1)
+    b, _ = replica(kube_stack, pool, "replica-b", StubSource(), duration=1)
+    seconds: list[float] = []
+    stop = threading.Event()
+    runner = threading.Thread(target=a.run, args=(0.2, stop, lambda d, s, failed: seconds.append(s)))
+    runner.start()
+    wait_for(lambda: len(seconds) >= 3, 15)
+    stop.set()
+    runner.join(10)
+    stopped = time.monotonic()
+    assert a.lease is not None
+    assert a.lease.duration_seconds == max(1, math.ceil(0.2 * 1.5 + 2 * max(seconds))) >= 3
+    from kubernetes import client
+
+    held = client.CoordinationV1Api(kube_stack.client()).read_namespaced_lease(LEASE, NAMESPACE)
+    assert held.spec.holder_identity == "replica-a" and held.spec.lease_duration_seconds >= 3
+    while time.monotonic() - stopped < held.spec.lease_duration_seconds - 0.5:
+        assert b.once() is None  # a's Lease, as a wrote it, still stands
+        time.sleep(0.2)
+    assert wait_for(b.once, 10), "replica b never took over once a's Lease ran out"

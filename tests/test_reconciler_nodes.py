@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from generator.jobs import connect
 from generator.reconciler.decide import decide
 from generator.reconciler.model import (
     ANNOTATION_EVIDENCE,
@@ -15,7 +16,6 @@ from generator.reconciler.model import (
     ANNOTATION_REASON,
     LABEL_REPAIR,
     TAINT_KEY,
-    Breaker,
     Cordon,
     Decision,
     Event,
@@ -27,7 +27,16 @@ from generator.reconciler.model import (
     Release,
 )
 from generator.reconciler.nodes import Executor
-from tests.reconciler_env import NAMESPACE, SERVICE_ACCOUNT, Pool, audit_writes, interference, reconciler_api
+from tests.reconciler_env import (
+    NAMESPACE,
+    SERVICE_ACCOUNT,
+    Pool,
+    audit_writes,
+    credential_id,
+    interference,
+    reconciler_api,
+    reconciler_identity,
+)
 from tests.upstream.cluster import Stack
 
 XID79 = Evidence("xid-79", "cordon", gpu="3")
@@ -57,7 +66,7 @@ def test_cordon_release_round_trip(pool: Pool) -> None:
     n = pool.name
     observations = {n(i): Observation(n(i)) for i in (0, 2, 3)}
     observations[n(1)] = Observation(n(1), (XID79,))
-    decision = decide(observations, ex.read(pool.selector), Policy(), Breaker(), 5000.0)
+    decision = decide(observations, ex.read(pool.selector), Policy(), {}, 5000.0)
     lines = ex.apply(decision)
     assert len(lines) == 2  # the cordon patch and its Event
     node = pool.get(n(1))
@@ -74,12 +83,12 @@ def test_cordon_release_round_trip(pool: Pool) -> None:
     assert event["involvedObject"]["uid"] == node["metadata"]["uid"]
     assert event["reason"] == "GPUHealthCordoned" and event["type"] == "Warning"
     # The same warning again (the next loop): one Event, counted, not a second Event.
-    ex.apply(Decision(tuple(a for a in decision.actions if isinstance(a, Event)), Breaker()))
+    ex.apply(Decision(tuple(a for a in decision.actions if isinstance(a, Event)), {}))
     (again,) = pool.events(n(1))
     assert again["metadata"]["name"] == event["metadata"]["name"] and again["count"] == 2
     state = ex.read(pool.selector)[n(1)]
     assert state.owned and state.unschedulable and state.since == 5000.0 and state.history == (5000.0,)
-    ex.apply(Decision((Release(n(1)),), Breaker()))
+    ex.apply(Decision((Release(n(1)),), {}))
     node = pool.get(n(1))
     assert not node["spec"].get("unschedulable")
     assert [t["key"] for t in node["spec"]["taints"]] == ["nvidia.com/gpu"]
@@ -89,7 +98,7 @@ def test_cordon_release_round_trip(pool: Pool) -> None:
 def test_foreign_cordons_are_never_lifted(pool: Pool) -> None:
     pool.add(1)
     pool.update(pool.name(0), lambda node: node["spec"].update(unschedulable=True))
-    assert executor(pool).apply(Decision((Release(pool.name(0)),), Breaker())) == []
+    assert executor(pool).apply(Decision((Release(pool.name(0)),), {})) == []
     assert pool.get(pool.name(0))["spec"]["unschedulable"] is True
 
 
@@ -105,7 +114,7 @@ def test_conflict_is_retried_on_the_fresh_node(pool: Pool) -> None:
 
     cordon = Cordon(name, "xid-79", (XID79,), (5000.0,), False)
     with interference(someone_labels_the_node):
-        assert len(ex.apply(Decision((cordon,), Breaker()))) == 1
+        assert len(ex.apply(Decision((cordon,), {}))) == 1
     patches = [e for e in audit_writes(pool.stack, SA_USER, ("nodes",))
                if e["verb"] == "patch" and e["objectRef"]["name"] == name]
     assert [e["responseStatus"]["code"] for e in patches] == [409, 200]  # stale resourceVersion, then fresh
@@ -123,7 +132,7 @@ def test_conflict_with_a_human_cordon_backs_off(pool: Pool) -> None:
 
     cordon = Cordon(name, "xid-79", (XID79,), (5000.0,), False)
     with interference(human_cordons):
-        assert executor(pool).apply(Decision((cordon,), Breaker())) == []
+        assert executor(pool).apply(Decision((cordon,), {})) == []
     assert ANNOTATION_OWNED not in (pool.get(name)["metadata"].get("annotations") or {})
 
 
@@ -131,10 +140,10 @@ def test_human_release_drops_our_taint_and_is_remembered(pool: Pool) -> None:
     pool.add(1)
     name = pool.name(0)
     ex = executor(pool)
-    ex.apply(Decision((Cordon(name, "xid-79", (XID79,), (5000.0,), True),), Breaker()))
+    ex.apply(Decision((Cordon(name, "xid-79", (XID79,), (5000.0,), True),), {}))
     assert pool.get(name)["metadata"]["labels"][LABEL_REPAIR] == "true"
     pool.update(name, lambda node: node["spec"].update(unschedulable=False))  # kubectl uncordon
-    ex.apply(Decision((NoteHumanRelease(name, "xid-79"),), Breaker()))
+    ex.apply(Decision((NoteHumanRelease(name, "xid-79"),), {}))
     node = pool.get(name)
     assert TAINT_KEY not in [t["key"] for t in node["spec"]["taints"]]
     assert node["metadata"]["annotations"][ANNOTATION_HUMAN] == "xid-79"
@@ -146,7 +155,106 @@ def test_dry_run_writes_nothing(pool: Pool) -> None:
     name = pool.name(0)
     before = len(audit_writes(pool.stack, SA_USER, ("nodes", "events", "leases", "configmaps")))
     lines = executor(pool, dry_run=True).apply(Decision((Cordon(name, "xid-79", (XID79,), (5000.0,), False),),
-                                                        Breaker()))
+                                                        {}))
     assert len(lines) == 1 and json.loads(lines[0])["dryRun"] is True
     assert len(audit_writes(pool.stack, SA_USER, ("nodes", "events", "leases", "configmaps"))) == before
     assert not pool.get(name)["spec"].get("unschedulable")
+
+
+def test_a_long_reason_makes_a_valid_taint(pool: Pool) -> None:
+    """Issue 13: the reason cut at 63 characters ended in '-' and the API server answered 422."""
+    from generator.reconciler.nodes import taint_value
+
+    pool.add(1)
+    name = pool.name(0)
+    signals = ["ecc_dbe", "gpus_missing", "health_fail", "row_remap_failure", "thermal", "xid-48", "xid-79"]
+    reason = ",".join(signals)
+    assert reason.replace(",", ".")[:63].endswith("-")  # what the old code sent
+    evidence = tuple(Evidence(s, "cordon", gpu="0") for s in signals)
+    ex = executor(pool)
+    lines = ex.apply(Decision((Cordon(name, reason, evidence, (5000.0,), False),), {}))
+    assert len(lines) == 1 and ex.failures == 0
+    node = pool.get(name)
+    assert {"key": TAINT_KEY, "value": taint_value(reason), "effect": "NoSchedule"} in node["spec"]["taints"]
+    assert node["metadata"]["annotations"][ANNOTATION_REASON] == reason  # the whole reason is kept
+
+
+CREDENTIAL_ID = "authentication.kubernetes.io/credential-id"
+
+
+def test_nodes_are_listed_in_pages(pool: Pool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The node list is read a page at a time (limit + continue), so 10k Nodes are never all in memory."""
+    import generator.reconciler.nodes as nodes_module
+
+    monkeypatch.setattr(nodes_module, "PAGE", 2)
+    pool.add(5)
+    who = reconciler_identity(pool.stack)
+    ex = Executor(connect(kubeconfig=str(who.kubeconfig)))
+    states = ex.read(pool.selector)
+    assert sorted(states) == [pool.name(i) for i in range(5)]
+    mine = credential_id(who)
+    lists = [e["requestURI"] for e in pool.stack.audit() if e.get("verb") == "list"
+             and (e.get("objectRef") or {}).get("resource") == "nodes"
+             and mine in ((e.get("user") or {}).get("extra") or {}).get(CREDENTIAL_ID, [])]
+    # Every node of the stack (other tests' too) in pages of 2: the first without, the rest with a continue token.
+    assert len(lists) >= 3 and all("limit=2" in uri for uri in lists)
+    assert "continue=" not in lists[0] and all("continue=" in uri for uri in lists[1:])
+
+
+@pytest.mark.parametrize("verb,resource,namespace,name,allowed", [
+    ("patch", "nodes", "", "any-node", True),
+    ("create", "events", "default", "", True),           # Events about Nodes must be in default
+    ("patch", "events", "default", "gpu-1.abc", True),   # a repeated warning updates its Event's count
+    ("create", "events", NAMESPACE, "", False),          # issue 13: Events were allowed in every namespace
+    ("create", "events", "team-a", "", False),
+    ("update", "leases", NAMESPACE, "fleetgen-health", True),
+    ("update", "leases", NAMESPACE, "someone-elses-lease", False),
+    ("create", "leases", NAMESPACE, "", True),           # RBAC cannot name what is created
+    ("patch", "configmaps", NAMESPACE, "fleetgen-health-breaker", True),
+    ("patch", "configmaps", NAMESPACE, "fleetgen-health", False),  # its own policy: only mounted
+    ("get", "configmaps", NAMESPACE, "fleetgen-health", False),
+    ("delete", "configmaps", NAMESPACE, "fleetgen-health-breaker", False),
+    ("patch", "configmaps", "kube-system", "fleetgen-health-breaker", False),
+])
+def test_rendered_rbac_on_the_real_authorizer(pool: Pool, verb: str, resource: str, namespace: str, name: str,
+                                              allowed: bool) -> None:
+    from kubernetes import client
+
+    api = reconciler_api(pool.stack)
+    group = "coordination.k8s.io" if resource == "leases" else ""
+    review = client.AuthorizationV1Api(api).create_self_subject_access_review({
+        "spec": {"resourceAttributes": {"verb": verb, "group": group, "resource": resource,
+                                        "namespace": namespace, "name": name}}})
+    assert review.status.allowed is allowed, (verb, resource, namespace, name, review.status.reason)
+
+
+def test_a_reset_class_cordon_waits_for_a_new_boot_id(pool: Pool) -> None:
+    """The cordon records the Node's bootID; quiet metrics do not lift an XID 154 cordon, a reboot
+    (the kubelet reports a new bootID) does."""
+    from kubernetes import client
+
+    from generator.reconciler.model import ANNOTATION_BOOT
+
+    pool.add(2)
+    name = pool.name(0)
+    admin = client.CoreV1Api(pool.stack.client())
+
+    def boot(boot_id: str) -> None:
+        admin.patch_node_status(name, {"status": {"nodeInfo": {"bootID": boot_id}}})
+
+    boot("boot-1")
+    ex = executor(pool)
+    policy = Policy(healthy_checks_to_release=1, cooldown_seconds=0)
+    xid154 = Evidence("xid-154", "cordon", gpu="2")
+    ex.apply(decide({name: Observation(name, (xid154,)), pool.name(1): Observation(pool.name(1))},
+                    ex.read(pool.selector), policy, {}, 5000.0))
+    assert pool.get(name)["metadata"]["annotations"][ANNOTATION_BOOT] == "boot-1"
+    quiet = {n: Observation(n) for n in (name, pool.name(1))}
+    waiting = decide(quiet, ex.read(pool.selector), policy, {}, 6000.0)
+    assert not [a for a in waiting.actions if isinstance(a, Release)]
+    boot("boot-2")
+    state = ex.read(pool.selector)[name]
+    assert state.boot_id == "boot-2" and state.cordon_boot_id == "boot-1"
+    ex.apply(decide(quiet, ex.read(pool.selector), policy, {}, 6000.0))
+    node = pool.get(name)
+    assert not node["spec"].get("unschedulable") and ANNOTATION_BOOT not in node["metadata"].get("annotations", {})

@@ -1,8 +1,9 @@
 """The GPU health reconciler's deployment, from the cluster's `health:` block.
 
-Least privilege: nodes get/list/watch/patch and events create cluster-wide; its Lease and
-breaker ConfigMap only in its own namespace. Two replicas, one active (Lease), non-root with a
-read-only root file system, probes on /healthz, metrics scraped by a ServiceMonitor.
+Least privilege: nodes get/list/watch/patch cluster-wide; Events only in `default` (where
+Events about Nodes must be); its own Lease and breaker ConfigMap by name. Two replicas, one
+active (Lease), non-root with a read-only root file system, probes on /healthz, metrics scraped
+by a ServiceMonitor, alerts on its own metrics.
 """
 
 from __future__ import annotations
@@ -19,6 +20,13 @@ from generator.versions import component
 
 FOLDER = ("health",)
 NAME = "fleetgen-health"
+LEASE = NAME
+"""The reconciler's Lease (leader election), in its namespace."""
+BREAKER = f"{NAME}-breaker"
+"""The ConfigMap holding every pool's circuit breaker, in its namespace."""
+EVENTS_NAMESPACE = "default"
+"""Where Events about Nodes go: the only namespace the API server accepts them in."""
+EVENTS_ROLE = f"{NAME}-events"
 PORT = 8080
 
 
@@ -45,6 +53,43 @@ GPU_NODE_LABEL = "nvidia.com/gpu.product"
 """Set on every GPU node by GPU Feature Discovery (the GPU operator)."""
 
 
+STALL_PERIODS = 5
+"""A replica that completes no loop for this many periods fails /healthz (and is restarted), and
+the FleetgenHealthLoopStalled alert fires: stuck in a call that never returns, or failing every loop."""
+RECONCILER = f'{{job="{NAME}"}}'
+"""The ServiceMonitor scrapes the Service `fleetgen-health`: its series carry job="fleetgen-health"."""
+RUNBOOK = "README.md, section 'Health reconciler': `fleetgen health status` shows each pool and every held node."
+
+
+def reconciler_rules(stall_seconds: float) -> list[dict[str, Any]]:
+    """Alerts on the reconciler's own metrics: a stalled or failing loop, no leader, a tripped
+    breaker, writes given up. `stall_seconds` matches the replicas' liveness threshold."""
+    def alert(name: str, expr: str, for_: str, severity: str, summary: str) -> dict[str, Any]:
+        rule: dict[str, Any] = {"alert": name, "expr": expr}
+        if for_:
+            rule["for"] = for_
+        rule["labels"] = {"severity": severity, "fleetgen_action": "none", "concern": "reconciler"}
+        rule["annotations"] = {"summary": summary, "runbook": RUNBOOK}
+        return rule
+
+    metric = "fleetgen_health_"
+    return [
+        alert("FleetgenHealthLoopStalled",
+              f"time() - {metric}last_loop_completed_timestamp_seconds{RECONCILER} > {stall_seconds:g}", "2m",
+              "critical", "health reconciler {{ $labels.pod }} has completed no loop for {{ $value }} seconds"),
+        alert("FleetgenHealthLoopsFailing", f"increase({metric}loop_failures_total{RECONCILER}[10m]) > 0", "10m",
+              "warning", "health reconciler {{ $labels.pod }}: reconcile loops keep failing (see its log)"),
+        alert("FleetgenHealthNoLeader", f"(sum({metric}leader{RECONCILER}) or vector(0)) < 1", "5m", "critical",
+              "no health reconciler replica holds the Lease: faulty GPU nodes are not being cordoned"),
+        alert("FleetgenHealthBreakerTripped", f"max by (pool) ({metric}breaker_tripped{RECONCILER}) == 1", "",
+              "critical", "circuit breaker of pool {{ $labels.pool }} tripped: nothing in it is cordoned or "
+                          "released until `fleetgen health reset-breaker --pool {{ $labels.pool }}`"),
+        alert("FleetgenHealthWritesFailing",
+              f"sum by (pod) (increase({metric}write_failures_total{RECONCILER}[15m])) > 0", "", "warning",
+              "health reconciler {{ $labels.pod }} gave up node or Event writes in the last 15m"),
+    ]
+
+
 def compile_health(cluster: Loaded[ClusterConfig], teams: list[Loaded[TeamConfig]]) -> list[Manifest]:
     """Namespace, RBAC, policy ConfigMap, Deployment, Service and ServiceMonitor."""
     cfg = cluster.config
@@ -59,17 +104,32 @@ def compile_health(cluster: Loaded[ClusterConfig], teams: list[Loaded[TeamConfig
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": labels(cfg.name)}},
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": NAME, "namespace": ns, **meta}},
         {"apiVersion": f"{rbac}/v1", "kind": "ClusterRole", "metadata": {"name": NAME, **meta},
-         "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch", "patch"]},
-                   {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]}]},
+         "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch", "patch"]}]},
         {"apiVersion": f"{rbac}/v1", "kind": "ClusterRoleBinding", "metadata": {"name": NAME, **meta},
          "roleRef": {"apiGroup": rbac, "kind": "ClusterRole", "name": NAME},
          "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": ns}]},
         {"apiVersion": f"{rbac}/v1", "kind": "Role", "metadata": {"name": NAME, "namespace": ns, **meta},
-         "rules": [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
-                    "verbs": ["get", "create", "update"]},
-                   {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "create", "patch"]}]},
+         # RBAC cannot name the object of a create, so create stands alone; every other verb is
+         # held to the reconciler's own Lease and breaker ConfigMap (not its policy: that is
+         # mounted, never read through the API, so it cannot rewrite its own limits).
+         "rules": [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+                   {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": [LEASE],
+                    "verbs": ["get", "update"]},
+                   {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]},
+                   {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": [BREAKER],
+                    "verbs": ["get", "patch"]}]},
         {"apiVersion": f"{rbac}/v1", "kind": "RoleBinding", "metadata": {"name": NAME, "namespace": ns, **meta},
          "roleRef": {"apiGroup": rbac, "kind": "Role", "name": NAME},
+         "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": ns}]},
+        # Events about a Node (cluster-scoped) must live in `default`: the API server refuses them
+        # anywhere else (k8s v1.36.3 pkg/apis/core/validation/events.go:146-150). So Events are
+        # allowed there and nowhere else; patch updates a repeated warning's count.
+        {"apiVersion": f"{rbac}/v1", "kind": "Role",
+         "metadata": {"name": EVENTS_ROLE, "namespace": EVENTS_NAMESPACE, **meta},
+         "rules": [{"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]}]},
+        {"apiVersion": f"{rbac}/v1", "kind": "RoleBinding",
+         "metadata": {"name": EVENTS_ROLE, "namespace": EVENTS_NAMESPACE, **meta},
+         "roleRef": {"apiGroup": rbac, "kind": "Role", "name": EVENTS_ROLE},
          "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": ns}]},
         {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": NAME, "namespace": ns, **meta},
          "data": {"policy.json": json.dumps(policy_document(cfg), indent=2, sort_keys=True) + "\n"}},
@@ -118,4 +178,10 @@ def compile_health(cluster: Loaded[ClusterConfig], teams: list[Loaded[TeamConfig
     if cfg.gitops.engine == "argocd":
         monitor["metadata"]["annotations"] = {"argocd.argoproj.io/sync-options": "SkipDryRunOnMissingResource=true"}
     objects.append(monitor)
+    stall = STALL_PERIODS * seconds(cfg.health.period)
+    objects.append({"apiVersion": "monitoring.coreos.com/v1", "kind": "PrometheusRule",
+                    "metadata": {"name": NAME, "namespace": ns, **meta},
+                    "spec": {"groups": [{"name": "fleetgen-health", "rules": reconciler_rules(stall)}]}})
+    if cfg.gitops.engine == "argocd":
+        objects[-1]["metadata"]["annotations"] = {"argocd.argoproj.io/sync-options": "SkipDryRunOnMissingResource=true"}
     return [Manifest(FOLDER, body, src) for body in objects]

@@ -67,5 +67,6 @@ def build(document: dict[str, Any], api: Any, prometheus: str | None = None, dry
     # A dry run writes nothing at all, the Lease included: it neither takes leadership from the
     # running replicas nor waits for it, so `health once --dry-run` is safe beside a live Deployment.
     lease = None if policy.dry_run else LeaderLease(api, namespace, identity)
-    return Reconciler(Executor(api, dry_run=policy.dry_run), sources, pools, policy, BreakerStore(api, namespace),
-                      lease, period=float(document.get("periodSeconds", 30)))
+    executor = Executor(api, dry_run=policy.dry_run)
+    return Reconciler(executor, sources, pools, policy, BreakerStore(api, namespace), lease,
+                      period=float(document.get("periodSeconds", 30)))

@@ -19,16 +19,19 @@ from __future__ import annotations
 
 import datetime
 import json
+import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from generator.compile.health import BREAKER, LEASE
 from generator.jobs.connection import timeout
-from generator.reconciler.model import Breaker
+from generator.reconciler.model import ALL_POOLS, Breaker
 
-LEASE = "fleetgen-health"
-BREAKER = "fleetgen-health-breaker"
+MIN_LEASE_SECONDS = 15
+"""client-go's default LeaseDuration: the floor of a Lease sized to the loop (`fit`)."""
+LOOPS_REMEMBERED = 10
 
 
 def _time(ts: float) -> str:
@@ -59,6 +62,7 @@ class LeaderLease:
     _observed_at: float = field(default=0.0, repr=False)
     _observed_duration: float = field(default=0.0, repr=False)
     _certain_until: float = field(default=float("-inf"), repr=False)
+    _loops: list[float] = field(default_factory=list, repr=False)
     last_error: BaseException | None = field(default=None, repr=False)
     """Why the last acquire() failed when it was not another holder: an unreachable or refusing API
     server (a one-shot command reports it instead of "another replica holds the lease")."""
@@ -134,6 +138,14 @@ class LeaderLease:
             return True
         return self.acquire()
 
+    def fit(self, period: float, loop_seconds: float) -> None:
+        """Size the Lease to the loop as measured: a leader renews at the start of every loop, so
+        the Lease must outlast a period plus the slowest recent loop (at 10k nodes a node list
+        alone took 15 s, longer than client-go's 15 s default), or leadership would lapse between
+        loops and move on every period. The renew deadline scales with it (`renew_fraction`)."""
+        self._loops = [*self._loops[-(LOOPS_REMEMBERED - 1):], loop_seconds]
+        self.duration_seconds = float(max(MIN_LEASE_SECONDS, math.ceil(period * 1.5 + 2 * max(self._loops))))
+
     def _won(self, sent: float) -> bool:
         self._certain_until = sent + self.duration_seconds * self.renew_fraction
         return True
@@ -152,12 +164,16 @@ class LeaderLease:
 
 @dataclass
 class BreakerStore:
-    """The breaker's state in a ConfigMap: it survives restarts and leader changes."""
+    """Every pool's breaker in one ConfigMap: it survives restarts and leader changes.
+
+    `data.state` is JSON: {"pools": {"<pool>": {"tripped", "reason", "since"}}}, tripped pools only.
+    A state saved before breakers were per pool ({"tripped": ...}) holds every pool.
+    """
 
     api: Any
     namespace: str
 
-    def load(self) -> Breaker:
+    def load(self) -> dict[str, Breaker]:
         from kubernetes import client
         from kubernetes.client.exceptions import ApiException
 
@@ -166,17 +182,25 @@ class BreakerStore:
                                                                     _request_timeout=timeout(self.api))
         except ApiException as exc:
             if exc.status == 404:
-                return Breaker()
+                return {}
             raise
         data = json.loads((cm.data or {}).get("state", "{}"))
-        return Breaker(bool(data.get("tripped")), str(data.get("reason", "")), data.get("since"))
+        if "pools" not in data:
+            data = {"pools": {ALL_POOLS: data}}
+        out = {}
+        for pool, state in sorted((data.get("pools") or {}).items()):
+            if state.get("tripped"):
+                out[str(pool)] = Breaker(True, str(state.get("reason", "")), state.get("since"))
+        return out
 
-    def save(self, breaker: Breaker) -> None:
+    def save(self, breakers: Mapping[str, Breaker]) -> None:
         from kubernetes import client
         from kubernetes.client.exceptions import ApiException
 
         core = client.CoreV1Api(self.api)
-        state = json.dumps({"tripped": breaker.tripped, "reason": breaker.reason, "since": breaker.since})
+        pools = {pool: {"tripped": True, "reason": b.reason, "since": b.since}
+                 for pool, b in sorted(breakers.items()) if b.tripped}
+        state = json.dumps({"pools": pools}, sort_keys=True)
         body: Any = {"apiVersion": "v1", "kind": "ConfigMap",
                      "metadata": {"name": BREAKER, "namespace": self.namespace}, "data": {"state": state}}
         try:

@@ -11,7 +11,7 @@ from typing import Any
 
 from generator.reconciler.decide import decide
 from generator.reconciler.lease import BreakerStore, LeaderLease
-from generator.reconciler.model import Breaker, Decision, Observation, Policy
+from generator.reconciler.model import ALL_POOLS, Breaker, Decision, NodeState, Observation, Policy
 from generator.reconciler.nodes import Executor, PoolSelector
 
 log = logging.getLogger("fleetgen.health")
@@ -26,7 +26,9 @@ def merge(*views: dict[str, Observation]) -> dict[str, Observation]:
             if prev is None:
                 out[name] = obs
             else:
-                out[name] = Observation(name, prev.evidence + obs.evidence, prev.unknown or obs.unknown)
+                counts = [n for n in (prev.gpus_reporting, obs.gpus_reporting) if n is not None]
+                out[name] = Observation(name, prev.evidence + obs.evidence, prev.unknown or obs.unknown,
+                                        min(counts) if counts else None)
     return out
 
 
@@ -44,39 +46,55 @@ class Reconciler:
     period: float = 30.0
     """Seconds between loops (`health.period`)."""
     last: Decision | None = field(default=None)
+    nodes: dict[str, NodeState] = field(default_factory=dict)
+    """The GPU nodes as the last loop read them (what /metrics reports: no second list)."""
 
     def once(self) -> Decision | None:
         """One loop; None when another replica leads."""
         if self.lease is not None and not self.lease.acquire():
             return None
-        nodes = self.executor.read(self.pools)
+        nodes = self.nodes = self.executor.read(self.pools)  # the loop's one node list
         observations = merge(*(s.observe(sorted(nodes)) for s in self.sources))
-        breaker = self.breaker.load()
-        decision = decide(observations, nodes, self.policy, breaker, self.clock())
+        breakers = self.breaker.load()
+        decision = decide(observations, nodes, self.policy, breakers, self.clock())
         for line in decision.skipped:
             log.info(line)
         may_write = self.lease.still_leading if self.lease is not None else (lambda: True)
         self.executor.apply(decision, may_write)
-        if decision.breaker != breaker and not self.executor.dry_run and may_write():
-            self.breaker.save(decision.breaker)
+        if dict(decision.breakers) != dict(breakers) and not self.executor.dry_run and may_write():
+            self.breaker.save(decision.breakers)
         self.last = decision
         return decision
 
     def run(self, period: float | None, stop: threading.Event,
-            on_loop: Callable[[Decision | None, float], None] | None = None) -> None:
-        """Loop every `period` seconds (default: the policy's) until `stop` is set."""
+            on_loop: Callable[[Decision | None, float, bool], None] | None = None) -> None:
+        """Loop every `period` seconds (default: the policy's) until `stop` is set. `on_loop` hears
+        of every loop: its decision (None when following), its seconds, and whether it failed."""
         every = self.period if period is None else period
         while not stop.is_set():
             started = time.monotonic()
             decision: Decision | None = None
+            failed = False
             try:
                 decision = self.once()
             except Exception:  # noqa: BLE001 - one failed loop must not end the reconciler
+                failed = True
                 log.exception("reconcile loop failed; retrying next period")
+            seconds = time.monotonic() - started
+            if self.lease is not None:
+                self.lease.fit(every, seconds)
             if on_loop is not None:
-                on_loop(decision, time.monotonic() - started)
+                try:
+                    on_loop(decision, seconds, failed)
+                except Exception:  # noqa: BLE001 - reporting must not end the reconciler either
+                    log.exception("reporting the loop failed")
             stop.wait(max(0.0, every - (time.monotonic() - started)))
 
-    def reset_breaker(self) -> None:
-        """What `fleetgen health reset-breaker` does: a human says the fleet is fine again."""
-        self.breaker.save(Breaker())
+    def reset_breaker(self, pool: str | None = None) -> dict[str, Breaker]:
+        """What `fleetgen health reset-breaker` does: a human says a pool (or every pool) is fine
+        again. Returns the breakers that were tripped and are now reset."""
+        before = self.breaker.load()
+        reset = {p: b for p, b in before.items() if pool is None or p in (pool, ALL_POOLS)}
+        if reset:
+            self.breaker.save({p: b for p, b in before.items() if p not in reset})
+        return reset

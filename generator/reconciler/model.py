@@ -6,6 +6,7 @@ between loops and any replica that wins the Lease can continue where another sto
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -20,6 +21,8 @@ ANNOTATION_HEALTHY = f"{PREFIX}/healthy-checks"
 ANNOTATION_HISTORY = f"{PREFIX}/cordon-history"
 ANNOTATION_EVIDENCE = f"{PREFIX}/evidence"
 """JSON list of the signals behind our cordon: signal (e.g. xid-79), GPU index and detail."""
+ANNOTATION_BOOT = f"{PREFIX}/boot-id"
+"""The Node's bootID when we cordoned it: a reset-class fault is released only once it changed."""
 ANNOTATION_HUMAN = f"{PREFIX}/released-by-human"
 """The reason of our cordon that a human lifted: not re-cordoned for that same reason."""
 LABEL_REPAIR = f"{PREFIX}/needs-repair"
@@ -47,6 +50,9 @@ class Observation:
     evidence: tuple[Evidence, ...] = ()
     unknown: bool = False
     """A source covering this node was down, stale or partial: act on nothing."""
+    gpus_reporting: int | None = None
+    """GPUs the node's exporter reports (None: no source counts them). Compared with the Node's
+    capacity, so a missing GPU is seen without kube-state-metrics."""
 
     @property
     def state(self) -> State:
@@ -83,6 +89,12 @@ class NodeState:
     history: tuple[float, ...] = ()
     human_released: str = ""
     needs_repair: bool = False
+    gpus: int = 0
+    """The Node's nvidia.com/gpu capacity (0: not advertised)."""
+    boot_id: str = ""
+    """status.nodeInfo.bootID now."""
+    cordon_boot_id: str = ""
+    """bootID when we cordoned it (annotation)."""
 
 
 @dataclass(frozen=True)
@@ -99,11 +111,24 @@ class Policy:
 
 @dataclass(frozen=True)
 class Breaker:
-    """The circuit breaker: once tripped, nothing is cordoned or released until a human resets it."""
+    """One pool's circuit breaker: once tripped, nothing in that pool is cordoned or released until
+    a human resets it. Other pools carry on."""
 
     tripped: bool = False
     reason: str = ""
     since: float | None = None
+
+
+ALL_POOLS = "*"
+"""Key of a breaker that holds every pool (a state saved before breakers were per pool)."""
+
+Breakers = Mapping[str, Breaker]
+"""Pool name -> its breaker; a pool that is absent has never tripped."""
+
+
+def breaker_of(breakers: Breakers, pool: str) -> Breaker:
+    """The breaker that governs `pool`."""
+    return breakers.get(pool) or breakers.get(ALL_POOLS) or Breaker()
 
 
 @dataclass(frozen=True)
@@ -152,9 +177,10 @@ NodeAction = Cordon | Release | SetHealthyChecks | NoteHumanRelease | ClearHuman
 
 @dataclass(frozen=True)
 class Decision:
-    """What one loop decided: actions to carry out (none in dry run) and the breaker after it."""
+    """What one loop decided: actions to carry out (none in dry run) and the breakers after it."""
 
     actions: tuple[NodeAction, ...]
-    breaker: Breaker
+    breakers: Breakers
+    """Every pool's breaker after this loop (tripped ones only; the rest are ok)."""
     skipped: tuple[str, ...] = field(default=())
     """Why something that would have been done was not (breaker, unknown, human, foreign cordon)."""

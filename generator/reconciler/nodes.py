@@ -3,18 +3,27 @@
 Every write is a JSON merge patch carrying the resourceVersion it was computed from: if the Node
 changed in between (409 Conflict), the Node is read again, the action is re-checked against
 what is there now (still ours? still schedulable?), and retried. One audit line per write.
+
+Each node is on its own: an error on one node (gone, refused, throttled, timed out) is retried
+as `RETRY` says and otherwise given up for this loop with an audit line, and the loop carries on
+with the next node. Nodes are listed in pages of raw JSON, turned into NodeState page by page,
+so 10k Node objects of 14 KB are never all in memory at once.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import re
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from generator.compile.health import EVENTS_NAMESPACE
 from generator.jobs.connection import timeout
 from generator.reconciler.model import (
+    ANNOTATION_BOOT,
     ANNOTATION_EVIDENCE,
     ANNOTATION_HEALTHY,
     ANNOTATION_HISTORY,
@@ -36,7 +45,19 @@ from generator.reconciler.model import (
 )
 
 MERGE = "application/merge-patch+json"
+GPU_RESOURCE = "nvidia.com/gpu"
 RETRIES = 3
+PAGE = 250
+"""Nodes per list page: 250 x 14 KB is about 3.5 MB of JSON at a time."""
+MAX_WAIT_SECONDS = 10.0
+"""Longest wait before a retry, whatever a Retry-After header asks (the loop must go on)."""
+RETRY: dict[int, str] = {
+    409: "reread",    # the Node changed under us: read it again and re-check the action
+    429: "wait",      # throttled (API priority and fairness): wait as long as Retry-After says
+    500: "backoff", 502: "backoff", 503: "backoff", 504: "backoff",
+}
+"""HTTP status -> how to retry. Anything else (404 gone, 403, 422 invalid) is not retried."""
+LABEL_VALUE_INVALID = re.compile(r"[^A-Za-z0-9_.-]")
 audit = logging.getLogger("fleetgen.health.audit")
 
 
@@ -68,7 +89,26 @@ def node_state(node: dict[str, Any], pools: list[PoolSelector]) -> NodeState | N
         owned=notes.get(ANNOTATION_OWNED) == "true", reason=notes.get(ANNOTATION_REASON, ""),
         since=float(since) if since else None, healthy_checks=int(notes.get(ANNOTATION_HEALTHY) or 0),
         history=_floats(notes.get(ANNOTATION_HISTORY)), human_released=notes.get(ANNOTATION_HUMAN, ""),
-        needs_repair=labels.get(LABEL_REPAIR) == "true")
+        needs_repair=labels.get(LABEL_REPAIR) == "true", gpus=_gpus(node), boot_id=_boot_id(node),
+        cordon_boot_id=notes.get(ANNOTATION_BOOT, ""))
+
+
+def _gpus(node: dict[str, Any]) -> int:
+    try:
+        return int(str(((node.get("status") or {}).get("capacity") or {}).get(GPU_RESOURCE, "0")))
+    except ValueError:
+        return 0
+
+
+def _boot_id(node: dict[str, Any]) -> str:
+    return str(((node.get("status") or {}).get("nodeInfo") or {}).get("bootID") or "")
+
+
+def taint_value(reason: str) -> str:
+    """The reason as a valid label value (a taint's value must be one): at most 63 characters,
+    only letters, digits, '-', '_', '.', starting and ending alphanumeric. Cutting
+    `ecc_dbe,...,xid-79` at 63 used to end in '-' and the API server answered 422."""
+    return LABEL_VALUE_INVALID.sub(".", reason)[:63].strip("-_.")
 
 
 def _taints_without_ours(node: dict[str, Any]) -> list[dict[str, Any]]:
@@ -83,7 +123,7 @@ def _patch_for(action: NodeAction, node: dict[str, Any], now: float) -> dict[str
     if isinstance(action, Cordon):
         if spec.get("unschedulable") or owned:
             return None  # someone cordoned it meanwhile, or we already did
-        taint = {"key": TAINT_KEY, "value": action.reason.replace(",", ".")[:63], "effect": "NoSchedule"}
+        taint = {"key": TAINT_KEY, "value": taint_value(action.reason), "effect": "NoSchedule"}
         patch: dict[str, Any] = {
             "spec": {"unschedulable": True, "taints": [*_taints_without_ours(node), taint]},
             "metadata": {"annotations": {
@@ -91,7 +131,7 @@ def _patch_for(action: NodeAction, node: dict[str, Any], now: float) -> dict[str
                 ANNOTATION_HEALTHY: "0", ANNOTATION_HISTORY: json.dumps(list(action.history)),
                 ANNOTATION_EVIDENCE: json.dumps([{"signal": e.signal, "gpu": e.gpu, "detail": e.detail}
                                                  for e in action.evidence], sort_keys=True),
-                ANNOTATION_HUMAN: None}}}
+                ANNOTATION_BOOT: _boot_id(node) or None, ANNOTATION_HUMAN: None}}}
         if action.repair:
             patch["metadata"]["labels"] = {LABEL_REPAIR: "true"}
         return patch
@@ -100,7 +140,8 @@ def _patch_for(action: NodeAction, node: dict[str, Any], now: float) -> dict[str
             return None  # only our own cordons are lifted
         return {"spec": {"unschedulable": None, "taints": _taints_without_ours(node)},
                 "metadata": {"annotations": {ANNOTATION_OWNED: None, ANNOTATION_REASON: None, ANNOTATION_SINCE: None,
-                                             ANNOTATION_HEALTHY: None, ANNOTATION_EVIDENCE: None}}}
+                                             ANNOTATION_HEALTHY: None, ANNOTATION_EVIDENCE: None,
+                                             ANNOTATION_BOOT: None}}}
     if isinstance(action, SetHealthyChecks):
         return {"metadata": {"annotations": {ANNOTATION_HEALTHY: str(action.count)}}} if owned else None
     if isinstance(action, NoteHumanRelease):
@@ -108,7 +149,8 @@ def _patch_for(action: NodeAction, node: dict[str, Any], now: float) -> dict[str
             return None
         return {"spec": {"taints": _taints_without_ours(node)},
                 "metadata": {"annotations": {ANNOTATION_OWNED: None, ANNOTATION_REASON: None, ANNOTATION_SINCE: None,
-                                             ANNOTATION_HEALTHY: None, ANNOTATION_HUMAN: action.reason}}}
+                                             ANNOTATION_HEALTHY: None, ANNOTATION_BOOT: None,
+                                             ANNOTATION_HUMAN: action.reason}}}
     if isinstance(action, ClearHumanRelease):
         return {"metadata": {"annotations": {ANNOTATION_HUMAN: None}}} if ANNOTATION_HUMAN in notes else None
     return None
@@ -118,13 +160,15 @@ class Executor:
     """Carries out decisions on one cluster (or only logs them, in dry run)."""
 
     def __init__(self, api: Any, dry_run: bool = False, clock: Callable[[], float] | None = None,
-                 namespace: str = "default") -> None:
-        import time
-
+                 namespace: str = EVENTS_NAMESPACE, sleep: Callable[[float], None] = time.sleep) -> None:
         self.api = api
         self.dry_run = dry_run
         self.clock = clock or time.time
         self.namespace = namespace
+        """Where Events go: `default`, the only namespace that takes Events about Nodes."""
+        self.sleep = sleep
+        self.failures = 0
+        """Actions given up in the last apply() (after retries)."""
         self._uids: dict[str, str] = {}
         """Node name -> uid from the last read: Events name their Node by uid too, which is how
         `kubectl describe node` finds them (it selects involvedObject.uid)."""
@@ -138,33 +182,97 @@ class Executor:
         return client.CoreV1Api(self.api)
 
     def read(self, pools: list[PoolSelector]) -> dict[str, NodeState]:
-        """Every GPU node's state."""
-        found = self.api.sanitize_for_serialization(self._core().list_node(_request_timeout=timeout(self.api)).items)
-        self._uids = {n["metadata"]["name"]: str(n["metadata"].get("uid") or "") for n in found}
-        states = (node_state(n, pools) for n in found)
-        return {s.name: s for s in states if s is not None}
+        """Every GPU node's state, from one paginated list (a 410 for an expired continue token
+        starts the list over, as the API server asks)."""
+        from kubernetes.client.exceptions import ApiException
+
+        for _attempt in range(RETRIES):
+            try:
+                return self._read(pools)
+            except ApiException as exc:
+                if exc.status != 410:
+                    raise
+        raise RuntimeError(f"node list restarted {RETRIES} times: continue token kept expiring")
+
+    def _read(self, pools: list[PoolSelector]) -> dict[str, NodeState]:
+        states: dict[str, NodeState] = {}
+        uids: dict[str, str] = {}
+        token: str | None = None
+        while True:
+            page = self._core().list_node(limit=PAGE, _continue=token, _preload_content=False,
+                                          _request_timeout=timeout(self.api))
+            body = json.loads(page.data)
+            for node in body.get("items") or []:
+                meta = node.get("metadata") or {}
+                uids[meta.get("name", "")] = str(meta.get("uid") or "")
+                state = node_state(node, pools)
+                if state is not None:
+                    states[state.name] = state
+            del body["items"]
+            token = (body.get("metadata") or {}).get("continue")
+            if not token:
+                break
+        self._uids = uids
+        return states
 
     def apply(self, decision: Decision, may_write: Callable[[], bool] = lambda: True) -> list[str]:
         """Carry out the decision's actions; returns one line per write (or planned write in dry run).
 
-        `may_write` is asked before every write (the leader's Lease check): the first no stops the rest.
+        `may_write` is asked before every write (the leader's Lease check): the first no stops the
+        rest. A node whose action was given up gets nothing more this loop (no Event claiming a
+        cordon that did not happen); the other nodes carry on.
         """
-        done = []
+        done: list[str] = []
+        given_up: set[str] = set()
+        self.failures = 0
         for index, action in enumerate(decision.actions):
             if not self.dry_run and not may_write():
                 audit.warning(json.dumps({"stopped": "lost the lease", "unapplied": len(decision.actions) - index}))
                 break
-            line = self._event(action) if isinstance(action, Event) else self._node(action)
+            if action.node in given_up:
+                continue
+            try:
+                line = self._event(action) if isinstance(action, Event) else self._node(action, may_write)
+            except GaveUp as exc:
+                self.failures += 1
+                given_up.add(action.node)
+                audit.warning(json.dumps({"action": type(action).__name__, "node": action.node,
+                                          "gaveUp": str(exc)}, sort_keys=True))
+                continue
             if line:
                 done.append(line)
         return done
 
-    def _node(self, action: NodeAction) -> str | None:
+    def _call(self, attempt: int, call: Callable[[], Any]) -> Any:
+        """One API call; GaveUp when it must not be retried, Retry (after waiting) when it may."""
         from kubernetes.client.exceptions import ApiException
+        from urllib3.exceptions import HTTPError
 
+        try:
+            return call()
+        except ApiException as exc:
+            how = RETRY.get(exc.status or 0)
+            if how is None or attempt + 1 >= RETRIES:
+                raise GaveUp(f"{exc.status} {exc.reason}: {_detail(exc)}") from None
+            if how == "wait":
+                self.sleep(_retry_after(exc, attempt))
+            elif how == "backoff":
+                self.sleep(min(MAX_WAIT_SECONDS, 0.5 * 2 ** attempt))
+            raise Retry from None
+        except (HTTPError, OSError) as exc:  # timeouts, refused or reset connections
+            if attempt + 1 >= RETRIES:
+                raise GaveUp(f"no answer: {exc}") from None
+            self.sleep(min(MAX_WAIT_SECONDS, 0.5 * 2 ** attempt))
+            raise Retry from None
+
+    def _node(self, action: NodeAction, may_write: Callable[[], bool] = lambda: True) -> str | None:
         core = self._core()
-        for _attempt in range(RETRIES):
-            node = self.api.sanitize_for_serialization(core.read_node(action.node, _request_timeout=timeout(self.api)))
+        for attempt in range(RETRIES):
+            try:
+                node = self.api.sanitize_for_serialization(self._call(attempt, lambda: core.read_node(
+                    action.node, _request_timeout=timeout(self.api))))
+            except Retry:
+                continue
             patch = _patch_for(action, node, self.clock())
             if patch is None:
                 return None
@@ -174,17 +282,16 @@ class Executor:
             if self.dry_run:
                 audit.info(line)
                 return line
+            if attempt and not may_write():  # a retry after waiting: still the leader?
+                raise GaveUp("lost the lease while retrying")
             try:
-                core.patch_node(action.node, patch, _content_type=MERGE, _request_timeout=timeout(self.api))
-            except ApiException as exc:
-                if exc.status == 409:
-                    continue  # changed under us: read again and re-check
-                raise
+                self._call(attempt, lambda body=patch: core.patch_node(action.node, body, _content_type=MERGE,
+                                                                       _request_timeout=timeout(self.api)))
+            except Retry:
+                continue
             audit.info(line)
             return line
-        audit.warning(json.dumps({"action": type(action).__name__, "node": action.node,
-                                  "gaveUp": f"{RETRIES} conflicts"}))
-        return None
+        raise GaveUp(f"{RETRIES} attempts")
 
     def _event(self, event: Event) -> str | None:
         from kubernetes import client
@@ -192,8 +299,6 @@ class Executor:
         line = json.dumps({"action": "Event", "node": event.node, "reason": event.reason, "dryRun": self.dry_run})
         if self.dry_run:
             return None
-        from kubernetes.client.exceptions import ApiException
-
         stamp = self._stamp()
         uid = self._uids.get(event.node, "")
         message = event.message[:1024]
@@ -201,20 +306,21 @@ class Executor:
         if key in self._events:
             name, count = self._events[key]
             try:
-                self._core().patch_namespaced_event(
+                self._call(RETRIES - 1, lambda: self._core().patch_namespaced_event(
                     name, self.namespace, {"count": count + 1, "lastTimestamp": stamp.isoformat()},
-                    _request_timeout=timeout(self.api))
+                    _request_timeout=timeout(self.api)))
                 self._events[key] = (name, count + 1)
                 return line
-            except ApiException as exc:
-                if exc.status != 404:  # expired (Events live an hour): a new one below
+            except GaveUp as exc:
+                if not str(exc).startswith("404"):  # expired (Events live an hour): a new one below
                     raise
         body = client.CoreV1Event(
             metadata=client.V1ObjectMeta(generate_name=f"{event.node}.", namespace=self.namespace),
             involved_object=client.V1ObjectReference(kind="Node", name=event.node, api_version="v1", uid=uid or None),
             type=event.kind, reason=event.reason, message=message, first_timestamp=stamp,
             last_timestamp=stamp, count=1, source=client.V1EventSource(component="fleetgen-health"))
-        created = self._core().create_namespaced_event(self.namespace, body, _request_timeout=timeout(self.api))
+        created = self._call(RETRIES - 1, lambda: self._core().create_namespaced_event(
+            self.namespace, body, _request_timeout=timeout(self.api)))
         self._events[key] = (str(created.metadata.name), 1)
         return line
 
@@ -222,3 +328,28 @@ class Executor:
         import datetime
 
         return datetime.datetime.fromtimestamp(self.clock(), tz=datetime.timezone.utc)
+
+
+class GaveUp(Exception):
+    """An action on one node was given up for this loop (the message says why)."""
+
+
+class Retry(Exception):
+    """The call failed in a way worth another attempt (already waited for)."""
+
+
+def _retry_after(exc: Any, attempt: int) -> float:
+    """Seconds a 429 asks us to wait (Retry-After, in seconds), capped; backoff when absent."""
+    try:
+        asked = float((exc.headers or {}).get("Retry-After") or "")
+    except (TypeError, ValueError):
+        asked = 0.5 * 2 ** attempt
+    return max(0.0, min(MAX_WAIT_SECONDS, asked))
+
+
+def _detail(exc: Any) -> str:
+    """The API server's one-line message from an error body (Status.message), else its reason."""
+    try:
+        return str(json.loads(exc.body).get("message") or exc.reason)[:300]
+    except (TypeError, ValueError, AttributeError):
+        return str(exc.reason)

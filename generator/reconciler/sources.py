@@ -34,6 +34,10 @@ def instant_vector(base: str, path: str, expr: str, timeout: float, what: str) -
     return list(answer["data"]["result"])
 
 
+GPU_PRESENCE_METRIC = "DCGM_FI_DEV_GPU_TEMP"
+"""One series per GPU the exporter sees (the GPUMissingFromNode rule counts the same metric)."""
+
+
 class SourceError(Exception):
     """The source did not answer usably (down, timeout, error status, malformed)."""
 
@@ -53,6 +57,8 @@ class PrometheusSource:
         """One Observation per node; all unknown when any query fails."""
         try:
             up = {s["metric"].get("node"): float(s["value"][1]) for s in self.query(f"up{EXPORTER}")}
+            reporting = {s["metric"].get("node"): int(float(s["value"][1]))
+                         for s in self.query(f"count by (node) ({GPU_PRESENCE_METRIC}{EXPORTER})")}
             evidence: dict[str, list[Evidence]] = defaultdict(list)
             for sample in self.query(f"max by (node, gpu, xid) ({XID_METRIC}{EXPORTER}) > 0"):
                 labels = sample["metric"]
@@ -75,7 +81,8 @@ class PrometheusSource:
             if up.get(name) != 1.0:
                 out[name] = Observation(name, unknown=True)
             else:
-                out[name] = Observation(name, tuple(sorted(evidence.get(name, []), key=lambda e: (e.signal, e.gpu))))
+                out[name] = Observation(name, tuple(sorted(evidence.get(name, []), key=lambda e: (e.signal, e.gpu))),
+                                        gpus_reporting=reporting.get(name, 0))
         return out
 
 

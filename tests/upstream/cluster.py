@@ -70,7 +70,10 @@ VISIBILITY_CERTS = Path("/visibility")
 the visibility API stays off and the tests that need it skip with that reason."""
 VISIBILITY_VERSIONS = ("v1beta2", "v1beta1")
 AUDIT_POLICY = {"apiVersion": "audit.k8s.io/v1", "kind": "Policy", "omitStages": ["RequestReceived"],
-                "rules": [{"level": "None", "verbs": ["get", "list", "watch"]}, {"level": "Metadata"}]}
+                "rules": [{"level": "Metadata", "verbs": ["list"],
+                           "resources": [{"group": "", "resources": ["nodes"]}]},
+                          {"level": "None", "verbs": ["get", "list", "watch"]}, {"level": "Metadata"}]}
+"""Every write, and node lists (the reconciler's pagination is checked on them); no other reads."""
 
 
 def _visibility_certificates() -> str:
@@ -466,7 +469,7 @@ class Stack:
     # ---------------------------------------------------------------------------- reading
 
     def audit(self) -> Iterator[dict[str, Any]]:
-        """The audit log's events (writes only): user, verb, objectRef, responseStatus, userAgent."""
+        """The audit log's events (writes and node lists): user, verb, objectRef, responseStatus, userAgent."""
         try:
             lines = (self.workdir / "audit.log").read_text().splitlines()
         except OSError:
