@@ -1,6 +1,7 @@
 """Reconciler benchmark at fleet scale: N nodes x 8 GPUs, each Node object ~14 KB as real GPU nodes
 are (GFD/NFD labels, annotations, a long image list). Every figure is against a floor measured in
 the same run, and the workload takes the expensive path: 1% of nodes have a fatal XID (79 or 48),
+and one in 1000 reports 7 of its 8 GPUs,
 so the decision cordons them, the per-pool breaker is evaluated, and every planned write (the
 merge patch against the Node as read) is computed; 1% run hot (warnings and Events).
 
@@ -33,7 +34,7 @@ from generator.compile.rules import EXPORTER, XID_METRIC
 from generator.reconciler.decide import decide
 from generator.reconciler.model import Cordon, NodeState, Policy
 from generator.reconciler.nodes import PAGE, Executor, PoolSelector, _patch_for
-from generator.reconciler.sources import PrometheusSource
+from generator.reconciler.sources import GPU_PRESENCE_METRIC, PrometheusSource
 from generator.signals import CONDITIONS
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -133,6 +134,9 @@ def responses(nodes: int) -> dict[str, bytes]:
     out = {f"up{EXPORTER}": vector([{"metric": {"__name__": "up", "job": "gpu-exporter", "node": n,
                                                 "instance": f"10.0.{i // 250}.{i % 250}:9400"},
                                      "value": [1700000000.0, "1"]} for i, n in enumerate(names)])}
+    out[f"count by (node) ({GPU_PRESENCE_METRIC}{EXPORTER})"] = vector(  # one node in 1000 lost a GPU
+        [{"metric": {"node": n}, "value": [1700000000.0, "7" if i % 1000 == 450 else "8"]}
+         for i, n in enumerate(names)])
     out[f"max by (node, gpu, xid) ({XID_METRIC}{EXPORTER}) > 0"] = vector(
         [{"metric": {"node": n, "gpu": str(i % 8), "xid": "79" if (i // 100) % 2 else "48"},
           "value": [1700000000.0, "1"]} for i, n in enumerate(names) if fatal(i)]
@@ -197,7 +201,7 @@ def main() -> None:
     nodes = read()
     # What the loop's planned writes patch: the Node as listed (the executor reads each again).
     by_name = {NAME.format(i): json.loads(raw[i]) if i in raw else node_object(i)
-               for i in range(args.nodes) if fatal(i) or hot(i)}
+               for i in range(args.nodes) if fatal(i) or hot(i) or i % 1000 == 450}
 
     def loop() -> Any:
         observations = Replay(answers).observe(sorted(nodes))
