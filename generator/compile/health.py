@@ -11,7 +11,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from generator.compile.manifest import Manifest, labels
+from generator.compile.manifest import ARGOCD_CRD_IN_SAME_SYNC, Manifest, labels
+from generator.compile.rules import alert
 from generator.config.cluster import ClusterConfig
 from generator.config.fleet import Loaded
 from generator.config.team import TeamConfig
@@ -64,29 +65,24 @@ RUNBOOK = "README.md, section 'Health reconciler': `fleetgen health status` show
 def reconciler_rules(stall_seconds: float) -> list[dict[str, Any]]:
     """Alerts on the reconciler's own metrics: a stalled or failing loop, no leader, a tripped
     breaker, writes given up. `stall_seconds` matches the replicas' liveness threshold."""
-    def alert(name: str, expr: str, for_: str, severity: str, summary: str) -> dict[str, Any]:
-        rule: dict[str, Any] = {"alert": name, "expr": expr}
-        if for_:
-            rule["for"] = for_
-        rule["labels"] = {"severity": severity, "fleetgen_action": "none", "concern": "reconciler"}
-        rule["annotations"] = {"summary": summary, "runbook": RUNBOOK}
-        return rule
+    def own(name: str, expr: str, for_: str, severity: str, summary: str) -> dict[str, Any]:
+        return alert(name, expr, for_, severity, "none", "reconciler", summary, RUNBOOK)
 
     metric = "fleetgen_health_"
     return [
-        alert("FleetgenHealthLoopStalled",
-              f"time() - {metric}last_loop_completed_timestamp_seconds{RECONCILER} > {stall_seconds:g}", "2m",
-              "critical", "health reconciler {{ $labels.pod }} has completed no loop for {{ $value }} seconds"),
-        alert("FleetgenHealthLoopsFailing", f"increase({metric}loop_failures_total{RECONCILER}[10m]) > 0", "10m",
-              "warning", "health reconciler {{ $labels.pod }}: reconcile loops keep failing (see its log)"),
-        alert("FleetgenHealthNoLeader", f"(sum({metric}leader{RECONCILER}) or vector(0)) < 1", "5m", "critical",
-              "no health reconciler replica holds the Lease: faulty GPU nodes are not being cordoned"),
-        alert("FleetgenHealthBreakerTripped", f"max by (pool) ({metric}breaker_tripped{RECONCILER}) == 1", "",
-              "critical", "circuit breaker of pool {{ $labels.pool }} tripped: nothing in it is cordoned or "
-                          "released until `fleetgen health reset-breaker --pool {{ $labels.pool }}`"),
-        alert("FleetgenHealthWritesFailing",
-              f"sum by (pod) (increase({metric}write_failures_total{RECONCILER}[15m])) > 0", "", "warning",
-              "health reconciler {{ $labels.pod }} gave up node or Event writes in the last 15m"),
+        own("FleetgenHealthLoopStalled",
+            f"time() - {metric}last_loop_completed_timestamp_seconds{RECONCILER} > {stall_seconds:g}", "2m",
+            "critical", "health reconciler {{ $labels.pod }} has completed no loop for {{ $value }} seconds"),
+        own("FleetgenHealthLoopsFailing", f"increase({metric}loop_failures_total{RECONCILER}[10m]) > 0", "10m",
+            "warning", "health reconciler {{ $labels.pod }}: reconcile loops keep failing (see its log)"),
+        own("FleetgenHealthNoLeader", f"(sum({metric}leader{RECONCILER}) or vector(0)) < 1", "5m", "critical",
+            "no health reconciler replica holds the Lease: faulty GPU nodes are not being cordoned"),
+        own("FleetgenHealthBreakerTripped", f"max by (pool) ({metric}breaker_tripped{RECONCILER}) == 1", "0m",
+            "critical", "circuit breaker of pool {{ $labels.pool }} tripped: nothing in it is cordoned or "
+                        "released until `fleetgen health reset-breaker --pool {{ $labels.pool }}`"),
+        own("FleetgenHealthWritesFailing",
+            f"sum by (pod) (increase({metric}write_failures_total{RECONCILER}[15m])) > 0", "0m", "warning",
+            "health reconciler {{ $labels.pod }} gave up node or Event writes in the last 15m"),
     ]
 
 
@@ -175,13 +171,13 @@ def compile_health(cluster: Loaded[ClusterConfig], teams: list[Loaded[TeamConfig
         "apiVersion": "monitoring.coreos.com/v1", "kind": "ServiceMonitor",
         "metadata": {"name": NAME, "namespace": ns, **meta},
         "spec": {"selector": {"matchLabels": app}, "endpoints": [{"port": "metrics", "interval": "30s"}]}}
-    if cfg.gitops.engine == "argocd":
-        monitor["metadata"]["annotations"] = {"argocd.argoproj.io/sync-options": "SkipDryRunOnMissingResource=true"}
-    objects.append(monitor)
     stall = STALL_PERIODS * seconds(cfg.health.period)
-    objects.append({"apiVersion": "monitoring.coreos.com/v1", "kind": "PrometheusRule",
-                    "metadata": {"name": NAME, "namespace": ns, **meta},
-                    "spec": {"groups": [{"name": "fleetgen-health", "rules": reconciler_rules(stall)}]}})
-    if cfg.gitops.engine == "argocd":
-        objects[-1]["metadata"]["annotations"] = {"argocd.argoproj.io/sync-options": "SkipDryRunOnMissingResource=true"}
+    rule: dict[str, Any] = {
+        "apiVersion": "monitoring.coreos.com/v1", "kind": "PrometheusRule",
+        "metadata": {"name": NAME, "namespace": ns, **meta},
+        "spec": {"groups": [{"name": "fleetgen-health", "rules": reconciler_rules(stall)}]}}
+    for custom in (monitor, rule):  # CRDs from the monitoring chart, in the same sync
+        if cfg.gitops.engine == "argocd":
+            custom["metadata"]["annotations"] = dict(ARGOCD_CRD_IN_SAME_SYNC)
+        objects.append(custom)
     return [Manifest(FOLDER, body, src) for body in objects]

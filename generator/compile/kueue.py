@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from generator import quantity
-from generator.compile.manifest import Manifest, labels
+from generator.compile.manifest import ARGOCD_CRD_IN_SAME_SYNC, Manifest, labels
 from generator.compile.quota import pool_resources
 from generator.config.cluster import ClusterConfig, NodePool
 from generator.config.fleet import Loaded
@@ -30,7 +30,7 @@ def _obj(cfg: ClusterConfig, kind: str, name: str, team: str | None = None, name
         meta["namespace"] = namespace
     meta["labels"] = labels(cfg.name, team)
     if cfg.gitops.engine == "argocd":  # their CRDs arrive in the same sync, from the Kueue chart
-        meta["annotations"] = {"argocd.argoproj.io/sync-options": "SkipDryRunOnMissingResource=true"}
+        meta["annotations"] = dict(ARGOCD_CRD_IN_SAME_SYNC)
     return {"apiVersion": api_version or cfg.kueue.api_version, "kind": kind, "metadata": meta}
 
 

@@ -71,6 +71,11 @@ class Manifest:
         return "/".join(self.folder + (self.filename,))
 
 
+ARGOCD_CRD_IN_SAME_SYNC = {"argocd.argoproj.io/sync-options": "SkipDryRunOnMissingResource=true"}
+"""On custom resources whose CRD arrives in the same Argo CD sync (from a chart): without it the
+dry run fails on the unknown kind. Copy it (dict(...)) onto each object."""
+
+
 def labels(cluster: str, team: str | None = None) -> dict[str, str]:
     """Labels on every object: who manages it and which cluster (and team) it belongs to."""
     out = dict(MANAGED_BY)

@@ -10,7 +10,7 @@ from typing import Any
 
 from generator.compile.dashboards import DASHBOARDS, dashboard
 from generator.compile.kueue import toleration
-from generator.compile.manifest import Manifest, labels
+from generator.compile.manifest import ARGOCD_CRD_IN_SAME_SYNC, Manifest, labels
 from generator.compile.rules import EXPORTER_JOB, loki_groups, prometheus_groups
 from generator.config.cluster import ClusterConfig
 from generator.config.fleet import Loaded
@@ -24,7 +24,6 @@ COUNTERS = "fleetgen-dcgm-counters"
 COLLECTOR = "fleetgen-kernel-log"
 GPU_OPERATOR_NAMESPACE = "gpu-operator"
 LOKI_OTLP = "http://loki-gateway.{namespace}.svc.cluster.local/otlp"
-CR_ANNOTATIONS = {"argocd.argoproj.io/sync-options": "SkipDryRunOnMissingResource=true"}
 
 # DCGM fields the exporter collects: (field, Prometheus type, help). The upstream default file
 # comments out ECC, NVLink, row remapping and the XID window counter, which the alerts need.
@@ -83,7 +82,7 @@ def _meta(cfg: ClusterConfig, name: str, namespace: str, extra: dict[str, str] |
           custom: bool = False) -> dict[str, Any]:
     meta: dict[str, Any] = {"name": name, "namespace": namespace, "labels": {**labels(cfg.name), **(extra or {})}}
     if custom and cfg.gitops.engine == "argocd":
-        meta["annotations"] = dict(CR_ANNOTATIONS)
+        meta["annotations"] = dict(ARGOCD_CRD_IN_SAME_SYNC)
     return meta
 
 

@@ -33,8 +33,10 @@ XID_ALERTS: dict[str, str] = {
 """XID classes that alert (the others are recorded only)."""
 
 
-def _alert(name: str, expr: str, for_: str, severity: str, action: str, concern: str,
-           summary: str, runbook: str) -> dict[str, Any]:
+def alert(name: str, expr: str, for_: str, severity: str, action: str, concern: str,
+          summary: str, runbook: str) -> dict[str, Any]:
+    """One alerting rule in the house shape: `for` (omitted when "0m"), severity, fleetgen_action
+    and concern labels, summary and runbook annotations."""
     rule: dict[str, Any] = {"alert": name, "expr": expr}
     if for_ != "0m":
         rule["for"] = for_
@@ -53,11 +55,11 @@ def _xid_alert(cls: XidClass) -> dict[str, Any]:
     expr = f'max by ({GPU_KEYS}, xid) ({XID_METRIC}{{xid=~"{cls.regex}"}}) > 0'
     summary = (f"XID {{{{ $labels.xid }}}} ({cls.meaning}) on node {{{{ $labels.node }}}} "
                f"GPU {{{{ $labels.gpu }}}} ({{{{ $labels.UUID }}}})")
-    return _alert(XID_ALERTS[cls.name], expr, "0m", cls.severity, cls.action, "xid", summary, cls.runbook)
+    return alert(XID_ALERTS[cls.name], expr, "0m", cls.severity, cls.action, "xid", summary, cls.runbook)
 
 
 def _condition_alert(c: Condition) -> dict[str, Any]:
-    return _alert(c.alert, c.promql(EXPORTER), c.for_, c.severity, c.action, c.concern, c.summary, c.runbook)
+    return alert(c.alert, c.promql(EXPORTER), c.for_, c.severity, c.action, c.concern, c.summary, c.runbook)
 
 
 def _kueue_rules() -> list[dict[str, Any]]:
@@ -65,21 +67,21 @@ def _kueue_rules() -> list[dict[str, Any]]:
         {"record": "fleetgen:kueue_quota_used:ratio",
          "expr": "sum by (cluster_queue, flavor, resource) (kueue_cluster_queue_resource_usage) "
                  "/ sum by (cluster_queue, flavor, resource) (kueue_cluster_queue_nominal_quota > 0)"},
-        _alert("KueuePendingWorkloadsGrowing",
+        alert("KueuePendingWorkloadsGrowing",
                f"sum by (cluster_queue) (kueue_pending_workloads) > {KUEUE.pending_min} "
                f"and sum by (cluster_queue) (delta(kueue_pending_workloads[{KUEUE.pending_growth_window}])) > 0",
                KUEUE.pending_for, "warning", "none", "kueue",
                "{{ $value }} workloads pending in ClusterQueue {{ $labels.cluster_queue }} and rising",
                "The team's queue is short of quota. Check `fleetgen explain team` for its guaranteed and "
                "borrowable GPUs and whether lenders in its cohort are busy."),
-        _alert("KueueClusterQueueAtQuota",
+        alert("KueueClusterQueueAtQuota",
                "fleetgen:kueue_quota_used:ratio >= 1 and on (cluster_queue) "
                "(sum by (cluster_queue) (kueue_pending_workloads) > 0)",
                KUEUE.at_quota_for, "info", "none", "kueue",
                "ClusterQueue {{ $labels.cluster_queue }} has used all its {{ $labels.resource }} in "
                "{{ $labels.flavor }} with work waiting",
                "Expected during peaks; if it lasts, raise the team's quota or let it borrow (teams/<team>.yaml)."),
-        _alert("KueueAdmissionStalled",
+        alert("KueueAdmissionStalled",
                "sum by (cluster_queue) (kueue_pending_workloads{status=\"active\"}) > 0 and on (cluster_queue) "
                f"sum by (cluster_queue) (increase(kueue_admitted_workloads_total[{KUEUE.stalled_for}])) == 0",
                KUEUE.stalled_for, "warning", "none", "kueue",
@@ -130,11 +132,11 @@ def loki_groups() -> list[dict[str, Any]]:
     for cls in XID_CLASSES:
         if cls.action != "cordon":
             continue
-        alerts.append(_alert(f"Kernel{XID_ALERTS[cls.name]}", f"{xid_lines_query(cls.regex)} > 0", "0m",
+        alerts.append(alert(f"Kernel{XID_ALERTS[cls.name]}", f"{xid_lines_query(cls.regex)} > 0", "0m",
                              cls.severity, cls.action, "xid",
                              f"Kernel log: XID {{{{ $labels.xid }}}} ({cls.meaning}) on node "
                              "{{ $labels.k8s_node_name }}", cls.runbook))
-    alerts.append(_alert("KernelNVSwitchSXidError", f"{sxid_lines_query()} > 0", "0m", "warning", "count", "xid",
+    alerts.append(alert("KernelNVSwitchSXidError", f"{sxid_lines_query()} > 0", "0m", "warning", "count", "xid",
                          "Kernel log: NVSwitch SXid {{ $labels.sxid }} on node {{ $labels.k8s_node_name }}",
                          "Non-benign NVSwitch error: check `nvidia-smi nvlink -s` and the fabric manager log; "
                          "multi-GPU jobs on this node may hang."))

@@ -104,8 +104,7 @@ def decide(observations: dict[str, Observation], nodes: dict[str, NodeState], po
             elif waiting and checks >= policy.healthy_checks_to_release and cooled:
                 skipped.append(f"{name}: healthy, but held for {node.reason} until a GPU reset or reboot "
                                f"(bootID unchanged)")
-                if node.healthy_checks != checks:
-                    actions.append(SetHealthyChecks(name, checks))
+                actions.append(SetHealthyChecks(name, checks))
             else:
                 actions.append(SetHealthyChecks(name, checks))
     after = _trip(candidates, nodes, policy, breakers, now, skipped)

@@ -115,6 +115,11 @@ def _taints_without_ours(node: dict[str, Any]) -> list[dict[str, Any]]:
     return [t for t in (node.get("spec") or {}).get("taints") or [] if t.get("key") != TAINT_KEY]
 
 
+_DROP_OWNERSHIP: dict[str, None] = dict.fromkeys(
+    (ANNOTATION_OWNED, ANNOTATION_REASON, ANNOTATION_SINCE, ANNOTATION_HEALTHY, ANNOTATION_BOOT))
+"""Merge-patch nulls for the annotations that make a cordon ours (released, or lifted by a human)."""
+
+
 def _patch_for(action: NodeAction, node: dict[str, Any], now: float) -> dict[str, Any] | None:
     """The merge patch for `action` on the Node as it is now, or None if it no longer applies."""
     spec = node.get("spec") or {}
@@ -139,18 +144,14 @@ def _patch_for(action: NodeAction, node: dict[str, Any], now: float) -> dict[str
         if not owned:
             return None  # only our own cordons are lifted
         return {"spec": {"unschedulable": None, "taints": _taints_without_ours(node)},
-                "metadata": {"annotations": {ANNOTATION_OWNED: None, ANNOTATION_REASON: None, ANNOTATION_SINCE: None,
-                                             ANNOTATION_HEALTHY: None, ANNOTATION_EVIDENCE: None,
-                                             ANNOTATION_BOOT: None}}}
+                "metadata": {"annotations": {**_DROP_OWNERSHIP, ANNOTATION_EVIDENCE: None}}}
     if isinstance(action, SetHealthyChecks):
         return {"metadata": {"annotations": {ANNOTATION_HEALTHY: str(action.count)}}} if owned else None
     if isinstance(action, NoteHumanRelease):
         if not owned or spec.get("unschedulable"):
             return None
         return {"spec": {"taints": _taints_without_ours(node)},
-                "metadata": {"annotations": {ANNOTATION_OWNED: None, ANNOTATION_REASON: None, ANNOTATION_SINCE: None,
-                                             ANNOTATION_HEALTHY: None, ANNOTATION_BOOT: None,
-                                             ANNOTATION_HUMAN: action.reason}}}
+                "metadata": {"annotations": {**_DROP_OWNERSHIP, ANNOTATION_HUMAN: action.reason}}}
     if isinstance(action, ClearHumanRelease):
         return {"metadata": {"annotations": {ANNOTATION_HUMAN: None}}} if ANNOTATION_HUMAN in notes else None
     return None
@@ -253,16 +254,16 @@ class Executor:
         except ApiException as exc:
             how = RETRY.get(exc.status or 0)
             if how is None or attempt + 1 >= RETRIES:
-                raise GaveUp(f"{exc.status} {exc.reason}: {_detail(exc)}") from None
+                raise GaveUp(f"{exc.status} {exc.reason}: {_detail(exc)}", exc.status) from None
             if how == "wait":
                 self.sleep(_retry_after(exc, attempt))
             elif how == "backoff":
-                self.sleep(min(MAX_WAIT_SECONDS, 0.5 * 2 ** attempt))
+                self.sleep(_backoff(attempt))
             raise Retry from None
         except (HTTPError, OSError) as exc:  # timeouts, refused or reset connections
             if attempt + 1 >= RETRIES:
                 raise GaveUp(f"no answer: {exc}") from None
-            self.sleep(min(MAX_WAIT_SECONDS, 0.5 * 2 ** attempt))
+            self.sleep(_backoff(attempt))
             raise Retry from None
 
     def _node(self, action: NodeAction, may_write: Callable[[], bool] = lambda: True) -> str | None:
@@ -312,7 +313,7 @@ class Executor:
                 self._events[key] = (name, count + 1)
                 return line
             except GaveUp as exc:
-                if not str(exc).startswith("404"):  # expired (Events live an hour): a new one below
+                if exc.status != 404:  # expired (Events live an hour): a new one below
                     raise
         body = client.CoreV1Event(
             metadata=client.V1ObjectMeta(generate_name=f"{event.node}.", namespace=self.namespace),
@@ -333,18 +334,27 @@ class Executor:
 class GaveUp(Exception):
     """An action on one node was given up for this loop (the message says why)."""
 
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        """The API server's HTTP status, when it answered."""
+
 
 class Retry(Exception):
     """The call failed in a way worth another attempt (already waited for)."""
 
 
+def _backoff(attempt: int) -> float:
+    """Seconds before retry `attempt + 1`: 0.5, 1, 2 ..., capped."""
+    return min(MAX_WAIT_SECONDS, 0.5 * 2 ** attempt)
+
+
 def _retry_after(exc: Any, attempt: int) -> float:
     """Seconds a 429 asks us to wait (Retry-After, in seconds), capped; backoff when absent."""
     try:
-        asked = float((exc.headers or {}).get("Retry-After") or "")
+        return max(0.0, min(MAX_WAIT_SECONDS, float((exc.headers or {}).get("Retry-After") or "")))
     except (TypeError, ValueError):
-        asked = 0.5 * 2 ** attempt
-    return max(0.0, min(MAX_WAIT_SECONDS, asked))
+        return _backoff(attempt)
 
 
 def _detail(exc: Any) -> str:
