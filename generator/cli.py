@@ -607,13 +607,14 @@ def health_run(ctx: click.Context, listen: str, **options: Any) -> None:
 def health_status(ctx: click.Context, **options: Any) -> None:
     """Each pool (nodes down, breaker), and the nodes the reconciler holds, why and since when."""
     from generator.reconciler.decide import breaker_limit
-    from generator.reconciler.model import breaker_of
+    from generator.reconciler.model import breaker_of, drain_breaker_of
 
     rec = _reconciler(ctx, **options)
     nodes = rec.executor.read(rec.pools)
     held = [n for n in nodes.values() if n.owned and n.unschedulable]
     breakers = rec.breaker.load()
-    tripped = sorted(pool for pool in {p.name for p in rec.pools} | set(breakers) if breaker_of(breakers, pool).tripped)
+    tripped = sorted(pool for pool in {p.name for p in rec.pools} | {k for k in breakers if ":" not in k}
+                     if breaker_of(breakers, pool).tripped)
     echo("breaker: " + (f"TRIPPED in {', '.join(tripped)}" if tripped else "ok"))
     for pool in rec.pools:
         members = [n for n in nodes.values() if n.pool == pool.name]
@@ -624,10 +625,18 @@ def health_status(ctx: click.Context, **options: Any) -> None:
         verdict = f"TRIPPED since {_utc(state.since)}: {state.reason}" if state.tripped else "ok"
         echo(f"pool {pool.name}: {down} of {len(members)} nodes unschedulable ({ours} by the reconciler), "
              f"limit {limit}; breaker {verdict}")
+        if rec.policy.drain:
+            draining = sum(n.owned and n.unschedulable and not n.drained for n in members)
+            held = drain_breaker_of(breakers, pool.name)
+            verdict = f"TRIPPED since {_utc(held.since)}: {held.reason}" if held.tripped else "ok"
+            echo(f"  drain: {draining} node(s) draining, limit "
+                 f"{breaker_limit(len(members), rec.policy.drain_max_percent) if members else 0}; "
+                 f"drain breaker {verdict}")
     echo(f"{len(held)} of {len(nodes)} GPU nodes cordoned by the reconciler")
     for node in sorted(held, key=lambda n: n.name):
         repair = " (needs repair)" if node.needs_repair else ""
-        echo(f"  {node.name} [{node.pool}]: {node.reason}, {node.healthy_checks} healthy checks{repair}")
+        drained = ", drained" if node.drained else ""
+        echo(f"  {node.name} [{node.pool}]: {node.reason}, {node.healthy_checks} healthy checks{drained}{repair}")
 
 
 def _utc(seconds: float | None) -> str:
@@ -641,20 +650,23 @@ def _utc(seconds: float | None) -> str:
 @health.command("reset-breaker")
 @_health_options
 @click.option("--pool", metavar="NAME", help="Reset only this pool's breaker (default: every pool).")
+@click.option("--drain", is_flag=True, help="Reset the drain breaker (evictions) instead of the cordon breaker.")
 @click.pass_context
 @_guard
-def health_reset(ctx: click.Context, pool: str | None, **options: Any) -> None:
+def health_reset(ctx: click.Context, pool: str | None, drain: bool, **options: Any) -> None:
     """A human says the fleet (or one pool) is fine: the reconciler may act there again."""
     from generator.errors import UsageError
 
     rec = _reconciler(ctx, **options)
     if pool is not None and pool not in {p.name for p in rec.pools}:
         raise UsageError(f"unknown pool {pool!r}; pools: {', '.join(sorted(p.name for p in rec.pools))}")
-    reset = rec.reset_breaker(pool)
+    reset = rec.reset_breaker(pool, drain=drain)
+    kind = "drain breaker" if drain else "breaker"
     if not reset:
-        echo("breaker reset (was not tripped)")
+        echo(f"{kind} reset (was not tripped)")
     for name, was in sorted(reset.items()):
-        echo(f"breaker reset{'' if name == '*' else ' in pool ' + name} (was tripped: {was.reason})")
+        name = name.partition(":")[2] if drain else name
+        echo(f"{kind} reset{'' if name == '*' else ' in pool ' + name} (was tripped: {was.reason})")
 
 
 def main() -> None:

@@ -34,6 +34,9 @@ class XidClass:
     reset: bool = False
     """A cordon for this class is lifted only after a GPU reset or node reboot was seen (bootID
     changed): quiet metrics alone do not show that the fault is gone."""
+    corroborated_by: tuple[str, ...] = ()
+    """For `corroborate`: the signals that, on the same GPU, make it a fault. Heat, NVLink noise or
+    a recoverable XID 63 are not a second opinion on a memory fault."""
 
     @property
     def regex(self) -> str:
@@ -53,7 +56,9 @@ XID_CLASSES: tuple[XidClass, ...] = (
     XidClass("needs-corroboration", (155,), "corroborate", "warning",
              "possible hardware fault that needs a second signal before acting",
              "Check the GPU's ECC, row-remap and health-status series for the same GPU; cordon only if one of "
-             "them also fails."),
+             "them also fails.",
+             corroborated_by=("ecc_dbe", "row_remap_failure", "uncorrectable_remapped_rows", "health_fail",
+                              "health_warn")),
     XidClass("count-only", (63, 92, 94), "count", "info",
              "recoverable memory events (row remap pending, high single-bit ECC rate, contained ECC error)",
              "No action while isolated; a rising rate on one GPU is a reason to schedule a reset at the next "
@@ -182,3 +187,19 @@ def needs_reset(signal: str) -> bool:
         cls = xid_class(int(signal[4:]))
         return bool(cls and cls.reset)
     return any(c.name == signal and c.reset for c in CONDITIONS)
+
+
+def persistence_seconds(signal: str) -> float:
+    """How long `signal` must keep firing before the reconciler acts on it: the `for:` of its
+    alert (a condition), 0 for kernel XIDs and SXids (each line is an event, not a level)."""
+    from generator.durations import seconds
+
+    return next((seconds(c.for_) for c in CONDITIONS if c.name == signal), 0.0)
+
+
+def corroborators(signal: str) -> tuple[str, ...]:
+    """The signals that confirm a `corroborate`-class XID (`xid-155`), from its class."""
+    if signal.startswith("xid-") and signal[4:].isdigit():
+        cls = xid_class(int(signal[4:]))
+        return cls.corroborated_by if cls else ()
+    return ()

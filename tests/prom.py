@@ -123,8 +123,9 @@ class PrometheusServer:
     """The real prometheus binary on loopback, with rule files and static scrape targets."""
 
     def __init__(self, workdir: Path, rule_files: list[Path], targets: dict[str, tuple[int, dict[str, str]]],
-                 interval: str = "1s") -> None:
+                 interval: str = "1s", flags: tuple[str, ...] = ()) -> None:
         self.workdir = workdir
+        self.flags = flags
         self.port = free_port()
         config = {
             "global": {"scrape_interval": interval, "evaluation_interval": interval, "scrape_timeout": interval},
@@ -145,7 +146,7 @@ class PrometheusServer:
         self.log = open(self.workdir / "prometheus.log", "wb")  # noqa: SIM115 - closed in __exit__
         self.proc = subprocess.Popen(
             [tool("prometheus"), f"--config.file={self.config}", f"--storage.tsdb.path={self.workdir / 'data'}",
-             f"--web.listen-address=127.0.0.1:{self.port}", "--log.level=warn"],
+             f"--web.listen-address=127.0.0.1:{self.port}", "--log.level=warn", *self.flags],
             stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:

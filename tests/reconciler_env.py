@@ -23,9 +23,10 @@ GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"
 WRITES = ("create", "update", "patch", "delete")
 
 
-def install_health_rbac(stack: Stack) -> None:
-    """prod-east's rendered reconciler namespace, ServiceAccount and RBAC (idempotent: server-side apply)."""
-    for obj in kustomize_build(REPO / "rendered/prod-east/health"):
+def install_health_rbac(stack: Stack, cluster: str = "prod-east") -> None:
+    """A cluster's rendered reconciler namespace, ServiceAccount and RBAC (idempotent: server-side
+    apply). prod-east's unless asked: prod-west's also allows drains (pods, evictions)."""
+    for obj in kustomize_build(REPO / f"rendered/{cluster}/health"):
         if obj["kind"] in HEALTH_KINDS:
             apply(stack, obj)
 
@@ -90,14 +91,14 @@ class Pool:
                 if n.spec.unschedulable and (n.metadata.annotations or {}).get(owned_by_us)}
 
 
-def reconciler_identity(stack: Stack) -> Identity:
+def reconciler_identity(stack: Stack, cluster: str = "prod-east") -> Identity:
     """A kubeconfig with a fresh token of the rendered ServiceAccount (each call: a new credential)."""
-    install_health_rbac(stack)
+    install_health_rbac(stack, cluster)
     return stack.token_identity(NAMESPACE, SERVICE_ACCOUNT)
 
 
-def reconciler_api(stack: Stack) -> Any:
-    return connect(kubeconfig=str(reconciler_identity(stack).kubeconfig))
+def reconciler_api(stack: Stack, cluster: str = "prod-east") -> Any:
+    return connect(kubeconfig=str(reconciler_identity(stack, cluster).kubeconfig))
 
 
 def token_of(identity: Identity) -> str:

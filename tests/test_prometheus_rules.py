@@ -185,6 +185,12 @@ def reconciler_cases() -> list[dict[str, Any]]:
               series("fleetgen_health_breaker_tripped", {**a, "pool": "a100"}, "0 0 0")],
              [("FleetgenHealthBreakerTripped", "0m", []),
               ("FleetgenHealthBreakerTripped", "2m", [expected("FleetgenHealthBreakerTripped", {"pool": "h100"})])]),
+        # The drain breaker is its own alert, per pool.
+        case([series("fleetgen_health_drain_breaker_tripped", {**a, "pool": "a100"}, "0 0 1 1"),
+              series("fleetgen_health_breaker_tripped", {**a, "pool": "a100"}, "0 0 0 0")],
+             [("FleetgenHealthDrainBreakerTripped", "1m", []), ("FleetgenHealthBreakerTripped", "3m", []),
+              ("FleetgenHealthDrainBreakerTripped", "3m",
+               [expected("FleetgenHealthDrainBreakerTripped", {"pool": "a100"})])]),
         case([series("fleetgen_health_write_failures_total", a, "0 0 2 2")],
              [("FleetgenHealthWritesFailing", "3m", [expected("FleetgenHealthWritesFailing", {"pod": a["pod"]})])]),
         case([series("fleetgen_health_loop_failures_total", a, "0+1x30")],

@@ -4,19 +4,24 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from generator.reconciler.decide import decide
+import pytest
+
+from generator.reconciler.decide import CONDITION_WRITES_PER_LOOP, decide
 from generator.reconciler.model import (
     ALL_POOLS,
     Breaker,
     ClearHumanRelease,
     Cordon,
+    Decision,
     Event,
     Evidence,
+    NodeCondition,
     NodeState,
     NoteHumanRelease,
     Observation,
     Policy,
     Release,
+    SetCondition,
     SetHealthyChecks,
 )
 
@@ -41,6 +46,16 @@ def kinds(decision: object, kind: type) -> list:
     return [a for a in decision.actions if isinstance(a, kind)]  # type: ignore[attr-defined]
 
 
+def lasting(observations: dict[str, Observation]) -> dict:
+    """`pending` in which every signal of `observations` has been firing for an hour."""
+    return {name: {(e.signal, e.gpu): NOW - 3600 for e in obs.evidence} for name, obs in observations.items()}
+
+
+def acts(decision: Decision) -> tuple:
+    """Actions on the node itself (cordon, release, counts, Events): all but the condition report."""
+    return tuple(a for a in decision.actions if not isinstance(a, SetCondition))
+
+
 def test_fatal_xid_cordons_with_reason_and_event() -> None:
     nodes = pool(10)
     obs = {**healthy(nodes), "h100-3": Observation("h100-3", (XID79,))}
@@ -59,9 +74,9 @@ def test_unknown_never_cordons_or_releases_or_counts() -> None:
     obs = {name: Observation(name, unknown=True) for name in nodes}
     obs["h100-1"] = Observation("h100-1", (XID79,), unknown=True)  # evidence, but a source is down
     decision = decide(obs, nodes, POLICY, {}, NOW)
-    assert decision.actions == ()
+    assert acts(decision) == ()
     assert any("health unknown" in s for s in decision.skipped)
-    assert decide({}, nodes, POLICY, {}, NOW).actions == ()  # no observation at all = unknown
+    assert acts(decide({}, nodes, POLICY, {}, NOW)) == ()  # no observation at all = unknown
 
 
 def test_release_after_healthy_checks_and_cooldown_only() -> None:
@@ -104,21 +119,27 @@ def test_a_held_node_missing_gpus_is_not_healthy() -> None:
     nodes = {**pool(4), "h100-0": held}
     for reporting in (0, 7):
         obs = {**healthy(nodes), "h100-0": Observation("h100-0", gpus_reporting=reporting)}
-        decision = decide(obs, nodes, POLICY, {}, NOW)
+        # First loop: missing GPUs are not yet a fault (`for: 5m`), but not health either.
+        first = decide(obs, nodes, POLICY, {}, NOW)
+        assert not kinds(first, Release) and not kinds(first, SetHealthyChecks)
+        assert first.pending == {"h100-0": {("gpus_missing", ""): NOW}}
+        # Five minutes later, still missing: a fault, and the healthy count starts over.
+        decision = decide(obs, nodes, POLICY, {}, NOW + 300, first.pending)
         assert not kinds(decision, Release) and kinds(decision, SetHealthyChecks) == [SetHealthyChecks("h100-0", 0)]
     all_eight = {**healthy(nodes), "h100-0": Observation("h100-0", gpus_reporting=8)}
     assert kinds(decide(all_eight, nodes, POLICY, {}, NOW), Release) == [Release("h100-0")]
     # A free node reporting 7 of its 8 GPUs is cordoned for it.
     free = {**pool(4), "h100-1": NodeState("h100-1", "h100", gpus=8)}
-    (cordon,) = kinds(decide({**healthy(free), "h100-1": Observation("h100-1", gpus_reporting=7)}, free, POLICY,
-                             {}, NOW), Cordon)
+    seven = {**healthy(free), "h100-1": Observation("h100-1", gpus_reporting=7)}
+    assert not kinds(decide(seven, free, POLICY, {}, NOW), Cordon)  # a scrape gap is not a lost GPU
+    (cordon,) = kinds(decide(seven, free, POLICY, {}, NOW, {"h100-1": {("gpus_missing", ""): NOW - 300}}), Cordon)
     assert cordon.reason == "gpus_missing" and cordon.evidence[0].detail == "7 of 8 GPUs report"
 
 
 def test_faulty_again_resets_the_healthy_count() -> None:
     held = NodeState("h100-0", "h100", unschedulable=True, owned=True, reason="xid-79", since=NOW, healthy_checks=2)
     decision = decide({"h100-0": Observation("h100-0", (XID79,))}, {"h100-0": held}, POLICY, {}, NOW)
-    assert decision.actions == (SetHealthyChecks("h100-0", 0),)
+    assert acts(decision) == (SetHealthyChecks("h100-0", 0),)
 
 
 def test_only_our_own_cordons_are_lifted() -> None:
@@ -244,13 +265,101 @@ def test_corroboration_and_warn_only_signals() -> None:
     nodes = pool(10)
     alone = decide({**healthy(nodes), "h100-0": Observation("h100-0", (XID155,))}, nodes, POLICY, {}, NOW)
     assert not kinds(alone, Cordon)
-    paired = Observation("h100-0", (XID155, Evidence("health_fail", "cordon", gpu="7"), NVLINK))
-    assert [c.reason for c in kinds(decide({"h100-0": paired}, nodes, POLICY, {}, NOW), Cordon)] == [
-        "health_fail,xid-155"]  # 155 corroborated by NVLink errors on the same GPU 2
-    warn = decide({**healthy(nodes), "h100-1": Observation("h100-1", (NVLINK,))}, nodes, POLICY, {}, NOW)
+    paired = {"h100-0": Observation("h100-0", (XID155, Evidence("health_fail", "cordon", gpu="7"), NVLINK))}
+    assert [c.reason for c in kinds(decide(paired, nodes, POLICY, {}, NOW, lasting(paired)), Cordon)] == [
+        "health_fail"]  # NVLink noise on GPU 2 is no second opinion on 155 (issue 13)
+    warn_obs = {**healthy(nodes), "h100-1": Observation("h100-1", (NVLINK,))}
+    warn = decide(warn_obs, nodes, POLICY, {}, NOW, lasting(warn_obs))
     assert not kinds(warn, Cordon)
     (event,) = kinds(warn, Event)
     assert event.kind == "Warning" and "nvlink_errors on GPU 2" in event.message
+
+
+@pytest.mark.parametrize(("second", "cordons"), [
+    (Evidence("ecc_dbe", "cordon", gpu="2"), "ecc_dbe,xid-155"),
+    (Evidence("uncorrectable_remapped_rows", "count", gpu="2"), "xid-155"),
+    (Evidence("health_warn", "count", gpu="2"), "xid-155"),
+    (Evidence("uncorrectable_remapped_rows", "count", gpu=""), "xid-155"),  # kernel line: no GPU index
+    (Evidence("uncorrectable_remapped_rows", "count", gpu="5"), ""),  # another GPU
+    (Evidence("thermal", "count", gpu="2"), ""),  # heat: issue 13's false corroboration
+    (Evidence("xid-63", "count", gpu="2"), ""),  # a recoverable row-remap event
+    (NVLINK, ""),
+])
+def test_xid_155_is_corroborated_only_by_its_class_signals(second: Evidence, cordons: str) -> None:
+    nodes = pool(10)
+    obs = {**healthy(nodes), "h100-0": Observation("h100-0", (XID155, second))}
+    decision = decide(obs, nodes, POLICY, {}, NOW, lasting(obs))
+    assert [c.reason for c in kinds(decision, Cordon)] == ([cordons] if cordons else [])
+
+
+def test_a_signal_with_a_for_acts_only_after_it_lasted() -> None:
+    """Issue 13: a 2.5 s blip of health_fail (`for: 2m`) cordoned a node. Now it must fire on
+    every loop for 2 minutes; a loop without it starts the clock over; a loop where Prometheus
+    did not answer for it keeps the clock."""
+    nodes = pool(4)
+    failing = {**healthy(nodes), "h100-0": Observation("h100-0", (Evidence("health_fail", "cordon", "1"),))}
+    quiet = healthy(nodes)
+    blind = {**healthy(nodes), "h100-0": Observation("h100-0", unknown_signals=("health_fail",))}
+    first = decide(failing, nodes, POLICY, {}, NOW)
+    assert not kinds(first, Cordon) and first.pending == {"h100-0": {("health_fail", "1"): NOW}}
+    assert "h100-0: health unknown (health_fail), nothing done" in first.skipped
+    assert not decide(quiet, nodes, POLICY, {}, NOW + 60, first.pending).pending  # the blip ended
+    kept = decide(blind, nodes, POLICY, {}, NOW + 60, first.pending)
+    assert kept.pending == first.pending
+    assert kinds(decide(failing, nodes, POLICY, {}, NOW + 120, kept.pending), Cordon)
+    assert not kinds(decide(failing, nodes, POLICY, {}, NOW + 119, kept.pending), Cordon)
+    # XIDs are events, not levels: they act on the first loop.
+    assert kinds(decide({**quiet, "h100-1": Observation("h100-1", (XID79,))}, nodes, POLICY, {}, NOW), Cordon)
+
+
+def test_one_unknown_signal_blocks_release_but_not_a_cordon_on_another() -> None:
+    """Issue 13: Loki's series-limit error made every node unknown, so a Prometheus XID 79 was ignored."""
+    nodes = {**pool(4), "h100-0": NodeState("h100-0", "h100", unschedulable=True, owned=True, reason="health_fail",
+                                            since=0, healthy_checks=3)}
+    loki_failed = {n: Observation(n, unknown_signals=("kernel_log",)) for n in nodes}
+    loki_failed["h100-1"] = Observation("h100-1", (XID79,), unknown_signals=("kernel_log",))
+    decision = decide(loki_failed, nodes, POLICY, {}, NOW)
+    assert [c.node for c in kinds(decision, Cordon)] == ["h100-1"]
+    assert not kinds(decision, Release) and not kinds(decision, SetHealthyChecks)
+
+
+def test_healthy_counts_stop_at_the_threshold_and_repair_nodes_are_not_rewritten() -> None:
+    """Issue 13: a needs-repair node, or one waiting for a reset, was patched every loop."""
+    waiting = NodeState("h100-0", "h100", unschedulable=True, owned=True, reason="xid-79", since=0,
+                        healthy_checks=3, boot_id="a", cordon_boot_id="a")
+    repair = NodeState("h100-1", "h100", unschedulable=True, owned=True, reason="health_fail", since=0,
+                       healthy_checks=0, needs_repair=True)
+    nodes = {**pool(4), "h100-0": waiting, "h100-1": repair}
+    decision = decide(healthy(nodes), nodes, POLICY, {}, NOW)
+    assert not kinds(decision, SetHealthyChecks) and not kinds(decision, Release)
+    counting = {**nodes, "h100-0": replace(waiting, healthy_checks=1)}
+    assert kinds(decide(healthy(nodes), counting, POLICY, {}, NOW), SetHealthyChecks) == [SetHealthyChecks("h100-0", 2)]
+
+
+def test_the_gpu_healthy_condition_is_written_only_when_it_changes() -> None:
+    nodes = {**pool(4), "h100-0": NodeState("h100-0", "h100", unschedulable=True, owned=True, reason="xid-79",
+                                            since=0, healthy_checks=3, boot_id="a", cordon_boot_id="a")}
+    obs = {**healthy(nodes), "h100-1": Observation("h100-1", (XID79,)),
+           "h100-2": Observation("h100-2", unknown_signals=("exporter",))}
+    decision = decide(obs, nodes, POLICY, {}, NOW)
+    written = {w.node: w.condition for w in kinds(decision, SetCondition)}
+    assert written["h100-0"] == NodeCondition("False", "CordonedByHealthReconciler", "cordoned for xid-79; held "
+                                              "until a GPU reset or node reboot is seen (bootID change)")
+    assert written["h100-1"] == NodeCondition("False", "GPUFault", "fault signals: xid-79 on GPU 3")
+    assert written["h100-2"] == NodeCondition("Unknown", "GPUHealthUnknown", "unknown or still settling: exporter")
+    assert written["h100-3"] == NodeCondition("True", "GPUsHealthy", "no fault signal")
+    assert [w.node for w in kinds(decision, SetCondition)] == ["h100-0", "h100-1", "h100-2", "h100-3"]  # faults first
+    again = {name: replace(node, condition=written[name]) for name, node in nodes.items()}
+    assert not kinds(decide(obs, again, POLICY, {}, NOW + 30), SetCondition)
+
+
+def test_condition_writes_are_capped_per_loop_faults_first() -> None:
+    nodes = pool(CONDITION_WRITES_PER_LOOP + 100)
+    obs = {**healthy(nodes), "h100-99": Observation("h100-99", (XID79,))}
+    decision = decide(obs, nodes, Policy(max_unhealthy_percent=100), {}, NOW)
+    writes = kinds(decision, SetCondition)
+    assert len(writes) == CONDITION_WRITES_PER_LOOP and writes[0].node == "h100-99"
+    assert "100 GPUHealthy condition updates deferred to the next loops" in decision.skipped
 
 
 def test_decide_is_pure() -> None:

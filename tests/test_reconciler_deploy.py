@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 import yaml
 
@@ -20,7 +22,8 @@ def load(rel: str) -> dict:
 
 def test_least_privilege_and_hardened_deployment() -> None:
     role = load("prod-east/health/clusterrole-fleetgen-health.yaml")
-    assert role["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch", "patch"]}]
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch", "patch"]},
+                             {"apiGroups": [""], "resources": ["nodes/status"], "verbs": ["patch"]}]
     local = load("prod-east/health/role-fleetgen-health.yaml")
     assert local["metadata"]["namespace"] == "fleetgen-system"
     assert {r["resources"][0] for r in local["rules"]} == {"leases", "configmaps"}
@@ -46,6 +49,30 @@ def test_least_privilege_and_hardened_deployment() -> None:
                            "selector": {"matchLabels": {"app.kubernetes.io/name": "fleetgen-health"}}}
     monitor = load("prod-east/health/servicemonitor-fleetgen-health.yaml")
     assert monitor["spec"]["endpoints"] == [{"port": "metrics", "interval": "30s"}]
+
+
+def test_the_image_dockerfile_passes_buildkits_own_checks(upstream_tools: None, tmp_path: Path) -> None:
+    """Issue 13: nothing built the reconciler's image. The Dockerfile is checked by BuildKit's
+    DockerfileLint (what `docker build --check` runs) at the pinned version, which must also catch
+    a broken one; and it runs what the Deployment expects: the fleetgen entrypoint, its user, its port."""
+    from tests.upstream import tools
+
+    lint = str(tools.binary("dockerfile-lint"))
+    proc = subprocess.run([lint, str(REPO / "Dockerfile")], capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    bad = tmp_path / "Dockerfile"
+    bad.write_text("FROM python:3.11-slim as Build\nENV A=$UNSET\nENTRYPOINT fleetgen\n")
+    proc = subprocess.run([lint, str(bad)], capture_output=True, text=True, check=False)
+    assert proc.returncode == 1
+    assert [line.split(": ")[1] for line in proc.stdout.splitlines()] == [
+        "StageNameCasing", "FromAsCasing", "UndefinedVar", "JSONArgsRecommended"]
+    text = (REPO / "Dockerfile").read_text()
+    deploy = load("prod-east/health/deployment-fleetgen-health.yaml")["spec"]["template"]["spec"]
+    (container,) = deploy["containers"]
+    assert 'ENTRYPOINT ["fleetgen"]' in text and container["args"][:2] == ["health", "run"] and \
+        "command" not in container
+    assert f"USER {deploy['securityContext']['runAsUser']}:" in text
+    assert f"EXPOSE {container['ports'][0]['containerPort']}" in text
 
 
 def test_policy_comes_from_the_cluster_file() -> None:

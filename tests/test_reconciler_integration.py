@@ -26,9 +26,9 @@ from generator.compile.rules import EXPORTER_JOB
 from generator.jobs import connect
 from generator.reconciler.lease import BreakerStore, LeaderLease
 from generator.reconciler.loop import Reconciler
-from generator.reconciler.model import ANNOTATION_OWNED, TAINT_KEY, Policy
+from generator.reconciler.model import ANNOTATION_OWNED, CONDITION_TYPE, TAINT_KEY, Policy, Release, SetCondition
 from generator.reconciler.nodes import Executor
-from generator.reconciler.sources import PrometheusSource
+from generator.reconciler.sources import PrometheusSource, SourceError
 from tests.prom import MetricsEndpoint, PrometheusServer, exposition, tool
 from tests.reconciler_env import (
     NAMESPACE,
@@ -65,7 +65,8 @@ class Fleet:
 
 
 @contextmanager
-def simulated(tmp_path: Path, stack: Stack) -> Iterator[tuple[Fleet, PrometheusServer, Pool]]:
+def simulated(tmp_path: Path, stack: Stack,
+              flags: tuple[str, ...] = ()) -> Iterator[tuple[Fleet, PrometheusServer, Pool]]:
     tool("prometheus")
     fleet = Fleet()
     pool = Pool(stack)
@@ -77,7 +78,7 @@ def simulated(tmp_path: Path, stack: Stack) -> Iterator[tuple[Fleet, PrometheusS
             name = pool.name(i)
             endpoint = stack_.enter_context(MetricsEndpoint(lambda n=name: fleet.render(n)))
             targets[f"{EXPORTER_JOB}-{name}"] = (endpoint.port, {"node": name, "job": EXPORTER_JOB})
-        prom = stack_.enter_context(PrometheusServer(tmp_path, [], targets))
+        prom = stack_.enter_context(PrometheusServer(tmp_path, [], targets, flags=flags))
         assert wait_for(lambda: len(PrometheusSource(prom.url).query(f'up{{job="{EXPORTER_JOB}"}} == 1')) >= NODES,
                         20), "targets never came up"
         yield fleet, prom, pool
@@ -175,14 +176,72 @@ def test_prometheus_stopped_mid_run_causes_no_action(tmp_path: Path, kube_stack:
         with fleet.lock:
             fleet.xids.clear()  # the node is fine now, but nobody can tell:
         prom.stop()
-        node_writes = len([e for e in kube_stack.audit() if (e.get("objectRef") or {}).get("resource") == "nodes"
-                           and e.get("verb") == "patch"])
-        for _ in range(3):
+
+        def node_writes() -> int:  # to the Node itself; its status carries only the condition
+            return len([e for e in kube_stack.audit() if (e.get("objectRef") or {}).get("resource") == "nodes"
+                        and e.get("verb") == "patch" and not e["objectRef"].get("subresource")])
+
+        before = node_writes()
+        for loop in range(3):
             decision = rec.once()
-            assert decision is not None and decision.actions == ()
+            assert decision is not None
+            assert [a for a in decision.actions if not isinstance(a, SetCondition)] == []
+            # The first loop says so on every node (GPUHealthy Unknown, or False for the held
+            # one); the next ones have nothing new to say.
+            assert len(decision.actions) == (NODES if loop == 0 else 0)
         assert cordoned(pool) == {pool.name(2)}
-        assert len([e for e in kube_stack.audit() if (e.get("objectRef") or {}).get("resource") == "nodes"
-                    and e.get("verb") == "patch"]) == node_writes
+        assert node_writes() == before
+        assert condition(kube_stack, pool.name(5)) == ("Unknown", "GPUHealthUnknown")
+        assert condition(kube_stack, pool.name(2)) == ("False", "CordonedByHealthReconciler")
+
+
+def condition(stack: Stack, node: str) -> tuple[str, str]:
+    """Status and reason of the node's GPUHealthy condition."""
+    from kubernetes import client
+
+    found = client.CoreV1Api(stack.client()).read_node(node).status.conditions or []
+    (mine,) = [c for c in found if c.type == CONDITION_TYPE]
+    return mine.status, mine.reason
+
+
+def test_a_failing_query_makes_only_its_signal_unknown(tmp_path: Path, kube_stack: Stack) -> None:
+    """Issue 13: one failed query made every node unknown. Here the real Prometheus refuses every
+    query that would hold more than 40 samples at once (its own `--query.max-samples`, HTTP 422):
+    the 80-series instant queries (GPU count, health status) at once, the range queries
+    (ecc_dbe's increase over 10m, thermal's max_over_time) once a series has 40 scrapes; `up`
+    (10 series) and the XID query (one series) still answer. An XID 48 still cordons, the
+    Unknown condition names the refused signals, and a node with unknown signals is never
+    released, though it rebooted."""
+    with simulated(tmp_path, kube_stack, flags=("--query.max-samples=40",)) as (fleet, prom, pool):
+        assert wait_for(lambda: _refused(prom, "increase(DCGM_FI_DEV_ECC_DBE_VOL_TOTAL[10m])"), 90)
+        rec = reconciler(kube_stack, prom, pool, Policy(healthy_checks_to_release=1, cooldown_seconds=0))
+        with fleet.lock:
+            fleet.xids[pool.name(4)] = (2, 48)  # double-bit ECC XID: a reset-class fault
+        loops_until(rec, lambda: cordoned(pool) == {pool.name(4)}, 2)
+        assert condition(kube_stack, pool.name(0)) == ("Unknown", "GPUHealthUnknown")
+        from kubernetes import client
+
+        message = [c for c in client.CoreV1Api(kube_stack.client()).read_node(pool.name(0)).status.conditions
+                   if c.type == CONDITION_TYPE][0].message
+        prefix, _, names = message.partition(": ")
+        assert prefix == "unknown or still settling" and {"ecc_dbe", "thermal", "gpu_count", "health_fail"} <= set(
+            names.split(", ")) and not {"xid", "exporter"} & set(names.split(", ")), message
+        with fleet.lock:
+            fleet.xids.clear()
+        boot(kube_stack, pool.name(4), "rebooted")  # the reset happened; only the unknowns hold it
+        for _ in range(3):
+            time.sleep(PERIOD)
+            decision = rec.once()
+            assert decision is not None and not [a for a in decision.actions if isinstance(a, Release)]
+        assert cordoned(pool) == {pool.name(4)}
+
+
+def _refused(prom: PrometheusServer, expr: str) -> bool:
+    try:
+        PrometheusSource(prom.url, timeout=2).query(expr)
+    except SourceError as exc:
+        return "too many samples" in str(exc)
+    return False
 
 
 def test_two_replicas_never_both_write(tmp_path: Path, kube_stack: Stack) -> None:

@@ -14,6 +14,7 @@ from generator.reconciler.model import (
     ANNOTATION_HUMAN,
     ANNOTATION_OWNED,
     ANNOTATION_REASON,
+    CONDITION_TYPE,
     LABEL_REPAIR,
     TAINT_KEY,
     Cordon,
@@ -67,7 +68,7 @@ def test_cordon_release_round_trip(pool: Pool) -> None:
     observations = {n(i): Observation(n(i)) for i in (0, 2, 3)}
     observations[n(1)] = Observation(n(1), (XID79,))
     decision = decide(observations, ex.read(pool.selector), Policy(), {}, 5000.0)
-    lines = ex.apply(decision)
+    lines = [line for line in ex.apply(decision) if '"SetCondition"' not in line]
     assert len(lines) == 2  # the cordon patch and its Event
     node = pool.get(n(1))
     assert node["spec"]["unschedulable"] is True
@@ -203,6 +204,8 @@ def test_nodes_are_listed_in_pages(pool: Pool, monkeypatch: pytest.MonkeyPatch) 
 
 @pytest.mark.parametrize("verb,resource,namespace,name,allowed", [
     ("patch", "nodes", "", "any-node", True),
+    ("patch", "nodes/status", "", "any-node", True),     # the GPUHealthy condition
+    ("update", "nodes/status", "", "any-node", False),   # never the kubelet's whole status
     ("create", "events", "default", "", True),           # Events about Nodes must be in default
     ("patch", "events", "default", "gpu-1.abc", True),   # a repeated warning updates its Event's count
     ("create", "events", NAMESPACE, "", False),          # issue 13: Events were allowed in every namespace
@@ -222,9 +225,10 @@ def test_rendered_rbac_on_the_real_authorizer(pool: Pool, verb: str, resource: s
 
     api = reconciler_api(pool.stack)
     group = "coordination.k8s.io" if resource == "leases" else ""
+    resource, _, subresource = resource.partition("/")
     review = client.AuthorizationV1Api(api).create_self_subject_access_review({
         "spec": {"resourceAttributes": {"verb": verb, "group": group, "resource": resource,
-                                        "namespace": namespace, "name": name}}})
+                                        "subresource": subresource, "namespace": namespace, "name": name}}})
     assert review.status.allowed is allowed, (verb, resource, namespace, name, review.status.reason)
 
 
@@ -258,3 +262,50 @@ def test_a_reset_class_cordon_waits_for_a_new_boot_id(pool: Pool) -> None:
     ex.apply(decide(quiet, ex.read(pool.selector), policy, {}, 6000.0))
     node = pool.get(name)
     assert not node["spec"].get("unschedulable") and ANNOTATION_BOOT not in node["metadata"].get("annotations", {})
+
+
+def test_the_gpu_healthy_condition_on_the_real_api_server(pool: Pool) -> None:
+    """The condition is merged by type beside the kubelet's (strategic merge on nodes/status, as
+    the rendered ServiceAccount), written once per change, and its transition time moves only
+    when its status does."""
+    from kubernetes import client
+
+    pool.add(2)
+    name = pool.name(0)
+    admin = client.CoreV1Api(pool.stack.client())
+    ready = {"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kubelet is posting ready status",
+             "lastHeartbeatTime": "2026-11-23T00:00:00Z", "lastTransitionTime": "2026-11-23T00:00:00Z"}
+    admin.patch_node_status(name, {"status": {"conditions": [ready]}})
+    clock = [5000.0]
+    ex = Executor(reconciler_api(pool.stack), clock=lambda: clock[0])
+    policy = Policy(max_unhealthy_percent=100)
+
+    def loop(observations: dict[str, Observation]) -> list[str]:
+        decision = decide(observations, ex.read(pool.selector), policy, {}, clock[0])
+        return [line for line in ex.apply(decision) if '"SetCondition"' in line]
+
+    def ours() -> dict[str, Any]:
+        (mine,) = [c for c in pool.get(name)["status"]["conditions"] if c["type"] == CONDITION_TYPE]
+        return mine
+
+    quiet = {n: Observation(n, gpus_reporting=8) for n in (name, pool.name(1))}
+    assert len(loop(quiet)) == 2
+    first = ours()
+    assert (first["status"], first["reason"], first["message"]) == ("True", "GPUsHealthy",
+                                                                      "8 GPUs report, no fault signal")
+    assert [c for c in pool.get(name)["status"]["conditions"] if c["type"] == "Ready"][0]["reason"] == "KubeletReady"
+    clock[0] += 30
+    assert loop(quiet) == []  # nothing changed: nothing written
+    clock[0] += 30
+    assert len(loop({**quiet, name: Observation(name, (Evidence("uncorrectable_remapped_rows", "count", "1"),))})) == 1
+    warned = ours()  # still True: the transition time stays, the reason moves
+    assert warned["reason"] == "GPUWarnings" and warned["lastTransitionTime"] == first["lastTransitionTime"]
+    clock[0] += 30
+    loop({**quiet, name: Observation(name, (XID79,))})
+    faulty = ours()
+    assert (faulty["status"], faulty["reason"]) == ("False", "GPUFault")
+    assert faulty["lastTransitionTime"] != first["lastTransitionTime"]
+    assert pool.get(name)["spec"]["unschedulable"] is True
+    writes = [e for e in audit_writes(pool.stack, SA_USER, ("nodes",)) if e["objectRef"].get("subresource") == "status"
+              and e["objectRef"].get("name") in (name, pool.name(1))]
+    assert {e["verb"] for e in writes} == {"patch"} and len(writes) == 4

@@ -46,6 +46,10 @@ def policy_document(cfg: ClusterConfig) -> dict[str, Any]:
                    "cooldownSeconds": seconds(health.cooldown), "flapCount": health.flap_count,
                    "flapWindowSeconds": seconds(health.flap_window),
                    "maxUnhealthyPercent": health.max_unhealthy_percent},
+        "drain": {"enabled": health.drain.enabled, "maxPercent": health.drain.max_percent,
+                  "evictionsPerLoop": health.drain.evictions_per_loop,
+                  "gracePeriodSeconds": int(seconds(health.drain.grace_period)) if health.drain.grace_period
+                  else None},
         "pools": [{"name": p.name, "labels": dict(sorted(p.node_labels.items()))} for p in cfg.node_pools],
     }
 
@@ -80,6 +84,9 @@ def reconciler_rules(stall_seconds: float) -> list[dict[str, Any]]:
         own("FleetgenHealthBreakerTripped", f"max by (pool) ({metric}breaker_tripped{RECONCILER}) == 1", "0m",
             "critical", "circuit breaker of pool {{ $labels.pool }} tripped: nothing in it is cordoned or "
                         "released until `fleetgen health reset-breaker --pool {{ $labels.pool }}`"),
+        own("FleetgenHealthDrainBreakerTripped", f"max by (pool) ({metric}drain_breaker_tripped{RECONCILER}) == 1",
+            "0m", "warning", "drain breaker of pool {{ $labels.pool }} tripped: no pod there is evicted until "
+                             "`fleetgen health reset-breaker --drain --pool {{ $labels.pool }}`"),
         own("FleetgenHealthWritesFailing",
             f"sum by (pod) (increase({metric}write_failures_total{RECONCILER}[15m])) > 0", "0m", "warning",
             "health reconciler {{ $labels.pod }} gave up node or Event writes in the last 15m"),
@@ -100,7 +107,13 @@ def compile_health(cluster: Loaded[ClusterConfig], teams: list[Loaded[TeamConfig
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": labels(cfg.name)}},
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": NAME, "namespace": ns, **meta}},
         {"apiVersion": f"{rbac}/v1", "kind": "ClusterRole", "metadata": {"name": NAME, **meta},
-         "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch", "patch"]}]},
+         # nodes/status carries the GPUHealthy condition (patch only: the kubelet owns the rest).
+         # Pods and evictions only when the cluster file turns drain on.
+         "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch", "patch"]},
+                   {"apiGroups": [""], "resources": ["nodes/status"], "verbs": ["patch"]},
+                   *([{"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
+                      {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]}]
+                     if cfg.health.drain.enabled else [])]},
         {"apiVersion": f"{rbac}/v1", "kind": "ClusterRoleBinding", "metadata": {"name": NAME, **meta},
          "roleRef": {"apiGroup": rbac, "kind": "ClusterRole", "name": NAME},
          "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": ns}]},

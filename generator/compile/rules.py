@@ -7,6 +7,7 @@ reconciler does about it), a summary naming the node and GPU, and a runbook text
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from generator.signals import (
@@ -112,16 +113,26 @@ BENIGN_SXID_FILTER = f'| sxid !~ "{"|".join(str(c) for c in BENIGN_SXIDS)}"'
 LOG_WINDOW = "5m"
 
 
-def xid_lines_query(regex: str | None = None, window: str = LOG_WINDOW) -> str:
-    """XID kernel-log lines per node and code (optionally only codes matching `regex`)."""
+def _only_nodes(nodes: Sequence[str] | None) -> str:
+    """A label filter keeping the lines of `nodes` (names are DNS subdomains: only `.` needs
+    escaping in the regex; a raw string keeps the backslash out of LogQL's string escapes)."""
+    if nodes is None:
+        return ""
+    names = "|".join(n.replace(".", "\\.") for n in sorted(nodes))
+    return f" | k8s_node_name =~ `{names}`"
+
+
+def xid_lines_query(regex: str | None = None, window: str = LOG_WINDOW, nodes: Sequence[str] | None = None) -> str:
+    """XID kernel-log lines per node and code (optionally only codes matching `regex`, only `nodes`)."""
     only = f' | xid =~ "{regex}"' if regex else ""
-    return f"sum by (k8s_node_name, xid) (count_over_time({KERNEL_STREAM} {XID_PARSE}{only} [{window}]))"
+    return (f"sum by (k8s_node_name, xid) (count_over_time({KERNEL_STREAM} {XID_PARSE}{only}{_only_nodes(nodes)} "
+            f"[{window}]))")
 
 
-def sxid_lines_query(window: str = LOG_WINDOW) -> str:
-    """Non-benign NVSwitch SXid lines per node and code."""
+def sxid_lines_query(window: str = LOG_WINDOW, nodes: Sequence[str] | None = None) -> str:
+    """Non-benign NVSwitch SXid lines per node and code (only `nodes`, when given)."""
     return (f"sum by (k8s_node_name, sxid) (count_over_time({KERNEL_STREAM} {SXID_PARSE} "
-            f"{BENIGN_SXID_FILTER} [{window}]))")
+            f"{BENIGN_SXID_FILTER}{_only_nodes(nodes)} [{window}]))")
 
 
 def loki_groups() -> list[dict[str, Any]]:

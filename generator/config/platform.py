@@ -84,6 +84,22 @@ class KernelLogs(ConfigModel):
     """File to tail when source is `file`."""
 
 
+class Drain(ConfigModel):
+    """Evicting the pods of nodes the reconciler cordoned. Off by default: a cordon alone lets
+    running jobs finish (or checkpoint) on their own; with it on, jobs on a faulty GPU are stopped
+    through the eviction API, so PodDisruptionBudgets are honoured."""
+
+    enabled: StrictBool = False
+    """Evict the pods (except DaemonSet and static pods) of every node the reconciler holds."""
+    max_percent: float = Field(default=10.0, gt=0, le=100)
+    """Drain breaker: when more of a pool's nodes than this share (rounded up, at least one) would
+    be draining at once, no pod in that pool is evicted until `fleetgen health reset-breaker --drain`."""
+    evictions_per_loop: int = Field(default=50, ge=1, le=10000, strict=True)
+    """Most evictions in one loop, all nodes together."""
+    grace_period: Duration | None = None
+    """Termination grace period of evicted pods (default: each pod's own)."""
+
+
 class Health(ConfigModel):
     """The GPU health reconciler: cordons nodes with faulty GPUs and lifts its own cordons."""
 
@@ -109,6 +125,8 @@ class Health(ConfigModel):
     """Prometheus to query; default the kube-prometheus-stack service in the monitoring namespace."""
     loki_url: StrictStr | None = Field(default=None, pattern=r"^https?://[A-Za-z0-9.:/_-]+$")
     """Loki to query for kernel XID/SXid lines; default the Loki gateway in the monitoring namespace."""
+    drain: Drain = Drain()
+    """Optional eviction of the pods of cordoned nodes."""
 
 
 class Monitoring(ConfigModel):

@@ -49,11 +49,13 @@ def build(document: dict[str, Any], api: Any, prometheus: str | None = None, dry
           identity: str | None = None) -> Reconciler:
     """A Reconciler wired to the cluster (api), Prometheus and the policy."""
     p = document["policy"]
+    drain = document.get("drain") or {}  # absent in a policy rendered before drain existed: off
     policy = Policy(healthy_checks_to_release=int(p["healthyChecksToRelease"]),
                     cooldown_seconds=float(p["cooldownSeconds"]), flap_count=int(p["flapCount"]),
                     flap_window_seconds=float(p["flapWindowSeconds"]),
                     max_unhealthy_percent=float(p["maxUnhealthyPercent"]),
-                    dry_run=dry_run or bool(document.get("dryRun")))
+                    dry_run=dry_run or bool(document.get("dryRun")),
+                    drain=bool(drain.get("enabled")), drain_max_percent=float(drain.get("maxPercent", 10.0)))
     pools = [PoolSelector(pool["name"], dict(pool["labels"])) for pool in document["pools"]]
     namespace = document["namespace"]
     identity = identity or socket.gethostname()
@@ -67,6 +69,7 @@ def build(document: dict[str, Any], api: Any, prometheus: str | None = None, dry
     # A dry run writes nothing at all, the Lease included: it neither takes leadership from the
     # running replicas nor waits for it, so `health once --dry-run` is safe beside a live Deployment.
     lease = None if policy.dry_run else LeaderLease(api, namespace, identity)
-    executor = Executor(api, dry_run=policy.dry_run)
+    executor = Executor(api, dry_run=policy.dry_run, evictions_per_loop=int(drain.get("evictionsPerLoop", 50)),
+                        grace_seconds=drain.get("gracePeriodSeconds"))
     return Reconciler(executor, sources, pools, policy, BreakerStore(api, namespace), lease,
                       period=float(document.get("periodSeconds", 30)))

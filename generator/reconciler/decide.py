@@ -1,7 +1,12 @@
 """The decision: observations + node state + policy + breaker + clock -> actions. No I/O.
 
 Rules, in the order they apply to each node:
-1. Unknown health (a source down, stale or partial) never cordons, releases or counts.
+0. A signal with a `for:` in the signals table (health_fail 2m, gpus_missing 5m ...) counts only
+   once it has fired on every loop for that long; until then it is unknown, as in rule 1. A
+   2-second scrape gap is not a missing GPU.
+1. Unknown health never cordons on what is unknown, releases or counts: a node no source
+   covers is left alone; a node with some signals unknown (a failed query, its exporter down)
+   is still cordoned on the evidence that did arrive, but never counted healthy.
 2. A node we cordoned that is schedulable again was uncordoned by a human: we drop ownership
    and remember the reason, and never re-cordon for that same reason (a new reason may).
 3. Faulty: cordon and taint, unless someone else already cordoned it (not ours to own). A
@@ -17,6 +22,13 @@ Rules, in the order they apply to each node:
    the new cordons would exceed `maxUnhealthyPercent` of its nodes (rounded up, at least one
    node), nothing new is cordoned in that pool and its breaker trips; while tripped, nothing in
    that pool is cordoned or released until `reset-breaker`. Other pools carry on.
+7. Drain (off unless the cluster file turns it on): the pods of every node we hold are evicted
+   through the eviction API until none is left; a pool's own drain breaker trips when more of
+   its nodes would be draining at once than `drain.maxPercent` allows.
+8. The Node condition `GPUHealthy` says what the reconciler concluded (True; False for a fault
+   or while our cordon holds; Unknown). It is written only when status, reason or message
+   changed, at most `CONDITION_WRITES_PER_LOOP` per loop (faults first), so 10k nodes turning
+   Unknown when Prometheus goes away do not become 10k writes in one loop.
 """
 
 from __future__ import annotations
@@ -26,23 +38,35 @@ from collections import defaultdict
 from dataclasses import replace
 
 from generator.reconciler.model import (
+    CONDITION_TYPE,
+    DRAIN,
     Breaker,
     Breakers,
     ClearHumanRelease,
     Cordon,
     Decision,
+    Drain,
     Event,
     Evidence,
     NodeAction,
+    NodeCondition,
     NodeState,
     NoteHumanRelease,
     Observation,
+    Pending,
     Policy,
     Release,
+    SetCondition,
     SetHealthyChecks,
     breaker_of,
+    drain_breaker_of,
 )
-from generator.signals import needs_reset
+from generator.signals import CONDITIONS, needs_reset, persistence_seconds
+
+CONDITION_WRITES_PER_LOOP = 500
+"""Most `GPUHealthy` condition writes in one loop; the rest follow in the next loops."""
+_FOR = {c.name: persistence_seconds(c.name) for c in CONDITIONS}
+_CONDITION_ORDER = {"False": 0, "Unknown": 1, "True": 2}
 
 
 def _reason(signals: tuple[str, ...]) -> str:
@@ -50,21 +74,25 @@ def _reason(signals: tuple[str, ...]) -> str:
 
 
 def decide(observations: dict[str, Observation], nodes: dict[str, NodeState], policy: Policy,
-           breakers: Breakers, now: float) -> Decision:
+           breakers: Breakers, now: float, pending: Pending | None = None) -> Decision:
     """Everything this loop should do. Pure: same inputs, same decision."""
     actions: list[NodeAction] = []
     skipped: list[str] = []
     candidates: list[tuple[NodeState, Cordon]] = []
     releases: list[tuple[NodeState, int]] = []
+    seen: dict[str, tuple[NodeState, Observation]] = {}
+    still_pending: dict[str, dict[tuple[str, str], float]] = {}
     for pool in sorted({n.pool for n in nodes.values()}):
         if (held := breaker_of(breakers, pool)).tripped:
             skipped.append(f"pool {pool}: breaker tripped ({held.reason}): no cordon or release until reset-breaker")
     for name in sorted(nodes):
         node = nodes[name]
         obs = _with_gpu_count(observations.get(name, Observation(name, unknown=True)), node)
+        obs = _persisted(obs, (pending or {}).get(name, {}), still_pending, now)
+        seen[name] = (node, obs)
         state = obs.state
         if state == "unknown":
-            skipped.append(f"{name}: health unknown, nothing done")
+            skipped.append(f"{name}: health unknown ({', '.join(obs.unknown_signals) or 'no source'}), nothing done")
             continue
         human_released = node.human_released
         if node.owned and not node.unschedulable:
@@ -72,7 +100,9 @@ def decide(observations: dict[str, Observation], nodes: dict[str, NodeState], po
             actions.append(Event(name, "Normal", "GPUHealthHumanRelease",
                                  f"uncordoned by someone else while held for {node.reason}; not re-cordoning for it"))
             human_released = node.reason
-            node = NodeState(name, node.pool, history=node.history, human_released=node.reason)
+            node = NodeState(name, node.pool, history=node.history, human_released=node.reason,
+                             condition=node.condition)
+            seen[name] = (node, obs)
         if state == "faulty":
             reason = _reason(obs.cordon_signals())
             if node.owned:
@@ -95,17 +125,19 @@ def decide(observations: dict[str, Observation], nodes: dict[str, NodeState], po
                                      f"{e.signal}{' on GPU ' + e.gpu if e.gpu else ''}: {e.detail}".rstrip(": ")))
         if human_released and state == "healthy":
             actions.append(ClearHumanRelease(name))
-        if node.owned and node.unschedulable and state == "healthy":
-            checks = node.healthy_checks + 1
+        if node.owned and node.unschedulable and state == "healthy" and not node.needs_repair:
+            # The count stops at the threshold: a node waiting for cooldown or a reset is not
+            # patched every loop to say the same thing again.
+            checks = min(node.healthy_checks + 1, policy.healthy_checks_to_release)
             cooled = node.since is None or now - node.since >= policy.cooldown_seconds
             waiting = _awaits_reset(node)
-            if checks >= policy.healthy_checks_to_release and cooled and not node.needs_repair and not waiting:
+            if checks >= policy.healthy_checks_to_release and cooled and not waiting:
                 releases.append((node, checks))
-            elif waiting and checks >= policy.healthy_checks_to_release and cooled:
+                continue
+            if waiting and checks >= policy.healthy_checks_to_release and cooled:
                 skipped.append(f"{name}: healthy, but held for {node.reason} until a GPU reset or reboot "
                                f"(bootID unchanged)")
-                actions.append(SetHealthyChecks(name, checks))
-            else:
+            if checks != node.healthy_checks:
                 actions.append(SetHealthyChecks(name, checks))
     after = _trip(candidates, nodes, policy, breakers, now, skipped)
     stopped = {pool for pool in {n.pool for n in nodes.values()} if breaker_of(after, pool).tripped}
@@ -118,12 +150,120 @@ def decide(observations: dict[str, Observation], nodes: dict[str, NodeState], po
         if cordon.repair:
             message += f"; cordoned {len(cordon.history)} times recently: labelled for repair"
         actions.append(Event(cordon.node, "Warning", "GPUHealthCordoned", message))
+    released: set[str] = set()
     for node, checks in releases:  # nothing is released in a pool whose breaker is tripped
         if node.pool not in stopped:
+            released.add(node.name)
             actions.append(Release(node.name))
             actions.append(Event(node.name, "Normal", "GPUHealthReleased",
                                  f"healthy for {checks} checks: cordon for {node.reason} lifted"))
-    return Decision(tuple(actions), after, tuple(skipped))
+        elif node.healthy_checks != checks:
+            actions.append(SetHealthyChecks(node.name, checks))
+    if policy.drain:
+        cordoned = {cordon.node for node, cordon in candidates if node.pool not in stopped}
+        actions.extend(_drains(nodes, cordoned, released, policy, after, now, skipped))
+    actions.extend(_condition_writes(seen, released, policy, skipped))
+    return Decision(tuple(actions), after, tuple(skipped), still_pending)
+
+
+def _drains(nodes: dict[str, NodeState], cordoned: set[str], released: set[str], policy: Policy,
+            breakers: dict[str, Breaker], now: float, skipped: list[str]) -> list[Drain]:
+    """Drains of our cordoned (and just cordoned) nodes not yet drained. The drain breaker of a
+    pool trips when more of its nodes would be draining at once than `drain_max_percent` allows
+    (rounded up, at least one): then nothing in that pool is evicted until a human resets it."""
+    todo: dict[str, list[str]] = defaultdict(list)
+    size: dict[str, int] = defaultdict(int)
+    for node in nodes.values():
+        size[node.pool] += 1
+        ours = (node.owned and node.unschedulable and node.name not in released) or node.name in cordoned
+        if ours and not node.drained:
+            todo[node.pool].append(node.name)
+    out: list[Drain] = []
+    for pool in sorted(todo):
+        if drain_breaker_of(breakers, pool).tripped:
+            skipped.append(f"pool {pool}: drain breaker tripped: {len(todo[pool])} node(s) left undrained")
+            continue
+        limit = breaker_limit(size[pool], policy.drain_max_percent)
+        if len(todo[pool]) > limit:
+            reason = (f"pool {pool}: {len(todo[pool])} of {size[pool]} nodes would be draining at once, more than "
+                      f"{policy.drain_max_percent:g}% ({limit})")
+            skipped.append(f"drain breaker trips: {reason}")
+            breakers[DRAIN + pool] = Breaker(True, reason, now)
+            continue
+        out.extend(Drain(name) for name in sorted(todo[pool]))
+    return out
+
+
+def _persisted(obs: Observation, before: dict[tuple[str, str], float],
+               pending: dict[str, dict[tuple[str, str], float]], now: float) -> Observation:
+    """The observation without signals that have not yet fired for their `for:` (a fault-class
+    one among them makes the node unknown; a warning is simply not a warning yet); records when
+    each such signal was first seen in `pending` (what the next loop gets)."""
+    if obs.unknown:  # nothing known: keep the clocks running as they were
+        if before:
+            pending[obs.node] = dict(before)
+        return obs
+    kept: list[Evidence] = []
+    settling: set[str] = set()
+    mine: dict[tuple[str, str], float] = {}
+    for e in obs.evidence:
+        hold = _FOR.get(e.signal, 0.0)
+        if hold <= 0:
+            kept.append(e)
+            continue
+        first = mine[(e.signal, e.gpu)] = before.get((e.signal, e.gpu), now)
+        if now - first >= hold:
+            kept.append(e)
+        elif e.action in ("cordon", "corroborate"):  # a fault not yet lasting: neither fault nor health
+            settling.add(e.signal)
+    for key, first in before.items():  # a signal nobody could read this loop did not stop firing
+        if key[0] in obs.unknown_signals and key not in mine:
+            mine[key] = first
+    if mine:
+        pending[obs.node] = mine
+    if len(kept) == len(obs.evidence):
+        return obs
+    return replace(obs, evidence=tuple(kept), unknown_signals=tuple(sorted({*obs.unknown_signals, *settling})))
+
+
+def _condition(node: NodeState, obs: Observation, released: bool, policy: Policy) -> NodeCondition:
+    """What `GPUHealthy` should say about the node after this loop."""
+    state = obs.state
+    if state == "faulty":
+        faults = sorted({(e.signal, e.gpu) for e in obs.evidence if e.signal in obs.cordon_signals()})
+        return NodeCondition("False", "GPUFault", "fault signals: " + ", ".join(
+            f"{signal} on GPU {gpu}" if gpu else signal for signal, gpu in faults))
+    if node.owned and node.unschedulable and not released:
+        if node.needs_repair:
+            until = "labelled for repair: a human releases it"
+        elif _awaits_reset(node):
+            until = "until a GPU reset or node reboot is seen (bootID change)"
+        else:
+            until = (f"until healthy for {policy.healthy_checks_to_release} checks and "
+                     f"{policy.cooldown_seconds:g}s after the cordon")
+        return NodeCondition("False", "CordonedByHealthReconciler", f"cordoned for {node.reason}; held {until}")
+    if state == "unknown":
+        return NodeCondition("Unknown", "GPUHealthUnknown", "unknown or still settling: " + (
+            ", ".join(obs.unknown_signals) or "no source covers this node"))
+    if state == "warn":
+        return NodeCondition("True", "GPUWarnings", "warnings: " + ", ".join(sorted({e.signal for e in obs.evidence})))
+    count = f"{obs.gpus_reporting} GPUs report, " if obs.gpus_reporting is not None else ""
+    return NodeCondition("True", "GPUsHealthy", f"{count}no fault signal")
+
+
+def _condition_writes(seen: dict[str, tuple[NodeState, Observation]], released: set[str], policy: Policy,
+                      skipped: list[str]) -> list[SetCondition]:
+    """Condition writes where the Node says something else, faults first, capped per loop."""
+    changed = []
+    for name, (node, obs) in seen.items():
+        want = _condition(node, obs, name in released, policy)
+        if want != node.condition:
+            changed.append(SetCondition(name, want, node.condition is None or node.condition.status != want.status))
+    changed.sort(key=lambda w: (_CONDITION_ORDER[w.condition.status], w.node))
+    if len(changed) > CONDITION_WRITES_PER_LOOP:
+        skipped.append(f"{len(changed) - CONDITION_WRITES_PER_LOOP} {CONDITION_TYPE} condition updates "
+                       "deferred to the next loops")
+    return changed[:CONDITION_WRITES_PER_LOOP]
 
 
 def _with_gpu_count(obs: Observation, node: NodeState) -> Observation:

@@ -11,14 +11,14 @@ from typing import Any
 
 from generator.reconciler.decide import decide
 from generator.reconciler.lease import BreakerStore, LeaderLease
-from generator.reconciler.model import ALL_POOLS, Breaker, Decision, NodeState, Observation, Policy
+from generator.reconciler.model import ALL_POOLS, DRAIN, Breaker, Decision, NodeState, Observation, Pending, Policy
 from generator.reconciler.nodes import Executor, PoolSelector
 
 log = logging.getLogger("fleetgen.health")
 
 
 def merge(*views: dict[str, Observation]) -> dict[str, Observation]:
-    """Combine sources: unknown if any source is unknown for the node, else all evidence together."""
+    """Combine sources: all evidence together, every source's unknown signals together."""
     out: dict[str, Observation] = {}
     for view in views:
         for name, obs in view.items():
@@ -28,7 +28,8 @@ def merge(*views: dict[str, Observation]) -> dict[str, Observation]:
             else:
                 counts = [n for n in (prev.gpus_reporting, obs.gpus_reporting) if n is not None]
                 out[name] = Observation(name, prev.evidence + obs.evidence, prev.unknown or obs.unknown,
-                                        min(counts) if counts else None)
+                                        min(counts) if counts else None,
+                                        tuple(sorted({*prev.unknown_signals, *obs.unknown_signals})))
     return out
 
 
@@ -48,15 +49,19 @@ class Reconciler:
     last: Decision | None = field(default=None)
     nodes: dict[str, NodeState] = field(default_factory=dict)
     """The GPU nodes as the last loop read them (what /metrics reports: no second list)."""
+    pending: Pending = field(default_factory=dict)
+    """Signals still within their `for:` (from the last decision)."""
 
     def once(self) -> Decision | None:
         """One loop; None when another replica leads."""
         if self.lease is not None and not self.lease.acquire():
+            self.pending = {}  # a follower saw none of the loops in between: its clocks start over
             return None
         nodes = self.nodes = self.executor.read(self.pools)  # the loop's one node list
         observations = merge(*(s.observe(sorted(nodes)) for s in self.sources))
         breakers = self.breaker.load()
-        decision = decide(observations, nodes, self.policy, breakers, self.clock())
+        decision = decide(observations, nodes, self.policy, breakers, self.clock(), self.pending)
+        self.pending = decision.pending
         for line in decision.skipped:
             log.info(line)
         may_write = self.lease.still_leading if self.lease is not None else (lambda: True)
@@ -90,11 +95,19 @@ class Reconciler:
                     log.exception("reporting the loop failed")
             stop.wait(max(0.0, every - (time.monotonic() - started)))
 
-    def reset_breaker(self, pool: str | None = None) -> dict[str, Breaker]:
+    def reset_breaker(self, pool: str | None = None, drain: bool = False) -> dict[str, Breaker]:
         """What `fleetgen health reset-breaker` does: a human says a pool (or every pool) is fine
-        again. Returns the breakers that were tripped and are now reset."""
+        again. `drain` resets the drain breakers instead of the cordon breakers. Returns the
+        breakers that were tripped and are now reset."""
         before = self.breaker.load()
-        reset = {p: b for p, b in before.items() if pool is None or p in (pool, ALL_POOLS)}
+
+        def chosen(key: str) -> bool:
+            if key.startswith(DRAIN) != drain:
+                return False
+            name = key.removeprefix(DRAIN)
+            return pool is None or name in (pool, ALL_POOLS)
+
+        reset = {key: b for key, b in before.items() if chosen(key)}
         if reset:
-            self.breaker.save({p: b for p, b in before.items() if p not in reset})
+            self.breaker.save({key: b for key, b in before.items() if key not in reset})
         return reset

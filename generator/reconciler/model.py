@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from generator.signals import HEALTH_TAINT_KEY, Action
+from generator.signals import HEALTH_TAINT_KEY, Action, corroborators
 
 PREFIX = "health.fleetgen.io"
 ANNOTATION_OWNED = f"{PREFIX}/cordoned"
@@ -25,10 +25,25 @@ ANNOTATION_BOOT = f"{PREFIX}/boot-id"
 """The Node's bootID when we cordoned it: a reset-class fault is released only once it changed."""
 ANNOTATION_HUMAN = f"{PREFIX}/released-by-human"
 """The reason of our cordon that a human lifted: not re-cordoned for that same reason."""
+ANNOTATION_DRAINED = f"{PREFIX}/drained"
+"""Set once every pod of a node we cordoned was evicted (or needs none): no more eviction calls."""
 LABEL_REPAIR = f"{PREFIX}/needs-repair"
 TAINT_KEY = HEALTH_TAINT_KEY
 
 State = Literal["healthy", "warn", "faulty", "unknown"]
+
+CONDITION_TYPE = "GPUHealthy"
+"""The Node condition the reconciler owns: True, False (a fault, or held by our cordon) or Unknown."""
+
+
+@dataclass(frozen=True)
+class NodeCondition:
+    """The parts of our Node condition that are compared between loops (no timestamps: a write
+    happens only when one of these changes)."""
+
+    status: Literal["True", "False", "Unknown"]
+    reason: str
+    message: str
 
 
 @dataclass(frozen=True)
@@ -49,10 +64,15 @@ class Observation:
     node: str
     evidence: tuple[Evidence, ...] = ()
     unknown: bool = False
-    """A source covering this node was down, stale or partial: act on nothing."""
+    """Nothing is known about this node (no source covered it): act on nothing."""
     gpus_reporting: int | None = None
     """GPUs the node's exporter reports (None: no source counts them). Compared with the Node's
     capacity, so a missing GPU is seen without kube-state-metrics."""
+    unknown_signals: tuple[str, ...] = ()
+    """Signals nobody could read for this node this loop (a failed query, an exporter that is
+    down), or that fired but have not yet lasted their `for:`. Evidence that did arrive still
+    counts (a Prometheus XID 79 cordons while Loki is failing), but a node with any unknown signal
+    is never counted healthy."""
 
     @property
     def state(self) -> State:
@@ -60,18 +80,22 @@ class Observation:
             return "unknown"
         if self.cordon_signals():
             return "faulty"
+        if self.unknown_signals:
+            return "unknown"
         if self.evidence:
             return "warn"
         return "healthy"
 
     def cordon_signals(self) -> tuple[str, ...]:
         """Signals that justify a cordon: cordon-class ones, and corroborate-class ones only when
-        another signal fired on the same GPU."""
+        one of their class's corroborating signals fired on the same GPU (or on an unattributed
+        one: kernel-log lines carry no GPU index)."""
         out = {e.signal for e in self.evidence if e.action == "cordon"}
         for e in self.evidence:
-            if e.action == "corroborate" and any(o is not e and o.gpu == e.gpu and o.action != "ignore"
-                                                 for o in self.evidence):
-                out.add(e.signal)
+            if e.action == "corroborate":
+                confirm = corroborators(e.signal)
+                if any(o.signal in confirm and (o.gpu == e.gpu or not o.gpu or not e.gpu) for o in self.evidence):
+                    out.add(e.signal)
         return tuple(sorted(out))
 
 
@@ -95,6 +119,10 @@ class NodeState:
     """status.nodeInfo.bootID now."""
     cordon_boot_id: str = ""
     """bootID when we cordoned it (annotation)."""
+    condition: NodeCondition | None = None
+    """Our `GPUHealthy` condition as the Node carries it now (None: never set)."""
+    drained: bool = False
+    """Our cordon's pods were all evicted (annotation)."""
 
 
 @dataclass(frozen=True)
@@ -107,6 +135,10 @@ class Policy:
     flap_window_seconds: float = 86_400.0
     max_unhealthy_percent: float = 50.0
     dry_run: bool = False
+    drain: bool = False
+    """Evict the pods of nodes we cordoned (the cluster file's `health.drain.enabled`)."""
+    drain_max_percent: float = 10.0
+    """Drain breaker: most nodes of a pool being drained at once, as a share of the pool."""
 
 
 @dataclass(frozen=True)
@@ -126,9 +158,18 @@ Breakers = Mapping[str, Breaker]
 """Pool name -> its breaker; a pool that is absent has never tripped."""
 
 
+DRAIN = "drain:"
+"""Prefix of a pool's drain-breaker key (`drain:h100`): pool names are DNS labels, never with ':'."""
+
+
 def breaker_of(breakers: Breakers, pool: str) -> Breaker:
-    """The breaker that governs `pool`."""
+    """The cordon breaker that governs `pool`."""
     return breakers.get(pool) or breakers.get(ALL_POOLS) or Breaker()
+
+
+def drain_breaker_of(breakers: Breakers, pool: str) -> Breaker:
+    """The drain breaker of `pool`: it stops evictions there, and nothing else."""
+    return breakers.get(DRAIN + pool) or Breaker()
 
 
 @dataclass(frozen=True)
@@ -165,6 +206,24 @@ class ClearHumanRelease:
 
 
 @dataclass(frozen=True)
+class Drain:
+    """Evict the pods of a node we cordoned (through the eviction API, so PodDisruptionBudgets
+    hold); DaemonSet and mirror pods stay, as with `kubectl drain`."""
+
+    node: str
+
+
+@dataclass(frozen=True)
+class SetCondition:
+    """Write our `GPUHealthy` condition on the Node's status."""
+
+    node: str
+    condition: NodeCondition
+    transition: bool = True
+    """The status changes (lastTransitionTime is set); False when only reason or message do."""
+
+
+@dataclass(frozen=True)
 class Event:
     node: str
     kind: Literal["Normal", "Warning"]
@@ -172,7 +231,12 @@ class Event:
     message: str
 
 
-NodeAction = Cordon | Release | SetHealthyChecks | NoteHumanRelease | ClearHumanRelease | Event
+NodeAction = (Cordon | Release | SetHealthyChecks | NoteHumanRelease | ClearHumanRelease | Drain | SetCondition
+              | Event)
+
+
+Pending = Mapping[str, Mapping[tuple[str, str], float]]
+"""Node -> (signal, GPU) -> when it was first seen firing, for signals with a `for:`."""
 
 
 @dataclass(frozen=True)
@@ -184,3 +248,6 @@ class Decision:
     """Every pool's breaker after this loop (tripped ones only; the rest are ok)."""
     skipped: tuple[str, ...] = field(default=())
     """Why something that would have been done was not (breaker, unknown, human, foreign cordon)."""
+    pending: Pending = field(default_factory=dict)
+    """Signals seen firing but not yet for their `for:`, with when they were first seen: the next
+    loop's input (held in memory; a new leader starts counting again, the safe direction)."""

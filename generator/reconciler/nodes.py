@@ -24,6 +24,7 @@ from generator.compile.health import EVENTS_NAMESPACE
 from generator.jobs.connection import timeout
 from generator.reconciler.model import (
     ANNOTATION_BOOT,
+    ANNOTATION_DRAINED,
     ANNOTATION_EVIDENCE,
     ANNOTATION_HEALTHY,
     ANNOTATION_HISTORY,
@@ -31,20 +32,25 @@ from generator.reconciler.model import (
     ANNOTATION_OWNED,
     ANNOTATION_REASON,
     ANNOTATION_SINCE,
+    CONDITION_TYPE,
     LABEL_REPAIR,
     TAINT_KEY,
     ClearHumanRelease,
     Cordon,
     Decision,
+    Drain,
     Event,
     NodeAction,
+    NodeCondition,
     NodeState,
     NoteHumanRelease,
     Release,
+    SetCondition,
     SetHealthyChecks,
 )
 
 MERGE = "application/merge-patch+json"
+STRATEGIC = "application/strategic-merge-patch+json"
 GPU_RESOURCE = "nvidia.com/gpu"
 RETRIES = 3
 PAGE = 250
@@ -57,6 +63,9 @@ RETRY: dict[int, str] = {
     500: "backoff", 502: "backoff", 503: "backoff", 504: "backoff",
 }
 """HTTP status -> how to retry. Anything else (404 gone, 403, 422 invalid) is not retried."""
+MIRROR_POD = "kubernetes.io/config.mirror"
+EVICTIONS_PER_LOOP = 50
+"""Most evictions one loop asks for, all nodes together (the rest wait for the next loop)."""
 LABEL_VALUE_INVALID = re.compile(r"[^A-Za-z0-9_.-]")
 audit = logging.getLogger("fleetgen.health.audit")
 
@@ -90,7 +99,17 @@ def node_state(node: dict[str, Any], pools: list[PoolSelector]) -> NodeState | N
         since=float(since) if since else None, healthy_checks=int(notes.get(ANNOTATION_HEALTHY) or 0),
         history=_floats(notes.get(ANNOTATION_HISTORY)), human_released=notes.get(ANNOTATION_HUMAN, ""),
         needs_repair=labels.get(LABEL_REPAIR) == "true", gpus=_gpus(node), boot_id=_boot_id(node),
-        cordon_boot_id=notes.get(ANNOTATION_BOOT, ""))
+        cordon_boot_id=notes.get(ANNOTATION_BOOT, ""), condition=_condition(node),
+        drained=notes.get(ANNOTATION_DRAINED) == "true")
+
+
+def _condition(node: dict[str, Any]) -> NodeCondition | None:
+    for item in (node.get("status") or {}).get("conditions") or []:
+        if item.get("type") == CONDITION_TYPE:
+            status = item.get("status")
+            if status in ("True", "False", "Unknown"):
+                return NodeCondition(status, str(item.get("reason") or ""), str(item.get("message") or ""))
+    return None
 
 
 def _gpus(node: dict[str, Any]) -> int:
@@ -116,7 +135,7 @@ def _taints_without_ours(node: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 _DROP_OWNERSHIP: dict[str, None] = dict.fromkeys(
-    (ANNOTATION_OWNED, ANNOTATION_REASON, ANNOTATION_SINCE, ANNOTATION_HEALTHY, ANNOTATION_BOOT))
+    (ANNOTATION_OWNED, ANNOTATION_REASON, ANNOTATION_SINCE, ANNOTATION_HEALTHY, ANNOTATION_BOOT, ANNOTATION_DRAINED))
 """Merge-patch nulls for the annotations that make a cordon ours (released, or lifted by a human)."""
 
 
@@ -154,15 +173,34 @@ def _patch_for(action: NodeAction, node: dict[str, Any], now: float) -> dict[str
                 "metadata": {"annotations": {**_DROP_OWNERSHIP, ANNOTATION_HUMAN: action.reason}}}
     if isinstance(action, ClearHumanRelease):
         return {"metadata": {"annotations": {ANNOTATION_HUMAN: None}}} if ANNOTATION_HUMAN in notes else None
+    if isinstance(action, Drain):  # the drain is complete: note it, so no more pod lists for this node
+        return {"metadata": {"annotations": {ANNOTATION_DRAINED: "true"}}} if owned and spec.get("unschedulable") \
+            else None
     return None
+
+
+def _stays(pod: dict[str, Any]) -> bool:
+    """Pods a drain leaves alone, as `kubectl drain` does: DaemonSet pods (their controller would
+    put them straight back; they tolerate our taint), mirror pods (the kubelet's static pods: the
+    API cannot evict them), pods that finished and pods already being deleted."""
+    meta = pod.get("metadata") or {}
+    return (any(ref.get("kind") == "DaemonSet" and ref.get("controller") for ref in meta.get("ownerReferences") or [])
+            or MIRROR_POD in (meta.get("annotations") or {})
+            or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+            or bool(meta.get("deletionTimestamp")))
 
 
 class Executor:
     """Carries out decisions on one cluster (or only logs them, in dry run)."""
 
     def __init__(self, api: Any, dry_run: bool = False, clock: Callable[[], float] | None = None,
-                 namespace: str = EVENTS_NAMESPACE, sleep: Callable[[float], None] = time.sleep) -> None:
+                 namespace: str = EVENTS_NAMESPACE, sleep: Callable[[float], None] = time.sleep,
+                 evictions_per_loop: int = EVICTIONS_PER_LOOP, grace_seconds: int | None = None) -> None:
         self.api = api
+        self.evictions_per_loop = evictions_per_loop
+        self.grace_seconds = grace_seconds
+        """deleteOptions.gracePeriodSeconds of each eviction (None: each pod's own)."""
+        self._evictions = 0
         self.dry_run = dry_run
         self.clock = clock or time.time
         self.namespace = namespace
@@ -226,6 +264,7 @@ class Executor:
         done: list[str] = []
         given_up: set[str] = set()
         self.failures = 0
+        self._evictions = 0
         for index, action in enumerate(decision.actions):
             if not self.dry_run and not may_write():
                 audit.warning(json.dumps({"stopped": "lost the lease", "unapplied": len(decision.actions) - index}))
@@ -233,7 +272,14 @@ class Executor:
             if action.node in given_up:
                 continue
             try:
-                line = self._event(action) if isinstance(action, Event) else self._node(action, may_write)
+                if isinstance(action, Event):
+                    line = self._event(action)
+                elif isinstance(action, Drain):
+                    line = self._drain(action, may_write)
+                elif isinstance(action, SetCondition):
+                    line = self._condition(action, may_write)
+                else:
+                    line = self._node(action, may_write)
             except GaveUp as exc:
                 self.failures += 1
                 given_up.add(action.node)
@@ -288,6 +334,77 @@ class Executor:
             try:
                 self._call(attempt, lambda body=patch: core.patch_node(action.node, body, _content_type=MERGE,
                                                                        _request_timeout=timeout(self.api)))
+            except Retry:
+                continue
+            audit.info(line)
+            return line
+        raise GaveUp(f"{RETRIES} attempts")
+
+    def _drain(self, action: Drain, may_write: Callable[[], bool]) -> str | None:
+        """Evict what still runs on the node; once nothing evictable is left, mark it drained.
+        A PodDisruptionBudget that forbids an eviction (429) leaves that pod for a later loop,
+        with a Warning Event; it is not an error."""
+        from kubernetes import client
+
+        core = self._core()
+        found = self._call(RETRIES - 1, lambda: core.list_pod_for_all_namespaces(
+            field_selector=f"spec.nodeName={action.node}", _preload_content=False, _request_timeout=timeout(self.api)))
+        pods = [p for p in json.loads(found.data).get("items") or [] if not _stays(p)]
+        pods.sort(key=lambda p: (p["metadata"]["namespace"], p["metadata"]["name"]))
+        if not pods:
+            line = self._node(action, may_write)
+            if line and not self.dry_run:
+                self._event(Event(action.node, "Normal", "GPUHealthDrained", "every pod evicted; drain complete"))
+            return line
+        evicted, blocked = [], []
+        for pod in pods:
+            if self.dry_run or self._evictions >= self.evictions_per_loop or not may_write():
+                break
+            meta = pod["metadata"]
+            body = client.V1Eviction(metadata=client.V1ObjectMeta(name=meta["name"], namespace=meta["namespace"]),
+                                     delete_options=None if self.grace_seconds is None else
+                                     client.V1DeleteOptions(grace_period_seconds=self.grace_seconds))
+            self._evictions += 1
+            try:
+                self._call(RETRIES - 1, lambda m=meta, b=body: core.create_namespaced_pod_eviction(
+                    m["name"], m["namespace"], b, _request_timeout=timeout(self.api)))
+            except GaveUp as exc:
+                if exc.status == 429:  # a disruption budget says not now
+                    blocked.append(f"{meta['namespace']}/{meta['name']}")
+                elif exc.status != 404:  # 404: gone already
+                    raise
+                continue
+            evicted.append(f"{meta['namespace']}/{meta['name']}")
+        line = json.dumps({"action": "Drain", "node": action.node, "evicted": evicted, "blocked": blocked,
+                           "left": len(pods) - len(evicted) - len(blocked), "dryRun": self.dry_run}, sort_keys=True)
+        audit.info(line)
+        if blocked and not self.dry_run:
+            self._event(Event(action.node, "Warning", "GPUHealthDrainBlocked",
+                              f"{len(blocked)} pod(s) kept by a PodDisruptionBudget; retried every loop"))
+        return line
+
+    def _condition(self, action: SetCondition, may_write: Callable[[], bool]) -> str | None:
+        """Our condition on the Node's status: a strategic merge patch, which merges `conditions`
+        by type (the kubelet's and node-problem-detector's conditions stay as they are)."""
+        core = self._core()
+        stamp = self._stamp().isoformat()
+        want = action.condition
+        condition = {"type": CONDITION_TYPE, "status": want.status, "reason": want.reason,
+                     "message": want.message[:1024], "lastHeartbeatTime": stamp}
+        if action.transition:  # otherwise the merge keeps the time the status last changed
+            condition["lastTransitionTime"] = stamp
+        body = {"status": {"conditions": [condition]}}
+        line = json.dumps({"action": "SetCondition", "node": action.node, "status": want.status,
+                           "reason": want.reason, "dryRun": self.dry_run}, sort_keys=True)
+        if self.dry_run:
+            audit.info(line)
+            return line
+        for attempt in range(RETRIES):
+            if attempt and not may_write():
+                raise GaveUp("lost the lease while retrying")
+            try:
+                self._call(attempt, lambda: core.patch_node_status(
+                    action.node, body, _content_type=STRATEGIC, _request_timeout=timeout(self.api)))
             except Retry:
                 continue
             audit.info(line)

@@ -12,7 +12,16 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from generator.compile.health import STALL_PERIODS
-from generator.reconciler.model import ALL_POOLS, Cordon, Decision, NodeState, breaker_of
+from generator.reconciler.model import (
+    ALL_POOLS,
+    DRAIN,
+    Cordon,
+    Decision,
+    Drain,
+    NodeState,
+    breaker_of,
+    drain_breaker_of,
+)
 
 
 class Metrics:
@@ -26,6 +35,11 @@ class Metrics:
                               ["reason"], registry=self.registry)
         self.breaker = Gauge("fleetgen_health_breaker_tripped", "1 while the pool's circuit breaker is tripped",
                              ["pool"], registry=self.registry)
+        self.drain_breaker = Gauge("fleetgen_health_drain_breaker_tripped",
+                                   "1 while the pool's drain breaker is tripped (no evictions there)", ["pool"],
+                                   registry=self.registry)
+        self.evictions = Counter("fleetgen_health_drains_total", "Drain passes over a cordoned node",
+                                 registry=self.registry)
         self.leader = Gauge("fleetgen_health_leader", "1 while this replica holds the Lease", registry=self.registry)
         self.loop = Histogram("fleetgen_health_loop_seconds", "Duration of one reconcile loop",
                               registry=self.registry)
@@ -61,8 +75,12 @@ class Metrics:
             for pool in self.pools:
                 self.breaker.labels(pool).set(0)
             return
-        for pool in sorted(set(self.pools) | set(decision.breakers) - {ALL_POOLS}):
+        cordon_keys = {key for key in decision.breakers if not key.startswith(DRAIN)} - {ALL_POOLS}
+        for pool in sorted(set(self.pools) | cordon_keys):
             self.breaker.labels(pool).set(breaker_of(decision.breakers, pool).tripped)
+        for pool in sorted(set(self.pools) | {k.removeprefix(DRAIN) for k in decision.breakers if k.startswith(DRAIN)}):
+            self.drain_breaker.labels(pool).set(drain_breaker_of(decision.breakers, pool).tripped)
+        self.evictions.inc(sum(isinstance(a, Drain) for a in decision.actions))
         self.cordoned.clear()
         for node in nodes.values():
             if node.owned and node.unschedulable:

@@ -53,6 +53,9 @@ class Tool:
     stamps: tuple[str, ...] = ()
     """`-X package.variable=value` linker flags that stamp the version, as upstream's own builds do
     (a kube-apiserver without them reports v0.0.0-master, which Kueue refuses to parse)."""
+    directory: str = ""
+    """A small program of ours beside this file (its own go.mod requires `module` at `version`):
+    built there, so its dependencies never move the Kubernetes family's."""
 
 
 def _k8s_stamps(version: str) -> tuple[str, ...]:
@@ -81,6 +84,11 @@ TOOLS: tuple[Tool, ...] = (
     Tool("jobset", "sigs.k8s.io/jobset", "v0.12.0", "sigs.k8s.io/jobset", via_go_mod=True, manifests=True,
          stamps=("-X sigs.k8s.io/jobset/pkg/version.GitVersion=v0.12.0",
                  "-X sigs.k8s.io/jobset/pkg/version.GitCommit=09e9a3bb4b64dbe75b5b0119d3623903f0434643")),
+)
+TOOLS += (
+    # BuildKit's Dockerfile checks (what `docker build --check` runs), for the reconciler's image.
+    Tool("dockerfile-lint", "github.com/moby/buildkit", "v0.34.2", ".", via_go_mod=False,
+         directory="dockerfile-lint"),
 )
 BY_NAME = {t.name: t for t in TOOLS}
 
@@ -123,9 +131,9 @@ def _go(*args: str, cwd: Path = HERE, env: dict[str, str] | None = None) -> str:
     return proc.stdout
 
 
-def _required_versions() -> dict[str, str]:
+def _required_versions(go_mod: Path = HERE / "go.mod") -> dict[str, str]:
     """module -> version, as go.mod requires them."""
-    text = (HERE / "go.mod").read_text()
+    text = go_mod.read_text()
     return dict(re.findall(r"^\s*(\S+)\s+(v\S+)(?:\s*//.*)?$", text, flags=re.MULTILINE))
 
 
@@ -133,6 +141,11 @@ def check_go_mod() -> None:
     """go.mod must require every go.mod-built tool at the version TOOLS names."""
     required = _required_versions()
     for tool in TOOLS:
+        if tool.directory:
+            own = _required_versions(HERE / tool.directory / "go.mod")
+            if own.get(tool.module) != tool.version:
+                raise ToolError(f"tests/upstream/{tool.directory}/go.mod requires {tool.module} "
+                                f"{own.get(tool.module, '(nothing)')} but tools.py pins {tool.version}")
         if tool.via_go_mod and required.get(tool.module) != tool.version:
             raise ToolError(f"tests/upstream/go.mod requires {tool.module} {required.get(tool.module, '(nothing)')} "
                             f"but tools.py pins {tool.version}: run `go get {tool.module}@{tool.version} && "
@@ -144,6 +157,9 @@ def _fingerprint(tool: Tool, go_version: str) -> str:
     if tool.via_go_mod:
         digest.update((HERE / "go.mod").read_bytes())
         digest.update((HERE / "go.sum").read_bytes())
+    if tool.directory:
+        for source in sorted((HERE / tool.directory).iterdir()):
+            digest.update(source.name.encode() + b"\0" + source.read_bytes())
     return digest.hexdigest()
 
 
@@ -187,7 +203,13 @@ def build(names: list[str] | None = None, log: bool = True) -> dict[str, float]:
     with tempfile.TemporaryDirectory(dir=tools_dir(), prefix=".build-") as tmp:
         staged = Path(tmp)
         # Standalone tools first: kustomize is needed for the manifests below.
-        for tool in [t for t in todo if not t.via_go_mod]:
+        for tool in [t for t in todo if t.directory]:
+            started = time.monotonic()
+            _say(log, f"building {tool.name} against {tool.module} {tool.version} (tests/upstream/{tool.directory})")
+            _go("build", "-trimpath", "-o", str(staged / tool.name), ".", cwd=HERE / tool.directory)
+            spent[tool.name] = time.monotonic() - started
+            _install(tool, staged, staged / tool.name, _fingerprint(tool, go_version), spent[tool.name])
+        for tool in [t for t in todo if not t.via_go_mod and not t.directory]:
             started = time.monotonic()
             _say(log, f"building {tool.name} {tool.version} (go install {tool.package}@{tool.version})")
             _go("install", f"{tool.package}@{tool.version}", env={"GOBIN": str(staged)})
