@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import csv
+import io
 import re
+import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from generator.compile.dashboards import queries
@@ -143,6 +147,20 @@ def test_service_monitor_labels_series_with_the_node() -> None:
         assert sm["spec"]["namespaceSelector"] == {"matchNames": [namespace]}
 
 
+@pytest.mark.parametrize("cluster", ["prod-east", "prod-west"])
+def test_exporter_arguments_stay_strings_in_the_charts_daemonset(cluster: str) -> None:
+    """Issue 14: the dcgm-exporter chart writes each argument unquoted (`- {{ . }}`,
+    deployment/templates/daemonset.yaml:119-122 at 4.4.1-4.6.0; the chart is not in any Go module
+    or registry this machine reaches), so `300000` became an integer in the DaemonSet and strict
+    validation refused it. Each argument, printed as that template prints it, must read back as
+    the same string, and be `--flag=value` of a flag the exporter has (pkg/cmd/app.go:68, 86)."""
+    arguments = _values(cluster, "dcgm-exporter")["arguments"]
+    container_args = yaml.safe_load("args:\n" + "".join(f"- {argument}\n" for argument in arguments))["args"]
+    assert container_args == arguments and all(isinstance(a, str) for a in container_args)
+    assert [a.split("=")[0] for a in arguments] == ["--collectors", "--xid-count-window-size"]
+    assert yaml.safe_load("args:\n- 300000\n")["args"] == [300000]  # what the old `-x`, `'300000'` pair gave
+
+
 def test_gpu_operator_uses_our_counters() -> None:
     values = _values("dev", "gpu-operator")
     assert values["dcgmExporter"]["config"] == {"name": "fleetgen-dcgm-counters"}
@@ -155,8 +173,31 @@ def test_every_dcgm_metric_the_rules_use_is_collected() -> None:
     exprs = [r["expr"] for _, rules in prometheus_groups() for r in rules] + queries()
     used = {m for expr in exprs for m in re.findall(r"\bDCGM_(?:FI|EXP)_[A-Z0-9_]+", expr)}
     assert used and used <= collected, used - collected
-    csv = load(REPO, "prod-east/monitoring/configmap-fleetgen-dcgm-counters.yaml")["data"]["counters.csv"]
-    assert all(f"{field}, " in csv for field in used)
+    text = load(REPO, "prod-east/monitoring/configmap-fleetgen-dcgm-counters.yaml")["data"]["counters.csv"]
+    rows = [row for row in csv.reader(io.StringIO(text)) if row and not row[0].startswith("#")]
+    assert used <= {row[0] for row in rows}
+
+
+def test_the_exporter_reads_every_rendered_counters_file(upstream_tools: None, tmp_path: Path) -> None:
+    """Issue 14: two help texts with commas made 4- and 5-field records, which dcgm-exporter's
+    encoding/csv reader refuses, and the exporter exits. Every cluster's rendered file goes through
+    Go's encoding/csv with the exporter's rules (tests/upstream/dcgm-csv); the old lines fail there."""
+    from tests.upstream import tools
+
+    files = []
+    for path in sorted(REPO.glob("rendered/*/monitoring/configmap-fleetgen-dcgm-counters.yaml")):
+        (text,) = load(REPO, str(path.relative_to(REPO / "rendered")))["data"].values()
+        files.append(tmp_path / f"{path.parts[-3]}.csv")
+        files[-1].write_text(text)
+    assert len(files) == 3
+    reader = str(tools.binary("dcgm-csv"))
+    proc = subprocess.run([reader, *map(str, files)], capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    old = tmp_path / "old.csv"
+    old.write_text("# fields\nDCGM_FI_DEV_GPU_TEMP, gauge, GPU temperature (C).\n"
+                   "DCGM_EXP_GPU_HEALTH_STATUS, gauge, DCGM health watch result: 0 pass, 10 warn, 20 fail.\n")
+    proc = subprocess.run([reader, str(old)], capture_output=True, text=True, check=False)
+    assert proc.returncode == 1 and "wrong number of fields" in proc.stdout
 
 
 def test_every_alert_has_severity_summary_and_runbook() -> None:

@@ -158,7 +158,11 @@ def _loki(cfg: ClusterConfig) -> dict[str, Any]:
 
 def _dcgm_exporter(cfg: ClusterConfig) -> dict[str, Any]:
     return {
-        "arguments": ["-f", "/etc/dcgm-exporter/fleetgen/counters.csv", "-x", str(XID_WINDOW_MS)],
+        # One `--flag=value` per argument: the chart writes each unquoted (`- {{ . }}`,
+        # deployment/templates/daemonset.yaml:119-122 at 4.4.1-4.6.0), so a bare `300000` became
+        # an integer and strict validation refused the DaemonSet (issue 14).
+        "arguments": ["--collectors=/etc/dcgm-exporter/fleetgen/counters.csv",
+                      f"--xid-count-window-size={XID_WINDOW_MS}"],
         "extraConfigMapVolumes": [{"name": "fleetgen-counters", "configMap": {"name": COUNTERS}}],
         "extraVolumeMounts": [{"name": "fleetgen-counters", "mountPath": "/etc/dcgm-exporter/fleetgen",
                                "readOnly": True}],

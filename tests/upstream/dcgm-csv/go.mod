@@ -1,0 +1,3 @@
+module fleetgen.test/dcgm-csv
+
+go 1.26
