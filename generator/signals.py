@@ -53,6 +53,12 @@ XID_CLASSES: tuple[XidClass, ...] = (
              "the driver states a recovery action is required (GPU reset or node reboot)",
              "Read the recovery action in the kernel log line (GPU reset or node reboot), drain the node and "
              "perform it; the node is released automatically once healthy and reset or rebooted.", reset=True),
+    XidClass("reset-required", (46, 62, 109, 110, 136, 143, 156, 158), "cordon", "critical",
+             "an error whose recovery NVIDIA's XID catalog gives as a GPU reset (the GPU or one of its engines "
+             "stopped, a context-switch timeout, a security or initialization fault)",
+             "Cordon the node and drain its GPU jobs, then reset the GPU (nvidia-smi -r, or reboot the node); "
+             "the node is released automatically once healthy and reset or rebooted. Open a hardware ticket "
+             "if the XID returns after the reset.", reset=True),
     XidClass("needs-corroboration", (155,), "corroborate", "warning",
              "possible hardware fault that needs a second signal before acting",
              "Check the GPU's ECC, row-remap and health-status series for the same GPU; cordon only if one of "
@@ -149,6 +155,15 @@ CONDITIONS: tuple[Condition, ...] = (
               "Node {{ $labels.node }} reports {{ $value }} fewer GPUs than its capacity",
               "A GPU fell off the bus or the driver lost it (check for XID 79). Cordon, drain and reboot the node.",
               "availability", reset=True),
+    Condition("exporter_missing", "GPUExporterMissing",
+              "max by (node) (kube_node_status_capacity{{resource=\"nvidia_com_gpu\"}}) > {threshold} "
+              "unless on (node) max by (node) (up{exporter})", 0, "10m", "unknown", "warning",
+              "Node {{ $labels.node }} has GPUs but no GPU metrics exporter is scraped there: its GPUs' health "
+              "is unknown",
+              "No exporter target exists for this node (a node selector or taint keeps the exporter off it, or "
+              "its pod never started), so neither GPUExporterDown nor GPUMissingFromNode can fire. Check the "
+              "exporter DaemonSet's pods on this node; nothing is cordoned or released while health is unknown.",
+              "availability"),
     Condition("exporter_down", "GPUExporterDown",
               "up{exporter} == {threshold}", 0, "5m", "unknown", "warning",
               "GPU metrics exporter on node {{ $labels.node }} is down: its GPUs' health is unknown",

@@ -161,6 +161,19 @@ def test_exporter_arguments_stay_strings_in_the_charts_daemonset(cluster: str) -
     assert yaml.safe_load("args:\n- 300000\n")["args"] == [300000]  # what the old `-x`, `'300000'` pair gave
 
 
+def test_gpu_operator_runs_only_what_the_docs_say() -> None:
+    """Issue 14: the operator's driver, toolkit, device plugin and MIG manager were left on (the
+    chart's defaults, values.yaml at v25.10.0), and its default `nvidia.com/gpu` toleration was
+    replaced by the pools' taints."""
+    values = _values("dev", "gpu-operator")
+    assert {k: values[k]["enabled"] for k in ("driver", "toolkit", "devicePlugin", "migManager", "gfd", "nfd")} == {
+        "driver": False, "toolkit": False, "devicePlugin": False, "migManager": False, "gfd": True, "nfd": True}
+    assert values["daemonsets"]["tolerations"][0] == {"key": "nvidia.com/gpu", "operator": "Exists",
+                                                      "effect": "NoSchedule"}
+    assert {"key": "fleetgen.io/gpu-unhealthy", "operator": "Exists", "effect": "NoSchedule"} in \
+        values["daemonsets"]["tolerations"]
+
+
 def test_gpu_operator_uses_our_counters() -> None:
     values = _values("dev", "gpu-operator")
     assert values["dcgmExporter"]["config"] == {"name": "fleetgen-dcgm-counters"}

@@ -59,6 +59,11 @@ def test_promtool_check_rules(tmp_path: Path, cluster: str) -> None:
 XID = "DCGM_EXP_XID_ERRORS_COUNT"
 
 
+def xid_class_codes(name: str) -> tuple[int, ...]:
+    (cls,) = [c for c in XID_CLASSES if c.name == name]
+    return cls.codes
+
+
 def xid_cases() -> list[dict[str, Any]]:
     hw79 = gpu_labels(xid="79")
     return [
@@ -82,6 +87,12 @@ def xid_cases() -> list[dict[str, Any]]:
                [expected("GPUXidNeedsCorroboration", {k: v for k, v in {**GPU1, "xid": "155"}.items()
                                                      if k in ("node", "gpu", "UUID", "xid")})]),
               ("GPUXidHardwareError", "1m", [])]),
+        # Issue 14: every code NVIDIA resolves with a GPU reset alerts as reset-required, at once.
+        case([series(XID, {**GPU0, "gpu": str(i), "xid": str(code)}, "0 1 1 1")
+              for i, code in enumerate(xid_class_codes("reset-required"))],
+             [("GPUXidResetRequired", "2m", [expected("GPUXidResetRequired", gpu_labels(gpu=str(i), xid=str(code)))
+                                             for i, code in enumerate(xid_class_codes("reset-required"))]),
+              ("GPUXidHardwareError", "2m", [])]),
         # XID 63 (row remap pending) is counted, never alerted.
         case([series(XID, {**GPU0, "xid": "63"}, "2 2 2")],
              [("GPUXidHardwareError", "2m", []), ("GPUXidNeedsCorroboration", "2m", [])],
@@ -115,6 +126,15 @@ def availability_cases() -> list[dict[str, Any]]:
              [("GPUExporterDown", "10m", [expected("GPUExporterDown", {"job": "gpu-exporter", "node": "gpu-node-1",
                                                                        "instance": "10.0.0.1:9400"})]),
               ("GPUMissingFromNode", "10m", [])]),
+        # Issue 14: no exporter at all on a node with GPUs (no `up` series, no DCGM series):
+        # GPUExporterMissing after 10m; gpu-node-1 has its exporter and stays silent.
+        case([series("up", {"job": "gpu-exporter", "node": "gpu-node-1", "instance": "10.0.0.1:9400"}, "1x20"),
+              series(cap, {**node, "resource": "nvidia_com_gpu", "job": "kube-state-metrics"}, "8x20"),
+              series(cap, {"node": "gpu-node-2", "resource": "nvidia_com_gpu", "job": "kube-state-metrics"}, "8x20"),
+              series(cap, {"node": "cpu-node-1", "resource": "nvidia_com_gpu", "job": "kube-state-metrics"}, "0x20")],
+             [("GPUExporterMissing", "5m", []),
+              ("GPUExporterMissing", "12m", [expected("GPUExporterMissing", {"node": "gpu-node-2"}, "8")]),
+              ("GPUExporterDown", "12m", []), ("GPUMissingFromNode", "12m", [])]),
         # 7 of 8 GPUs report: one fell off the bus.
         case([series("up", {"job": "gpu-exporter", "node": "gpu-node-1", "instance": "10.0.0.1:9400"}, "1x20"),
               series(cap, {**node, "resource": "nvidia_com_gpu", "job": "kube-state-metrics"}, "8x20"), *temps],
@@ -151,6 +171,10 @@ def kueue_cases() -> list[dict[str, Any]]:
         case([series("kueue_pending_workloads", {**cq, "status": "active"}, "3x70"),
               series("kueue_admitted_workloads_total", cq, "12x70")],
              [("KueueAdmissionStalled", "65m", [expected("KueueAdmissionStalled", cq)])]),
+        # Issue 14: a queue that never admitted anything has no admitted counter; it is stalled too.
+        case([series("kueue_pending_workloads", {**cq, "status": "active"}, "3x70")],
+             [("KueueAdmissionStalled", "20m", []),
+              ("KueueAdmissionStalled", "35m", [expected("KueueAdmissionStalled", cq)])]),
         # Admissions keep flowing: not stalled.
         case([series("kueue_pending_workloads", {**cq, "status": "active"}, "3x70"),
               series("kueue_admitted_workloads_total", cq, "0+1x70")],

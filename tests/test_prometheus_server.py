@@ -92,6 +92,34 @@ def test_exporter_down_is_unknown_not_missing_gpus(tmp_path: Path) -> None:
         assert "GPUMissingFromNode" not in names, names
 
 
+def test_a_gpu_node_without_any_exporter_target_is_reported(tmp_path: Path) -> None:
+    """Issue 14: with no exporter target on a GPU node there is no `up` and no DCGM series, so
+    nothing fired. A real Prometheus scrapes kube-state-metrics (one GPU node, gpu-node-2, has no
+    exporter) and the exporter of gpu-node-1; the rendered rule, with its `for` shortened to the
+    test's pace, fires for gpu-node-2 only."""
+    import yaml
+
+    tool("prometheus")
+    node = FakeNode()
+    ksm = MetricsEndpoint(lambda: exposition([
+        ("kube_node_status_capacity", {"node": NODE, "resource": "nvidia_com_gpu"}, 8.0),
+        ("kube_node_status_capacity", {"node": "gpu-node-2", "resource": "nvidia_com_gpu"}, 8.0)]))
+    endpoint = MetricsEndpoint(node.render)
+    rules = write_rules(tmp_path)
+    groups = yaml.safe_load(rules.read_text())
+    for group in groups["groups"]:
+        for rule in group["rules"]:
+            if rule.get("alert") == "GPUExporterMissing":
+                rule["for"] = "2s"
+    rules.write_text(yaml.safe_dump(groups, sort_keys=False))
+    with ksm, endpoint, PrometheusServer(tmp_path, [rules], {EXPORTER_JOB: (endpoint.port, {"node": NODE}),
+                                                             "kube-state-metrics": (ksm.port, {})}) as prom:
+        firing = prom.wait_for_alert("GPUExporterMissing", "firing", labels={"node": "gpu-node-2"})
+        assert firing["labels"]["fleetgen_action"] == "unknown"
+        assert not [a for a in prom.alerts() if a["labels"]["alertname"] == "GPUExporterMissing"
+                    and a["labels"].get("node") == NODE]
+
+
 def test_every_dashboard_query_runs(tmp_path: Path) -> None:
     tool("prometheus")
     node = FakeNode()

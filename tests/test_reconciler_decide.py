@@ -366,3 +366,16 @@ def test_decide_is_pure() -> None:
     nodes = pool(10)
     obs = {**healthy(nodes), "h100-3": Observation("h100-3", (XID79,))}
     assert decide(obs, nodes, POLICY, {}, NOW) == decide(obs, nodes, POLICY, {}, NOW)
+
+
+@pytest.mark.parametrize("code", [46, 62, 109, 110, 136, 143, 156, 158])
+def test_xids_nvidia_resolves_with_a_reset_cordon_and_wait_for_one(code: int) -> None:
+    """Issue 14: these were unclassified (counted only). Now they cordon, and the cordon is lifted
+    only after a GPU reset or reboot."""
+    from generator.signals import needs_reset, xid_class
+
+    cls = xid_class(code)
+    assert cls is not None and cls.action == "cordon" and needs_reset(f"xid-{code}")
+    nodes = pool(4)
+    obs = {**healthy(nodes), "h100-2": Observation("h100-2", (Evidence(f"xid-{code}", cls.action, gpu="1"),))}
+    assert [c.reason for c in kinds(decide(obs, nodes, POLICY, {}, NOW), Cordon)] == [f"xid-{code}"]

@@ -173,9 +173,22 @@ def _dcgm_exporter(cfg: ClusterConfig) -> dict[str, Any]:
     }
 
 
+GPU_OPERATOR_DEFAULT_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+"""The chart's own `daemonsets.tolerations` (deployments/gpu-operator/values.yaml:38-41 at v25.10.0):
+setting the list replaces it, so it is kept beside the pools' taints."""
+GPU_OPERATOR_OFF = ("driver", "toolkit", "devicePlugin", "migManager")
+"""Operands the node image provides (values.yaml:129-130, 220-221, 231-232, 340-341 at v25.10.0); GFD
+and NFD stay on: the pools are selected by GFD's `nvidia.com/gpu.product` label."""
+
+
 def _gpu_operator(cfg: ClusterConfig) -> dict[str, Any]:
+    tolerations = gpu_tolerations(cfg)
+    if GPU_OPERATOR_DEFAULT_TOLERATION not in tolerations:
+        tolerations.insert(0, dict(GPU_OPERATOR_DEFAULT_TOLERATION))
     return {
-        "daemonsets": {"tolerations": gpu_tolerations(cfg)},
+        **{operand: {"enabled": False} for operand in GPU_OPERATOR_OFF},
+        "gfd": {"enabled": True}, "nfd": {"enabled": True},
+        "daemonsets": {"tolerations": tolerations},
         "dcgmExporter": {
             "enabled": True,
             "config": {"name": COUNTERS},

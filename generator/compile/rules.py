@@ -29,6 +29,7 @@ XID_METRIC = "DCGM_EXP_XID_ERRORS_COUNT"
 XID_ALERTS: dict[str, str] = {
     "hardware": "GPUXidHardwareError",
     "recovery-action": "GPUXidRecoveryActionRequired",
+    "reset-required": "GPUXidResetRequired",
     "needs-corroboration": "GPUXidNeedsCorroboration",
 }
 """XID classes that alert (the others are recorded only)."""
@@ -83,8 +84,10 @@ def _kueue_rules() -> list[dict[str, Any]]:
                "{{ $labels.flavor }} with work waiting",
                "Expected during peaks; if it lasts, raise the team's quota or let it borrow (teams/<team>.yaml)."),
         alert("KueueAdmissionStalled",
-               "sum by (cluster_queue) (kueue_pending_workloads{status=\"active\"}) > 0 and on (cluster_queue) "
-               f"sum by (cluster_queue) (increase(kueue_admitted_workloads_total[{KUEUE.stalled_for}])) == 0",
+               # `unless ... > 0`, not `and ... == 0`: a queue that never admitted anything has no
+               # admitted counter at all, and `and` against a missing series never fired (issue 14).
+               "sum by (cluster_queue) (kueue_pending_workloads{status=\"active\"}) > 0 unless on (cluster_queue) "
+               f"sum by (cluster_queue) (increase(kueue_admitted_workloads_total[{KUEUE.stalled_for}])) > 0",
                KUEUE.stalled_for, "warning", "none", "kueue",
                "ClusterQueue {{ $labels.cluster_queue }} has admissible work but admitted nothing for "
                f"{KUEUE.stalled_for}",

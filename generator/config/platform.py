@@ -138,7 +138,8 @@ class Monitoring(ConfigModel):
     """Namespace of Prometheus, Loki, the GPU exporter and the log collector."""
     gpu_exporter: Literal["dcgm-exporter", "gpu-operator"] = "dcgm-exporter"
     """`dcgm-exporter` installs NVIDIA's exporter chart; `gpu-operator` configures the exporter the GPU
-    operator runs (installing the operator, with its driver and device plugin management disabled)."""
+    operator runs (installing the operator with its driver, container toolkit, device plugin and MIG
+    manager disabled: the node image provides them; GPU Feature Discovery and NFD stay on)."""
     scrape_interval: Duration = "30s"
     """How often Prometheus scrapes every target."""
     prometheus: Prometheus = Prometheus()
