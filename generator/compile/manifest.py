@@ -76,10 +76,14 @@ ARGOCD_CRD_IN_SAME_SYNC = {"argocd.argoproj.io/sync-options": "SkipDryRunOnMissi
 dry run fails on the unknown kind. Copy it (dict(...)) onto each object."""
 
 
+TEAM_LABEL = "fleetgen.io/team"
+"""On every object of a team, its namespaces included, and on nothing of the platform."""
+
+
 def labels(cluster: str, team: str | None = None) -> dict[str, str]:
     """Labels on every object: who manages it and which cluster (and team) it belongs to."""
     out = dict(MANAGED_BY)
     out["fleetgen.io/cluster"] = cluster
     if team is not None:
-        out["fleetgen.io/team"] = team
+        out[TEAM_LABEL] = team
     return out

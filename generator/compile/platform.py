@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from generator.compile.manifest import Manifest, labels
+from generator.compile.manifest import TEAM_LABEL, Manifest, labels
 from generator.compile.monitoring import COUNTERS, XID_WINDOW_MS, exporter_namespace, gpu_tolerations
 from generator.config.cluster import ClusterConfig, kueue_tuple
 from generator.config.fleet import Loaded
@@ -61,6 +61,11 @@ def kueue_configuration(cfg: ClusterConfig, teams: list[Loaded[TeamConfig]]) -> 
                              "requeuingStrategy": {"timestamp": "Eviction", "backoffBaseSeconds": 60,
                                                    "backoffMaxSeconds": 3600}},
         "integrations": {"frameworks": list(KUEUE_FRAMEWORKS)},
+        # Kueue manages team namespaces only. The chart also makes this the namespaceSelector of
+        # its webhooks (charts/kueue/templates/webhook/manifests.yaml:42-52 at v0.19.2), so with
+        # Kueue down, pods still start in monitoring, gpu-operator, argocd, flux-system and the
+        # reconciler's namespace (the `pod` webhook fails closed everywhere it matches; issue 14).
+        "managedJobsNamespaceSelector": {"matchExpressions": [{"key": TEAM_LABEL, "operator": "Exists"}]},
     }
     if not v1beta2:
         config["waitForPodsReady"] = {"enable": True, **config["waitForPodsReady"]}

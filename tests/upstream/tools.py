@@ -75,6 +75,8 @@ TOOLS: tuple[Tool, ...] = (
          "github.com/yannh/kubeconform/cmd/kubeconform", via_go_mod=False),
     Tool("kustomize", "sigs.k8s.io/kustomize/kustomize/v5", "v5.8.2",
          "sigs.k8s.io/kustomize/kustomize/v5", via_go_mod=False),
+    # `helm template` of the Kueue and JobSet charts shipped inside their Go modules (charts/).
+    Tool("helm", "helm.sh/helm/v3", "v3.22.0", "helm.sh/helm/v3/cmd/helm", via_go_mod=False),
     Tool("etcd", "go.etcd.io/etcd/server/v3", "v3.6.8", "go.etcd.io/etcd/server/v3", via_go_mod=True),
     Tool("kube-apiserver", "k8s.io/kubernetes", K8S, "k8s.io/kubernetes/cmd/kube-apiserver", via_go_mod=True,
          stamps=_k8s_stamps(K8S)),
@@ -114,6 +116,14 @@ def binary(name: str) -> Path:
     """Where the named tool's binary is (whether or not it has been built)."""
     tool = BY_NAME[name]
     return folder(tool) / tool.name
+
+
+def chart(name: str) -> Path:
+    """The Helm chart a go.mod-built tool's module ships (`charts/<name>`), from the module cache
+    that built it."""
+    tool = BY_NAME[name]
+    module_dir = json.loads(_go("mod", "download", "-json", f"{tool.module}@{tool.version}"))["Dir"]
+    return Path(module_dir) / "charts" / name
 
 
 def manifests(name: str) -> Path:

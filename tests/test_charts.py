@@ -1,0 +1,74 @@
+"""The rendered chart values through the real charts: `helm template` (helm built at the pinned
+version) of the Kueue and JobSet charts shipped inside their Go modules, then kubeconform strict
+on what the charts make of our values (issue 14)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.conftest import REPO
+from tests.test_kubeconform import kubeconform
+from tests.test_platform import _values
+
+CLUSTERS = ("dev", "prod-east", "prod-west")
+
+
+def kubernetes_version(cluster: str) -> str:
+    return str(yaml.safe_load((REPO / "clusters" / f"{cluster}.yaml").read_text())["kubernetesVersion"])
+
+
+def helm_template(chart: str, cluster: str, namespace: str, tmp_path: Path) -> list[dict[str, Any]]:
+    """What the chart renders with the values fleetgen wrote for this cluster."""
+    from tests.upstream import tools
+
+    values = tmp_path / f"{cluster}-{chart}-values.yaml"
+    values.write_text(yaml.safe_dump(_values(cluster, chart)))
+    proc = subprocess.run([str(tools.binary("helm")), "template", chart, str(tools.chart(chart)), "--namespace",
+                           namespace, "--values", str(values), "--kube-version", f"{kubernetes_version(cluster)}.0"],
+                          capture_output=True, text=True, check=False, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return [doc for doc in yaml.safe_load_all(proc.stdout) if doc]
+
+
+@pytest.mark.parametrize("cluster", CLUSTERS)
+def test_kueue_webhooks_match_team_namespaces_only(cluster: str, upstream_tools: None, tmp_path: Path) -> None:
+    """While Kueue is down its `pod` webhook (failurePolicy Fail) refused every pod in the
+    namespaces it matched: monitoring, gpu-operator, argocd, flux-system and the reconciler's
+    among them. The chart takes the webhooks' namespaceSelector from our Configuration."""
+    docs = helm_template("kueue", cluster, "kueue-system", tmp_path)
+    hooks = {hook["name"]: hook for doc in docs if doc["kind"].endswith("WebhookConfiguration")
+             for hook in doc["webhooks"]}
+    pod = hooks["mpod.kb.io"]
+    assert pod["failurePolicy"] == "Fail"  # the `pod` integration is on: it would block everything it matches
+    team_only = {"matchExpressions": [{"key": "fleetgen.io/team", "operator": "Exists"}]}
+    assert all(hook["namespaceSelector"] == team_only for name, hook in hooks.items()
+               if name not in ("mresourceflavor.kb.io", "vresourceflavor.kb.io", "vclusterqueue.kb.io",
+                               "mclusterqueue.kb.io", "vcohort.kb.io", "mworkload.kb.io", "vworkload.kb.io")
+               and "namespaceSelector" in hook), {n: h.get("namespaceSelector") for n, h in hooks.items()}
+    for path in (REPO / "rendered" / cluster).rglob("namespace-*.yaml"):
+        namespace = yaml.safe_load(path.read_text())
+        is_team = "fleetgen.io/team" in (namespace["metadata"].get("labels") or {})
+        folder = path.relative_to(REPO / "rendered" / cluster).parts[0]
+        assert is_team == (folder == "teams"), path  # platform namespaces never carry the label
+
+
+@pytest.mark.parametrize(("chart", "namespace"), [("kueue", "kueue-system"), ("jobset", "jobset-system")])
+@pytest.mark.parametrize("cluster", CLUSTERS)
+def test_what_the_charts_make_of_our_values_is_valid(chart: str, namespace: str, cluster: str,
+                                                      upstream_tools: None, kubeconform_on_path: Path,
+                                                      shared_schemas: Path, tmp_path: Path) -> None:
+    docs = helm_template(chart, cluster, namespace, tmp_path)
+    folder = tmp_path / "out"
+    folder.mkdir()
+    for i, doc in enumerate(docs):
+        (folder / f"{i:03d}-{doc['kind'].lower()}.yaml").write_text(yaml.safe_dump(doc))
+    found = kubeconform(kubeconform_on_path, folder, kubernetes_version(cluster), shared_schemas)
+    summary = json.loads(found.pop()["summary"])
+    assert found == [], found  # -output json lists only what is not valid
+    assert summary == {"valid": len(docs), "invalid": 0, "errors": 0, "skipped": 0}, summary
