@@ -246,3 +246,28 @@ def test_dashboards_are_valid_grafana_json() -> None:
         board = json.loads(cm["data"][f"fleetgen-{uid}.json"])
         assert board["uid"] == f"fleetgen-{uid}" and board["panels"]
         assert all(p["targets"] and p["datasource"]["type"] == "prometheus" for p in board["panels"])
+
+
+def test_argocd_applications_stay_inside_their_clusters_projects() -> None:
+    """Issue 14: the platform Applications used project `default` and a hard-coded in-cluster
+    destination, outside the cluster's AppProject, and no Application retried a failed sync.
+    Every Application rendered for prod-east names a project rendered for prod-east whose source
+    repositories and destinations admit it (Argo CD's project check: source repo and destination
+    server must both match an entry)."""
+    gitops = REPO / "rendered" / "gitops" / "prod-east"
+    def read(path: Path) -> dict[str, Any]:
+        return load(REPO, str(path.relative_to(REPO / "rendered")))
+
+    projects = {p["metadata"]["name"]: p["spec"] for p in map(read, sorted(gitops.glob("appproject-*.yaml")))}
+    platform = REPO / "rendered" / "prod-east" / "platform"
+    apps = [read(f) for f in [*sorted(gitops.glob("application-*.yaml")), *sorted(platform.glob("application-*"))]]
+    assert len(apps) == 6 and set(projects) == {"prod-east", "prod-east-platform"}
+    for app in apps:
+        spec = app["spec"]
+        project = projects[spec["project"]]
+        assert spec["source"]["repoURL"] in project["sourceRepos"], app["metadata"]["name"]
+        assert spec["destination"]["server"] in [d["server"] for d in project["destinations"]]
+        assert spec["syncPolicy"]["retry"]["limit"] >= 3 and spec["syncPolicy"]["retry"]["backoff"]["maxDuration"]
+    # The platform project admits charts only: not the fleet repository.
+    fleet_repo = read(gitops / "application-prod-east-fleet.yaml")["spec"]["source"]["repoURL"]
+    assert fleet_repo not in projects["prod-east-platform"]["sourceRepos"]

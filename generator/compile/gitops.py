@@ -67,12 +67,36 @@ def _argocd(cluster: Loaded[ClusterConfig]) -> list[Manifest]:
             "destination": {"server": gitops.destination},
             "syncPolicy": {"automated": {"prune": True, "selfHeal": True},
                            "syncOptions": ["ServerSideApply=true", "PruneLast=true",
-                                           "RespectIgnoreDifferences=true"]},
+                                           "RespectIgnoreDifferences=true"],
+                           "retry": ARGOCD_RETRY},
             "ignoreDifferences": [{"group": g, "kind": k, "jqPathExpressions": paths}
                                   for g, k, paths in KUEUE_DEFAULTED],
         },
     }
-    return [Manifest((name,), project, cluster.at("gitops")), Manifest((name,), app, cluster.at("gitops"))]
+    # The platform charts make CRDs, webhooks and cluster roles of their own, which the fleet's
+    # kind list must not allow; their project allows any kind, but only from the pinned chart
+    # repositories and only into this cluster's destination (not `default`, not in-cluster).
+    platform = {
+        "apiVersion": "argoproj.io/v1alpha1", "kind": "AppProject",
+        "metadata": {"name": platform_project(name), "namespace": ns, "labels": labels(name)},
+        "spec": {
+            "description": f"fleetgen: the pinned platform charts of cluster {name}",
+            "sourceRepos": charts,
+            "destinations": [{"server": gitops.destination, "namespace": "*"}],
+            "clusterResourceWhitelist": [{"group": "*", "kind": "*"}],
+        },
+    }
+    return [Manifest((name,), m, cluster.at("gitops")) for m in (project, platform, app)]
+
+
+def platform_project(cluster: str) -> str:
+    """The AppProject of a cluster's platform chart Applications."""
+    return f"{cluster}-platform"
+
+
+ARGOCD_RETRY = {"limit": 5, "backoff": {"duration": "30s", "factor": 2, "maxDuration": "10m"}}
+"""A failed sync (a CRD not yet established, a webhook not yet serving) is retried with backoff
+instead of waiting for the next change in git."""
 
 
 def _flux(cluster: Loaded[ClusterConfig]) -> list[Manifest]:

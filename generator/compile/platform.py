@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from generator.compile.gitops import ARGOCD_RETRY, platform_project
 from generator.compile.manifest import TEAM_LABEL, Manifest, labels
 from generator.compile.monitoring import COUNTERS, XID_WINDOW_MS, exporter_namespace, gpu_tolerations
 from generator.config.cluster import ClusterConfig, kueue_tuple
@@ -20,7 +21,6 @@ from generator.versions import Component, component
 from generator.yamltext import to_yaml
 
 FOLDER = ("platform",)
-IN_CLUSTER = "https://kubernetes.default.svc"
 KUEUE_FRAMEWORKS = ["batch/job", "jobset.x-k8s.io/jobset", "kubeflow.org/pytorchjob", "pod"]
 WAIT_FOR_PODS_READY_TIMEOUT = "10m"
 
@@ -239,10 +239,11 @@ def _argocd(cluster: Loaded[ClusterConfig], inst: Install) -> list[Manifest]:
                      "labels": labels(cfg.name),
                      "annotations": {"argocd.argoproj.io/sync-wave": str(inst.wave)},
                      "finalizers": ["resources-finalizer.argocd.argoproj.io"]},
-        "spec": {"project": "default", "source": source,
-                 "destination": {"server": IN_CLUSTER, "namespace": inst.namespace},
+        "spec": {"project": platform_project(cfg.name), "source": source,
+                 "destination": {"server": cfg.gitops.destination, "namespace": inst.namespace},
                  "syncPolicy": {"automated": {"prune": True, "selfHeal": True},
-                                "syncOptions": ["CreateNamespace=true", "ServerSideApply=true"]}},
+                                "syncOptions": ["CreateNamespace=true", "ServerSideApply=true"],
+                                "retry": ARGOCD_RETRY}},
     }
     return [Manifest(FOLDER, body, cluster.at("gitops"))]
 
