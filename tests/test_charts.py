@@ -23,13 +23,30 @@ def kubernetes_version(cluster: str) -> str:
     return str(yaml.safe_load((REPO / "clusters" / f"{cluster}.yaml").read_text())["kubernetesVersion"])
 
 
+def chart_version(cluster: str, chart: str) -> str:
+    """The chart version the cluster's rendered install asks for (Argo CD Application or Flux source)."""
+    platform = REPO / "rendered" / cluster / "platform"
+    app = platform / f"application-{cluster}-{chart}.yaml"
+    if app.exists():
+        return str(yaml.safe_load(app.read_text())["spec"]["source"]["targetRevision"])
+    return str(yaml.safe_load((platform / f"ocirepository-{chart}.yaml").read_text())["spec"]["ref"]["tag"])
+
+
+def test_each_cluster_installs_the_kueue_it_declares() -> None:
+    """Issue 14: dev declared a Kueue v0.15 and got the pinned 0.19.2 chart."""
+    for cluster in CLUSTERS:
+        declared = yaml.safe_load((REPO / "clusters" / f"{cluster}.yaml").read_text())["kueue"]["version"]
+        assert f"v{chart_version(cluster, 'kueue')}" == declared, cluster
+
+
 def helm_template(chart: str, cluster: str, namespace: str, tmp_path: Path) -> list[dict[str, Any]]:
     """What the chart renders with the values fleetgen wrote for this cluster."""
     from tests.upstream import tools
 
     values = tmp_path / f"{cluster}-{chart}-values.yaml"
     values.write_text(yaml.safe_dump(_values(cluster, chart)))
-    proc = subprocess.run([str(tools.binary("helm")), "template", chart, str(tools.chart(chart)), "--namespace",
+    source = tools.chart(chart, f"v{chart_version(cluster, chart)}")
+    proc = subprocess.run([str(tools.binary("helm")), "template", chart, str(source), "--namespace",
                            namespace, "--values", str(values), "--kube-version", f"{kubernetes_version(cluster)}.0"],
                           capture_output=True, text=True, check=False, timeout=120)
     assert proc.returncode == 0, proc.stderr

@@ -8,7 +8,7 @@ Kueue Configuration are all reviewable in git.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from generator.compile.gitops import ARGOCD_RETRY, platform_project
@@ -34,10 +34,13 @@ class Install:
     wave: int
     values: dict[str, Any]
     depends_on: tuple[str, ...] = field(default=())
+    version: str | None = None
+    """The chart version when the cluster file chooses it (Kueue's `kueue.version`), else the pin."""
 
     @property
     def chart(self) -> Component:
-        return component(self.name)
+        pinned = component(self.name)
+        return replace(pinned, version=self.version) if self.version else pinned
 
 
 # --- values ------------------------------------------------------------------------------------
@@ -211,7 +214,10 @@ def installs(cfg: ClusterConfig, teams: list[Loaded[TeamConfig]]) -> list[Instal
         Install("kueue", "kueue-system", -20, {
             "enablePrometheus": cfg.monitoring.enabled,
             "managerConfig": {"controllerManagerConfigYaml": to_yaml(kueue_configuration(cfg, teams))}},
-            ("jobset", "kube-prometheus-stack") if cfg.monitoring.enabled else ("jobset",)),
+            ("jobset", "kube-prometheus-stack") if cfg.monitoring.enabled else ("jobset",),
+            # The controller the cluster file declares (issue 14: dev declared v0.15 and got the
+            # pin); Kueue's chart versions carry no `v`.
+            cfg.kueue.version.removeprefix("v")),
     ]
     if cfg.monitoring.enabled:
         ns = cfg.monitoring.namespace

@@ -118,11 +118,11 @@ def binary(name: str) -> Path:
     return folder(tool) / tool.name
 
 
-def chart(name: str) -> Path:
-    """The Helm chart a go.mod-built tool's module ships (`charts/<name>`), from the module cache
-    that built it."""
+def chart(name: str, version: str | None = None) -> Path:
+    """The Helm chart a tool's module ships (`charts/<name>`) at the pinned version or `version`
+    (another release of the same module: Go downloads it into its module cache)."""
     tool = BY_NAME[name]
-    module_dir = json.loads(_go("mod", "download", "-json", f"{tool.module}@{tool.version}"))["Dir"]
+    module_dir = json.loads(_go("mod", "download", "-json", f"{tool.module}@{version or tool.version}"))["Dir"]
     return Path(module_dir) / "charts" / name
 
 
