@@ -177,7 +177,7 @@ def test_gpu_operator_runs_only_what_the_docs_say() -> None:
 def test_gpu_operator_uses_our_counters() -> None:
     values = _values("dev", "gpu-operator")
     assert values["dcgmExporter"]["config"] == {"name": "fleetgen-dcgm-counters"}
-    cm = load(REPO, "dev/monitoring/configmap-fleetgen-dcgm-counters.yaml")
+    cm = load(REPO, "dev/platform/configmap-fleetgen-dcgm-counters.yaml")
     assert cm["metadata"]["namespace"] == "gpu-operator" and "dcgm-metrics.csv" in cm["data"]
 
 
@@ -186,7 +186,7 @@ def test_every_dcgm_metric_the_rules_use_is_collected() -> None:
     exprs = [r["expr"] for _, rules in prometheus_groups() for r in rules] + queries()
     used = {m for expr in exprs for m in re.findall(r"\bDCGM_(?:FI|EXP)_[A-Z0-9_]+", expr)}
     assert used and used <= collected, used - collected
-    text = load(REPO, "prod-east/monitoring/configmap-fleetgen-dcgm-counters.yaml")["data"]["counters.csv"]
+    text = load(REPO, "prod-east/platform/configmap-fleetgen-dcgm-counters.yaml")["data"]["counters.csv"]
     rows = [row for row in csv.reader(io.StringIO(text)) if row and not row[0].startswith("#")]
     assert used <= {row[0] for row in rows}
 
@@ -198,7 +198,7 @@ def test_the_exporter_reads_every_rendered_counters_file(upstream_tools: None, t
     from tests.upstream import tools
 
     files = []
-    for path in sorted(REPO.glob("rendered/*/monitoring/configmap-fleetgen-dcgm-counters.yaml")):
+    for path in sorted(REPO.glob("rendered/*/platform/configmap-fleetgen-dcgm-counters.yaml")):
         (text,) = load(REPO, str(path.relative_to(REPO / "rendered")))["data"].values()
         files.append(tmp_path / f"{path.parts[-3]}.csv")
         files[-1].write_text(text)

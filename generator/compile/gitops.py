@@ -38,6 +38,9 @@ KUEUE_DEFAULTED = [
     ("kueue.x-k8s.io", "ClusterQueue", [".spec.flavorFungibility", ".spec.stopPolicy"]),
     ("kueue.x-k8s.io", "LocalQueue", [".spec.stopPolicy"]),
 ]
+PLATFORM_NEEDED = ("jobset", "kueue", "kube-prometheus-stack")
+"""Releases whose CRDs and controllers the other folders need (Kueue and JobSet objects; the
+monitoring CRDs): the platform Kustomization is healthy when they are."""
 FLUX_FOLDERS = [("platform", []), ("kueue", ["platform"]), ("teams", ["kueue"]), ("monitoring", ["platform"]),
                 ("health", ["monitoring"])]
 
@@ -118,6 +121,13 @@ def _flux(cluster: Loaded[ClusterConfig]) -> list[Manifest]:
         spec: dict[str, Any] = {"interval": "10m", "retryInterval": "1m", "path": f"./rendered/{name}/{folder}",
                                 "prune": True, "wait": True, "timeout": "10m",
                                 "sourceRef": {"kind": "GitRepository", "name": source_name}}
+        if folder == "platform":
+            # Ready once the releases the other folders need are: a failing Loki or exporter
+            # release must not hold back queues, teams, rules and the reconciler.
+            spec["wait"] = False
+            spec["healthChecks"] = [{"apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease",
+                                     "name": release, "namespace": ns} for release in PLATFORM_NEEDED
+                                    if release != "kube-prometheus-stack" or cfg.monitoring.enabled]
         if deps:
             spec["dependsOn"] = [{"name": f"{source_name}-{dep}"} for dep in deps]
         body = {"apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",

@@ -92,20 +92,36 @@ def _meta(cfg: ClusterConfig, name: str, namespace: str, extra: dict[str, str] |
     return meta
 
 
+PLATFORM = ("platform",)
+"""What the exporter's chart release needs before it can become ready (its namespace and counters
+file) goes with the releases, not in `monitoring/`: Flux's monitoring Kustomization waits for the
+platform one, which waits for the exporter release, which waited for the counters file in
+monitoring/ (issue 14: a deadlock on every Flux cluster)."""
+BEFORE_RELEASES = {"argocd.argoproj.io/sync-wave": "-40"}
+"""Argo CD sync wave ahead of every platform Application (the earliest is -30)."""
+
+
 def _namespaces(cluster: Loaded[ClusterConfig]) -> list[Manifest]:
     cfg = cluster.config
     names = sorted({cfg.monitoring.namespace, exporter_namespace(cfg)})
-    return [Manifest(FOLDER, {"apiVersion": "v1", "kind": "Namespace",
-                              "metadata": {"name": ns, "labels": labels(cfg.name)}},
-                     cluster.at("monitoring")) for ns in names]
+    out = []
+    for ns in names:
+        meta: dict[str, Any] = {"name": ns, "labels": labels(cfg.name)}
+        if cfg.gitops.engine == "argocd":
+            meta["annotations"] = dict(BEFORE_RELEASES)
+        out.append(Manifest(PLATFORM, {"apiVersion": "v1", "kind": "Namespace", "metadata": meta},
+                            cluster.at("monitoring")))
+    return out
 
 
 def _counters(cluster: Loaded[ClusterConfig]) -> Manifest:
     cfg = cluster.config
     key = "dcgm-metrics.csv" if cfg.monitoring.gpu_exporter == "gpu-operator" else "counters.csv"
-    body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": _meta(cfg, COUNTERS, exporter_namespace(cfg)),
-            "data": {key: counters_csv()}}
-    return Manifest(FOLDER, body, cluster.at("monitoring"))
+    meta = _meta(cfg, COUNTERS, exporter_namespace(cfg))
+    if cfg.gitops.engine == "argocd":
+        meta["annotations"] = dict(BEFORE_RELEASES)
+    body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": {key: counters_csv()}}
+    return Manifest(PLATFORM, body, cluster.at("monitoring"))
 
 
 def _service_monitor(cluster: Loaded[ClusterConfig]) -> Manifest:

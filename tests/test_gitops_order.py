@@ -1,0 +1,191 @@
+"""Flux and Argo CD ordering (issue 14): the dependency graph of what the rendered GitOps objects
+wait for, and the objects each needs, must have a producer for every need and no cycle.
+
+Flux. Nodes are `apply:<Kustomization>` (its objects are applied: needs every dependsOn ready),
+`ready:<Kustomization>` (applied, and with `wait: true` every object in it ready, else the
+`healthChecks` ready) and `ready:<HelmRelease>` (its Kustomization applied, its dependsOn ready,
+and what its pods mount applied). An object of a CRD group needs the release that installs the
+CRDs ready; an object in a namespace needs the Namespace (in its own folder, another folder, or a
+release that creates it). The deadlock fixed here: the exporter release mounted a ConfigMap that
+lived in monitoring/, whose Kustomization waited for the platform one, which waited for the release.
+
+Argo CD. Inside the fleet Application, a lower sync wave is applied (and healthy) first: every
+custom resource must sit in a later wave than the Application installing its CRDs, and what a
+release mounts in an earlier one.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.conftest import REPO
+
+CRDS_FROM = {"monitoring.coreos.com": "kube-prometheus-stack", "kueue.x-k8s.io": "kueue",
+             "jobset.x-k8s.io": "jobset"}
+"""API group -> the chart release that installs its CRDs (Flux's own kinds are there before)."""
+
+
+PRESENT = {"default", "kube-system", "kube-public", "kube-node-lease", "flux-system", "argocd"}
+"""Namespaces a cluster has before any sync (the API server's own, and the GitOps controller's)."""
+
+
+def objects(folder: Path, nested: bool = False) -> list[dict[str, Any]]:
+    """The objects of a folder (with `nested`, of its subfolders too: what kustomize build gives)."""
+    files = folder.rglob("*.yaml") if nested else folder.glob("*.yaml")
+    return [yaml.safe_load(p.read_text()) for p in sorted(files) if p.name != "kustomization.yaml"]
+
+
+def mounted_config_maps(release: dict[str, Any]) -> list[str]:
+    """ConfigMaps a release's pods mount, from its values (the dcgm-exporter and GPU operator charts)."""
+    values = release["spec"].get("values") or {}
+    names = [v["configMap"]["name"] for v in values.get("extraConfigMapVolumes") or []]
+    if (values.get("dcgmExporter") or {}).get("config"):
+        names.append(values["dcgmExporter"]["config"]["name"])
+    return names
+
+
+def flux_problems(rendered: Path, cluster: str) -> list[str]:
+    """Missing producers and cycles of one Flux cluster's graph."""
+    kustomizations = [k for k in objects(rendered / "gitops" / cluster) if k["kind"] == "Kustomization"]
+    graph: dict[str, set[str]] = defaultdict(set)
+    folder_of: dict[str, str] = {}
+    produced: dict[tuple[str, str], str] = {}  # (kind, namespace/name) -> node that makes it exist
+    content: dict[str, list[dict[str, Any]]] = {}
+    releases: dict[str, dict[str, Any]] = {}
+    for k in kustomizations:
+        name = k["metadata"]["name"]
+        folder = k["spec"]["path"].rstrip("/").split("/")[-1]
+        folder_of[name] = folder
+        content[name] = objects(rendered / cluster / folder, nested=True)
+        for obj in content[name]:
+            meta = obj["metadata"]
+            produced[(obj["kind"], f"{meta.get('namespace', '')}/{meta['name']}")] = f"apply:{name}"
+            if obj["kind"] == "HelmRelease":
+                releases[meta["name"]] = obj
+                graph[f"ready:{meta['name']}"].add(f"apply:{name}")
+                if obj["spec"].get("install", {}).get("createNamespace"):
+                    produced.setdefault(("Namespace", "/" + obj["spec"]["targetNamespace"]), f"ready:{meta['name']}")
+    for namespace in PRESENT:
+        produced[("Namespace", "/" + namespace)] = "present"
+    problems = []
+    for k in kustomizations:
+        name, spec = k["metadata"]["name"], k["spec"]
+        graph[f"ready:{name}"].add(f"apply:{name}")
+        for dep in spec.get("dependsOn") or []:
+            graph[f"apply:{name}"].add(f"ready:{dep['name']}")
+        waited = [o["metadata"]["name"] for o in content[name] if o["kind"] == "HelmRelease"] if spec.get("wait") \
+            else [h["name"] for h in spec.get("healthChecks") or [] if h["kind"] == "HelmRelease"]
+        graph[f"ready:{name}"].update(f"ready:{r}" for r in waited)
+        for obj in content[name]:
+            meta = obj["metadata"]
+            group = obj["apiVersion"].split("/")[0] if "/" in obj["apiVersion"] else ""
+            if group in CRDS_FROM:
+                if CRDS_FROM[group] not in releases:
+                    problems.append(f"{obj['kind']} {meta['name']}: no release installs the {group} CRDs")
+                else:
+                    graph[f"apply:{name}"].add(f"ready:{CRDS_FROM[group]}")
+            namespace = meta.get("namespace")
+            if namespace and ("Namespace", "/" + namespace) not in produced:
+                problems.append(f"{obj['kind']} {meta['name']}: nothing creates namespace {namespace}")
+            elif namespace and produced[("Namespace", "/" + namespace)] not in (f"apply:{name}", "present"):
+                graph[f"apply:{name}"].add(produced[("Namespace", "/" + namespace)])
+    for release_name, release in releases.items():
+        for dep in release["spec"].get("dependsOn") or []:
+            graph[f"ready:{release_name}"].add(f"ready:{dep['name']}")
+        for cm in mounted_config_maps(release):
+            key = ("ConfigMap", f"{release['spec']['targetNamespace']}/{cm}")
+            if key not in produced:
+                problems.append(f"HelmRelease {release_name} mounts ConfigMap {key[1]}, which nothing renders")
+            else:
+                graph[f"ready:{release_name}"].add(produced[key])
+    problems += [f"cycle: {' -> '.join(c)}" for c in cycles(graph)]
+    return problems
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """One cycle per strongly connected loop found by depth-first search (empty: acyclic)."""
+    state: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                found.append(stack[stack.index(nxt):] + [nxt])
+            elif nxt not in state:
+                visit(nxt)
+        stack.pop()
+        state[node] = 2
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node)
+    return found
+
+
+def flux_clusters() -> list[str]:
+    return sorted(p.name for p in (REPO / "rendered" / "gitops").iterdir()
+                  if any(o["kind"] == "GitRepository" for o in objects(p)))
+
+
+def test_the_example_fleet_has_flux_and_argocd_clusters() -> None:
+    assert flux_clusters() == ["dev", "prod-west"]
+
+
+@pytest.mark.parametrize("cluster", ["dev", "prod-west"])
+def test_flux_graph_has_a_producer_for_every_need_and_no_cycle(cluster: str) -> None:
+    assert flux_problems(REPO / "rendered", cluster) == []
+
+
+def test_the_old_layout_deadlocks(tmp_path: Path) -> None:
+    """As it was: the counters ConfigMap in monitoring/ and the platform Kustomization waiting
+    for every release. The checker finds the cycle; either fix alone breaks it."""
+    rendered = tmp_path / "rendered"
+    for part in ("gitops/prod-west", "prod-west"):
+        shutil.copytree(REPO / "rendered" / part, rendered / part)
+    (rendered / "prod-west/platform/configmap-fleetgen-dcgm-counters.yaml").rename(
+        rendered / "prod-west/monitoring/configmap-fleetgen-dcgm-counters.yaml")
+    assert flux_problems(rendered, "prod-west") == []  # platform waits only for what others need
+    platform = rendered / "gitops/prod-west/kustomization-prod-west-fleet-platform.yaml"
+    body = yaml.safe_load(platform.read_text())
+    body["spec"]["wait"] = True
+    body["spec"].pop("healthChecks")
+    platform.write_text(yaml.safe_dump(body))
+    (found,) = [p for p in flux_problems(rendered, "prod-west") if p.startswith("cycle")]
+    for node in ("ready:dcgm-exporter", "apply:prod-west-fleet-monitoring", "ready:prod-west-fleet-platform"):
+        assert node in found, found
+
+
+def test_argocd_waves_put_crds_before_their_resources_and_mounts_before_releases() -> None:
+    cluster = "prod-east"
+    folder = REPO / "rendered" / cluster
+    apps = {a["spec"]["source"]["chart"]: a for a in objects(folder / "platform") if a["kind"] == "Application"}
+    wave = {name: int(a["metadata"]["annotations"]["argocd.argoproj.io/sync-wave"]) for name, a in apps.items()}
+
+    def wave_of(obj: dict[str, Any]) -> int:
+        return int((obj["metadata"].get("annotations") or {}).get("argocd.argoproj.io/sync-wave", "0"))
+
+    everything = [o for sub in sorted(p for p in folder.iterdir() if p.is_dir()) for o in objects(sub)]
+    everything += [o for team in sorted((folder / "teams").rglob("*")) if team.is_dir() for o in objects(team)]
+    checked = 0
+    for obj in everything:
+        group = obj["apiVersion"].split("/")[0]
+        if group in CRDS_FROM and obj["kind"] != "Application":
+            assert wave_of(obj) > wave[CRDS_FROM[group]], (obj["kind"], obj["metadata"]["name"])
+            checked += 1
+    assert checked > 10
+    mounts = {cm for a in apps.values() for cm in mounted_config_maps({"spec": {"values": a["spec"]["source"][
+        "helm"]["valuesObject"]}})}
+    for obj in everything:
+        if obj["kind"] == "ConfigMap" and obj["metadata"]["name"] in mounts:
+            assert wave_of(obj) < min(wave.values()), obj["metadata"]["name"]
+            mounts.discard(obj["metadata"]["name"])
+    assert mounts == set(), f"mounted but not rendered: {mounts}"
