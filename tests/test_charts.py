@@ -40,7 +40,17 @@ def test_each_cluster_installs_the_kueue_it_declares() -> None:
 
 
 def helm_template(chart: str, cluster: str, namespace: str, tmp_path: Path) -> list[dict[str, Any]]:
-    """What the chart renders with the values fleetgen wrote for this cluster."""
+    """What the chart renders with the values fleetgen wrote for this cluster (once per session)."""
+    key = (chart, cluster, namespace)
+    if key not in _TEMPLATED:
+        _TEMPLATED[key] = _helm_template(chart, cluster, namespace, tmp_path)
+    return _TEMPLATED[key]
+
+
+_TEMPLATED: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+
+
+def _helm_template(chart: str, cluster: str, namespace: str, tmp_path: Path) -> list[dict[str, Any]]:
     from tests.upstream import tools
 
     values = tmp_path / f"{cluster}-{chart}-values.yaml"

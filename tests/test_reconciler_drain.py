@@ -117,19 +117,12 @@ def _names(stack: Stack, namespace: str, node: str) -> dict[str, bool]:
     return {p.metadata.name: p.metadata.deletion_timestamp is not None for p in pods}
 
 
-@pytest.fixture
-def drained_stack(tmp_path_factory: pytest.TempPathFactory, upstream_etcd: Any) -> Any:
-    """A stack of its own whose controller manager also runs the disruption controller, so
-    PodDisruptionBudgets have a real status and the eviction API enforces them."""
-    stack = Stack.start(tmp_path_factory.mktemp("drain"), upstream_etcd, extra_controllers=("disruption-controller",))
-    yield stack
-    stack.stop()
-
-
-def test_evictions_honour_budgets_and_spare_daemonset_and_static_pods(drained_stack: Stack) -> None:
+def test_evictions_honour_budgets_and_spare_daemonset_and_static_pods(kube_stack: Stack) -> None:
+    """On the session's stack, whose controller manager runs the disruption controller, so the
+    budget has a real status and the eviction API enforces it."""
     from kubernetes import client
 
-    stack = drained_stack
+    stack = kube_stack
     pool = Pool(stack)
     pool.add(2)
     node = pool.name(0)

@@ -70,8 +70,7 @@ MOVED = [
     ("clusters/prod-east.yaml", "monitoring:\n", "monitoring:\n  namespace: observability\n", "observability",
      "monitoring ("),
     ("clusters/prod-east.yaml", "gitops:\n", "gitops:\n  namespace: gitops-ctl\n", "gitops-ctl", "platform ("),
-    ("clusters/prod-west.yaml", "monitoring:\n", "health:\n  namespace: gpu-health\nmonitoring:\n", "gpu-health",
-     "health ("),
+    ("clusters/prod-west.yaml", "health:\n", "health:\n  namespace: gpu-health\n", "gpu-health", "health ("),
 ]
 
 
