@@ -271,3 +271,20 @@ def test_argocd_applications_stay_inside_their_clusters_projects() -> None:
     # The platform project admits charts only: not the fleet repository.
     fleet_repo = read(gitops / "application-prod-east-fleet.yaml")["spec"]["source"]["repoURL"]
     assert fleet_repo not in projects["prod-east-platform"]["sourceRepos"]
+
+
+def test_dashboards_tile_the_grid_without_overlap_and_grafana_reads_loki() -> None:
+    """Issue 14: the per-GPU table was drawn over the two stats above it; Grafana had no Loki data
+    source although the XID lines are there."""
+    import json
+
+    for path in sorted(REPO.glob("rendered/*/monitoring/configmap-fleetgen-dashboard-*.yaml")):
+        (text,) = load(REPO, str(path.relative_to(REPO / "rendered")))["data"].values()
+        boxes = [p["gridPos"] for p in json.loads(text)["panels"]]
+        cells = [(x, y) for b in boxes for x in range(b["x"], b["x"] + b["w"]) for y in range(b["y"], b["y"] + b["h"])]
+        assert len(cells) == len(set(cells)), path.name
+        assert all(b["x"] + b["w"] <= 24 for b in boxes), path.name
+    grafana = _values("prod-east", "kube-prometheus-stack")["grafana"]
+    (loki,) = grafana["additionalDataSources"]
+    policy = json.loads(load(REPO, "prod-east/health/configmap-fleetgen-health.yaml")["data"]["policy.json"])
+    assert loki["type"] == "loki" and loki["url"] == policy["lokiUrl"]

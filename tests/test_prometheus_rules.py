@@ -244,3 +244,18 @@ def test_every_alerting_xid_class_is_tested() -> None:
     text = repr(xid_cases())
     for cls in XID_CLASSES:
         assert any(f"'xid': '{code}'" in text or f'xid="{code}"' in text for code in cls.codes), cls.name
+
+
+def test_the_failing_gpus_stat_counts_gpus_not_subsystems(tmp_path: Path) -> None:
+    """Issue 14: DCGM_EXP_GPU_HEALTH_STATUS has one series per GPU and health subsystem, so the
+    dashboard stat counted a GPU failing in two subsystems twice. Evaluated by promtool."""
+    from generator.compile.dashboards import GPU_HEALTH
+
+    (stat,) = [targets[0][0] for title, _, targets in GPU_HEALTH if title == "GPUs failing DCGM health checks"]
+    health = "DCGM_EXP_GPU_HEALTH_STATUS"
+    test = case([series(health, {**GPU0, "health_watch_system": "mem"}, "20x3"),
+                 series(health, {**GPU0, "health_watch_system": "nvlink"}, "20x3"),
+                 series(health, {**GPU1, "health_watch_system": "mem"}, "10x3")],
+                [], [{"expr": stat, "eval_time": "2m", "exp_samples": [{"labels": "{}", "value": 1}]}])
+    proc = run_promtool_tests(tmp_path, [test])
+    assert proc.returncode == 0, proc.stdout + proc.stderr

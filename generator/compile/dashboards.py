@@ -14,7 +14,9 @@ Panel = tuple[str, str, list[tuple[str, str]]]
 """(title, "timeseries" | "table" | "stat", [(PromQL, legend)])."""
 
 GPU_HEALTH: list[Panel] = [
-    ("GPUs failing DCGM health checks", "stat", [("count(DCGM_EXP_GPU_HEALTH_STATUS >= 20) or vector(0)", "")]),
+    # One series per GPU and health subsystem: count GPUs, not GPU x subsystem pairs (issue 14).
+    ("GPUs failing DCGM health checks", "stat",
+     [("count(max by (node, gpu, UUID) (DCGM_EXP_GPU_HEALTH_STATUS) >= 20) or vector(0)", "")]),
     ("GPU exporters down", "stat", [(f"count(up{EXPORTER} == 0) or vector(0)", "")]),
     ("Health status per GPU (0 pass, 10 warn, 20 fail)", "table",
      [("max by (node, gpu, UUID, modelName) (DCGM_EXP_GPU_HEALTH_STATUS)", "")]),
@@ -49,6 +51,9 @@ QUEUE_USAGE: list[Panel] = [
      [("sum by (cluster_queue) (increase(kueue_admitted_workloads_total[1h]))", "{{cluster_queue}}")]),
 ]
 
+GRID = 24
+"""Columns of a Grafana dashboard."""
+
 DASHBOARDS: dict[str, tuple[str, list[Panel]]] = {
     "gpu-health": ("Fleet GPU health", GPU_HEALTH),
     "xid-timeline": ("GPU XID timeline", XID_TIMELINE),
@@ -60,10 +65,11 @@ def dashboard(uid: str, cluster: str) -> dict[str, Any]:
     """Grafana dashboard JSON model for one entry of DASHBOARDS."""
     title, panels = DASHBOARDS[uid]
     out = []
-    y = 0
+    x = y = row = 0  # a cursor over Grafana's 24-column grid: panels fill a row, then wrap
     for i, (panel_title, kind, queries) in enumerate(panels):
         height, width = (4, 6) if kind == "stat" else (8, 24 if kind == "table" else 12)
-        x = (i * width) % 24 if kind != "table" else 0
+        if x + width > GRID:
+            x, y, row = 0, y + row, 0
         out.append({
             "id": i + 1, "title": panel_title, "type": kind,
             "datasource": {"type": "prometheus", "uid": "${datasource}"},
@@ -72,8 +78,7 @@ def dashboard(uid: str, cluster: str) -> dict[str, Any]:
                          **({"format": "table", "instant": True} if kind == "table" else {})}
                         for j, (expr, legend) in enumerate(queries)],
         })
-        if x + width >= 24:
-            y += height
+        x, row = x + width, max(row, height)
     return {
         "uid": f"fleetgen-{uid}", "title": f"{title} ({cluster})", "tags": ["fleetgen", "gpu"],
         "schemaVersion": 39, "version": 1, "editable": False, "time": {"from": "now-6h", "to": "now"},

@@ -25,7 +25,9 @@ FOLDER = ("monitoring",)
 COUNTERS = "fleetgen-dcgm-counters"
 COLLECTOR = "fleetgen-kernel-log"
 GPU_OPERATOR_NAMESPACE = "gpu-operator"
-LOKI_OTLP = "http://loki-gateway.{namespace}.svc.cluster.local/otlp"
+LOKI_GATEWAY = "http://loki-gateway.{namespace}.svc.cluster.local"
+"""Loki's gateway Service (the Loki chart's): Grafana's data source, the reconciler's queries."""
+LOKI_OTLP = LOKI_GATEWAY + "/otlp"
 
 # DCGM fields the exporter collects: (field, Prometheus type, help). The upstream default file
 # comments out ECC, NVLink, row remapping and the XID window counter, which the alerts need.

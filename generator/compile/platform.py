@@ -13,7 +13,13 @@ from typing import Any
 
 from generator.compile.gitops import ARGOCD_RETRY, platform_project
 from generator.compile.manifest import TEAM_LABEL, Manifest, labels
-from generator.compile.monitoring import COUNTERS, XID_WINDOW_MS, exporter_namespace, gpu_tolerations
+from generator.compile.monitoring import (
+    COUNTERS,
+    LOKI_GATEWAY,
+    XID_WINDOW_MS,
+    exporter_namespace,
+    gpu_tolerations,
+)
 from generator.config.cluster import ClusterConfig, kueue_tuple
 from generator.config.fleet import Loaded
 from generator.config.team import TeamConfig
@@ -120,7 +126,11 @@ def _prometheus_stack(cfg: ClusterConfig) -> dict[str, Any]:
             **place}},
         "alertmanager": {"alertmanagerSpec": dict(place)},
         "grafana": {"sidecar": {"dashboards": {"enabled": True, "label": "grafana_dashboard", "labelValue": "1",
-                                               "searchNamespace": "ALL"}}, **place},
+                                               "searchNamespace": "ALL"}},
+                    # The kernel-log XID lines are in Loki: Grafana gets it as a data source.
+                    "additionalDataSources": [{"name": "Loki", "type": "loki", "uid": "loki", "access": "proxy",
+                                               "url": LOKI_GATEWAY.format(namespace=mon.namespace)}],
+                    **place},
         "prometheusOperator": dict(place),
         "kube-state-metrics": dict(place),
     }
