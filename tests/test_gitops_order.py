@@ -189,3 +189,30 @@ def test_argocd_waves_put_crds_before_their_resources_and_mounts_before_releases
             assert wave_of(obj) < min(wave.values()), obj["metadata"]["name"]
             mounts.discard(obj["metadata"]["name"])
     assert mounts == set(), f"mounted but not rendered: {mounts}"
+
+
+def test_argocd_judges_a_child_application_by_its_health(upstream_tools: None, tmp_path: Path) -> None:
+    """Issue 14: with no health check for Applications (Argo CD removed it in 1.8), a platform
+    Application counted as healthy at once, so its sync wave gated nothing. The rendered argocd-cm
+    fragment's Lua, run as Argo CD runs it (gopher-lua at the version Argo CD requires), reports a
+    child as Argo CD sees its own status; one not yet reconciled is Progressing, so the next wave waits."""
+    import json
+    import subprocess
+
+    from tests.upstream import tools
+
+    (settings,) = objects(REPO / "rendered" / "gitops" / "argocd-settings" / "argocd")
+    assert settings["metadata"]["name"] == "argocd-cm"
+    assert settings["metadata"]["labels"]["app.kubernetes.io/part-of"] == "argocd"  # Argo CD reads only these
+    script = tmp_path / "health.lua"
+    script.write_text(settings["data"]["resource.customizations.health.argoproj.io_Application"])
+    apps = [{"apiVersion": "argoproj.io/v1alpha1", "kind": "Application", "metadata": {"name": "kueue"},
+             **({"status": status} if status is not None else {})}
+            for status in ({"health": {"status": "Healthy"}}, {"health": {"status": "Degraded", "message": "crash"}},
+                           {"sync": {"status": "OutOfSync"}}, None)]
+    (tmp_path / "apps.json").write_text(json.dumps(apps))
+    proc = subprocess.run([str(tools.binary("argocd-health")), str(script), str(tmp_path / "apps.json")],
+                          capture_output=True, text=True, check=False, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == [{"status": "Healthy"}, {"status": "Degraded", "message": "crash"},
+                                       {"status": "Progressing"}, {"status": "Progressing"}]

@@ -137,7 +137,47 @@ def _flux(cluster: Loaded[ClusterConfig]) -> list[Manifest]:
     return out
 
 
+APPLICATION_HEALTH = """hs = {}
+hs.status = "Progressing"
+hs.message = ""
+if obj.status ~= nil then
+  if obj.status.health ~= nil then
+    hs.status = obj.status.health.status
+    if obj.status.health.message ~= nil then
+      hs.message = obj.status.health.message
+    end
+  end
+end
+return hs
+"""
+"""Argo CD's health check for an Application, as its operator manual gives it (health.md, "Argocd
+App"): without it (removed in Argo CD 1.8) a child Application counts as healthy at once, so the
+platform Applications' sync waves gate nothing."""
+SETTINGS = "argocd-settings"
+
+
+def _argocd_settings(fleet: Fleet) -> list[Manifest]:
+    """One `argocd-cm` fragment per Argo CD namespace the fleet uses, carrying only the Application
+    health check: applied server-side it adds that key and leaves the rest of argocd-cm alone."""
+    out = []
+    by_namespace: dict[str, Loaded[ClusterConfig]] = {}
+    for name in sorted(fleet.clusters):
+        cluster = fleet.clusters[name]
+        if cluster.config.gitops.engine == "argocd":
+            by_namespace.setdefault(cluster.config.gitops.controller_namespace, cluster)
+    for ns, cluster in sorted(by_namespace.items()):
+        body = {"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "argocd-cm", "namespace": ns,
+                             # Argo CD reads only ConfigMaps labelled part-of: argocd.
+                             "labels": {"app.kubernetes.io/name": "argocd-cm", "app.kubernetes.io/part-of": "argocd"}},
+                "data": {"resource.customizations.health.argoproj.io_Application": APPLICATION_HEALTH}}
+        out.append(Manifest((SETTINGS, ns), body, cluster.at("gitops")))
+    return out
+
+
 def compile_gitops(fleet: Fleet) -> list[Manifest]:
-    """Bootstrap objects of every cluster, under rendered/gitops/<cluster>/."""
+    """Bootstrap objects of every cluster, under rendered/gitops/<cluster>/, and the Argo CD
+    settings they need, under rendered/gitops/argocd-settings/<namespace>/."""
     return [m for name in sorted(fleet.clusters) for m in
-            (_argocd if fleet.clusters[name].config.gitops.engine == "argocd" else _flux)(fleet.clusters[name])]
+            (_argocd if fleet.clusters[name].config.gitops.engine == "argocd" else _flux)(fleet.clusters[name])
+            ] + _argocd_settings(fleet)

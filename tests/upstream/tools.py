@@ -96,6 +96,8 @@ TOOLS += (
     # dcgm-exporter 4.6.0's reading of its counters CSV (Go's encoding/csv; the exporter's module is
     # not served by the Go module proxy, so its few record rules are restated there).
     Tool("dcgm-csv", STD, "go", ".", via_go_mod=False, directory="dcgm-csv"),
+    # Argo CD's Lua health customizations run as Argo CD v3.6.1 runs them (gopher-lua, gopher-json).
+    Tool("argocd-health", "github.com/yuin/gopher-lua", "v1.1.2", ".", via_go_mod=False, directory="argocd-health"),
 )
 BY_NAME = {t.name: t for t in TOOLS}
 
