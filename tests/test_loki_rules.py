@@ -10,7 +10,7 @@ import subprocess
 import pytest
 import yaml
 
-from generator.compile.rules import SXID_PARSE, XID_PARSE, sxid_lines_query, xid_lines_query
+from generator.compile.rules import RECOVERY_ACTION, SXID_PARSE, XID_PARSE, sxid_lines_query, xid_lines_query
 from generator.signals import BENIGN_SXIDS, XID_CLASSES
 from tests.conftest import REPO
 
@@ -29,7 +29,8 @@ SXID_LINES = [
 
 
 def _regexp(stage: str) -> re.Pattern[str]:
-    return re.compile(stage.split("regexp `", 1)[1].rsplit("`", 1)[0])
+    """The first `regexp` stage of a LogQL pipeline, as a Python pattern (no backticks inside)."""
+    return re.compile(stage.split("regexp `", 1)[1].split("`", 1)[0])
 
 
 def rendered_loki_rules(cluster: str = "prod-east") -> list[dict]:
@@ -84,3 +85,32 @@ def test_sxid_regexp_and_benign_allowlist(line: str, code: str) -> None:
     assert match and match.group("sxid") == code
     benign = re.search(r'\| sxid !~ "([^"]+)"', sxid_lines_query()).group(1)  # type: ignore[union-attr]
     assert bool(re.fullmatch(benign, code)) == (int(code) in BENIGN_SXIDS)
+
+
+RECOVERY_LINES = [
+    ("NVRM: Xid (PCI:0008:01:00): 154, GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset Required)",
+     "GPU Reset Required", True),
+    ("NVRM: Xid (PCI:0000:02:00): 154, GPU recovery action changed from 0x0 (None) to 0x2 (Node Reboot Required)",
+     "Node Reboot Required", True),
+    ("NVRM: Xid (PCI:0000:01:00): 154, GPU recovery action changed from 0x0 (None) to 0x2 (OS Reboot)",
+     "OS Reboot", True),
+    ("NVRM: Xid (PCI:0000:0d:00): 154, GPU recovery action changed from 0x0 (None) to 0x1 (PF FLR)", "PF FLR", True),
+    # The driver clearing its request: the GPU recovered.
+    ("NVRM: Xid (PCI:0000:01:00): 154, GPU recovery action changed from 0x1 (GPU Reset Required) to 0x0 (None)",
+     "None", False),
+    # Other XIDs carry no action and pass the filter.
+    ("NVRM: Xid (PCI:0000:4e:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.", None, True),
+]
+
+
+@pytest.mark.parametrize("line,action,counted", RECOVERY_LINES)
+def test_xid_154_counts_only_when_the_driver_asks_for_an_action(line: str, action: str | None,
+                                                                counted: bool) -> None:
+    """Issue 14: XID 154's recovery action was never read, so a 154 saying "back to None" was a
+    fault. The second regexp stage names the action; `action != "None"` drops the all-clear (a
+    line without the phrase has no action label and passes, as in Loki)."""
+    stage = RECOVERY_ACTION.split(" | action")[0]
+    match = _regexp(stage).search(line)
+    assert (match.group("action") if match else None) == action
+    assert ((match.group("action") if match else "") != "None") is counted
+    assert RECOVERY_ACTION in xid_lines_query() and RECOVERY_ACTION.endswith('| action != "None"')

@@ -87,6 +87,11 @@ def xid_cases() -> list[dict[str, Any]]:
                [expected("GPUXidNeedsCorroboration", {k: v for k, v in {**GPU1, "xid": "155"}.items()
                                                      if k in ("node", "gpu", "UUID", "xid")})]),
               ("GPUXidHardwareError", "1m", [])]),
+        # Issue 14: a reset-class alert no longer resolves when the 5-minute window forgets the XID:
+        # it keeps firing for a day (no metric shows the reset); an application XID resolves.
+        case([series(XID, {**GPU0, "xid": "79"}, "0 1 1 1 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0"),
+              series(XID, {**GPU1, "xid": "13"}, "0 1 1 1 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0")],
+             [("GPUXidHardwareError", "15m", [expected("GPUXidHardwareError", hw79)])]),
         # Issue 14: every code NVIDIA resolves with a GPU reset alerts as reset-required, at once.
         case([series(XID, {**GPU0, "gpu": str(i), "xid": str(code)}, "0 1 1 1")
               for i, code in enumerate(xid_class_codes("reset-required"))],

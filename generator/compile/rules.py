@@ -57,7 +57,16 @@ def _xid_alert(cls: XidClass) -> dict[str, Any]:
     expr = f'max by ({GPU_KEYS}, xid) ({XID_METRIC}{{xid=~"{cls.regex}"}}) > 0'
     summary = (f"XID {{{{ $labels.xid }}}} ({cls.meaning}) on node {{{{ $labels.node }}}} "
                f"GPU {{{{ $labels.gpu }}}} ({{{{ $labels.UUID }}}})")
-    return alert(XID_ALERTS[cls.name], expr, "0m", cls.severity, cls.action, "xid", summary, cls.runbook)
+    rule = alert(XID_ALERTS[cls.name], expr, "0m", cls.severity, cls.action, "xid", summary, cls.runbook)
+    if cls.reset:
+        rule["keep_firing_for"] = RESET_ALERT_HOLD
+    return rule
+
+
+RESET_ALERT_HOLD = "24h"
+"""How long a reset-class XID alert keeps firing after the exporter's 5-minute window forgot it
+(issue 14: it resolved after 5 minutes, as if fixed). The fault lasts until a GPU reset or a
+reboot, which no metric shows; the health reconciler holds the node until the bootID changes."""
 
 
 def _condition_alert(c: Condition) -> dict[str, Any]:
@@ -110,7 +119,14 @@ def prometheus_groups() -> list[tuple[str, list[dict[str, Any]]]]:
 # --- Loki (LogQL) ---------------------------------------------------------------------------
 
 KERNEL_STREAM = f'{{service_name="{KERNEL_LOG_SERVICE}"}}'
-XID_PARSE = r'|= "NVRM: Xid" | regexp `NVRM: Xid \((?P<pci>[^)]+)\): (?P<xid>[0-9]+),`'
+XID_LINE = r'|= "NVRM: Xid" | regexp `NVRM: Xid \((?P<pci>[^)]+)\): (?P<xid>[0-9]+),`'
+RECOVERY_ACTION = (r'| regexp `recovery action changed from 0x[0-9a-fA-F]+ \([^)]*\) to 0x[0-9a-fA-F]+ '
+                   r'\((?P<action>[^)]*)\)` | action != "None"')
+"""XID 154 says which recovery action the driver now wants ("... changed from 0x0 (None) to 0x1 (GPU
+Reset Required)", "(Node Reboot Required)", "(OS Reboot)", "(PF FLR)"); a change back to None is the
+driver saying the GPU recovered, not a fault (issue 14: every 154 line counted). Lines without the
+phrase get no `action` label and pass."""
+XID_PARSE = f"{XID_LINE} {RECOVERY_ACTION}"
 SXID_PARSE = r'|= "SXid" | regexp `nvidia-nvswitch(?P<switch>[0-9]+): SXid \((?P<pci>[^)]+)\): (?P<sxid>[0-9]+),`'
 BENIGN_SXID_FILTER = f'| sxid !~ "{"|".join(str(c) for c in BENIGN_SXIDS)}"'
 LOG_WINDOW = "5m"

@@ -119,6 +119,8 @@ def alerts_reference() -> str:
             continue
         expr = rule["expr"].replace("|", "\\|").replace("`", "'")
         wait = f" for {rule['for']}" if "for" in rule else ""
+        if "keep_firing_for" in rule:
+            wait += f", keeps firing {rule['keep_firing_for']} after"
         rows.append(f"| `{rule['alert']}` | {source} | {rule['labels']['severity']} | "
                     f"{rule['labels']['fleetgen_action']} | `{expr}`{wait} |")
     return "\n".join(rows) + "\n"
