@@ -58,7 +58,9 @@ def test_the_image_dockerfile_passes_buildkits_own_checks(upstream_tools: None, 
     from tests.upstream import tools
 
     lint = str(tools.binary("dockerfile-lint"))
-    proc = subprocess.run([lint, str(REPO / "Dockerfile")], capture_output=True, text=True, check=False)
+    dockerfiles = [REPO / "Dockerfile", *sorted(REPO.glob("images/*/Dockerfile"))]
+    assert len(dockerfiles) == 2
+    proc = subprocess.run([lint, *map(str, dockerfiles)], capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     bad = tmp_path / "Dockerfile"
     bad.write_text("FROM python:3.11-slim as Build\nENV A=$UNSET\nENTRYPOINT fleetgen\n")
@@ -123,3 +125,22 @@ def test_metrics_and_healthz() -> None:
         assert get("/healthz")[0] == 200
     finally:
         server.shutdown()
+
+
+def test_journald_clusters_run_a_collector_that_has_journalctl() -> None:
+    """Issue 14: the journald receiver runs `journalctl`, but the pinned collector image is built
+    FROM scratch. Clusters reading the journal get images/otelcol-journald (the same collector
+    binary on a base with journalctl); the others keep the upstream image."""
+    import re
+
+    from generator.versions import lock
+
+    pins = lock()
+    dockerfile = (REPO / "images/otelcol-journald/Dockerfile").read_text()
+    default = re.search(r"^ARG OTELCOL_VERSION=(\S+)$", dockerfile, re.MULTILINE)
+    assert default and default.group(1) == pins["otel-collector"].version == pins["otel-collector-journald"].version
+    assert "systemd" in dockerfile and 'ENTRYPOINT ["/otelcol-contrib"]' in dockerfile
+    for cluster, name in (("prod-west", "otel-collector-journald"), ("prod-east", "otel-collector")):
+        ds = load(f"{cluster}/monitoring/daemonset-fleetgen-kernel-log.yaml")
+        (container,) = ds["spec"]["template"]["spec"]["containers"]
+        assert container["image"] == f"{pins[name].image}:{pins[name].version}", cluster

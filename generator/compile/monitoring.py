@@ -195,7 +195,9 @@ def _collector(cluster: Loaded[ClusterConfig]) -> list[Manifest]:
     cfg = cluster.config
     ns = cfg.monitoring.namespace
     app = {"app.kubernetes.io/name": COLLECTOR}
-    image = component("otel-collector")
+    # The journald receiver runs `journalctl`, which the upstream image (FROM scratch) lacks.
+    image = component("otel-collector-journald" if cfg.monitoring.kernel_logs.source == "journald"
+                      else "otel-collector")
     source = cluster.at("monitoring", "kernelLogs")
     account = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(cfg, COLLECTOR, ns, app),
                "automountServiceAccountToken": False}

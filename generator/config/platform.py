@@ -78,8 +78,8 @@ class KernelLogs(ConfigModel):
     """Where the collector on each GPU node reads the kernel log."""
 
     source: Literal["file", "journald"] = "file"
-    """`file` tails a syslog file (Ubuntu and Debian write /var/log/kern.log); `journald` reads the journal
-    (the collector image must then contain journalctl)."""
+    """`file` tails a syslog file (Ubuntu and Debian write /var/log/kern.log); `journald` reads the journal,
+    with fleetgen's collector image that adds journalctl (images/otelcol-journald)."""
     path: StrictStr = Field(default="/var/log/kern.log", pattern=r"^/[A-Za-z0-9._/-]+$")
     """File to tail when source is `file`."""
 
