@@ -92,6 +92,13 @@ def xid_cases() -> list[dict[str, Any]]:
         case([series(XID, {**GPU0, "xid": "79"}, "0 1 1 1 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0"),
               series(XID, {**GPU1, "xid": "13"}, "0 1 1 1 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0")],
              [("GPUXidHardwareError", "15m", [expected("GPUXidHardwareError", hw79)])]),
+        # Every code of the other reset classes (hardware, recovery-action) alerts at once too.
+        case([series(XID, {**GPU0, "gpu": str(i), "xid": str(code)}, "0 1 1 1")
+              for i, code in enumerate(xid_class_codes("hardware") + xid_class_codes("recovery-action"))],
+             [("GPUXidHardwareError", "2m", [expected("GPUXidHardwareError", gpu_labels(gpu=str(i), xid=str(code)))
+                                             for i, code in enumerate(xid_class_codes("hardware"))]),
+              ("GPUXidRecoveryActionRequired", "2m", [expected("GPUXidRecoveryActionRequired", gpu_labels(
+                  gpu=str(len(xid_class_codes("hardware"))), xid="154"))])]),
         # Issue 14: every code NVIDIA resolves with a GPU reset alerts as reset-required, at once.
         case([series(XID, {**GPU0, "gpu": str(i), "xid": str(code)}, "0 1 1 1")
               for i, code in enumerate(xid_class_codes("reset-required"))],
