@@ -13,14 +13,10 @@ import pytest
 import yaml
 
 from tests.conftest import REPO
-from tests.test_kubeconform import kubeconform
+from tests.test_kubeconform import kubeconform, kubernetes_version
 from tests.test_platform import _values
 
 CLUSTERS = ("dev", "prod-east", "prod-west")
-
-
-def kubernetes_version(cluster: str) -> str:
-    return str(yaml.safe_load((REPO / "clusters" / f"{cluster}.yaml").read_text())["kubernetesVersion"])
 
 
 def chart_version(cluster: str, chart: str) -> str:

@@ -99,11 +99,12 @@ def node_state(node: dict[str, Any], pools: list[PoolSelector]) -> NodeState | N
         since=float(since) if since else None, healthy_checks=int(notes.get(ANNOTATION_HEALTHY) or 0),
         history=_floats(notes.get(ANNOTATION_HISTORY)), human_released=notes.get(ANNOTATION_HUMAN, ""),
         needs_repair=labels.get(LABEL_REPAIR) == "true", gpus=_gpus(node), boot_id=_boot_id(node),
-        cordon_boot_id=notes.get(ANNOTATION_BOOT, ""), condition=_condition(node),
+        cordon_boot_id=notes.get(ANNOTATION_BOOT, ""), condition=_gpu_condition(node),
         drained=notes.get(ANNOTATION_DRAINED) == "true")
 
 
-def _condition(node: dict[str, Any]) -> NodeCondition | None:
+def _gpu_condition(node: dict[str, Any]) -> NodeCondition | None:
+    """Our GPUHealthy condition as the Node carries it (None: never written)."""
     for item in (node.get("status") or {}).get("conditions") or []:
         if item.get("type") == CONDITION_TYPE:
             status = item.get("status")
