@@ -105,6 +105,30 @@ def test_validate_reports_findings_with_exit_1(fleet_root: Path, checks: list[st
     assert "kubernetes.io/hostname label can only be used at the lowest level" in result.err
 
 
+def test_offline_validate_never_hands_kubeconform_a_remote_location(fleet_root: Path, tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--offline` means no network, kubeconform included: given the https location it fetched from
+    it (a dead host cost this suite 113 s of DNS timeouts). A kubeconform stand-in records its
+    arguments; the custom-resource schemas it may read are all local."""
+    import json
+    import os
+
+    calls = tmp_path / "calls.jsonl"
+    fake = tmp_path / "bin" / "kubeconform"
+    fake.parent.mkdir()
+    fake.write_text("#!/usr/bin/env python3\nimport json, sys\n"
+                    f"open({str(calls)!r}, 'a').write(json.dumps(sys.argv[1:]) + '\\n')\n"
+                    "print('{\"resources\": []}')\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake.parent}{os.pathsep}{os.environ['PATH']}")
+    no_crds = tmp_path / "crds"
+    no_crds.mkdir()
+    run(fleet_root, "validate", "--offline", "--schema-location", "https://example.invalid/{group}/{kind}.json",
+        "--crd-location", str(no_crds))
+    argvs = [json.loads(line) for line in calls.read_text().splitlines()]
+    assert argvs and all("example.invalid" not in arg for argv in argvs for arg in argv), argvs
+
+
 def test_validate_offline_without_schemas_reports_missing_schema(fleet_root: Path, tmp_path: Path) -> None:
     no_crds = tmp_path / "crds"
     no_crds.mkdir()

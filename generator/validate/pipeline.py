@@ -72,8 +72,12 @@ def validate_compiled(fleet: Fleet, compiled: dict[str, list[Manifest]], options
     if options.kubeconform and binary is None:
         report.notes.append("kubeconform not on PATH: skipped (the in-process schema check ran)")
     # kubeconform reads custom-resource schemas where our check does: the location given, else the
-    # public catalog when the network may be used.
-    kubeconform_location = options.schema_location or (schemas.DEFAULT_SCHEMA_LOCATION if options.network else None)
+    # public catalog when the network may be used. Offline it never gets a remote location: it
+    # would fetch from it (a dead host cost minutes of DNS timeouts); our own check, which reads
+    # the cache, says which schemas are missing.
+    location = options.schema_location or (schemas.DEFAULT_SCHEMA_LOCATION if options.network else None)
+    remote = bool(location) and str(location).startswith(("http://", "https://"))
+    kubeconform_location = location if options.network or not remote else None
     stores: dict[str, schemas.SchemaStore] = {}
     for name, everything in compiled.items():
         manifests = [m for m in everything if m.kubernetes]
