@@ -18,6 +18,8 @@ class Component:
     chart: str = ""
     repo: str = ""
     image: str = ""
+    app: str = ""
+    """The application release a chart is told to run, where it is not the chart's own default."""
 
     @property
     def is_oci(self) -> bool:

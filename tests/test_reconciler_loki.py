@@ -1,8 +1,9 @@
 """The Loki source: LogQL over Loki's HTTP API, with the rendered rules' queries.
 
-Grafana Loki has no package in any registry this machine reaches (Debian's `loki` is another
-program), so a loopback endpoint answers in Loki's documented /loki/api/v1/query vector format;
-it also checks that the queries it receives are exactly the rendered rules' LogQL.
+A loopback endpoint answers in Loki's /loki/api/v1/query vector format, for the faults a real Loki
+does not produce on demand (a batch failing with 500, a Loki that is down); it also checks that
+the queries it receives are exactly the rendered rules' LogQL. tests/test_loki_ruler.py runs the
+source against a real Loki, its series limit included.
 """
 
 from __future__ import annotations
@@ -20,9 +21,9 @@ from generator.reconciler.model import Evidence, Observation
 from generator.reconciler.sources import LokiSource
 from tests.test_loki_rules import parse_errors
 
-SERIES_LIMIT = "maximum of series (500) reached for a single query"
-"""Loki's own text and status (400) for a result over max_query_series: pkg/logql/errors.go
-NewSeriesLimitError, mapped to 400 Bad Request by pkg/util/server/error.go."""
+SERIES_LIMIT = "maximum number of series (500) reached for a single query"
+"""Loki's own text and status (400) for a result over max_query_series, as the real Loki v3.7.8
+answers it in tests/test_loki_ruler.py (which also runs the source against that Loki)."""
 
 
 def loki(results: dict[str, list[dict[str, Any]]], queries: list[str], status: int = 200,

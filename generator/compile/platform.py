@@ -145,6 +145,8 @@ def _loki(cfg: ClusterConfig) -> dict[str, Any]:
         "fullnameOverride": "loki",
         "deploymentMode": "SingleBinary",
         "loki": {
+            # The release tests/test_loki_ruler.py runs with this chart's configuration.
+            "image": {"tag": component("loki").app},
             "auth_enabled": False,
             "commonConfig": {"replication_factor": 1},
             "storage": {"type": "filesystem"},

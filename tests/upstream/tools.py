@@ -98,6 +98,10 @@ TOOLS += (
     Tool("dcgm-csv", STD, "go", ".", via_go_mod=False, directory="dcgm-csv"),
     # Argo CD's Lua health customizations run as Argo CD v3.6.1 runs them (gopher-lua, gopher-json).
     Tool("argocd-health", "github.com/yuin/gopher-lua", "v1.1.2", ".", via_go_mod=False, directory="argocd-health"),
+    # Loki's single binary, whose ruler evaluates the rendered XID rules (its go.mod has replace
+    # directives, so it is built from ours, which restates them and names it as a `tool`).
+    Tool("loki", "github.com/grafana/loki/v3", "v3.7.8", "github.com/grafana/loki/v3/cmd/loki", via_go_mod=False,
+         directory="loki", stamps=("-X github.com/grafana/loki/v3/pkg/util/build.Version=3.7.8",)),
 )
 BY_NAME = {t.name: t for t in TOOLS}
 
@@ -120,12 +124,16 @@ def binary(name: str) -> Path:
     return folder(tool) / tool.name
 
 
+CHART_FOLDERS = {"loki": "production/helm"}
+"""Where a module keeps its charts when not in `charts/`."""
+
+
 def chart(name: str, version: str | None = None) -> Path:
     """The Helm chart a tool's module ships (`charts/<name>`) at the pinned version or `version`
     (another release of the same module: Go downloads it into its module cache)."""
     tool = BY_NAME[name]
     module_dir = json.loads(_go("mod", "download", "-json", f"{tool.module}@{version or tool.version}"))["Dir"]
-    return Path(module_dir) / "charts" / name
+    return Path(module_dir) / CHART_FOLDERS.get(name, "charts") / name
 
 
 def manifests(name: str) -> Path:
@@ -151,7 +159,7 @@ def _go(*args: str, cwd: Path = HERE, env: dict[str, str] | None = None) -> str:
 def _required_versions(go_mod: Path = HERE / "go.mod") -> dict[str, str]:
     """module -> version, as go.mod requires them."""
     text = go_mod.read_text()
-    return dict(re.findall(r"^\s*(\S+)\s+(v\S+)(?:\s*//.*)?$", text, flags=re.MULTILINE))
+    return dict(re.findall(r"^\s*(?:require\s+)?(\S+)\s+(v\S+)(?:\s*//.*)?$", text, flags=re.MULTILINE))
 
 
 def check_go_mod() -> None:
@@ -223,7 +231,9 @@ def build(names: list[str] | None = None, log: bool = True) -> dict[str, float]:
         for tool in [t for t in todo if t.directory]:
             started = time.monotonic()
             _say(log, f"building {tool.name} against {tool.module} {tool.version} (tests/upstream/{tool.directory})")
-            _go("build", "-trimpath", "-o", str(staged / tool.name), ".", cwd=HERE / tool.directory)
+            ldflags = " ".join(tool.stamps)
+            _go("build", "-trimpath", f"-ldflags={ldflags}", "-o", str(staged / tool.name), tool.package,
+                cwd=HERE / tool.directory)
             spent[tool.name] = time.monotonic() - started
             _install(tool, staged, staged / tool.name, _fingerprint(tool, go_version), spent[tool.name])
         for tool in [t for t in todo if not t.via_go_mod and not t.directory]:

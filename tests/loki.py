@@ -1,0 +1,241 @@
+"""A real Loki (built from its Go module, tests/upstream/loki) run with the configuration the pinned
+Loki chart makes of a cluster's rendered values, and the rules its sidecar would load.
+
+What is changed for a loopback run is the environment only: listen addresses and ports, the
+directories the chart mounts (/var/loki, /rules, the runtime config), the memberlist peers (one
+process: an in-memory ring, the query frontend called back on loopback) and the Alertmanager and
+remote-write URLs, which point at a local receiver and a real Prometheus. Everything else, limits,
+schema, OTLP label mapping and the ruler's storage, is the chart's own output.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import shutil
+import subprocess
+import threading
+import time
+import urllib.parse
+import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tests.upstream.processes import Process, StartError, free_port, spawn, start_with_retry, wait_until
+
+
+def _chart_source(tmp_path: Path) -> Path:
+    """The Loki chart inside the pinned Loki module, less the subcharts its values leave disabled.
+
+    `helm template` refuses a chart whose Chart.yaml dependencies are not vendored in charts/
+    (action.CheckDependencies, pkg/action/install.go:718-732 at helm v3.22.0), even those whose
+    condition is false, which Helm then drops anyway (processDependencyEnabled,
+    pkg/chartutil/dependencies.go:132). The module does not vendor them, so the copy removes the
+    ones whose condition is false in the values; one whose condition holds fails the test.
+    """
+    from tests.upstream import tools
+
+    source = tools.chart("loki")
+    copied = tmp_path / "loki-chart"
+    if not copied.exists():
+        shutil.copytree(source, copied)
+        copied.chmod(0o755)
+        for path in copied.rglob("*"):
+            path.chmod(0o755 if path.is_dir() else 0o644)
+    return copied
+
+
+def _lookup(values: dict[str, Any], dotted: str) -> Any:
+    node: Any = values
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return node
+
+
+def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(base)
+    for key, value in over.items():
+        out[key] = _merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
+
+
+def chart_version() -> str:
+    from tests.upstream import tools
+
+    return str(yaml.safe_load((tools.chart("loki") / "Chart.yaml").read_text())["version"])
+
+
+def helm_template(values: dict[str, Any], tmp_path: Path, kube_version: str) -> list[dict[str, Any]]:
+    """`helm template` of the pinned Loki chart with `values`; the rendered objects."""
+    from tests.upstream import tools
+
+    chart = _chart_source(tmp_path)
+    meta = yaml.safe_load((chart / "Chart.yaml").read_text())
+    merged = _merge(yaml.safe_load((chart / "values.yaml").read_text()), values)
+    enabled = [d["name"] for d in meta.get("dependencies", []) if _lookup(merged, d.get("condition", "")) is True]
+    assert not enabled, f"the values enable subcharts the module does not ship: {enabled}"
+    meta.pop("dependencies", None)
+    (chart / "Chart.yaml").write_text(yaml.safe_dump(meta))
+    (chart / "Chart.lock").unlink(missing_ok=True)
+    values_file = tmp_path / "loki-values.yaml"
+    values_file.write_text(yaml.safe_dump(values))
+    proc = subprocess.run([str(tools.binary("helm")), "template", "loki", str(chart), "--namespace", "monitoring",
+                           "--values", str(values_file), "--kube-version", kube_version],
+                          capture_output=True, text=True, check=False, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return [doc for doc in yaml.safe_load_all(proc.stdout) if doc]
+
+
+def find(docs: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
+    for doc in docs:
+        if doc["kind"] == kind and doc["metadata"]["name"] == name:
+            return doc
+    raise KeyError(f"{kind}/{name} not rendered by the chart: {[(d['kind'], d['metadata']['name']) for d in docs]}")
+
+
+class Receiver:
+    """Records what Loki's ruler sends to Alertmanager (POST /api/v2/alerts)."""
+
+    def __init__(self) -> None:
+        self.alerts: list[dict[str, Any]] = []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 - http.server API
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                if self.path.endswith("/api/v2/alerts"):
+                    outer.alerts.extend(json.loads(body))
+                self.send_response(200)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def names(self) -> set[tuple[str, ...]]:
+        """(alertname, node, xid or sxid) of every alert received."""
+        return {(a["labels"]["alertname"], a["labels"].get("k8s_node_name", ""),
+                 a["labels"].get("xid") or a["labels"].get("sxid", "")) for a in self.alerts}
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class LokiServer:
+    """The loki binary with the chart's config.yaml and runtime config, adapted to loopback."""
+
+    def __init__(self, workdir: Path, docs: list[dict[str, Any]], rules: dict[str, str], alertmanager: str,
+                 remote_write: str, overrides: dict[str, Any] | None = None) -> None:
+        self.workdir = workdir
+        self.docs = docs
+        self.rules = rules
+        self.alertmanager = alertmanager
+        self.remote_write = remote_write
+        self.overrides = overrides or {}
+        self.proc: Process | None = None
+        self.port = 0
+
+    def _config(self, http: int, grpc: int) -> dict[str, Any]:
+        (text,) = find(self.docs, "ConfigMap", "loki")["data"].values()
+        config: dict[str, Any] = yaml.safe_load(text)
+        statefulset = find(self.docs, "StatefulSet", "loki")
+        mounts = {m["name"]: m["mountPath"] for c in statefulset["spec"]["template"]["spec"]["containers"]
+                  if c["name"] == "loki" for m in c["volumeMounts"]}
+        moved = {mounts["storage"]: str(self.workdir / "var-loki")}
+        text = yaml.safe_dump(config)
+        for old, new in moved.items():
+            text = text.replace(f"{old}/", f"{new}/").replace(f": {old}\n", f": {new}\n")
+        config = yaml.safe_load(text)
+        config["ruler"]["storage"]["local"]["directory"] = str(self.workdir / "rules")
+        config["ruler"]["alertmanager_url"] = self.alertmanager
+        config["ruler"]["remote_write"]["client"]["url"] = self.remote_write
+        runtime = yaml.safe_load(find(self.docs, "ConfigMap", "loki-runtime")["data"]["runtime-config.yaml"]) or {}
+        if self.overrides:
+            runtime = _merge(runtime, {"overrides": self.overrides})
+        (self.workdir / "runtime-config.yaml").write_text(yaml.safe_dump(runtime))
+        config["runtime_config"]["file"] = str(self.workdir / "runtime-config.yaml")
+        config["server"].update({"http_listen_address": "127.0.0.1", "http_listen_port": http,
+                                 "grpc_listen_address": "127.0.0.1", "grpc_listen_port": grpc})
+        config["common"]["compactor_grpc_address"] = f"127.0.0.1:{grpc}"
+        config["common"]["ring"] = {"kvstore": {"store": "inmemory"}, "instance_addr": "127.0.0.1"}
+        config.setdefault("frontend", {})["address"] = "127.0.0.1"  # queriers call the frontend back there
+        config.pop("memberlist", None)
+        return config
+
+    def _sidecar_folder(self) -> Path:
+        """Where the chart's rules sidecar writes labelled ConfigMaps, under our rules directory."""
+        statefulset = find(self.docs, "StatefulSet", "loki")
+        (sidecar,) = [c for c in statefulset["spec"]["template"]["spec"]["containers"] if c["name"] == "loki-sc-rules"]
+        folder = {e["name"]: e.get("value") for e in sidecar["env"]}["FOLDER"]
+        tenant = Path(folder).name  # /rules/fake: the ruler reads <directory>/<tenant>/
+        return self.workdir / "rules" / tenant
+
+    def start(self) -> LokiServer:
+        from tests.upstream import tools
+
+        folder = self._sidecar_folder()
+        folder.mkdir(parents=True, exist_ok=True)
+        for name, text in self.rules.items():
+            (folder / name).write_text(text)
+        statefulset = find(self.docs, "StatefulSet", "loki")
+        (container,) = [c for c in statefulset["spec"]["template"]["spec"]["containers"] if c["name"] == "loki"]
+
+        def attempt() -> Process:
+            http, grpc = free_port(), free_port()
+            config_file = self.workdir / "config.yaml"
+            config_file.write_text(yaml.safe_dump(self._config(http, grpc)))
+            args = [a for a in container["args"] if not a.startswith("-config.file=")]
+            proc = spawn("loki", [str(tools.binary("loki")), f"-config.file={config_file}", *args],
+                         self.workdir / "loki.log")
+            self.port = http
+            try:
+                wait_until(proc, self._ready, 90, "ready")
+            except StartError:
+                proc.stop()
+                raise
+            return proc
+
+        self.proc = start_with_retry(attempt)
+        return self
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def _ready(self) -> bool:
+        with urllib.request.urlopen(f"{self.url}/ready", timeout=2) as resp:
+            return resp.status == 200
+
+    def stop(self) -> None:
+        if self.proc:
+            self.proc.stop()
+
+    def push_otlp(self, resource: dict[str, str], lines: list[str]) -> None:
+        """What the collector's otlphttp exporter sends: one resource, one log record per line."""
+        now = time.time_ns()
+        body = {"resourceLogs": [{
+            "resource": {"attributes": [{"key": k, "value": {"stringValue": v}} for k, v in resource.items()]},
+            "scopeLogs": [{"logRecords": [{"timeUnixNano": str(now - (len(lines) - i) * 1000),
+                                           "observedTimeUnixNano": str(now),
+                                           "body": {"stringValue": line}} for i, line in enumerate(lines)]}]}]}
+        request = urllib.request.Request(f"{self.url}/otlp/v1/logs", data=json.dumps(body).encode(),
+                                         headers={"Content-Type": "application/json"}, method="POST")
+        with urllib.request.urlopen(request, timeout=10) as resp:
+            assert resp.status in (200, 204), resp.status
+
+    def get(self, path: str, **params: str) -> Any:
+        query = f"?{urllib.parse.urlencode(params)}" if params else ""
+        with urllib.request.urlopen(f"{self.url}{path}{query}", timeout=10) as resp:
+            text = resp.read().decode()
+        return yaml.safe_load(text) if not text.lstrip().startswith("{") else json.loads(text)
+
