@@ -44,7 +44,7 @@ def main() -> None:
     parser.add_argument("--teams", type=int, default=170)
     parser.add_argument("--changed", type=float, default=0.01, help="share of objects that change")
     args = parser.parse_args()
-    from generator.diff.report import markdown_parts
+    from generator.diff.comment import markdown_parts
     from generator.diff.run import run_diff
 
     with tempfile.TemporaryDirectory(prefix="fleetgen-bench-diff-") as tmp:

@@ -236,32 +236,37 @@ def schema(ctx: click.Context, which: str | None, write: bool, check: bool) -> N
 @click.option("--ignore", multiple=True, metavar="KIND:PATH",
               help="Ignore field changes matching a glob, e.g. 'Application:spec.source.targetRevision'.")
 @click.option("--output-dir", type=click.Path(file_okay=False), metavar="DIR",
-              help="Write comment-N.md parts, diff.txt (complete) and diff.json to DIR.")
-@click.option("--max-comment-chars", type=int, default=65_536, show_default=True,
-              help="Size limit of one Markdown comment (GitHub's).")
+              help="Write comment-N.md parts, diff.txt (complete) and diff.json to DIR; when the fleet does "
+                   "not load, comment-1.md says why (exit 2).")
+@click.option("--max-comment-chars", type=click.IntRange(min=4_000), default=60_000, show_default=True,
+              help="Size budget of one Markdown comment part (GitHub refuses more than 65,536).")
+@click.option("--head-sha", metavar="SHA", help="Commit named in every comment part (the pull request's head).")
 @click.option("--color/--no-color", default=None, help="Colour text output (default: when a terminal).")
 @click.pass_context
 @_guard
 def diff(ctx: click.Context, base: str | None, from_dir: str | None, to_dir: str | None, fmt: str,
-         ignore: tuple[str, ...], output_dir: str | None, max_comment_chars: int, color: bool | None) -> None:
-    """What a change does to every cluster: objects, GPU capacity per team, risks. Exit 1 when anything changes."""
-    from generator.diff.report import full_text, markdown_parts, to_text
+         ignore: tuple[str, ...], output_dir: str | None, max_comment_chars: int, head_sha: str | None,
+         color: bool | None) -> None:
+    """What a change does to every cluster: objects, GPU capacity per team, risks. Exit 1 when anything
+    changes (an object, or a pool's size)."""
+    from generator.diff.comment import Stamp, error_comment, markdown_parts
+    from generator.diff.report import full_text, to_text
     from generator.diff.run import run_diff
 
-    result = run_diff(_root(ctx), base, from_dir, to_dir, list(ignore))
-    parts = markdown_parts(result, max_comment_chars) if fmt == "markdown" or output_dir else []
-    report = result.to_json().model_dump_json(indent=2) + "\n"
-    if output_dir:
-        from generator import repofiles
-        from generator.terminal import safe_text
+    stamp = Stamp(head_sha or "", _now())
+    out = _output_dir(_root(ctx), output_dir) if output_dir else None
+    try:
+        result = run_diff(_root(ctx), base, from_dir, to_dir, list(ignore))
+    except Exception as exc:
+        if out is not None:
+            from generator.failures import describe
 
-        out = _output_dir(_root(ctx), output_dir)
-        for old in out.glob("comment-*.md"):
-            old.unlink()  # a link is removed itself, never what it points to
-        files = {f"comment-{i}.md": safe_text(part) for i, part in enumerate(parts, 1)}
-        files.update({"diff.txt": safe_text(full_text(result)), "diff.json": report})
-        for name, text in files.items():
-            repofiles.write_bytes(out, name, text.encode())
+            _write_outputs(out, [error_comment(describe(exc, "diff"), stamp, max_comment_chars)], {})
+        raise
+    parts = markdown_parts(result, max_comment_chars, stamp) if fmt == "markdown" or out else []
+    report = result.to_json().model_dump_json(indent=2) + "\n"
+    if out is not None:
+        _write_outputs(out, parts, {"diff.txt": full_text(result), "diff.json": report})
         echo(f"wrote {len(parts)} comment part(s), diff.txt and diff.json to {out}", err=True)
     if fmt == "json":
         echo(report, nl=False)
@@ -270,7 +275,29 @@ def diff(ctx: click.Context, base: str | None, from_dir: str | None, to_dir: str
     else:
         use_color = sys.stdout.isatty() if color is None else color
         echo(to_text(result, use_color), nl=False, color=use_color)
-    sys.exit(EXIT_DIFF if result.changes else EXIT_OK)
+    sys.exit(EXIT_DIFF if result.changed else EXIT_OK)
+
+
+def _now() -> str:
+    """UTC now to the minute, or SOURCE_DATE_EPOCH's time (reproducible output, as in reproducible builds)."""
+    import os
+    from datetime import UTC, datetime
+
+    epoch = os.environ.get("SOURCE_DATE_EPOCH", "")
+    when = datetime.fromtimestamp(int(epoch), UTC) if epoch.isdigit() else datetime.now(UTC)
+    return when.strftime("%Y-%m-%d %H:%M UTC")
+
+
+def _write_outputs(out: Path, parts: list[str], files: dict[str, str]) -> None:
+    """comment-N.md parts (the old ones removed first) and the other files, each replaced by rename."""
+    from generator import repofiles
+    from generator.terminal import safe_text
+
+    for old in [*out.glob("comment-*.md"), *out.glob("diff.*")]:
+        old.unlink()  # a link is removed itself, never what it points to
+    named = {f"comment-{i}.md": part for i, part in enumerate(parts, 1)} | files
+    for name, text in named.items():
+        repofiles.write_bytes(out, name, safe_text(text).encode())
 
 
 def _output_dir(root: Path, given: str) -> Path:

