@@ -241,12 +241,15 @@ def schema(ctx: click.Context, which: str | None, write: bool, check: bool) -> N
 @click.option("--max-comment-chars", type=click.IntRange(min=4_000), default=60_000, show_default=True,
               help="Size budget of one Markdown comment part (GitHub refuses more than 65,536).")
 @click.option("--head-sha", metavar="SHA", help="Commit named in every comment part (the pull request's head).")
+@click.option("--rendered", "committed", is_flag=True,
+              help="Compare the committed rendered/ of --base and of the work tree, reading only the files "
+                   "that differ (fast; use once `fleetgen render --check` has passed).")
 @click.option("--color/--no-color", default=None, help="Colour text output (default: when a terminal).")
 @click.pass_context
 @_guard
 def diff(ctx: click.Context, base: str | None, from_dir: str | None, to_dir: str | None, fmt: str,
          ignore: tuple[str, ...], output_dir: str | None, max_comment_chars: int, head_sha: str | None,
-         color: bool | None) -> None:
+         committed: bool, color: bool | None) -> None:
     """What a change does to every cluster: objects, GPU capacity per team, risks. Exit 1 when anything
     changes (an object, or a pool's size)."""
     from generator.diff.comment import Stamp, error_comment, markdown_parts
@@ -256,7 +259,7 @@ def diff(ctx: click.Context, base: str | None, from_dir: str | None, to_dir: str
     stamp = Stamp(head_sha or "", _now())
     out = _output_dir(_root(ctx), output_dir) if output_dir else None
     try:
-        result = run_diff(_root(ctx), base, from_dir, to_dir, list(ignore))
+        result = run_diff(_root(ctx), base, from_dir, to_dir, list(ignore), committed)
     except Exception as exc:
         if out is not None:
             from generator.failures import describe

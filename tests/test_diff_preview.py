@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.synth import synthesize
-from tests.conftest import git, run
+from tests.conftest import REPO, git, run
 from tests.test_diff import balanced, diff_json, markdown
 
 
@@ -207,3 +207,73 @@ def test_more_than_twelve_teams_get_a_table_only(tmp_path: Path) -> None:
     assert tables and max(len(t.splitlines()) for t in tables) > 12
     assert sum(1 for t in tables if len(t.splitlines()) <= 12) == len(_charts(result.out))
     assert all(chart.count('", "') < 12 for chart in _charts(result.out))
+
+
+def _with_generator(repo: Path, edit: tuple[str, str, str] | None) -> None:
+    """Commit this project's generator into `repo` (optionally edited: file, old, new) as the base,
+    then put the running generator back in the work tree, as a pull request changing it would."""
+    shutil.copytree(REPO / "generator", repo / "generator", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(REPO / "pyproject.toml", repo / "pyproject.toml")
+    assert run(repo, "render").code == 0
+    if edit:
+        _edit(repo / "generator" / edit[0], edit[1], edit[2])
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "base with its generator")
+    shutil.rmtree(repo / "generator")
+    shutil.copytree(REPO / "generator", repo / "generator", ignore=shutil.ignore_patterns("__pycache__"))
+
+
+def test_a_chart_version_bump_shows_in_the_preview(repo: Path) -> None:
+    """The base was rebuilt with the head's generator, so a generator or versions.yaml change
+    showed "no changes". Now the base is rendered by its own generator."""
+    _with_generator(repo, ("versions.yaml", "  version: 79.5.0\n", "  version: 79.4.0\n"))
+    code, report = diff_json(repo)
+    assert code == 1
+    moved = {(c["cluster"], c["kind"], f["old"], f["new"]) for c in report["changes"] for f in c["fields"]
+             if f["path"] in ("spec.source.targetRevision", "spec.chart.spec.version")}
+    assert ("prod-east", "Application", "79.4.0", "79.5.0") in moved
+    assert ("prod-west", "HelmRelease", "79.4.0", "79.5.0") in moved
+    assert report["notes"] == ["the base was rendered by its own generator"]
+    assert report["before"].endswith(", rendered by its own generator")
+
+
+def test_a_base_generator_that_cannot_run_falls_back_to_its_committed_tree(repo: Path) -> None:
+    _with_generator(repo, ("versions.yaml", "  version: 79.5.0\n", "  version: [79.4.0\n"))  # unreadable
+    code, report = diff_json(repo)
+    assert code == 0  # its committed rendered/ was made before the edit: the same as the head's
+    (note,) = report["notes"]
+    assert note.startswith("the base's own generator could not run (") and "committed rendered/" in note
+
+
+def test_only_clusters_whose_inputs_differ_are_compiled(repo: Path, tmp_path: Path) -> None:
+    """A one-team change re-rendered every cluster of both trees; now only the clusters that
+    team (before or after) has quota in, with the same result as comparing everything."""
+    _edit(repo / "teams/speech.yaml", "gpus: 6", "gpus: 4")
+    _, report = diff_json(repo)
+    assert report["notes"] == ["the base has no generator/: it was rendered by this fleetgen",
+                               "2 cluster(s) whose inputs are unchanged were not compiled"]
+    assert run(repo, "render").code == 0
+    head = tmp_path / "head"
+    shutil.copytree(repo, head, ignore=shutil.ignore_patterns(".git"))
+    git(repo, "stash", "-q")
+    assert run(repo, "render").code == 0
+    _, full = diff_json(repo, "--from", str(repo), "--to", str(head))
+    assert report["changes"] == full["changes"] and report["capacity"] == full["capacity"]
+    assert report["risks"] == full["risks"]
+
+
+def test_committed_trees_give_the_same_preview_reading_only_what_differs(repo: Path) -> None:
+    """`--rendered` (the workflow's call once `render --check` passed) compares the committed
+    rendered/ trees, reading only the files git lists as different, with the same result."""
+    assert run(repo, "diff", "--rendered").code == 2  # the base has no rendered/: said, not guessed
+    assert run(repo, "render").code == 0
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "rendered")
+    _edit(repo / "teams/speech.yaml", "gpus: 6", "gpus: 4")
+    _edit(repo / "clusters/dev.yaml", "  engine: flux\n", "  engine: flux\n  revision: release-2\n")
+    _, compiled = diff_json(repo)
+    assert run(repo, "render").code == 0
+    _, committed = diff_json(repo, "--rendered")
+    for key in ("summary", "clusters", "changes", "capacity", "pools", "risks"):
+        assert committed[key] == compiled[key], key
+    assert committed["notes"][0].startswith("compared rendered/ as committed (2 file(s) differ)")

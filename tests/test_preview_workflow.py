@@ -134,7 +134,8 @@ def test_the_workflows_wire_the_artifact_and_the_merge_queue() -> None:
     assert preview["permissions"] == {"contents": "read"} and "permissions" not in preview["jobs"]["preview"]
     steps = "\n".join(str(s.get("run", "")) for s in preview["jobs"]["preview"]["steps"])
     for command in ("fleetgen render --check", "fleetgen validate", "fleetgen diff --base \"$BASE_SHA\"",
-                    "--head-sha \"$HEAD_SHA\"", "fleetgen-diff/pr-number", "fleetgen-diff/checks.json"):
+                    "--head-sha \"$HEAD_SHA\"", "mode=\"--rendered\"", "fleetgen-diff/pr-number",
+                    "fleetgen-diff/checks.json"):
         assert command in steps, command
     comment = yaml.safe_load((REPO / ".github/workflows/preview-comment.yml").read_text())
     assert comment[True] == {"workflow_run": {"workflows": ["preview"], "types": ["completed"]}}

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 from pydantic import BaseModel, ValidationError
 
@@ -82,22 +82,48 @@ def _load(path: Path, root: Path, model: type[M], findings: list[Finding]) -> Lo
     return Loaded(config, source)
 
 
-def load_fleet(root: Path) -> Fleet:
-    """Load and check the whole fleet under `root`; raise InputError listing every problem."""
+LoadCache = dict[tuple[str, bytes], Any]
+"""Files already loaded, by (path in the repository, content): two sides of a diff share them."""
+
+
+def _cached_load(path: Path, root: Path, model: type[M], findings: list[Finding],
+                 cache: LoadCache | None) -> Loaded[M] | None:
+    if cache is None:
+        return _load(path, root, model, findings)
+    rel = path.relative_to(root).as_posix()
+    try:
+        key = (rel, repofiles.read_bytes(root, rel))
+    except (OSError, repofiles.UnsafePath):
+        return _load(path, root, model, findings)  # it reports the problem with its file
+    if key not in cache:
+        before = len(findings)
+        cache[key] = _load(path, root, model, findings)
+        if len(findings) != before:  # only clean loads are shared
+            return cache.pop(key)
+    return cast("Loaded[M] | None", cache[key])
+
+
+def load_fleet(root: Path, check: bool = True, cache: LoadCache | None = None) -> Fleet:
+    """Load and check the whole fleet under `root`; raise InputError listing every problem.
+
+    `check=False` leaves out the cross-file checks (a diff's base, merged after them); `cache`
+    shares files that are byte-identical with an earlier load.
+    """
     from generator.config.checks import check_fleet
 
     clusters_dir, teams_dir = root / "clusters", root / "teams"
     if not clusters_dir.is_dir():
         raise UsageError(f"no clusters/ folder in {root}: run fleetgen in a fleet repository or pass --root DIR")
     findings: list[Finding] = []
-    clusters = {p.stem: _load(p, root, ClusterConfig, findings) for p in _files(clusters_dir, root, findings)}
-    teams = {p.stem: _load(p, root, TeamConfig, findings) for p in _files(teams_dir, root, findings)}
+    clusters = {p.stem: _cached_load(p, root, ClusterConfig, findings, cache)
+                for p in _files(clusters_dir, root, findings)}
+    teams = {p.stem: _cached_load(p, root, TeamConfig, findings, cache) for p in _files(teams_dir, root, findings)}
     if not clusters and not findings:
         raise UsageError(f"clusters/ in {root} has no .yaml files: add at least one cluster")
     fleet = Fleet(root,
                   {k: v for k, v in clusters.items() if v is not None},
                   {k: v for k, v in teams.items() if v is not None})
-    if not findings:  # cross-file checks need every file to have loaded
+    if not findings and check:  # cross-file checks need every file to have loaded
         findings.extend(check_fleet(fleet))
     if findings:
         raise InputError(sorted(set(findings)))

@@ -28,7 +28,8 @@ MAX_FIELDS = 40
 TOP_RISKS = 60
 """Risks listed before the capacity section (most severe first); the rest follow it."""
 CHART_MAX_TEAMS = 12
-"""Above this many teams a pool gets its table only: a chart of 50 bars is unreadable."""
+"""Above this many teams a pool gets no chart (50 bars are unreadable) and its table lists the
+teams that change only."""
 _HEADER_RESERVE = 400
 """The part line and the reopened cluster and team sections at the top of a part."""
 _CLOSE_RESERVE = 40
@@ -99,7 +100,8 @@ def _verdict(result: DiffResult) -> str:
 def _summary(result: DiffResult) -> Iterator[Block]:
     total, per = result.counts()
     yield Block(f"**{total.add} to add, {total.change} to change, {total.destroy} to destroy** "
-                f"({md(result.before)} → {md(result.after)})\n\n")
+                f"({md(result.before)} → {md(result.after)})\n\n"
+                + "".join(f"> {md(note)}\n" for note in result.notes) + ("\n" if result.notes else ""))
     if per:
         rows = [f"| {md(name)} | {c.add} | {c.change} | {c.destroy} |" for name, c in per.items()]
         yield from _table("| cluster | add | change | destroy |\n|---|---:|---:|---:|", rows)
@@ -165,9 +167,13 @@ def _capacity(result: DiffResult) -> Iterator[Block]:
             yield Block(head + "No team has a quota in this pool.\n")
             continue
         yield Block(head)
+        shown = pool.rows if len(pool.rows) <= CHART_MAX_TEAMS else [r for r in pool.rows if r.changed]
         rows = [f"| {md(r.team)}{' **(changed)**' if r.changed else ''} | {_share(r, 'guaranteed')} | "
-                f"{_share(r, 'borrowable')} | {_share(r, 'lendable')} |" for r in pool.rows]
-        yield from _table("| team | guaranteed | borrowable | lendable |\n|---|---|---|---|", rows)
+                f"{_share(r, 'borrowable')} | {_share(r, 'lendable')} |" for r in shown]
+        if rows:
+            yield from _table("| team | guaranteed | borrowable | lendable |\n|---|---|---|---|", rows)
+        if len(shown) < len(pool.rows):
+            yield Block(f"\n_{len(pool.rows) - len(shown)} other teams in this pool: unchanged._\n")
         chart = _chart(pool)
         yield Block("\n" + chart if chart else "\n")
 

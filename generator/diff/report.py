@@ -6,7 +6,7 @@ The pull-request comment (Markdown in parts) is `generator.diff.comment`.
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
 from pydantic import BaseModel, Field
@@ -93,6 +93,7 @@ class DiffReport(BaseModel):
     pools: list[PoolJson] = Field(description="Pools whose size, overcommit or team quotas change")
     capacity: list[CapacityJson]
     risks: list[RiskJson]
+    notes: list[str] = Field(default_factory=list, description="How the two sides were made")
 
 
 @dataclass
@@ -105,6 +106,8 @@ class DiffResult:
     capacity: list[PoolImpact]
     risks: list[Risk]
     has_fleets: bool
+    notes: list[str] = field(default_factory=list)
+    """How the sides were made, when a reviewer should know (base rendered by its own generator, ...)."""
 
     @property
     def changed(self) -> bool:
@@ -141,7 +144,7 @@ class DiffResult:
             capacity=[CapacityJson(cluster=r.cluster, pool=r.pool, team=r.team, before=share(r.before),
                                    after=share(r.after)) for p in self.capacity for r in p.rows],
             risks=[RiskJson(severity=r.severity, rule=r.rule, message=r.message)  # type: ignore[arg-type]
-                   for r in self.risks])
+                   for r in self.risks], notes=self.notes)
 
 
 # --- text ------------------------------------------------------------------------------------------
@@ -170,7 +173,7 @@ def to_text(result: DiffResult, color: bool) -> str:
 
     total, _ = result.counts()
     marks = {"add": ("+", "green"), "change": ("~", "yellow"), "destroy": ("-", "red")}
-    out = [f"fleetgen diff {result.before} -> {result.after}"]
+    out = [f"fleetgen diff {result.before} -> {result.after}", *(f"note: {n}" for n in result.notes)]
     for change in result.changes:
         mark, fg = marks[change.action]
         out.append(paint(f"{mark} {change.obj.cluster}: {change.obj.label}", fg))

@@ -7,24 +7,26 @@ from pathlib import Path
 from generator.diff.impact import capacity_impact, risks
 from generator.diff.objects import changed_objects, compare
 from generator.diff.report import DiffResult
-from generator.diff.sources import Side, at_ref, compiled
+from generator.diff.sources import Side, compiled, git_sides, rendered_sides
 from generator.errors import UsageError
 
 
 def run_diff(root: Path, base: str | None = None, from_dir: str | None = None, to_dir: str | None = None,
-             ignore: list[str] | None = None) -> DiffResult:
-    """Diff `base` (a git ref, default HEAD) against the work tree, or FROM against TO."""
+             ignore: list[str] | None = None, committed: bool = False) -> DiffResult:
+    """Diff `base` (a git ref, default HEAD) against the work tree, or FROM against TO; with
+    `committed`, the two committed rendered/ trees (only the files that differ are read)."""
     if bool(from_dir) != bool(to_dir):
         raise UsageError("--from and --to go together")
-    if from_dir and base:
-        raise UsageError("use either --base or --from/--to")
+    if from_dir and (base or committed):
+        raise UsageError("use either --base (with or without --rendered) or --from/--to")
     before: Side
     after: Side
     if from_dir and to_dir:
         before, after = compiled(Path(from_dir), from_dir), compiled(Path(to_dir), to_dir)
     else:
-        before, after = at_ref(root, base or "HEAD"), compiled(root, "work tree")
+        before, after = (rendered_sides if committed else git_sides)(root, base or "HEAD")
     changes = compare(*changed_objects(before.tree, after.tree), ignore)
     has_fleets = (before.fleet is not None or not before.tree) and after.fleet is not None
     capacity = capacity_impact(before.fleet, after.fleet) if has_fleets else []
-    return DiffResult(before.label, after.label, changes, capacity, risks(changes, capacity), has_fleets)
+    return DiffResult(before.label, after.label, changes, capacity, risks(changes, capacity), has_fleets,
+                      [*before.notes, *after.notes])

@@ -2,22 +2,43 @@
 
 A folder with `clusters/` is a fleet repository and is compiled in memory (so the capacity
 table has pool sizes); any other folder is taken as an already rendered tree.
+
+Against a git ref the base must be what the base's own generator makes of the base's inputs, or
+a pull request that changes the generator (or a pinned chart version in generator/versions.yaml)
+shows nothing. So:
+
+- when the base's generator/ is the one running (the common case: a team-file change), both
+  sides are compiled here, and only the clusters whose inputs differ: the cost follows the change;
+- when it differs, the base's own generator renders the base in a child process;
+- when that cannot run, the base's committed rendered/ is used, and failing that, this
+  generator; the report says which.
+
+With `--rendered` (the preview workflow, once `fleetgen render --check` has passed) nothing is
+compiled: the committed rendered/ of the base and of the work tree are compared, and only the
+files git reports as different are read. Both fleets are still loaded (unchanged files once) for
+the capacity table.
 """
 
 from __future__ import annotations
 
+import hashlib
 import io
+import os
 import subprocess
+import sys
 import tarfile
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from generator import emit
+from generator import emit, repofiles
+from generator.compile.gitops import GITOPS
 from generator.config.fleet import Fleet
-from generator.errors import UsageError
+from generator.errors import InputError, UsageError
 
 INPUTS = ("teams", "clusters", "fleet.yaml")
+GENERATOR = ("generator", "pyproject.toml")
+BASE_RENDER_TIMEOUT = 900
 
 
 @dataclass
@@ -27,6 +48,9 @@ class Side:
     tree: emit.Tree
     fleet: Fleet | None
     label: str
+    notes: list[str] = field(default_factory=list)
+    clusters: list[str] | None = None
+    """The clusters compiled, when only those whose inputs differ were (None: all)."""
 
 
 def _git(root: Path, *args: str) -> bytes:
@@ -36,35 +60,191 @@ def _git(root: Path, *args: str) -> bytes:
     return proc.stdout
 
 
-def compiled(root: Path, label: str) -> Side:
+def compiled(root: Path, label: str, clusters: list[str] | None = None) -> Side:
     """Compile the fleet at `root` in memory (no network checks, nothing written)."""
     from generator import render
 
     if not (root / "clusters").is_dir():
         return Side(emit.read_tree(root), None, label)
-    result = render.build(root)
-    return Side(result.tree, result.fleet, label)
+    result = render.build(root, clusters=clusters)
+    tree = result.tree
+    if clusters is not None:  # build() adds the GitOps files of every cluster: keep the compared ones'
+        def compared(path: str) -> bool:
+            parts = path.split("/")
+            if parts[0] != GITOPS:
+                return parts[0] in clusters
+            return len(parts) < 3 or parts[1] in clusters or parts[1] not in result.fleet.clusters
+        tree = {p: c for p, c in tree.items() if compared(p)}
+    return Side(tree, result.fleet, label, clusters=clusters)
 
 
-def at_ref(root: Path, ref: str) -> Side:
-    """Compile teams/ and clusters/ as they are at git `ref`, without touching the work tree."""
+def _resolve(root: Path, ref: str) -> tuple[str, str, set[str]]:
+    """The fleet's folder inside the repository ("" or "sub/"), the commit of `ref`, and the
+    top-level names the fleet's folder holds at that commit."""
     top = Path(_git(root, "rev-parse", "--show-toplevel").decode().strip())
     prefix = root.resolve().relative_to(top.resolve()).as_posix()
     prefix = "" if prefix == "." else prefix + "/"
     commit = _git(root, "rev-parse", "--verify", f"{ref}^{{commit}}").decode().strip()
     listed = _git(root, "ls-tree", "--name-only", commit, prefix or ".").decode().split()
-    wanted = [name for name in listed if name.removeprefix(prefix) in INPUTS]
+    return prefix, commit, {name.removeprefix(prefix) for name in listed}
+
+
+def _export(root: Path, commit: str, names: list[str], dest: Path) -> None:
+    """`names` (top-level entries of the repository at `commit`) into `dest`; links refused."""
+    if not names:
+        return
+    data = _git(root, "archive", "--format=tar", commit, "--", *names)
+    with tarfile.open(fileobj=io.BytesIO(data)) as archive:
+        links = [m.name for m in archive.getmembers() if m.issym() or m.islnk()]
+        if links:  # the same rule as the work tree: links are refused, never followed
+            raise UsageError(f"{commit[:12]} holds symbolic links ({', '.join(sorted(links)[:5])}); "
+                             "fleetgen does not follow links: compare with a ref without them")
+        archive.extractall(dest, filter="data")
+
+
+def code_key(package: Path) -> str:
+    """The hash `incremental.code_key` gives a generator package (its .py, .yaml and .j2 files)."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in package.rglob("*") if p.suffix in (".py", ".yaml", ".j2") and p.is_file()):
+        digest.update(path.relative_to(package).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def git_sides(root: Path, ref: str) -> tuple[Side, Side]:
+    """The base at git `ref` and the work tree, each rendered by its own generator."""
+    from generator import incremental
+
+    prefix, commit, present = _resolve(root, ref)
+    label = f"{ref} ({commit[:12]})"
     with tempfile.TemporaryDirectory(prefix="fleetgen-base-") as tmp:
-        if wanted:
-            data = _git(root, "archive", "--format=tar", commit, "--", *wanted)
-            with tarfile.open(fileobj=io.BytesIO(data)) as archive:
-                links = [m.name for m in archive.getmembers() if m.issym() or m.islnk()]
-                if links:  # the same rule as the work tree: links are refused, never followed
-                    raise UsageError(f"{ref} holds symbolic links among the inputs ({', '.join(sorted(links))}); "
-                                     "fleetgen does not follow links: compare with a ref without them")
-                archive.extractall(tmp, filter="data")
+        _export(root, commit, [prefix + n for n in sorted(present & {*INPUTS, *GENERATOR, "rendered"})], Path(tmp))
         base_root = Path(tmp) / prefix
         base_root.mkdir(parents=True, exist_ok=True)
         if not (base_root / "clusters").is_dir():  # nothing at that ref yet: everything is new
-            return Side({}, None, ref)
-        return compiled(base_root, f"{ref} ({commit[:12]})")
+            return Side({}, None, ref), compiled(root, "work tree")
+        if not (base_root / "generator").is_dir():
+            before, after = _same_generator(root, base_root, label)
+            before.notes.append("the base has no generator/: it was rendered by this fleetgen")
+            return before, after
+        if code_key(base_root / "generator") == incremental.code_key():
+            return _same_generator(root, base_root, label)
+        return _own_generator(base_root, label), compiled(root, "work tree")
+
+
+def _same_generator(root: Path, base_root: Path, label: str) -> tuple[Side, Side]:
+    """Both sides compiled here, only the clusters whose inputs differ."""
+    from generator.config.fleet import load_fleet
+
+    try:
+        before_fleet = load_fleet(base_root)
+    except (InputError, UsageError):  # the base itself is broken: compare everything
+        return compiled(base_root, label), compiled(root, "work tree")
+    after_fleet = load_fleet(root)
+    changed = changed_clusters(base_root, root, before_fleet, after_fleet)
+    before = compiled(base_root, label, [c for c in changed if c in before_fleet.clusters])
+    after = compiled(root, "work tree", [c for c in changed if c in after_fleet.clusters])
+    skipped = len({*before_fleet.clusters, *after_fleet.clusters}) - len(changed)
+    if skipped:
+        after.notes.append(f"{skipped} cluster(s) whose inputs are unchanged were not compiled")
+    return before, after
+
+
+def changed_clusters(base_root: Path, root: Path, before: Fleet, after: Fleet) -> list[str]:
+    """Clusters whose cluster file, or any team file naming them, differs (all when fleet.yaml does)."""
+    def text(where: Path, rel: str) -> bytes | None:
+        path = where / rel
+        return path.read_bytes() if path.is_file() else None
+
+    everyone = sorted({*before.clusters, *after.clusters})
+    if text(base_root, "fleet.yaml") != text(root, "fleet.yaml"):
+        return everyone
+    out = {c for c in everyone
+           if text(base_root, f"clusters/{c}.yaml") != text(root, f"clusters/{c}.yaml")
+           or (c in before.clusters) != (c in after.clusters)}
+    teams = sorted({*before.teams, *after.teams})
+    for name in teams:
+        old, new = before.teams.get(name), after.teams.get(name)
+        old_text = text(base_root, old.source.path) if old else None
+        new_text = text(root, new.source.path) if new else None
+        if old_text != new_text or (old and new and old.source.path != new.source.path):
+            for fleet_team in (old, new):
+                if fleet_team is not None:
+                    out.update(c for c in fleet_team.config.quotas if c in everyone)
+    return sorted(out)
+
+
+def _own_generator(base_root: Path, label: str) -> Side:
+    """The base rendered by its own generator (a child process importing the base's code)."""
+    from generator.config.fleet import load_fleet
+
+    env = {**os.environ, "PYTHONPATH": str(base_root), "CI": "1"}
+    proc = subprocess.run([sys.executable, "-m", "generator", "--root", str(base_root), "render"], cwd=base_root,
+                          env=env, capture_output=True, text=True, check=False, timeout=BASE_RENDER_TIMEOUT)
+    try:
+        fleet: Fleet | None = load_fleet(base_root)
+        fleet_note = ""
+    except (InputError, UsageError):
+        fleet, fleet_note = None, "; the base's files do not load with this fleetgen, so no capacity table"
+    if proc.returncode == 0:
+        return Side(emit.read_tree(base_root / "rendered"), fleet, f"{label}, rendered by its own generator",
+                    [f"the base was rendered by its own generator{fleet_note}"])
+    reason = (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1][:300]
+    committed = base_root / "rendered"
+    if committed.is_dir():
+        return Side(emit.read_tree(committed), fleet, f"{label}, rendered/ as committed",
+                    [f"the base's own generator could not run ({reason}): its committed rendered/ is "
+                     f"compared{fleet_note}"])
+    side = compiled(base_root, label)
+    side.notes.append(f"the base's own generator could not run ({reason}) and it has no rendered/: "
+                      "the base was rendered by this fleetgen, so generator changes do not show")
+    return side
+
+
+def rendered_sides(root: Path, ref: str) -> tuple[Side, Side]:
+    """The base's committed rendered/ and the work tree's, read only where they differ."""
+    from generator.config.fleet import LoadCache, load_fleet
+
+    prefix, commit, listed = _resolve(root, ref)
+    label = f"{ref} ({commit[:12]}), rendered/ as committed"
+    if "rendered" not in listed or not (root / "rendered").is_dir():
+        missing = ref if "rendered" not in listed else "the work tree"
+        raise UsageError(f"--rendered compares committed rendered/ trees, and {missing} has none: "
+                         "run without --rendered")
+    where = f"{prefix}rendered/"
+    changed = _git(root, "diff", "--name-only", "-z", "--no-renames", commit, "--", where).decode().split("\0")
+    changed += _git(root, "ls-files", "-z", "--others", "--exclude-standard", "--", where).decode().split("\0")
+    paths = sorted({p.removeprefix(where) for p in changed if p.startswith(where)})
+    at_base = set(_git(root, "ls-tree", "-r", "--name-only", "-z", commit, "--", where).decode().split("\0"))
+    before: emit.Tree = _blobs(root, commit, [where + p for p in paths if where + p in at_base], where)
+    rendered = repofiles.inside(root, "rendered")
+    after: emit.Tree = {p: repofiles.read_bytes(rendered, p) for p in paths if (rendered / p).exists()}
+    cache: LoadCache = {}
+    with tempfile.TemporaryDirectory(prefix="fleetgen-base-") as tmp:
+        _export(root, commit, [prefix + n for n in sorted(listed & set(INPUTS))], Path(tmp))
+        try:
+            base_fleet: Fleet | None = load_fleet(Path(tmp) / prefix, check=False, cache=cache)
+        except (InputError, UsageError):
+            base_fleet = None
+    head_fleet = load_fleet(root, cache=cache)
+    note = (f"compared rendered/ as committed ({len(paths)} file(s) differ); the preview workflow has checked "
+            "that the work tree's matches teams/ and clusters/")
+    return Side(before, base_fleet, label), Side(after, head_fleet, "work tree, rendered/", [note])
+
+
+def _blobs(root: Path, commit: str, paths: list[str], where: str) -> emit.Tree:
+    """Contents of `paths` at `commit` in one `git cat-file --batch` (keyed without `where`)."""
+    if not paths:
+        return {}
+    request = "".join(f"{commit}:{p}\n" for p in paths).encode()
+    proc = subprocess.run(["git", "-C", str(root), "cat-file", "--batch"], input=request, capture_output=True,
+                          check=False)
+    if proc.returncode != 0:
+        raise UsageError(f"git cat-file failed: {proc.stderr.decode(errors='replace').strip()}")
+    out: emit.Tree = {}
+    data, at = proc.stdout, 0
+    for path in paths:
+        header_end = data.index(b"\n", at)
+        size = int(data[at:header_end].split()[2])
+        out[path.removeprefix(where)] = data[header_end + 1:header_end + 1 + size]
+        at = header_end + 1 + size + 1
+    return out
