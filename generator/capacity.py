@@ -2,7 +2,8 @@
 
 One model of what quotas mean, used by `fleetgen explain` and the diff's capacity table.
 All teams of a cluster sit in one cohort tree without cohort limits, so a team may borrow what
-any other team lends, up to its own borrowingLimit.
+any other team lends, and (with the cluster's `kueue.shareUnallocated`, the default) the pool's
+GPUs no team holds, which the root cohort's quota carries, up to its own borrowingLimit.
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ class PoolCapacity:
     gpus: int
     limit: int
     teams: tuple[TeamShare, ...]
+    shared: int = 0
+    """GPUs no team holds, lent by the root cohort (0 when the cluster does not share them)."""
 
     @property
     def allocated(self) -> int:
@@ -57,14 +60,15 @@ def pool_capacities(fleet: Fleet) -> list[PoolCapacity]:
             quotas = {t.config.name: t.config.quotas[cname][pool.name]
                       for t in fleet.teams_in(cname) if pool.name in t.config.quotas[cname]}
             lendable = {n: (q.lending_limit if q.lending_limit is not None else q.gpus) for n, q in quotas.items()}
-            total_lend = sum(lendable.values())
+            shared = max(0, pool.gpus - sum(q.gpus for q in quotas.values())) if cfg.kueue.share_unallocated else 0
+            total_lend = sum(lendable.values()) + shared
             shares = []
             for name, q in sorted(quotas.items()):
                 others = total_lend - lendable[name]
                 borrowable = others if q.borrowing_limit is None else min(q.borrowing_limit, others)
                 shares.append(TeamShare(name, q.gpus, borrowable, lendable[name], q.borrowing_limit))
             out.append(PoolCapacity(cname, pool.name, pool.gpu.product, pool.gpus,
-                                    int(pool.gpus * cfg.overcommit), tuple(shares)))
+                                    int(pool.gpus * cfg.overcommit), tuple(shares), shared))
     return out
 
 

@@ -43,6 +43,9 @@ def explain_cluster(fleet: Fleet, name: str) -> str:
     for pool in (p for p in pool_capacities(fleet) if p.cluster == name):
         rows = [[t.team, str(t.guaranteed), str(t.borrowable), str(t.lendable)] for t in pool.teams]
         parts.append(f"\npool {pool.pool} ({pool.product}): {pool.gpus} GPUs, quota limit {pool.limit}, "
-                     f"allocated {pool.allocated} ({pool.utilisation:.0%}), free {pool.limit - pool.allocated}")
+                     f"allocated {pool.allocated} ({pool.utilisation:.0%}), free {pool.limit - pool.allocated}"
+                     + (f", {pool.shared} lent by the root cohort" if pool.shared
+                        else ", held by no quota (kueue.shareUnallocated: false)"
+                        if pool.gpus > pool.allocated else ""))
         parts.append(table(["team", "guaranteed", "borrowable", "lendable"], rows) if rows else "no team quotas")
     return "\n".join(parts)

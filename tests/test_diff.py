@@ -69,10 +69,14 @@ def test_quota_change(repo: Path) -> None:
     path.write_text(path.read_text().replace("gpus: 64, borrowingLimit: 32", "gpus: 48, borrowingLimit: 32"))
     code, report = diff_json(repo)
     assert code == 1
-    assert report["summary"] == {"add": 0, "change": 1, "destroy": 0}
-    (change,) = report["changes"]
+    assert report["summary"] == {"add": 0, "change": 2, "destroy": 0}
+    change, cohort = report["changes"]
     assert (change["kind"], change["name"], change["cluster"], change["team"]) == (
         "ClusterQueue", "ml-research", "prod-east", "ml-research")
+    # The 16 GPUs ml-research gives up join what the root cohort lends (issue 16).
+    assert (cohort["kind"], cohort["name"]) == ("Cohort", "prod-east")
+    assert [(f["old"], f["new"]) for f in cohort["fields"] if f["path"].endswith("[nvidia.com/gpu].nominalQuota")] \
+        == [("32", "48")]
     gpu = next(f for f in change["fields"] if f["path"].endswith("[nvidia.com/gpu].nominalQuota"))
     assert (gpu["old"], gpu["new"], gpu["op"]) == ("64", "48", "changed")
     assert gpu["path"] == "spec.resourceGroups[0].flavors[h100].resources[nvidia.com/gpu].nominalQuota"
@@ -82,7 +86,7 @@ def test_quota_change(repo: Path) -> None:
     assert [r["rule"] for r in report["risks"]] == ["quota-reduced"]
     assert "ml-research loses 16 guaranteed h100 GPUs (64 → 48)" in report["risks"][0]["message"]
     (page,) = markdown(repo)
-    assert "**0 to add, 1 to change, 0 to destroy**" in page and balanced(page)
+    assert "**0 to add, 2 to change, 0 to destroy**" in page and balanced(page)
     assert "| ml-research **(changed)** | 64 → **48** |" in page
     assert "```mermaid\nxychart-beta" in page and "line [128, 64, 0, 32]" in page and "bar [128, 48, 0, 32]" in page
     summary_rows = re.findall(r"^\| (dev|prod-east|prod-west) \|", page, re.M)

@@ -45,7 +45,10 @@ def test_two_files_with_one_identity_are_refused(tmp_path: Path, repo: Path) -> 
 
 
 def test_a_pool_that_shrinks_is_a_change(repo: Path) -> None:
-    """Halving prod-west's A100 pool (128 -> 64 GPUs) said "no changes" and exited 0."""
+    """Halving prod-west's A100 pool (128 -> 64 GPUs) said "no changes" and exited 0. (With the
+    root cohort lending unallocated GPUs, its quota changes too; without, no object does.)"""
+    _edit(repo / "clusters/prod-west.yaml", "kueue:\n", "kueue:\n  shareUnallocated: false\n")
+    git(repo, "commit", "-qam", "no shared quota")
     _edit(repo / "clusters/prod-west.yaml", "    nodes: 16\n", "    nodes: 8\n")
     code, report = diff_json(repo)
     assert code == 1 and report["changes"] == []
@@ -277,3 +280,11 @@ def test_committed_trees_give_the_same_preview_reading_only_what_differs(repo: P
     for key in ("summary", "clusters", "changes", "capacity", "pools", "risks"):
         assert committed[key] == compiled[key], key
     assert committed["notes"][0].startswith("compared rendered/ as committed (2 file(s) differ)")
+
+
+def test_a_pool_that_shrinks_shrinks_what_the_root_cohort_lends(repo: Path) -> None:
+    _edit(repo / "clusters/prod-west.yaml", "    nodes: 16\n", "    nodes: 8\n")
+    code, report = diff_json(repo)
+    (change,) = report["changes"]
+    assert code == 1 and (change["kind"], change["name"]) == ("Cohort", "prod-west")
+    assert ("72", "8") in [(f["old"], f["new"]) for f in change["fields"]]

@@ -335,6 +335,51 @@ def test_borrowing_admits_while_the_lender_is_idle_and_the_limit_holds(deployed:
     assert wait_for(lambda: gone(stack, ns, first.name) and gone(stack, ns, second.name), 60)
 
 
+def unallocated_case(deployed: Deployed) -> tuple[Borrowing, int] | None:
+    """A team and pool where a job fits only by borrowing GPUs no team holds (the root cohort's
+    quota): more than guaranteed + everything the other teams lend, within the team's limit."""
+    from generator.capacity import pool_capacities
+
+    cluster = deployed.fleet.clusters[deployed.name].config
+    for pool in (p for p in pool_capacities(deployed.fleet) if p.cluster == deployed.name):
+        per_node = cluster.pool(pool.pool).gpu.per_node  # type: ignore[union-attr]
+        free = pool.gpus - pool.allocated
+        lent = {t.team: t.lendable for t in pool.teams}
+        for share in pool.teams:
+            others = sum(v for k, v in lent.items() if k != share.team)
+            nodes = (share.guaranteed + others) // per_node + 1
+            limit = share.borrowing_limit if share.borrowing_limit is not None else others + free
+            if free > 0 and nodes * per_node <= share.guaranteed + min(limit, others + free):
+                team = next(t for t in deployed.teams if t.name == share.team)
+                return Borrowing(team, pool.pool, per_node, share.guaranteed, share.borrowable), nodes
+    return None
+
+
+def test_gpus_no_team_holds_are_borrowed_from_the_root_cohort(deployed: Deployed) -> None:
+    """Issue 16: capacity outside every team quota was covered by no quota, so never used. The root
+    Cohort's quota now holds it and Kueue lends it: a job larger than the team's guarantee plus all
+    the other teams lend is admitted."""
+    from generator.jobs import Job
+
+    found = unallocated_case(deployed)
+    if found is None:
+        pytest.skip(f"{deployed.name} has no pool with GPUs outside the team quotas")
+    case, nodes = found
+    stack, team = deployed.stack, case.team
+    who = member(stack, team)
+    api = stack.client(who.user, tuple(team.members.groups[:1]))
+    job = Job(sized_job(deployed, case, nodes, f"unalloc-{uuid.uuid4().hex[:5]}"))
+    job.submit(api)
+    ns = job.namespace
+    assert wait_for(lambda: admitted(stack, ns, job.name), 60), \
+        f"{nodes} nodes of {case.pool} not admitted: {condition(workload_of(stack, ns, job.name), 'QuotaReserved')}"
+    assert flavors(workload_of(stack, ns, job.name)) == {case.pool}
+    root = custom(stack).get_cluster_custom_object(KUEUE, "v1beta2", "cohorts", deployed.name)
+    assert root["spec"].get("resourceGroups"), "the root Cohort carries no quota"
+    job.cancel(api)
+    assert wait_for(lambda: gone(stack, ns, job.name), 60)
+
+
 def test_members_cannot_reach_other_teams_or_the_cluster(deployed: Deployed) -> None:
     """Refused by the real RBAC authoriser: other teams' namespaces, queue wiring, anything cluster-wide."""
     from kubernetes import client

@@ -89,7 +89,11 @@ def test_golden_flavor_topology_cohorts_and_tenancy(fleet_root: Path) -> None:
     assert [lv["nodeLabel"] for lv in topo["spec"]["levels"]][-1] == "kubernetes.io/hostname"
     nested = _load(fleet_root, "prod-east/kueue/cohort-research-vision.yaml")
     assert nested["spec"] == {"parentName": "research", "fairSharing": {"weight": "2"}}
-    assert _load(fleet_root, "prod-east/kueue/cohort-prod-east.yaml")["spec"] == {}
+    # The root cohort holds the 32 H100 no team has quota for, with their CPU and memory (issue 16).
+    assert _load(fleet_root, "prod-east/kueue/cohort-prod-east.yaml")["spec"] == {"resourceGroups": [
+        {"coveredResources": ["cpu", "memory", "nvidia.com/gpu"], "flavors": [{"name": "h100", "resources": [
+            {"name": "cpu", "nominalQuota": "768"}, {"name": "memory", "nominalQuota": "7200Gi"},
+            {"name": "nvidia.com/gpu", "nominalQuota": "32"}]}]}]}
     implicit = _load(fleet_root, "prod-west/kueue/cohort-research.yaml")  # team cohort not declared there
     assert implicit["spec"] == {"parentName": "prod-west"}
     for ns in ("vision", "vision-eval"):

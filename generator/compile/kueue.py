@@ -10,7 +10,7 @@ from typing import Any
 
 from generator import quantity
 from generator.compile.manifest import ARGOCD_CRD_IN_SAME_SYNC, Manifest, labels
-from generator.compile.quota import pool_resources
+from generator.compile.quota import pool_resources, unallocated_resources
 from generator.config.cluster import ClusterConfig, NodePool
 from generator.config.fleet import Loaded
 from generator.config.team import TeamConfig
@@ -96,7 +96,10 @@ def cohorts(cluster: Loaded[ClusterConfig], teams: list[Loaded[TeamConfig]]) -> 
     cfg = cluster.config
     root = _obj(cfg, "Cohort", cfg.name)
     root["spec"] = {}
-    out = [Manifest(SHARED, root, cluster.at("name"))]
+    groups = _unallocated_groups(cfg, teams) if cfg.kueue.share_unallocated else []
+    if groups:
+        root["spec"]["resourceGroups"] = groups
+    out = [Manifest(SHARED, root, cluster.at("name"), {"spec.resourceGroups": cluster.at("nodePools")})]
     declared = {c.name for c in cfg.cohorts}
     for i, cohort in enumerate(cfg.cohorts):
         body = _obj(cfg, "Cohort", cohort.name)
@@ -113,6 +116,30 @@ def cohorts(cluster: Loaded[ClusterConfig], teams: list[Loaded[TeamConfig]]) -> 
         first = next(t for t in teams if t.config.cohort == name)
         out.append(Manifest(SHARED, body, first.at("cohort")))
     return out
+
+
+def _unallocated_groups(cfg: ClusterConfig, teams: list[Loaded[TeamConfig]]) -> list[dict[str, Any]]:
+    """The root cohort's quota: per pool, the GPUs (and their CPU and memory) no team holds.
+
+    A cohort's quota is lent to every ClusterQueue below it that lists the flavor (Kueue's
+    hierarchical cohorts), up to each queue's borrowingLimit; without it these GPUs are covered by
+    no quota at all and never admitted.
+    """
+    flavors: list[tuple[NodePool, dict[str, Any]]] = []
+    for pool in cfg.node_pools:
+        allocated = sum(t.config.quotas[cfg.name][pool.name].gpus for t in teams
+                        if pool.name in t.config.quotas.get(cfg.name, {}))
+        free = unallocated_resources(pool, allocated)
+        if free:
+            flavors.append((pool, {"name": pool.name, "resources": [{"name": q.name, "nominalQuota": q.nominal}
+                                                                    for q in free.values()]}))
+    if not flavors:
+        return []
+    covered = ["cpu", "memory", *dict.fromkeys(pool.gpu.resource for pool, _ in flavors)]
+    for _pool, flavor in flavors:  # every flavor lists every covered resource, in the group's order
+        have = {r["name"]: r for r in flavor["resources"]}
+        flavor["resources"] = [have.get(name, {"name": name, "nominalQuota": "0"}) for name in covered]
+    return [{"coveredResources": covered, "flavors": [f for _, f in flavors]}]
 
 
 def _resource_groups(cfg: ClusterConfig, team: TeamConfig) -> list[dict[str, Any]]:

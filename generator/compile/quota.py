@@ -56,3 +56,13 @@ def pool_resources(pool: NodePool, quota: PoolQuota) -> dict[str, ResourceQuota]
     lending = _scaled(pool, quota.lending_limit)
     names = ("cpu", "memory", pool.gpu.resource)
     return {name: ResourceQuota(name, nominal[i] or "0", borrowing[i], lending[i]) for i, name in enumerate(names)}
+
+
+def unallocated_resources(pool: NodePool, allocated: int) -> dict[str, ResourceQuota]:
+    """cpu, memory and GPU quota of the pool's GPUs that no team holds (none when every GPU is)."""
+    free = pool.gpus - allocated
+    if free <= 0:
+        return {}
+    nominal = _scaled(pool, free)
+    names = ("cpu", "memory", pool.gpu.resource)
+    return {name: ResourceQuota(name, nominal[i] or "0", None, None) for i, name in enumerate(names)}

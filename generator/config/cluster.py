@@ -63,6 +63,10 @@ class Kueue(ConfigModel):
     """Order in which each team queue admits its workloads."""
     preemption: Preemption = Preemption()
     """Preemption policy of every team ClusterQueue."""
+    share_unallocated: bool = True
+    """Put each pool's GPUs that no team holds (capacity minus team quotas, with their CPU and
+    memory) in the root Cohort's quota, so teams with quota in the pool can borrow them. Without
+    it no quota covers them and Kueue never admits work onto them."""
 
     @field_validator("version")
     @classmethod
