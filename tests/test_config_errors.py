@@ -68,6 +68,15 @@ CASES = [
      "teams/ml-research.yaml:5", ["invalid YAML"]),
     ("teams/speech.yaml", "name: speech", "name: default",
      "teams/speech.yaml:3", ["does not match the file name"]),
+    # Issue 16: Kueue ignores borrowWithinCohort once fair sharing is on (weights are set here).
+    ("clusters/prod-east.yaml", "    reclaimWithinCohort: Any\n",
+     "    reclaimWithinCohort: Any\n    borrowWithinCohort: {policy: LowerPriority, maxPriorityThreshold: 100}\n",
+     "clusters/prod-east.yaml:10", ["kueue.preemption.borrowWithinCohort", "Kueue ignores borrowWithinCohort",
+                                    "preemption.go:155-160", "kueue.fairSharing: true"]),
+    # ... and weights do nothing with fair sharing off.
+    ("clusters/prod-east.yaml", "  queueingStrategy: BestEffortFIFO\n",
+     "  queueingStrategy: BestEffortFIFO\n  fairSharing: false\n",
+     "clusters/prod-east.yaml:29", ["cohorts[1].fairSharingWeight", "kueue.fairSharing: false"]),
 ]
 
 

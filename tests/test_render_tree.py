@@ -52,9 +52,7 @@ def test_golden_cluster_queue(fleet_root: Path) -> None:
     assert cq["spec"]["cohortName"] == "research"
     assert cq["spec"]["namespaceSelector"] == {"matchExpressions": [
         {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["ml-research"]}]}
-    assert cq["spec"]["preemption"] == {"reclaimWithinCohort": "Any",
-                                        "borrowWithinCohort": {"policy": "LowerPriority", "maxPriorityThreshold": 100},
-                                        "withinClusterQueue": "LowerPriority"}
+    assert cq["spec"]["preemption"] == {"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"}
     assert cq["spec"]["fairSharing"] == {"weight": "1"}
     group = cq["spec"]["resourceGroups"][0]
     assert group["coveredResources"] == ["cpu", "memory", "nvidia.com/gpu"]

@@ -21,7 +21,7 @@ from generator.compile.monitoring import (
     gpu_tolerations,
 )
 from generator.config.cluster import ClusterConfig, kueue_tuple
-from generator.config.fleet import Loaded
+from generator.config.fleet import Loaded, fair_sharing
 from generator.config.team import TeamConfig
 from generator.versions import Component, component
 from generator.yamltext import to_yaml
@@ -54,8 +54,7 @@ class Install:
 def kueue_configuration(cfg: ClusterConfig, teams: list[Loaded[TeamConfig]]) -> dict[str, Any]:
     """The Kueue controller Configuration: JobSet integration, waitForPodsReady, fair sharing."""
     v1beta2 = kueue_tuple(cfg.kueue.version)[:2] >= (0, 16)
-    fair = any(t.config.fair_sharing_weight is not None for t in teams) or \
-        any(c.fair_sharing_weight is not None for c in cfg.cohorts)
+    fair = fair_sharing(cfg, teams)
     config: dict[str, Any] = {
         "apiVersion": "config.kueue.x-k8s.io/v1beta2" if v1beta2 else "config.kueue.x-k8s.io/v1beta1",
         "kind": "Configuration",

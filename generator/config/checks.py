@@ -10,7 +10,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from generator.config.fleet import Fleet
+from generator.config.fleet import Fleet, fair_sharing
 from generator.config.jobs import JobProfile
 from generator.config.team import TeamConfig
 from generator.errors import Finding
@@ -325,9 +325,34 @@ def _job_profiles(fleet: Fleet) -> Iterator[Finding]:
                 yield Finding(file, line, f"jobProfiles[{i}].{field}", message, hint)
 
 
+def _fair_sharing(fleet: Fleet) -> Iterator[Finding]:
+    """Settings Kueue would silently ignore once fair sharing is on, or weights with it off."""
+    for name, loaded in sorted(fleet.clusters.items()):
+        cfg = loaded.config
+        teams = fleet.teams_in(name)
+        if cfg.kueue.fair_sharing is False:
+            weighted = [(t.at("fairSharingWeight"), "fairSharingWeight") for t in teams
+                        if t.config.fair_sharing_weight is not None]
+            weighted += [(loaded.at("cohorts", i, "fairSharingWeight"), f"cohorts[{i}].fairSharingWeight")
+                         for i, c in enumerate(cfg.cohorts) if c.fair_sharing_weight is not None]
+            for (file, line), where in weighted:
+                yield Finding(file, line, where, f"cluster {name} sets kueue.fairSharing: false, so this weight "
+                              "does nothing", "remove the weight, or remove kueue.fairSharing: false")
+        elif cfg.kueue.preemption.borrow_within_cohort is not None and cfg.kueue.fair_sharing is None \
+                and fair_sharing(cfg, teams):
+            file, line = loaded.at("kueue", "preemption", "borrowWithinCohort")
+            yield Finding(file, line, "kueue.preemption.borrowWithinCohort",
+                          "fair sharing is on (a team or cohort of this cluster sets a fairSharingWeight), and "
+                          "then Kueue ignores borrowWithinCohort and its maxPriorityThreshold: preemption while "
+                          "borrowing follows fair sharing's strategies and may reach workloads of any priority "
+                          "(Kueue v0.19.2 pkg/scheduler/preemption/preemption.go:155-160)",
+                          "remove borrowWithinCohort, or remove the weights, or set kueue.fairSharing: true to "
+                          "accept that it is ignored")
+
+
 RULES: list[Callable[[Fleet], Iterator[Finding]]] = [
     _kubernetes_versions, _reserved_cluster_names, _reserved_team_names, _unique_within_cluster, _cohort_tree,
-    _team_names, _namespaces, _subjects, _quota_references, _capacity, _job_profiles,
+    _team_names, _namespaces, _subjects, _quota_references, _capacity, _job_profiles, _fair_sharing,
 ]
 
 

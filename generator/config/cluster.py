@@ -63,6 +63,10 @@ class Kueue(ConfigModel):
     """Order in which each team queue admits its workloads."""
     preemption: Preemption = Preemption()
     """Preemption policy of every team ClusterQueue."""
+    fair_sharing: bool | None = None
+    """Kueue fair sharing. Unset: on when a team or cohort of the cluster sets a fairSharingWeight.
+    `false` refuses weights (they would do nothing). `true` also accepts `borrowWithinCohort`,
+    which fair sharing then ignores (see the check's message)."""
     share_unallocated: bool = True
     """Put each pool's GPUs that no team holds (capacity minus team quotas, with their CPU and
     memory) in the root Cohort's quota, so teams with quota in the pool can borrow them. Without

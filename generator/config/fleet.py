@@ -128,3 +128,12 @@ def load_fleet(root: Path, check: bool = True, cache: LoadCache | None = None) -
     if findings:
         raise InputError(sorted(set(findings)))
     return fleet
+
+
+def fair_sharing(cfg: ClusterConfig, teams: list[Loaded[TeamConfig]]) -> bool:
+    """Whether Kueue's fair sharing is on in the cluster: as its file says, else when any of its
+    teams (those with quota there) or cohorts sets a weight."""
+    if cfg.kueue.fair_sharing is not None:
+        return cfg.kueue.fair_sharing
+    return any(t.config.fair_sharing_weight is not None for t in teams) or \
+        any(c.fair_sharing_weight is not None for c in cfg.cohorts)
