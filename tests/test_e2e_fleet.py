@@ -380,6 +380,35 @@ def test_gpus_no_team_holds_are_borrowed_from_the_root_cohort(deployed: Deployed
     assert wait_for(lambda: gone(stack, ns, job.name), 60)
 
 
+def test_requests_for_resources_no_queue_covers_do_not_block_admission(deployed: Deployed) -> None:
+    """Issue 16: a job asking for local scratch (ephemeral-storage) or an RDMA NIC waited for ever,
+    as no ClusterQueue covers those resources; `kueue.excludeResourcePrefixes` leaves them out of
+    Kueue's accounting, and the real Kueue admits the job."""
+    from generator.jobs import Job
+
+    cluster = deployed.fleet.clusters[deployed.name].config
+    case = next((Borrowing(t, pool, cluster.pool(pool).gpu.per_node, q.gpus, 0)  # type: ignore[union-attr]
+                 for t in deployed.teams for pool, q in sorted(t.quotas[deployed.name].items())
+                 if q.gpus >= cluster.pool(pool).gpu.per_node), None)  # type: ignore[union-attr]
+    if case is None:
+        pytest.skip(f"no team in {deployed.name} holds a whole node")
+    body = sized_job(deployed, case, 1, f"scratch-{uuid.uuid4().hex[:5]}")
+    for job in body["spec"]["replicatedJobs"]:
+        for container in job["template"]["spec"]["template"]["spec"]["containers"]:
+            for part in ("requests", "limits"):
+                container["resources"].setdefault(part, {}).update(
+                    {"ephemeral-storage": "100Gi", "rdma/hca_shared_devices_a": "1"})
+    who = member(deployed.stack, case.team)
+    api = deployed.stack.client(who.user, tuple(case.team.members.groups[:1]))
+    job = Job(body)
+    job.submit(api)
+    ns, stack = job.namespace, deployed.stack
+    assert wait_for(lambda: admitted(stack, ns, job.name), 60), \
+        f"not admitted: {condition(workload_of(stack, ns, job.name), 'QuotaReserved')}"
+    job.cancel(api)
+    assert wait_for(lambda: gone(stack, ns, job.name), 60)
+
+
 def test_members_cannot_reach_other_teams_or_the_cluster(deployed: Deployed) -> None:
     """Refused by the real RBAC authoriser: other teams' namespaces, queue wiring, anything cluster-wide."""
     from kubernetes import client

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from tests.conftest import edit, run
@@ -30,3 +31,29 @@ def test_fair_sharing_accepted_explicitly_keeps_borrow_within_cohort(fleet_root:
     assert cq["spec"]["preemption"]["borrowWithinCohort"] == {"policy": "LowerPriority"}
     assert "fairSharing" in _kueue_config(fleet_root, "prod-east")
 
+
+
+CHART_RELEASES = {(0, 14): "v0.14.8", (0, 16): "v0.16.2", (0, 19): "v0.19.2"}
+"""A release of each entry of KUEUE_CHART_FRAMEWORKS that the module proxy serves (v0.17 and v0.18
+are not served, so their charts cannot be read here)."""
+
+
+@pytest.mark.parametrize("minor", sorted(CHART_RELEASES))
+def test_default_integrations_are_the_charts_own(minor: tuple[int, int], upstream_tools: None) -> None:
+    """The chart's default integrations were dropped (Ray, TrainJob, LeaderWorkerSet, Deployment,
+    StatefulSet jobs then ran unqueued); the table is read back from each chart in its Go module."""
+    from generator.config.cluster import KUEUE_CHART_FRAMEWORKS, Kueue
+    from tests.upstream import tools
+
+    values = yaml.safe_load((tools.chart("kueue", CHART_RELEASES[minor]) / "values.yaml").read_text())
+    config = yaml.safe_load(values["managerConfig"]["controllerManagerConfigYaml"])
+    assert tuple(config["integrations"]["frameworks"]) == KUEUE_CHART_FRAMEWORKS[minor]
+    rendered = Kueue(version=CHART_RELEASES[minor]).frameworks
+    assert set(rendered) >= set(KUEUE_CHART_FRAMEWORKS[minor]) | {"jobset.x-k8s.io/jobset", "pod"}
+
+
+def test_declared_integrations_must_keep_jobset(fleet_root: Path) -> None:
+    edit(fleet_root, "clusters/prod-west.yaml", "kueue:\n", "kueue:\n  integrations: [batch/job, pod]\n")
+    result = run(fleet_root, "render")
+    assert result.code == 2 and "clusters/prod-west.yaml:6" in result.err
+    assert "integrations must include jobset.x-k8s.io/jobset" in result.err

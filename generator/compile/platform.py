@@ -27,8 +27,6 @@ from generator.versions import Component, component
 from generator.yamltext import to_yaml
 
 FOLDER = ("platform",)
-KUEUE_FRAMEWORKS = ["batch/job", "jobset.x-k8s.io/jobset", "kubeflow.org/pytorchjob", "pod"]
-WAIT_FOR_PODS_READY_TIMEOUT = "10m"
 
 
 @dataclass(frozen=True)
@@ -55,6 +53,7 @@ def kueue_configuration(cfg: ClusterConfig, teams: list[Loaded[TeamConfig]]) -> 
     """The Kueue controller Configuration: JobSet integration, waitForPodsReady, fair sharing."""
     v1beta2 = kueue_tuple(cfg.kueue.version)[:2] >= (0, 16)
     fair = fair_sharing(cfg, teams)
+    wait = cfg.kueue.wait_for_pods_ready
     config: dict[str, Any] = {
         "apiVersion": "config.kueue.x-k8s.io/v1beta2" if v1beta2 else "config.kueue.x-k8s.io/v1beta1",
         "kind": "Configuration",
@@ -65,16 +64,20 @@ def kueue_configuration(cfg: ClusterConfig, teams: list[Loaded[TeamConfig]]) -> 
         "clientConnection": {"qps": 300, "burst": 500},
         # Multi-node jobs are admitted all or nothing: a job whose pods are not all ready in time
         # releases its quota and is requeued with backoff, so a half-started job never holds GPUs.
-        "waitForPodsReady": {"timeout": WAIT_FOR_PODS_READY_TIMEOUT, "blockAdmission": False,
-                             "requeuingStrategy": {"timestamp": "Eviction", "backoffBaseSeconds": 60,
-                                                   "backoffMaxSeconds": 3600}},
-        "integrations": {"frameworks": list(KUEUE_FRAMEWORKS)},
+        "waitForPodsReady": {"timeout": wait.timeout, "blockAdmission": False,
+                             "requeuingStrategy": {"timestamp": "Eviction",
+                                                   "backoffBaseSeconds": wait.backoff_base_seconds,
+                                                   "backoffMaxSeconds": wait.backoff_max_seconds}},
+        "integrations": {"frameworks": cfg.kueue.frameworks},
+        "manageJobsWithoutQueueName": cfg.kueue.manage_jobs_without_queue_name,
         # Kueue manages team namespaces only. The chart also makes this the namespaceSelector of
         # its webhooks (charts/kueue/templates/webhook/manifests.yaml:42-52 at v0.19.2), so with
         # Kueue down, pods still start in monitoring, gpu-operator, argocd, flux-system and the
         # reconciler's namespace (the `pod` webhook fails closed everywhere it matches; issue 14).
         "managedJobsNamespaceSelector": {"matchExpressions": [{"key": TEAM_LABEL, "operator": "Exists"}]},
     }
+    if cfg.kueue.exclude_resource_prefixes:
+        config["resources"] = {"excludeResourcePrefixes": list(cfg.kueue.exclude_resource_prefixes)}
     if not v1beta2:
         config["waitForPodsReady"] = {"enable": True, **config["waitForPodsReady"]}
     if fair:

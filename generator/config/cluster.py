@@ -12,6 +12,8 @@ from generator.config.types import (
     Count,
     DnsLabel,
     DnsSubdomain,
+    Framework,
+    GoDuration,
     Int32,
     KubernetesVersion,
     KueueVersion,
@@ -19,6 +21,7 @@ from generator.config.types import (
     LabelValue,
     Quantity,
     ResourceName,
+    ResourcePrefix,
     SubjectName,
     Weight,
 )
@@ -54,6 +57,37 @@ class Preemption(ConfigModel):
     """Preemption among the workloads of one team queue."""
 
 
+KUEUE_CHART_FRAMEWORKS: dict[tuple[int, int], tuple[str, ...]] = {
+    # charts/kueue/values.yaml `integrations.frameworks` of the release (checked against the charts
+    # in their Go modules by tests/test_kueue_policy.py); a release uses the entry at or below it.
+    (0, 14): ("batch/job", "kubeflow.org/mpijob", "ray.io/rayjob", "ray.io/raycluster", "jobset.x-k8s.io/jobset",
+              "trainer.kubeflow.org/trainjob", "kubeflow.org/paddlejob", "kubeflow.org/pytorchjob",
+              "kubeflow.org/tfjob", "kubeflow.org/xgboostjob", "kubeflow.org/jaxjob",
+              "workload.codeflare.dev/appwrapper"),
+    (0, 16): ("batch/job", "kubeflow.org/mpijob", "ray.io/rayjob", "ray.io/raycluster", "jobset.x-k8s.io/jobset",
+              "trainer.kubeflow.org/trainjob", "kubeflow.org/paddlejob", "kubeflow.org/pytorchjob",
+              "kubeflow.org/tfjob", "kubeflow.org/xgboostjob", "kubeflow.org/jaxjob",
+              "workload.codeflare.dev/appwrapper", "pod", "deployment", "statefulset",
+              "leaderworkerset.x-k8s.io/leaderworkerset"),
+    (0, 19): ("batch/job", "kubeflow.org/mpijob", "ray.io/rayjob", "ray.io/rayservice", "ray.io/raycluster",
+              "jobset.x-k8s.io/jobset", "workload.codeflare.dev/appwrapper", "trainer.kubeflow.org/trainjob", "pod",
+              "deployment", "statefulset", "leaderworkerset.x-k8s.io/leaderworkerset"),
+}
+FLEETGEN_FRAMEWORKS = ("batch/job", "jobset.x-k8s.io/jobset", "kubeflow.org/pytorchjob", "pod")
+"""What fleetgen's own job templates and the health of its queues rely on."""
+
+
+class WaitForPodsReady(ConfigModel):
+    """All-or-nothing start of multi-node jobs (Kueue `waitForPodsReady`)."""
+
+    timeout: GoDuration = "10m"
+    """A job whose pods are not all ready this long after admission releases its quota and is requeued."""
+    backoff_base_seconds: StrictInt = Field(default=60, ge=1, le=86400)
+    """First requeue delay; it doubles on every further eviction."""
+    backoff_max_seconds: StrictInt = Field(default=3600, ge=1, le=604800)
+    """Longest requeue delay."""
+
+
 class Kueue(ConfigModel):
     """The Kueue release installed in the cluster and its queueing policy."""
 
@@ -67,6 +101,19 @@ class Kueue(ConfigModel):
     """Kueue fair sharing. Unset: on when a team or cohort of the cluster sets a fairSharingWeight.
     `false` refuses weights (they would do nothing). `true` also accepts `borrowWithinCohort`,
     which fair sharing then ignores (see the check's message)."""
+    integrations: list[Framework] | None = None
+    """Kueue integrations (`integrations.frameworks`). Unset: the Kueue chart's own defaults for
+    the release plus fleetgen's (JobSet, batch Job, PyTorchJob, pod), so Ray, TrainJob,
+    LeaderWorkerSet, Deployment and StatefulSet jobs with a queue label are queued, not run
+    unqueued. Set: exactly these, which must include `jobset.x-k8s.io/jobset` (the job templates)."""
+    manage_jobs_without_queue_name: bool = False
+    """Queue every job in team namespaces, with or without a queue label (those without go to the
+    namespace's `default` LocalQueue), so Pods and Deployments cannot bypass the quotas."""
+    exclude_resource_prefixes: list[ResourcePrefix] = ["ephemeral-storage", "rdma/"]
+    """Resources Kueue does not account: a request for a resource no ClusterQueue covers would
+    otherwise block admission for ever (RDMA NICs, local scratch)."""
+    wait_for_pods_ready: WaitForPodsReady = WaitForPodsReady()
+    """All-or-nothing start of multi-node jobs."""
     share_unallocated: bool = True
     """Put each pool's GPUs that no team holds (capacity minus team quotas, with their CPU and
     memory) in the root Cohort's quota, so teams with quota in the pool can borrow them. Without
@@ -79,6 +126,23 @@ class Kueue(ConfigModel):
             oldest = f"v{MIN_KUEUE[0]}.{MIN_KUEUE[1]}"
             raise ValueError(f"Kueue {value} is older than {oldest}, the oldest fleetgen supports")
         return value
+
+    @field_validator("integrations")
+    @classmethod
+    def _jobset_kept(cls, value: list[str] | None) -> list[str] | None:
+        if value is not None and "jobset.x-k8s.io/jobset" not in value:
+            raise ValueError("integrations must include jobset.x-k8s.io/jobset: fleetgen's job templates are "
+                             "JobSets, which would otherwise run without a queue")
+        return value
+
+    @property
+    def frameworks(self) -> list[str]:
+        """The integrations the Kueue configuration enables."""
+        if self.integrations is not None:
+            return list(dict.fromkeys(self.integrations))
+        minor = kueue_tuple(self.version)[:2]
+        chart = KUEUE_CHART_FRAMEWORKS[max(k for k in KUEUE_CHART_FRAMEWORKS if k <= minor)]
+        return list(dict.fromkeys([*chart, *FLEETGEN_FRAMEWORKS]))
 
     @property
     def api_version(self) -> str:

@@ -131,3 +131,10 @@ def _weight(value: float) -> float:
 
 Weight = Annotated[float, Field(ge=0, le=MAX_WEIGHT, allow_inf_nan=False), AfterValidator(_weight)]
 Int32 = Annotated[StrictInt, Field(ge=-(2**31), le=2**31 - 1)]
+GoDuration = Annotated[StrictStr, Field(pattern=r"^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$", max_length=32)]
+"""A duration as Go's time.ParseDuration reads it (Kueue's configuration), e.g. 10m, 1h30m."""
+ResourcePrefix = Annotated[StrictStr, Field(pattern=r"^[a-z0-9]([-a-z0-9./]*[a-z0-9./])?$", max_length=253)]
+"""The start of a resource name, e.g. `ephemeral-storage` or `rdma/`."""
+Framework = Annotated[StrictStr, Field(pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?(/[a-z0-9]([-a-z0-9]*[a-z0-9])?)?$",
+                                       max_length=253)]
+"""A Kueue integration name, e.g. `batch/job`, `jobset.x-k8s.io/jobset`, `pod`."""
