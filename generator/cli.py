@@ -296,8 +296,11 @@ def _write_outputs(out: Path, parts: list[str], files: dict[str, str]) -> None:
     from generator import repofiles
     from generator.terminal import safe_text
 
-    for old in [*out.glob("comment-*.md"), *out.glob("diff.*")]:
+    for old in out.glob("comment-*.md"):
         old.unlink()  # a link is removed itself, never what it points to
+    for name in ("diff.txt", "diff.json"):  # a stale report never sits beside an error comment;
+        if (out / name).is_file() and not (out / name).is_symlink():  # a planted link is refused below
+            (out / name).unlink()
     named = {f"comment-{i}.md": part for i, part in enumerate(parts, 1)} | files
     for name, text in named.items():
         repofiles.write_bytes(out, name, safe_text(text).encode())

@@ -89,7 +89,7 @@ def _resolve(root: Path, ref: str) -> tuple[str, str, set[str]]:
     return prefix, commit, {name.removeprefix(prefix) for name in listed}
 
 
-def _export(root: Path, commit: str, names: list[str], dest: Path) -> None:
+def _export(root: Path, commit: str, names: list[str], dest: Path, ref: str) -> None:
     """`names` (top-level entries of the repository at `commit`) into `dest`; links refused."""
     if not names:
         return
@@ -97,7 +97,7 @@ def _export(root: Path, commit: str, names: list[str], dest: Path) -> None:
     with tarfile.open(fileobj=io.BytesIO(data)) as archive:
         links = [m.name for m in archive.getmembers() if m.issym() or m.islnk()]
         if links:  # the same rule as the work tree: links are refused, never followed
-            raise UsageError(f"{commit[:12]} holds symbolic links ({', '.join(sorted(links)[:5])}); "
+            raise UsageError(f"{ref} holds symbolic links among the inputs ({', '.join(sorted(links)[:5])}); "
                              "fleetgen does not follow links: compare with a ref without them")
         archive.extractall(dest, filter="data")
 
@@ -117,7 +117,8 @@ def git_sides(root: Path, ref: str) -> tuple[Side, Side]:
     prefix, commit, present = _resolve(root, ref)
     label = f"{ref} ({commit[:12]})"
     with tempfile.TemporaryDirectory(prefix="fleetgen-base-") as tmp:
-        _export(root, commit, [prefix + n for n in sorted(present & {*INPUTS, *GENERATOR, "rendered"})], Path(tmp))
+        _export(root, commit, [prefix + n for n in sorted(present & {*INPUTS, *GENERATOR, "rendered"})], Path(tmp),
+                ref)
         base_root = Path(tmp) / prefix
         base_root.mkdir(parents=True, exist_ok=True)
         if not (base_root / "clusters").is_dir():  # nothing at that ref yet: everything is new
@@ -220,7 +221,7 @@ def rendered_sides(root: Path, ref: str) -> tuple[Side, Side]:
     after: emit.Tree = {p: repofiles.read_bytes(rendered, p) for p in paths if (rendered / p).exists()}
     cache: LoadCache = {}
     with tempfile.TemporaryDirectory(prefix="fleetgen-base-") as tmp:
-        _export(root, commit, [prefix + n for n in sorted(listed & set(INPUTS))], Path(tmp))
+        _export(root, commit, [prefix + n for n in sorted(listed & set(INPUTS))], Path(tmp), ref)
         try:
             base_fleet: Fleet | None = load_fleet(Path(tmp) / prefix, check=False, cache=cache)
         except (InputError, UsageError):
