@@ -3,7 +3,8 @@ Loki chart makes of a cluster's rendered values, and the rules its sidecar would
 
 What is changed for a loopback run is the environment only: listen addresses and ports, the
 directories the chart mounts (/var/loki, /rules, the runtime config), the memberlist peers (one
-process: an in-memory ring, the query frontend called back on loopback) and the Alertmanager and
+process: an in-memory ring, the query frontend called back on loopback, no 15 s readiness delay)
+and the Alertmanager and
 remote-write URLs, which point at a local receiver and a real Prometheus. Everything else, limits,
 schema, OTLP label mapping and the ruler's storage, is the chart's own output.
 """
@@ -169,6 +170,8 @@ class LokiServer:
         config["common"]["compactor_grpc_address"] = f"127.0.0.1:{grpc}"
         config["common"]["ring"] = {"kvstore": {"store": "inmemory"}, "instance_addr": "127.0.0.1"}
         config.setdefault("frontend", {})["address"] = "127.0.0.1"  # queriers call the frontend back there
+        # Ready as soon as the ring is (the 15 s default paces rolling restarts of many ingesters).
+        config.setdefault("ingester", {}).setdefault("lifecycler", {})["min_ready_duration"] = "0s"
         config.pop("memberlist", None)
         return config
 
@@ -217,8 +220,8 @@ class LokiServer:
             return resp.status == 200
 
     def stop(self) -> None:
-        if self.proc:
-            self.proc.stop()
+        if self.proc:  # nothing to keep: no need to wait for its graceful flush (10 s)
+            self.proc.stop(grace=1.0)
 
     def push_otlp(self, resource: dict[str, str], lines: list[str]) -> None:
         """What the collector's otlphttp exporter sends: one resource, one log record per line."""

@@ -65,7 +65,12 @@ def test_cel_rule_finding(fleet_root: Path, checks: list[str]) -> None:
 
 
 def test_cel_preemption_rule(fleet_root: Path, checks: list[str]) -> None:
-    edit(fleet_root, "clusters/prod-east.yaml", "reclaimWithinCohort: Any", "reclaimWithinCohort: Never")
+    # borrowWithinCohort with reclaimWithinCohort: Never, which Kueue's CEL refuses (fair sharing,
+    # which would make fleetgen refuse borrowWithinCohort first, explicitly accepted).
+    edit(fleet_root, "clusters/prod-east.yaml", "    reclaimWithinCohort: Any\n",
+         "    reclaimWithinCohort: Never\n    borrowWithinCohort: {policy: LowerPriority}\n")
+    edit(fleet_root, "clusters/prod-east.yaml", "    withinClusterQueue: LowerPriority\n",
+         "    withinClusterQueue: LowerPriority\n  fairSharing: true\n")
     err = _render_fails(fleet_root, checks, "clusters/prod-east.yaml:8: ClusterQueue ml-research: spec.preemption:",
                         ["[cel]"])
     assert "reclaimWithinCohort" in err
