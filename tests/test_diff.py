@@ -232,7 +232,8 @@ def test_gitops_wiring() -> None:
     assert project["spec"]["destinations"] == [{"server": "https://kubernetes.default.svc", "namespace": "*"}]
     kinds = {k["kind"] for k in project["spec"]["clusterResourceWhitelist"]}
     assert kinds == {"Namespace", "ClusterQueue", "ResourceFlavor", "Cohort", "Topology", "WorkloadPriorityClass",
-                     "ClusterRole", "ClusterRoleBinding"}  # the last two: the health reconciler's node rights
+                     "ClusterRole", "ClusterRoleBinding",  # the health reconciler's node rights
+                     "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}  # allowedPriorities
     app = yaml.safe_load((REPO / "rendered/gitops/prod-east/application-prod-east-fleet.yaml").read_text())
     assert app["spec"]["source"]["path"] == "rendered/prod-east" and app["spec"]["project"] == "prod-east"
     assert "ServerSideApply=true" in app["spec"]["syncPolicy"]["syncOptions"]

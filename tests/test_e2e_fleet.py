@@ -458,3 +458,68 @@ def test_members_cannot_reach_other_teams_or_the_cluster(deployed: Deployed) -> 
     # ... while in its own namespace the same member may submit.
     custom(stack, api).create_namespaced_custom_object(JOBSET, "v1alpha2", own, "jobsets",
                                                        {**probe, "metadata": {"name": "allowed"}}, dry_run="All")
+
+
+def test_a_team_cannot_run_above_its_allowed_priorities(deployed: Deployed) -> None:
+    """Issue 16, `allowedPriorities`: a member's job labelled with a class the team may not use is
+    refused when submitted; one that asks for a higher priority through its pod template's
+    `priorityClassName` instead (Kueue's fallback when the label is absent) is submitted, but the
+    real Kueue's Workload for it is refused by the API server, so it can never be admitted; the
+    team's own class goes through."""
+    from kubernetes.client.exceptions import ApiException
+
+    stack = deployed.stack
+    cluster = deployed.fleet.clusters[deployed.name].config
+    team = next((t for t in deployed.teams if t.allowed_priorities), None)
+    if team is None:
+        pytest.skip(f"no team in {deployed.name} limits its priorities")
+    values = {p.name: p.value for p in cluster.priorities}
+    ceiling = max(values[p] for p in team.allowed_priorities or [])
+    pool, quota = sorted(team.quotas[deployed.name].items())[0]
+    per_node = cluster.pool(pool).gpu.per_node  # type: ignore[union-attr]
+    case = Borrowing(team, pool, per_node, quota.gpus, quota.borrowing_limit or 0)
+    high = f"e2e-high-{uuid.uuid4().hex[:5]}"
+    stack.create({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": high},
+                  "value": ceiling + 1000})
+    api = stack.client(member(stack, team).user, tuple(team.members.groups[:1]))
+    objects = custom(stack, api)
+
+    def body(name: str) -> dict[str, Any]:
+        return sized_job(deployed, case, 1, name)
+
+    refused_class = next(p for p in sorted(values, key=values.__getitem__, reverse=True)
+                         if p not in (team.allowed_priorities or []))
+    labelled = body(f"prio-label-{uuid.uuid4().hex[:5]}")
+    labelled["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] = refused_class
+    with pytest.raises(ApiException) as refused:
+        objects.create_namespaced_custom_object(JOBSET, "v1alpha2", labelled["metadata"]["namespace"], "jobsets",
+                                                labelled)
+    assert f"may use priority classes {', '.join(sorted(set(team.allowed_priorities or [])))}, " \
+           f"not {refused_class}" in str(refused.value.body), refused.value.body
+
+    sneaky = body(f"prio-pod-{uuid.uuid4().hex[:5]}")
+    del sneaky["metadata"]["labels"]["kueue.x-k8s.io/priority-class"]
+    for job in sneaky["spec"]["replicatedJobs"]:
+        job["template"]["spec"]["template"]["spec"]["priorityClassName"] = high
+    own = body(f"prio-own-{uuid.uuid4().hex[:5]}")
+    ns = own["metadata"]["namespace"]
+    for job in (sneaky, own):
+        objects.create_namespaced_custom_object(JOBSET, "v1alpha2", ns, "jobsets", job)
+
+    def workload_refused() -> list[str]:
+        return [str(e.get("responseStatus", {}).get("message")) for e in stack.audit()
+                if e.get("verb") == "create" and e.get("objectRef", {}).get("resource") == "workloads"
+                and e.get("objectRef", {}).get("namespace") == ns
+                and e.get("responseStatus", {}).get("code", 0) >= 400
+                and f"not {ceiling + 1000}" in str(e.get("responseStatus", {}).get("message"))]
+
+    assert wait_for(workload_refused, 30), "Kueue's Workload for the pod-priority job was not refused"
+    assert f"may run workloads up to priority {ceiling}" in workload_refused()[0]
+    assert workload_of(stack, ns, sneaky["metadata"]["name"]) is None
+    assert wait_for(lambda: workload_of(stack, ns, own["metadata"]["name"]), 30), "no Workload for the team's own"
+    assert (workload_of(stack, ns, own["metadata"]["name"]) or {})["spec"].get("priority") == \
+        values[own["metadata"]["labels"]["kueue.x-k8s.io/priority-class"]]
+    for job in (sneaky, own):
+        objects.delete_namespaced_custom_object(JOBSET, "v1alpha2", ns, "jobsets", job["metadata"]["name"])
+    assert wait_for(lambda: gone(stack, ns, sneaky["metadata"]["name"]) and gone(stack, ns, own["metadata"]["name"]),
+                    60)

@@ -57,3 +57,50 @@ def test_declared_integrations_must_keep_jobset(fleet_root: Path) -> None:
     result = run(fleet_root, "render")
     assert result.code == 2 and "clusters/prod-west.yaml:6" in result.err
     assert "integrations must include jobset.x-k8s.io/jobset" in result.err
+
+
+def test_a_team_policy_refuses_disallowed_priorities_on_the_real_api_server(kube_stack: Any) -> None:
+    """`allowedPriorities` of platform-ci (preemptible only) as the API server enforces it: a Job
+    labelled `standard` in its namespace is refused with the policy's message, `preemptible` passes,
+    and other namespaces are not affected."""
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+
+    from tests.conftest import REPO
+    from tests.upstream.fleet import apply
+    from tests.upstream.processes import wait_for
+
+    teams = REPO / "rendered" / "prod-east" / "teams"
+    for name in ("validatingadmissionpolicy", "validatingadmissionpolicybinding"):
+        apply(kube_stack, yaml.safe_load((teams / f"{name}-fleetgen-priorities-platform-ci.yaml").read_text()))
+    for ns in ("platform-ci", "someone-else"):
+        apply(kube_stack, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    batch = client.BatchV1Api(kube_stack.client())
+
+    def job(priority: str) -> dict[str, Any]:
+        return {"apiVersion": "batch/v1", "kind": "Job",
+                "metadata": {"generateName": "prio-", "labels": {"kueue.x-k8s.io/priority-class": priority}},
+                "spec": {"suspend": True, "template": {"spec": {"restartPolicy": "Never", "containers": [
+                    {"name": "c", "image": "registry.example/x:1"}]}}}}
+
+    def refused(ns: str, priority: str) -> str:
+        try:
+            batch.create_namespaced_job(ns, job(priority), dry_run="All")
+        except ApiException as exc:
+            return str(exc.body)
+        return ""
+
+    # The API server compiles a new policy asynchronously: wait until it answers.
+    message = wait_for(lambda: refused("platform-ci", "standard"), 30)
+    assert "team platform-ci may use priority classes preemptible, not standard" in message, message
+    assert refused("platform-ci", "preemptible") == ""
+    assert refused("someone-else", "standard") == ""
+
+
+def test_allowed_priorities_must_cover_the_teams_own_jobs(fleet_root: Path) -> None:
+    edit(fleet_root, "teams/platform-ci.yaml", "allowedPriorities: [preemptible]", "allowedPriorities: [standard]")
+    result = run(fleet_root, "render")
+    assert result.code == 2
+    assert "teams/platform-ci.yaml:8: defaultPriority: priority 'preemptible' is not in allowedPriorities" in result.err
+    edit(fleet_root, "teams/platform-ci.yaml", "allowedPriorities: [standard]", "allowedPriorities: [urgent]")
+    assert "allowedPriorities[0]: priority 'urgent' is not defined in cluster" in run(fleet_root, "render").err

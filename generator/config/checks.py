@@ -220,11 +220,37 @@ def _quota_references(fleet: Fleet) -> Iterator[Finding]:
                 yield Finding(file, line, "defaultPriority",
                               f"priority {cfg.default_priority!r} is not defined in cluster {cluster_name!r}",
                               f"use one of: {', '.join(priorities) or '(none defined)'}")
+            for i, allowed in enumerate(cfg.allowed_priorities or []):
+                if allowed not in priorities:
+                    file, line = team.at("allowedPriorities", i)
+                    yield Finding(file, line, f"allowedPriorities[{i}]",
+                                  f"priority {allowed!r} is not defined in cluster {cluster_name!r}",
+                                  f"use one of: {', '.join(priorities) or '(none defined)'}")
             cohorts = {c.name for c in cluster.config.cohorts}
             if cfg.cohort and cluster.config.cohorts and cfg.cohort not in cohorts:
                 file, line = team.at("cohort")
                 yield Finding(file, line, "cohort", f"cohort {cfg.cohort!r} is not declared in cluster "
                               f"{cluster_name!r}", f"use one of: {', '.join(sorted(cohorts))}")
+
+
+def _allowed_priorities(fleet: Fleet) -> Iterator[Finding]:
+    """A team's own default and job profiles must use a priority its policy lets through."""
+    for team in fleet.teams.values():
+        cfg = team.config
+        if cfg.allowed_priorities is None:
+            continue
+        allowed = set(cfg.allowed_priorities)
+        if cfg.default_priority and cfg.default_priority not in allowed:
+            file, line = team.at("defaultPriority")
+            yield Finding(file, line, "defaultPriority", f"priority {cfg.default_priority!r} is not in "
+                          "allowedPriorities: the API server would refuse the team's own jobs",
+                          f"use one of: {', '.join(sorted(allowed))}, or allow it")
+        for i, profile in enumerate(cfg.job_profiles):
+            if profile.priority and profile.priority not in allowed:
+                file, line = team.at("jobProfiles", i, "priority")
+                yield Finding(file, line, f"jobProfiles[{i}].priority", f"priority {profile.priority!r} is not "
+                              "in allowedPriorities: the API server would refuse this profile's jobs",
+                              f"use one of: {', '.join(sorted(allowed))}, or allow it")
 
 
 def _capacity(fleet: Fleet) -> Iterator[Finding]:
@@ -353,6 +379,7 @@ def _fair_sharing(fleet: Fleet) -> Iterator[Finding]:
 RULES: list[Callable[[Fleet], Iterator[Finding]]] = [
     _kubernetes_versions, _reserved_cluster_names, _reserved_team_names, _unique_within_cluster, _cohort_tree,
     _team_names, _namespaces, _subjects, _quota_references, _capacity, _job_profiles, _fair_sharing,
+    _allowed_priorities,
 ]
 
 

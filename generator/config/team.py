@@ -51,6 +51,10 @@ class TeamConfig(ConfigModel):
     """Org unit: a cohort under the cluster's root cohort (or declared in the cluster's `cohorts`)."""
     default_priority: DnsSubdomain | None = None
     """Priority class for the team's job profiles; must exist in every cluster the team uses."""
+    allowed_priorities: list[DnsSubdomain] | None = Field(default=None, min_length=1)
+    """Priority classes the team's jobs may use (label `kueue.x-k8s.io/priority-class`); omitted:
+    any. Enforced by a ValidatingAdmissionPolicy on the team's namespaces; defaultPriority and every
+    job profile's priority must be among them, and each must exist in every cluster the team uses."""
     fair_sharing_weight: Weight | None = None
     """Fair-sharing weight of the team queue: 0 (no fair share) or 0.001 to 1,000,000."""
     quotas: dict[DnsLabel, dict[DnsLabel, PoolQuota]] = {}

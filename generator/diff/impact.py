@@ -289,9 +289,18 @@ def _gitops_engine(changes: list[Change]) -> Iterator[Risk]:
                        "engines manage, and prune, the same objects during the switch)")
 
 
+def _admission_policy(change: Change) -> Iterator[Risk]:
+    """A team's allowed priority classes (its ValidatingAdmissionPolicy) change."""
+    if change.obj.key[2] != "ValidatingAdmissionPolicy":
+        return
+    verb = {"add": "now limits", "destroy": "no longer limits", "change": "changes"}[change.action]
+    yield Risk("medium", "admission-policy-changed", f"{change.obj.cluster}: {change.obj.label} {verb} what the "
+               "API server admits in the team's namespaces (allowed priority classes)")
+
+
 RULES: list[Callable[[Change], Iterator[Risk]]] = [
     _deleted_kueue, _namespace_deleted, _preemption_or_priority, _rbac, _subjects_changed, _weight_jump,
-    _namespace_claimed, _cluster_scoped, _immutable, _gitops,
+    _namespace_claimed, _cluster_scoped, _immutable, _gitops, _admission_policy,
 ]
 
 
