@@ -112,6 +112,14 @@ def render(ctx: click.Context, clusters: tuple[str, ...], check: bool, jobs: int
         _render_locked(root, clusters, check, jobs, schema_location, crd_location)
 
 
+def _report(result: Any) -> None:
+    """Notes on checks that could not run, then warnings (inputs Kueue will read otherwise than they seem)."""
+    for note in result.report.notes:
+        echo(f"note: {note}", err=True)
+    for warning in result.warnings:
+        echo(f"warning: {warning}", err=True)
+
+
 def _render_locked(root: Path, clusters: tuple[str, ...], check: bool, jobs: int, schema_location: str | None,
                    crd_location: str | None) -> None:
     from generator import incremental
@@ -125,8 +133,7 @@ def _render_locked(root: Path, clusters: tuple[str, ...], check: bool, jobs: int
     options_key = f"{schema_location}|{crd_location}"
     result = pipeline.build(root, list(clusters) or None, Options(schema_location, crd_location, network=False),
                             jobs=jobs, progress=_progress(), reuse=None if check or clusters else options_key)
-    for note in result.report.notes:
-        echo(f"note: {note}", err=True)
+    _report(result)
     if check:
         diff = pipeline.check(result)
         if diff:
@@ -176,8 +183,7 @@ def validate(ctx: click.Context, clusters: tuple[str, ...], schema_location: str
         echo(str(exc), err=True)
         echo(f"{len(exc.findings)} findings", err=True)
         sys.exit(EXIT_DIFF)
-    for note in result.report.notes:
-        echo(f"note: {note}", err=True)
+    _report(result)
     objects = pipeline.object_count(result)
     echo(f"valid: {objects} objects in {len(result.compiled)} clusters")
 

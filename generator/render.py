@@ -17,9 +17,10 @@ from generator.compile.codeowners import PATH as CODEOWNERS
 from generator.compile.codeowners import codeowners
 from generator.compile.gitops import GITOPS, compile_gitops
 from generator.compile.manifest import Manifest
+from generator.config.advice import advise
 from generator.config.fleet import Fleet, load_fleet
 from generator.config.repo import load_repo_config
-from generator.errors import InputError, UsageError
+from generator.errors import Finding, InputError, UsageError
 from generator.validate.pipeline import Options, Report, validate_compiled
 
 
@@ -39,6 +40,8 @@ class Build:
     """Per cluster: (incremental key, object count), recorded after a successful write."""
     reused: list[str] = field(default_factory=list)
     """Clusters taken unchanged from rendered/ (same key, untouched files): not compiled again."""
+    warnings: list[Finding] = field(default_factory=list)
+    """What Kueue will do differently from what the inputs seem to say (`config/advice.py`)."""
 
 
 AUTO_PARALLEL_CLUSTERS = 8
@@ -141,7 +144,8 @@ def build(root: Path, clusters: list[str] | None = None, options: Options | None
     repo = load_repo_config(root)
     extra = {CODEOWNERS: codeowners(fleet, repo)} if repo else {}
     return Build(fleet, compiled, gitops, dict(sorted(tree.items())), report,
-                 [*names, GITOPS] if clusters else None, extra, keys, reused)
+                 [*names, GITOPS] if clusters else None, extra, keys, reused,
+                 advise(fleet, sorted(set(clusters)) if clusters else None))
 
 
 def object_count(result: Build) -> int:

@@ -93,7 +93,8 @@ def test_golden_flavor_topology_cohorts_and_tenancy(fleet_root: Path) -> None:
             {"name": "cpu", "nominalQuota": "768"}, {"name": "memory", "nominalQuota": "7200Gi"},
             {"name": "nvidia.com/gpu", "nominalQuota": "32"}]}]}]}
     implicit = _load(fleet_root, "prod-west/kueue/cohort-research.yaml")  # team cohort not declared there
-    assert implicit["spec"] == {"parentName": "prod-west"}
+    # ... holding ml-research alone, so it carries the team's weight (see test_kueue_advice.py).
+    assert implicit["spec"] == {"parentName": "prod-west", "fairSharing": {"weight": "1"}}
     for ns in ("vision", "vision-eval"):
         for queue in ("vision", "default"):
             lq = _load(fleet_root, f"prod-east/teams/vision/{ns}/localqueue-{queue}.yaml")

@@ -113,8 +113,15 @@ def cohorts(cluster: Loaded[ClusterConfig], teams: list[Loaded[TeamConfig]]) -> 
     for name in implicit:
         body = _obj(cfg, "Cohort", name)
         body["spec"] = {"parentName": cfg.name}
-        first = next(t for t in teams if t.config.cohort == name)
-        out.append(Manifest(SHARED, body, first.at("cohort")))
+        members = [t for t in teams if t.config.cohort == name]
+        weight = members[0].config.fair_sharing_weight
+        fields: dict[str, tuple[str, int]] = {}
+        if len(members) == 1 and weight is not None:
+            # A queue alone in its cohort is ranked against nobody: the cohort competes in its place
+            # (kueue v0.19.2 pkg/scheduler/fair_sharing_iterator.go:115-125), so it carries the weight.
+            body["spec"]["fairSharing"] = {"weight": _weight(weight)}
+            fields = {"spec.fairSharing": members[0].at("fairSharingWeight")}
+        out.append(Manifest(SHARED, body, members[0].at("cohort"), fields))
     return out
 
 

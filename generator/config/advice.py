@@ -1,0 +1,87 @@
+"""Warnings: inputs Kueue accepts that will not do what they seem to say.
+
+Unlike the checks (`checks.py`), these do not stop a render: the setting may be deliberate. Each
+rule says, with file:line, what Kueue will actually do and how to get what was probably meant.
+`WARNINGS` is the table `advise` runs; `render` and `validate` print what it finds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+from generator.config.fleet import Fleet, fair_sharing
+from generator.errors import Finding
+
+WARNING = "warning"
+"""`Finding.check` of a warning: printed as `... [warning]`, never an error."""
+Warning = tuple[str, Finding]
+"""(cluster the warning is about, the finding)."""
+
+
+def _weight_alone_in_cohort(fleet: Fleet) -> Iterator[Warning]:
+    """A team's fairSharingWeight only ranks it against the other children of its cohort (kueue
+    v0.19.2 pkg/scheduler/fair_sharing_iterator.go:115-125, the tournament compares each cohort's
+    children); a ClusterQueue alone in its cohort has no sibling, and the cohort competes upward
+    with its own weight. Undeclared cohorts take their lone team's weight (`compile/kueue.py`), the
+    root competes with nobody: only a declared cohort with another weight is worth a warning."""
+    for cluster in fleet.clusters.values():
+        cfg = cluster.config
+        teams = fleet.teams_in(cfg.name)
+        if not fair_sharing(cfg, teams):
+            continue
+        parents = {c.name: c.parent or cfg.name for c in cfg.cohorts}
+        weights = {c.name: c.fair_sharing_weight for c in cfg.cohorts}
+        for team in teams:
+            tcfg = team.config
+            if tcfg.fair_sharing_weight is None:
+                continue
+            cohort = tcfg.cohort or cfg.name
+            queues = [t for t in teams if (t.config.cohort or cfg.name) == cohort]
+            children = [c for c, parent in parents.items() if parent == cohort]
+            own = weights.get(cohort)
+            if cohort not in weights or len(queues) > 1 or children or own == tcfg.fair_sharing_weight:
+                continue
+            competes = f"with weight {own:g}" if own is not None else "with weight 1 (it sets none)"
+            file, line = team.at("fairSharingWeight")
+            yield cfg.name, Finding(file, line, "fairSharingWeight",
+                          f"in cluster {cfg.name!r} the team's ClusterQueue is alone in cohort {cohort!r}, so its "
+                          f"weight {tcfg.fair_sharing_weight:g} ranks it against nobody: the cohort competes for "
+                          f"borrowed GPUs {competes}",
+                          f"set fairSharingWeight on cohort {cohort!r} in {cluster.source.path} (cohorts:), or "
+                          "share the cohort with another team", WARNING)
+
+
+def _overcommitted_pools(fleet: Fleet) -> Iterator[Warning]:
+    """With overcommit above 1 the teams' guarantees can add up to more GPUs than the pool has;
+    Kueue counts quota, not nodes (except on topology-aware flavors, which check node capacity)."""
+    for cluster in fleet.clusters.values():
+        cfg = cluster.config
+        if cfg.overcommit <= 1:
+            continue
+        for pool in cfg.node_pools:
+            total = sum(t.config.quotas[cfg.name][pool.name].gpus for t in fleet.teams_in(cfg.name)
+                        if pool.name in t.config.quotas[cfg.name])
+            if total <= pool.gpus:
+                continue
+            if pool.topology_levels is None:
+                what = (f"Kueue admits up to {total} GPUs of jobs there; pods beyond {pool.gpus} GPUs stay "
+                        f"Pending, and after waitForPodsReady's {cfg.kueue.wait_for_pods_ready.timeout} the job is "
+                        "evicted and requeued, again and again while the pool is full")
+            else:
+                what = (f"its flavor is topology-aware, so Kueue admits only what fits on the nodes: "
+                        f"guarantees beyond {pool.gpus} GPUs are met only when others leave room")
+            file, line = cluster.at("overcommit")
+            yield cfg.name, Finding(file, line, "overcommit",
+                          f"pool {pool.name!r} has {pool.gpus} GPUs but teams are guaranteed {total} "
+                          f"(overcommit {cfg.overcommit:g}): {what}",
+                          "keep guarantees within the pool and let teams borrow (borrowingLimit), or accept "
+                          "the requeues", WARNING)
+
+
+WARNINGS: list[Callable[[Fleet], Iterator[Warning]]] = [_weight_alone_in_cohort, _overcommitted_pools]
+
+
+def advise(fleet: Fleet, clusters: list[str] | None = None) -> list[Finding]:
+    """Every warning, sorted; only those about `clusters` when given."""
+    return sorted({finding for rule in WARNINGS for cluster, finding in rule(fleet)
+                   if clusters is None or cluster in clusters})
