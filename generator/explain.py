@@ -29,6 +29,10 @@ def explain_team(fleet: Fleet, name: str) -> str:
                      str(share.lendable), f"{pool.allocated}/{pool.gpus}", f"{pool.utilisation:.0%}"])
     head = (f"team {name}: namespaces {', '.join(team.namespace_names)}; cohort {team.cohort or '(root)'}; "
             f"default priority {team.default_priority or '(none)'}")
+    stops = {"Hold": "stopped (Hold: admits nothing new, admitted jobs finish)",
+             "HoldAndDrain": "stopped (HoldAndDrain: admitted jobs evicted, nothing admitted)"}
+    head += "".join(f"\nin {cluster}: queue {stops[policy]}" for cluster, policy in sorted(team.stop_policy.items())
+                    if policy in stops)
     if not rows:
         return head + "\nno GPU quota in any cluster"
     return head + "\n\n" + table(["cluster", "pool", "guaranteed", "borrowable (limit)", "lendable",

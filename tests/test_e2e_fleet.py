@@ -523,3 +523,55 @@ def test_a_team_cannot_run_above_its_allowed_priorities(deployed: Deployed) -> N
         objects.delete_namespaced_custom_object(JOBSET, "v1alpha2", ns, "jobsets", job["metadata"]["name"])
     assert wait_for(lambda: gone(stack, ns, sneaky["metadata"]["name"]) and gone(stack, ns, own["metadata"]["name"]),
                     60)
+
+
+def test_a_drained_team_queue_evicts_admits_nothing_and_resumes(deployed: Deployed) -> None:
+    """Issue 16, `stopPolicy`: the team's ClusterQueue as fleetgen renders it with HoldAndDrain, applied
+    to the real Kueue, evicts the admitted job (reason ClusterQueueStopped, kueue v0.19.2
+    apis/kueue/v1beta2/workload_types.go:1100) and leaves a new one pending on an inactive queue;
+    lifting the stop (the field dropped) admits the evicted job again."""
+    from generator.compile.kueue import cluster_queue
+    from generator.config.fleet import Loaded
+    from generator.jobs import Job
+    from generator.jobs.presubmit import SubmitRefused
+
+    cluster = deployed.fleet.clusters[deployed.name]
+    case = next((Borrowing(t, pool, cluster.config.pool(pool).gpu.per_node, q.gpus, 0)  # type: ignore[union-attr]
+                 for t in deployed.teams for pool, q in sorted(t.quotas[deployed.name].items())
+                 if q.gpus >= 2 * cluster.config.pool(pool).gpu.per_node  # type: ignore[union-attr]
+                 and cluster.config.pool(pool).topology_levels is None), None)  # type: ignore[union-attr]
+    if case is None:
+        pytest.skip(f"no team in {deployed.name} holds two whole nodes of a pool without topology")
+    stack, team = deployed.stack, deployed.fleet.teams[case.team.name]
+
+    def queue(stop: str) -> dict[str, Any]:
+        changed = team.config.model_copy(update={"stop_policy": {deployed.name: stop}})
+        return cluster_queue(cluster, Loaded(changed, team.source)).body
+
+    assert queue("HoldAndDrain")["spec"]["stopPolicy"] == "HoldAndDrain" and "stopPolicy" not in queue("None")["spec"]
+    api = stack.client(member(stack, case.team).user, tuple(case.team.members.groups[:1]))
+    first = Job(sized_job(deployed, case, 1, f"drain-a-{uuid.uuid4().hex[:5]}"))
+    first.submit(api)
+    ns = first.namespace
+    assert wait_for(lambda: admitted(stack, ns, first.name), 60)
+    try:
+        apply(stack, queue("HoldAndDrain"))
+        assert wait_for(lambda: condition(workload_of(stack, ns, first.name), "Evicted").get("reason")
+                        == "ClusterQueueStopped", 30), condition(workload_of(stack, ns, first.name), "Evicted")
+        assert wait_for(lambda: not admitted(stack, ns, first.name), 30)
+        second = Job(sized_job(deployed, case, 1, f"drain-b-{uuid.uuid4().hex[:5]}"))
+        # `fleetgen job submit` reads the LocalQueue's status and says why it will not queue...
+        with pytest.raises(SubmitRefused, match="LocalQueue '[a-z0-9-]+' is inactive"):
+            second.submit(api)
+        # ... while a job created without it waits on the stopped queue.
+        custom(stack, api).create_namespaced_custom_object(JOBSET, "v1alpha2", ns, "jobsets", second.body)
+        assert wait_for(lambda: f"ClusterQueue {case.team.name} is inactive" in str(
+            condition(workload_of(stack, ns, second.name), "QuotaReserved").get("message")), 30), \
+            condition(workload_of(stack, ns, second.name), "QuotaReserved")
+    finally:
+        apply(stack, queue("None"))
+    assert wait_for(lambda: admitted(stack, ns, first.name) and admitted(stack, ns, second.name), 60), \
+        condition(workload_of(stack, ns, first.name), "QuotaReserved")
+    for job in (first, second):
+        job.cancel(api)
+    assert wait_for(lambda: gone(stack, ns, first.name) and gone(stack, ns, second.name), 60)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -104,3 +105,50 @@ def test_allowed_priorities_must_cover_the_teams_own_jobs(fleet_root: Path) -> N
     assert "teams/platform-ci.yaml:8: defaultPriority: priority 'preemptible' is not in allowedPriorities" in result.err
     edit(fleet_root, "teams/platform-ci.yaml", "allowedPriorities: [standard]", "allowedPriorities: [urgent]")
     assert "allowedPriorities[0]: priority 'urgent' is not defined in cluster" in run(fleet_root, "render").err
+
+
+def test_stop_policy_stops_the_teams_queue_in_the_named_cluster_only(fleet_root: Path) -> None:
+    edit(fleet_root, "teams/vision.yaml", "quotas:\n", "stopPolicy: {prod-east: HoldAndDrain, dev: None}\nquotas:\n")
+    result = run(fleet_root, "render")
+    assert result.code == 0, result.err
+
+    def spec(cluster: str) -> dict[str, Any]:
+        path = fleet_root / "rendered" / cluster / "teams" / "vision" / "clusterqueue-vision.yaml"
+        return dict(yaml.safe_load(path.read_text())["spec"])
+
+    assert spec("prod-east")["stopPolicy"] == "HoldAndDrain"
+    assert "stopPolicy" not in spec("prod-west") and "stopPolicy" not in spec("dev")  # None is Kueue's default
+    explained = run(fleet_root, "explain", "team", "vision").out
+    assert "in prod-east: queue stopped (HoldAndDrain: admitted jobs evicted, nothing admitted)" in explained
+    assert "in dev:" not in explained
+
+
+def test_stop_policy_must_name_a_cluster_the_team_queues_in(fleet_root: Path) -> None:
+    edit(fleet_root, "teams/vision.yaml", "quotas:\n", "stopPolicy:\n  prod-north: Hold\nquotas:\n")
+    result = run(fleet_root, "render")
+    assert result.code == 2
+    assert "teams/vision.yaml:11: stopPolicy.prod-north: team 'vision' has no queue in cluster 'prod-north'" \
+        in result.err
+    assert "fix: use one of: dev, prod-east, prod-west" in result.err
+    edit(fleet_root, "teams/vision.yaml", "prod-north: Hold", "prod-east: Drain")
+    result = run(fleet_root, "render")
+    assert result.code == 2 and "teams/vision.yaml:11: stopPolicy.prod-east:" in result.err, result.err
+
+
+def test_stopping_and_starting_a_queue_are_risks_in_the_diff(repo: Path) -> None:
+    from tests.conftest import git
+
+    path = repo / "teams/vision.yaml"
+    path.write_text(path.read_text().replace("quotas:\n", "stopPolicy: {prod-west: HoldAndDrain}\nquotas:\n"))
+    result = run(repo, "diff", "--format", "json")
+    assert result.code == 1, result.err
+    risks = [(r["severity"], r["rule"], r["message"]) for r in json.loads(result.out)["risks"]]
+    assert ("high", "queue-stopped", "prod-west: ClusterQueue vision stopPolicy None -> HoldAndDrain: evicts every "
+            "admitted workload of the team (they requeue) and admits nothing new") in risks, risks
+    git(repo, "commit", "-qam", "drain vision")
+    path.write_text(path.read_text().replace("HoldAndDrain", "Hold"))
+    risks = [(r["severity"], r["rule"]) for r in json.loads(run(repo, "diff", "--format", "json").out)["risks"]]
+    assert ("medium", "queue-stopped") in risks, risks
+    path.write_text(path.read_text().replace("stopPolicy: {prod-west: Hold}\n", ""))
+    risks = [(r["severity"], r["rule"]) for r in json.loads(run(repo, "diff", "--format", "json").out)["risks"]]
+    assert ("low", "queue-started") in risks, risks

@@ -196,10 +196,14 @@ def cluster_queue(cluster: Loaded[ClusterConfig], team: Loaded[TeamConfig]) -> M
     if tcfg.fair_sharing_weight is not None:
         spec["fairSharing"] = {"weight": _weight(tcfg.fair_sharing_weight)}
     spec["resourceGroups"] = _resource_groups(cfg, tcfg)
+    stop = tcfg.stop_policy.get(cfg.name, "None")
+    if stop != "None":  # Kueue's default; left out so lifting a stop removes the field
+        spec["stopPolicy"] = stop
     body["spec"] = spec
     origins = {"spec.queueingStrategy": cluster.at("kueue", "queueingStrategy"),
                "spec.preemption": cluster.at("kueue", "preemption"),
                "spec.fairSharing": team.at("fairSharingWeight"),
+               "spec.stopPolicy": team.at("stopPolicy", cfg.name),
                "spec.namespaceSelector": team.at("namespaces") if tcfg.namespaces else team.at("name"),
                "spec.cohortName": team.at("cohort") if tcfg.cohort else team.at("quotas", cfg.name),
                "spec.cohort": team.at("cohort") if tcfg.cohort else team.at("quotas", cfg.name)}

@@ -233,6 +233,17 @@ def _quota_references(fleet: Fleet) -> Iterator[Finding]:
                               f"{cluster_name!r}", f"use one of: {', '.join(sorted(cohorts))}")
 
 
+def _stop_policy(fleet: Fleet) -> Iterator[Finding]:
+    """A stop names a cluster the team has a queue in (a typo would silently stop nothing)."""
+    for team in fleet.teams.values():
+        for cluster in team.config.stop_policy:
+            if cluster not in team.config.quotas:
+                file, line = team.at("stopPolicy", cluster)
+                known = ", ".join(sorted(team.config.quotas)) or "(none)"
+                yield Finding(file, line, f"stopPolicy.{cluster}", f"team {team.config.name!r} has no queue in "
+                              f"cluster {cluster!r}", f"use one of: {known}")
+
+
 def _allowed_priorities(fleet: Fleet) -> Iterator[Finding]:
     """A team's own default and job profiles must use a priority its policy lets through."""
     for team in fleet.teams.values():
@@ -379,7 +390,7 @@ def _fair_sharing(fleet: Fleet) -> Iterator[Finding]:
 RULES: list[Callable[[Fleet], Iterator[Finding]]] = [
     _kubernetes_versions, _reserved_cluster_names, _reserved_team_names, _unique_within_cluster, _cohort_tree,
     _team_names, _namespaces, _subjects, _quota_references, _capacity, _job_profiles, _fair_sharing,
-    _allowed_priorities,
+    _allowed_priorities, _stop_policy,
 ]
 
 

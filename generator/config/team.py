@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field, model_validator
 
 from generator.config.base import ConfigModel
@@ -25,6 +27,10 @@ class PoolQuota(ConfigModel):
             raise ValueError(f"lendingLimit ({self.lending_limit}) is more than gpus ({self.gpus}); "
                              "a team can only lend GPUs it has")
         return self
+
+
+StopPolicy = Literal["None", "Hold", "HoldAndDrain"]
+"""Kueue ClusterQueue `stopPolicy`."""
 
 
 class Members(ConfigModel):
@@ -57,6 +63,10 @@ class TeamConfig(ConfigModel):
     job profile's priority must be among them, and each must exist in every cluster the team uses."""
     fair_sharing_weight: Weight | None = None
     """Fair-sharing weight of the team queue: 0 (no fair share) or 0.001 to 1,000,000."""
+    stop_policy: dict[DnsLabel, StopPolicy] = {}
+    """Stop the team's queue in a cluster (cluster name -> policy): `Hold` admits nothing new and
+    lets admitted jobs finish, `HoldAndDrain` also evicts the admitted ones (they requeue), `None`
+    runs normally. For maintenance or a team being wound down; the queue shows as inactive."""
     quotas: dict[DnsLabel, dict[DnsLabel, PoolQuota]] = {}
     """GPU quotas: cluster name -> pool name -> quota."""
     job_profiles: list[JobProfile] = []

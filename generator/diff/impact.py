@@ -289,6 +289,25 @@ def _gitops_engine(changes: list[Change]) -> Iterator[Risk]:
                        "engines manage, and prune, the same objects during the switch)")
 
 
+STOPS = {"HoldAndDrain": ("high", "evicts every admitted workload of the team (they requeue) and admits nothing "
+                                  "new"),
+         "Hold": ("medium", "admits nothing new; admitted workloads run to completion"),
+         "None": ("low", "admits again")}
+"""ClusterQueue stopPolicy -> (risk level, what Kueue then does), from the field's API documentation."""
+
+
+def _stop_policy(change: Change) -> Iterator[Risk]:
+    """A team's queue is stopped, drained or started again."""
+    if change.obj.key[2] != "ClusterQueue" or change.action == "destroy":
+        return
+    before = ((change.before.body if change.before else {}).get("spec") or {}).get("stopPolicy", "None")
+    after = ((change.after.body if change.after else {}).get("spec") or {}).get("stopPolicy", "None")
+    if before != after and (change.action == "change" or after != "None"):
+        level, effect = STOPS.get(after, ("medium", "changes whether it admits"))
+        yield Risk(level, "queue-stopped" if after != "None" else "queue-started",
+                   f"{change.obj.cluster}: {change.obj.label} stopPolicy {before} -> {after}: {effect}")
+
+
 def _admission_policy(change: Change) -> Iterator[Risk]:
     """A team's allowed priority classes (its ValidatingAdmissionPolicy) change."""
     if change.obj.key[2] != "ValidatingAdmissionPolicy":
@@ -300,7 +319,7 @@ def _admission_policy(change: Change) -> Iterator[Risk]:
 
 RULES: list[Callable[[Change], Iterator[Risk]]] = [
     _deleted_kueue, _namespace_deleted, _preemption_or_priority, _rbac, _subjects_changed, _weight_jump,
-    _namespace_claimed, _cluster_scoped, _immutable, _gitops, _admission_policy,
+    _namespace_claimed, _cluster_scoped, _immutable, _gitops, _admission_policy, _stop_policy,
 ]
 
 
