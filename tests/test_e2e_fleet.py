@@ -530,8 +530,6 @@ def test_a_drained_team_queue_evicts_admits_nothing_and_resumes(deployed: Deploy
     to the real Kueue, evicts the admitted job (reason ClusterQueueStopped, kueue v0.19.2
     apis/kueue/v1beta2/workload_types.go:1100) and leaves a new one pending on an inactive queue;
     lifting the stop (the field dropped) admits the evicted job again."""
-    from generator.compile.kueue import cluster_queue
-    from generator.config.fleet import Loaded
     from generator.jobs import Job
     from generator.jobs.presubmit import SubmitRefused
 
@@ -545,8 +543,7 @@ def test_a_drained_team_queue_evicts_admits_nothing_and_resumes(deployed: Deploy
     stack, team = deployed.stack, deployed.fleet.teams[case.team.name]
 
     def queue(stop: str) -> dict[str, Any]:
-        changed = team.config.model_copy(update={"stop_policy": {deployed.name: stop}})
-        return cluster_queue(cluster, Loaded(changed, team.source)).body
+        return queue_with(deployed, team.config.name, stop_policy={deployed.name: stop})
 
     assert queue("HoldAndDrain")["spec"]["stopPolicy"] == "HoldAndDrain" and "stopPolicy" not in queue("None")["spec"]
     api = stack.client(member(stack, case.team).user, tuple(case.team.members.groups[:1]))
@@ -575,3 +572,62 @@ def test_a_drained_team_queue_evicts_admits_nothing_and_resumes(deployed: Deploy
     for job in (first, second):
         job.cancel(api)
     assert wait_for(lambda: gone(stack, ns, first.name) and gone(stack, ns, second.name), 60)
+
+
+def queue_with(deployed: Deployed, team: str, **changes: Any) -> dict[str, Any]:
+    """The team's ClusterQueue as fleetgen compiles it with `changes` made to the team's file."""
+    from generator.compile.kueue import cluster_queue
+    from generator.config.fleet import Loaded
+
+    loaded = deployed.fleet.teams[team]
+    changed = loaded.config.model_copy(update=changes)
+    return cluster_queue(deployed.fleet.clusters[deployed.name], Loaded(changed, loaded.source)).body
+
+
+def gpu_jobset(team: TeamConfig, name: str, pods: int, gpus: int) -> dict[str, Any]:
+    """A JobSet on the team's queue, pinned to no pool: `pods` pods of `gpus` GPUs each."""
+    container = {"name": "c", "image": "registry.example/e2e:1",
+                 "resources": {"requests": {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": str(gpus)},
+                               "limits": {"nvidia.com/gpu": str(gpus)}}}
+    return {"apiVersion": f"{JOBSET}/v1alpha2", "kind": "JobSet",
+            "metadata": {"name": name, "namespace": team.namespace_names[0],
+                         "labels": {"kueue.x-k8s.io/queue-name": team.name}},
+            "spec": {"replicatedJobs": [{"name": "w", "replicas": 1, "template": {"spec": {
+                "parallelism": pods, "completions": pods, "template": {"spec": {
+                    "restartPolicy": "Never", "containers": [container]}}}}}]}}
+
+
+def test_flavor_order_and_fungibility_choose_the_pool_on_the_real_kueue(deployed: Deployed) -> None:
+    """Issue 16: the pool order was the cluster's for every team, and a job borrowed in the first pool
+    while the team's own quota in the next was idle. On the real Kueue, inference (A100 8, L40S 32
+    in prod-west): a 4-GPU job lands on A100 in the cluster's order and on L40S with
+    `flavorOrder: [l40s, a100]`; a 16-GPU job borrows A100 by default (Kueue's MayStopSearch) and
+    takes its own L40S with `whenCanBorrow: TryNextFlavor`."""
+    from generator.config.cluster import FlavorFungibility
+
+    if deployed.name != "prod-west":
+        pytest.skip("the case is prod-west's inference team (two pools, quota in both)")
+    stack, team = deployed.stack, deployed.fleet.teams["inference"].config
+    objects, ns = custom(stack), team.namespace_names[0]
+    original = queue_with(deployed, team.name)
+
+    def placed(pods: int, **changes: Any) -> set[str]:
+        apply(stack, queue_with(deployed, team.name, **changes))
+        name = f"pool-{uuid.uuid4().hex[:6]}"
+        objects.create_namespaced_custom_object(JOBSET, "v1alpha2", ns, "jobsets", gpu_jobset(team, name, pods, 4))
+        try:
+            assert wait_for(lambda: admitted(stack, ns, name), 60), \
+                condition(workload_of(stack, ns, name), "QuotaReserved")
+            return flavors(workload_of(stack, ns, name))
+        finally:
+            objects.delete_namespaced_custom_object(JOBSET, "v1alpha2", ns, "jobsets", name,
+                                                    propagation_policy="Foreground")
+            assert wait_for(lambda: gone(stack, ns, name), 60)
+
+    try:
+        assert placed(1) == {"a100"}
+        assert placed(1, flavor_order={"prod-west": ["l40s", "a100"]}) == {"l40s"}
+        assert placed(4) == {"a100"}  # 16 GPUs: 8 own A100 + 8 borrowed
+        assert placed(4, flavor_fungibility=FlavorFungibility(when_can_borrow="TryNextFlavor")) == {"l40s"}
+    finally:
+        apply(stack, original)

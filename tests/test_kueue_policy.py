@@ -152,3 +152,90 @@ def test_stopping_and_starting_a_queue_are_risks_in_the_diff(repo: Path) -> None
     path.write_text(path.read_text().replace("stopPolicy: {prod-west: Hold}\n", ""))
     risks = [(r["severity"], r["rule"]) for r in json.loads(run(repo, "diff", "--format", "json").out)["risks"]]
     assert ("low", "queue-started") in risks, risks
+
+
+def _queue(root: Path, cluster: str, team: str) -> dict[str, Any]:
+    path = root / "rendered" / cluster / "teams" / team / f"clusterqueue-{team}.yaml"
+    return dict(yaml.safe_load(path.read_text())["spec"])
+
+
+def _flavors(spec: dict[str, Any]) -> list[str]:
+    return [f["name"] for group in spec["resourceGroups"] for f in group["flavors"]]
+
+
+def test_a_team_orders_its_own_pools(fleet_root: Path) -> None:
+    """The cluster's pool order was every team's; `flavorOrder` puts inference's L40S first in
+    prod-west only."""
+    assert _flavors(_queue(fleet_root, "prod-west", "inference")) == ["a100", "l40s"]
+    edit(fleet_root, "teams/inference.yaml", "quotas:\n", "flavorOrder: {prod-west: [l40s, a100]}\nquotas:\n")
+    result = run(fleet_root, "render")
+    assert result.code == 0, result.err
+    assert _flavors(_queue(fleet_root, "prod-west", "inference")) == ["l40s", "a100"]
+    assert _flavors(_queue(fleet_root, "prod-west", "platform-ci")) == ["a100", "l40s"]
+
+
+@pytest.mark.parametrize(("order", "message"), [
+    ("{prod-west: [l40s]}", "flavorOrder.prod-west: lists l40s, but the team's pools in 'prod-west' are l40s, a100"),
+    ("{prod-west: [l40s, a100, a100]}", "flavorOrder.prod-west: lists l40s, a100, a100, but the team's pools"),
+    ("{prod-east: [h100]}", "flavorOrder.prod-east: team 'inference' has no queue in cluster 'prod-east'"),
+])
+def test_a_flavor_order_lists_exactly_the_teams_pools(fleet_root: Path, order: str, message: str) -> None:
+    edit(fleet_root, "teams/inference.yaml", "quotas:\n", f"flavorOrder: {order}\nquotas:\n")
+    result = run(fleet_root, "render")
+    assert result.code == 2 and message in result.err, result.err
+    assert result.err.startswith("teams/inference.yaml:"), result.err
+
+
+def test_flavor_fungibility_from_the_cluster_or_the_team(fleet_root: Path) -> None:
+    edit(fleet_root, "clusters/prod-west.yaml", "kueue:\n",
+         "kueue:\n  flavorFungibility: {whenCanBorrow: TryNextFlavor}\n")
+    edit(fleet_root, "teams/inference.yaml", "quotas:\n", "flavorFungibility:\n  whenCanBorrow: TryNextFlavor\n"
+         "  whenCanPreempt: TryNextFlavor\n  preference: PreemptionOverBorrowing\nquotas:\n")
+    result = run(fleet_root, "render")
+    assert result.code == 0, result.err
+    assert _queue(fleet_root, "prod-west", "recsys")["flavorFungibility"] == {
+        "whenCanBorrow": "TryNextFlavor", "whenCanPreempt": "TryNextFlavor"}
+    assert _queue(fleet_root, "prod-west", "inference")["flavorFungibility"] == {
+        "whenCanBorrow": "TryNextFlavor", "whenCanPreempt": "TryNextFlavor", "preference": "PreemptionOverBorrowing"}
+    assert "flavorFungibility" not in _queue(fleet_root, "prod-east", "vision")  # Kueue's defaults there
+
+
+def test_preference_needs_both_try_next_flavor_as_kueue_requires(fleet_root: Path) -> None:
+    edit(fleet_root, "teams/inference.yaml", "quotas:\n",
+         "flavorFungibility: {whenCanPreempt: TryNextFlavor, preference: BorrowingOverPreemption}\nquotas:\n")
+    result = run(fleet_root, "render")
+    assert result.code == 2
+    assert "teams/inference.yaml:" in result.err and "flavorFungibility" in result.err
+    assert "preference can only be set when both whenCanBorrow and whenCanPreempt are TryNextFlavor" in result.err
+
+
+@pytest.mark.parametrize("release", ["v0.14.8", "v0.15.2"])
+def test_fungibility_in_each_kueue_releases_words(fleet_root: Path, release: str, upstream_tools: None) -> None:
+    """Kueue v0.14 says Borrow / Preempt where later releases say MayStopSearch: what dev renders
+    is checked against the ClusterQueue CRD of that release, from its Go module."""
+    import jsonschema_rs
+
+    from tests.upstream import tools
+
+    edit(fleet_root, "clusters/dev.yaml", "  version: v0.15.2", f"  version: {release}")
+    edit(fleet_root, "clusters/dev.yaml", "kueue:\n", "kueue:\n  flavorFungibility: {whenCanBorrow: MayStopSearch, "
+         "whenCanPreempt: MayStopSearch}\n")
+    result = run(fleet_root, "render", "--cluster", "dev")
+    assert result.code == 0, result.err
+    rendered = _queue(fleet_root, "dev", "vision")["flavorFungibility"]
+    assert rendered == ({"whenCanBorrow": "Borrow", "whenCanPreempt": "Preempt"} if release == "v0.14.8"
+                        else {"whenCanBorrow": "MayStopSearch", "whenCanPreempt": "MayStopSearch"})
+    module = tools.chart("kueue", release).parent.parent
+    crd = yaml.safe_load((module / "config/components/crd/bases/kueue.x-k8s.io_clusterqueues.yaml").read_text())
+    version = next(v for v in crd["spec"]["versions"] if v["name"] == "v1beta1")
+    schema = version["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["flavorFungibility"]
+    assert not [e.message for e in jsonschema_rs.validator_for(schema).iter_errors(rendered)]
+    # ... and the other release's words are refused by that CRD (the check can fail).
+    other = {"whenCanBorrow": "MayStopSearch"} if release == "v0.14.8" else {"whenCanBorrow": "Bogus"}
+    assert [e.message for e in jsonschema_rs.validator_for(schema).iter_errors(other)]
+    if release == "v0.14.8":
+        edit(fleet_root, "teams/vision.yaml", "quotas:\n", "flavorFungibility: {whenCanBorrow: TryNextFlavor, "
+             "whenCanPreempt: TryNextFlavor, preference: BorrowingOverPreemption}\nquotas:\n")
+        result = run(fleet_root, "render")
+        assert result.code == 2 and "flavorFungibility.preference: Kueue v0.14.8 in cluster 'dev' has no " \
+            "flavorFungibility.preference" in result.err, result.err

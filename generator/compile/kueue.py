@@ -11,7 +11,7 @@ from typing import Any
 from generator import quantity
 from generator.compile.manifest import ARGOCD_CRD_IN_SAME_SYNC, Manifest, labels
 from generator.compile.quota import pool_resources, unallocated_resources
-from generator.config.cluster import ClusterConfig, NodePool
+from generator.config.cluster import ClusterConfig, NodePool, kueue_tuple
 from generator.config.fleet import Loaded
 from generator.config.team import TeamConfig
 
@@ -151,6 +151,9 @@ def _unallocated_groups(cfg: ClusterConfig, teams: list[Loaded[TeamConfig]]) -> 
 
 def _resource_groups(cfg: ClusterConfig, team: TeamConfig) -> list[dict[str, Any]]:
     pools: list[NodePool] = [p for p in cfg.node_pools if p.name in team.quotas[cfg.name]]
+    order = team.flavor_order.get(cfg.name)
+    if order:  # the checks make it a permutation of the team's pools in the cluster
+        pools.sort(key=lambda p: order.index(p.name) if p.name in order else len(order))
     gpu_resources = list(dict.fromkeys(p.gpu.resource for p in pools))
     covered = ["cpu", "memory", *gpu_resources]
     flavors = []
@@ -181,6 +184,23 @@ def _preemption(cfg: ClusterConfig) -> dict[str, Any]:
     return out
 
 
+# Kueue before v0.15 spells "stop the search" per case (kueue v0.14.8 apis/kueue/v1beta1/clusterqueue_types.go:402,412).
+_V014_STOP = {"whenCanBorrow": "Borrow", "whenCanPreempt": "Preempt"}
+
+
+def _fungibility(cfg: ClusterConfig, team: TeamConfig) -> dict[str, str]:
+    """The queue's flavorFungibility in the cluster's Kueue release's words; {} for Kueue's defaults."""
+    chosen = team.flavor_fungibility or cfg.kueue.flavor_fungibility
+    if chosen is None:
+        return {}
+    out = {"whenCanBorrow": chosen.when_can_borrow, "whenCanPreempt": chosen.when_can_preempt}
+    if kueue_tuple(cfg.kueue.version)[:2] < (0, 15):
+        out = {k: _V014_STOP[k] if v == "MayStopSearch" else v for k, v in out.items()}
+    if chosen.preference is not None:
+        out["preference"] = chosen.preference
+    return out
+
+
 def cluster_queue(cluster: Loaded[ClusterConfig], team: Loaded[TeamConfig]) -> Manifest:
     """The team's ClusterQueue: its quotas, only its own namespaces, the cluster's policy."""
     cfg, tcfg = cluster.config, team.config
@@ -196,6 +216,9 @@ def cluster_queue(cluster: Loaded[ClusterConfig], team: Loaded[TeamConfig]) -> M
     if tcfg.fair_sharing_weight is not None:
         spec["fairSharing"] = {"weight": _weight(tcfg.fair_sharing_weight)}
     spec["resourceGroups"] = _resource_groups(cfg, tcfg)
+    fungibility = _fungibility(cfg, tcfg)
+    if fungibility:
+        spec["flavorFungibility"] = fungibility
     stop = tcfg.stop_policy.get(cfg.name, "None")
     if stop != "None":  # Kueue's default; left out so lifting a stop removes the field
         spec["stopPolicy"] = stop
@@ -204,6 +227,10 @@ def cluster_queue(cluster: Loaded[ClusterConfig], team: Loaded[TeamConfig]) -> M
                "spec.preemption": cluster.at("kueue", "preemption"),
                "spec.fairSharing": team.at("fairSharingWeight"),
                "spec.stopPolicy": team.at("stopPolicy", cfg.name),
+               "spec.flavorFungibility": team.at("flavorFungibility") if tcfg.flavor_fungibility
+               else cluster.at("kueue", "flavorFungibility"),
+               "spec.resourceGroups": team.at("flavorOrder", cfg.name) if cfg.name in tcfg.flavor_order
+               else team.at("quotas", cfg.name),
                "spec.namespaceSelector": team.at("namespaces") if tcfg.namespaces else team.at("name"),
                "spec.cohortName": team.at("cohort") if tcfg.cohort else team.at("quotas", cfg.name),
                "spec.cohort": team.at("cohort") if tcfg.cohort else team.at("quotas", cfg.name)}

@@ -10,6 +10,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from generator.config.cluster import kueue_tuple
 from generator.config.fleet import Fleet, fair_sharing
 from generator.config.jobs import JobProfile
 from generator.config.team import TeamConfig
@@ -244,6 +245,40 @@ def _stop_policy(fleet: Fleet) -> Iterator[Finding]:
                               f"cluster {cluster!r}", f"use one of: {known}")
 
 
+def _flavor_order(fleet: Fleet) -> Iterator[Finding]:
+    """A team's flavor order lists exactly its pools in the cluster, each once."""
+    for team in fleet.teams.values():
+        cfg = team.config
+        for cluster, order in cfg.flavor_order.items():
+            file, line = team.at("flavorOrder", cluster)
+            if cluster not in cfg.quotas:
+                yield Finding(file, line, f"flavorOrder.{cluster}", f"team {cfg.name!r} has no queue in cluster "
+                              f"{cluster!r}", f"use one of: {', '.join(sorted(cfg.quotas)) or '(none)'}")
+                continue
+            pools = list(cfg.quotas[cluster])
+            if sorted(order) != sorted(pools):
+                yield Finding(file, line, f"flavorOrder.{cluster}", f"lists {', '.join(order)}, but the team's "
+                              f"pools in {cluster!r} are {', '.join(pools)}",
+                              "list every pool of the team's quota there, each once")
+
+
+def _fungibility_preference(fleet: Fleet) -> Iterator[Finding]:
+    """`preference` exists from Kueue v0.15 on (kueue v0.15.2 apis/kueue/v1beta1/clusterqueue_types.go:426)."""
+    for cluster in fleet.clusters.values():
+        cfg = cluster.config
+        if kueue_tuple(cfg.kueue.version)[:2] >= (0, 15):
+            continue
+        where = [(cluster, ("kueue", "flavorFungibility", "preference"), cfg.kueue.flavor_fungibility)]
+        where += [(t, ("flavorFungibility", "preference"), t.config.flavor_fungibility)
+                  for t in fleet.teams_in(cfg.name)]
+        for loaded, path, fungibility in where:
+            if fungibility is not None and fungibility.preference is not None:
+                file, line = loaded.at(*path)
+                yield Finding(file, line, ".".join(path), f"Kueue {cfg.kueue.version} in cluster {cfg.name!r} has "
+                              "no flavorFungibility.preference",
+                              "remove it, or upgrade the cluster's Kueue to v0.15 or later")
+
+
 def _allowed_priorities(fleet: Fleet) -> Iterator[Finding]:
     """A team's own default and job profiles must use a priority its policy lets through."""
     for team in fleet.teams.values():
@@ -390,7 +425,7 @@ def _fair_sharing(fleet: Fleet) -> Iterator[Finding]:
 RULES: list[Callable[[Fleet], Iterator[Finding]]] = [
     _kubernetes_versions, _reserved_cluster_names, _reserved_team_names, _unique_within_cluster, _cohort_tree,
     _team_names, _namespaces, _subjects, _quota_references, _capacity, _job_profiles, _fair_sharing,
-    _allowed_priorities, _stop_policy,
+    _allowed_priorities, _stop_policy, _flavor_order, _fungibility_preference,
 ]
 
 

@@ -88,6 +88,30 @@ class WaitForPodsReady(ConfigModel):
     """Longest requeue delay."""
 
 
+class FlavorFungibility(ConfigModel):
+    """Whether a job moves on to the team's next pool rather than borrow or preempt in the current
+    one (Kueue `flavorFungibility`; pools are tried in the team's flavor order)."""
+
+    when_can_borrow: Literal["MayStopSearch", "TryNextFlavor"] = "MayStopSearch"
+    """`MayStopSearch` (Kueue's default): borrow in the first pool where the job fits by borrowing,
+    even when it would fit in the team's own quota of a later pool. `TryNextFlavor`: use own quota
+    in a later pool first; borrow only when no pool fits without."""
+    when_can_preempt: Literal["MayStopSearch", "TryNextFlavor"] = "TryNextFlavor"
+    """`TryNextFlavor` (Kueue's default): try later pools before preempting in the current one.
+    `MayStopSearch`: preempt in the first pool where preemption makes the job fit."""
+    preference: Literal["BorrowingOverPreemption", "PreemptionOverBorrowing"] | None = None
+    """When every pool needs borrowing or preemption, which to prefer (Kueue v0.15 and later; both
+    `when` keys must then be `TryNextFlavor`, as Kueue's own validation requires)."""
+
+    @model_validator(mode="after")
+    def _preference_needs_try_next(self) -> FlavorFungibility:
+        # kueue v0.19.2 apis/kueue/v1beta2/clusterqueue_types.go:455 (the CRD's CEL rule).
+        if self.preference is not None and (self.when_can_borrow, self.when_can_preempt) != ("TryNextFlavor",) * 2:
+            raise ValueError("preference can only be set when both whenCanBorrow and whenCanPreempt are "
+                             "TryNextFlavor")
+        return self
+
+
 class Kueue(ConfigModel):
     """The Kueue release installed in the cluster and its queueing policy."""
 
@@ -114,6 +138,9 @@ class Kueue(ConfigModel):
     otherwise block admission for ever (RDMA NICs, local scratch)."""
     wait_for_pods_ready: WaitForPodsReady = WaitForPodsReady()
     """All-or-nothing start of multi-node jobs."""
+    flavor_fungibility: FlavorFungibility | None = None
+    """Default `flavorFungibility` of every team queue (a team's own key overrides it); unset:
+    Kueue's defaults."""
     share_unallocated: bool = True
     """Put each pool's GPUs that no team holds (capacity minus team quotas, with their CPU and
     memory) in the root Cohort's quota, so teams with quota in the pool can borrow them. Without

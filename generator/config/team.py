@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from generator.config.base import ConfigModel
+from generator.config.cluster import FlavorFungibility
 from generator.config.jobs import JobProfile
 from generator.config.types import Count, DnsLabel, DnsSubdomain, Owner, SubjectName, Weight
 
@@ -67,6 +68,11 @@ class TeamConfig(ConfigModel):
     """Stop the team's queue in a cluster (cluster name -> policy): `Hold` admits nothing new and
     lets admitted jobs finish, `HoldAndDrain` also evicts the admitted ones (they requeue), `None`
     runs normally. For maintenance or a team being wound down; the queue shows as inactive."""
+    flavor_order: dict[DnsLabel, list[DnsLabel]] = {}
+    """Order in which Kueue tries the team's pools, per cluster (cluster name -> every pool the
+    team has quota for there); omitted: the cluster's pool order."""
+    flavor_fungibility: FlavorFungibility | None = None
+    """The team's own `flavorFungibility` in every cluster, instead of the cluster's `kueue` default."""
     quotas: dict[DnsLabel, dict[DnsLabel, PoolQuota]] = {}
     """GPU quotas: cluster name -> pool name -> quota."""
     job_profiles: list[JobProfile] = []
