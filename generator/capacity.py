@@ -1,9 +1,10 @@
 """GPU capacity per cluster and pool: guaranteed, borrowable and lendable GPUs of every team.
 
-One model of what quotas mean, used by `fleetgen explain` and the diff's capacity table.
-All teams of a cluster sit in one cohort tree without cohort limits, so a team may borrow what
-any other team lends, and (with the cluster's `kueue.shareUnallocated`, the default) the pool's
-GPUs no team holds, which the root cohort's quota carries, up to its own borrowingLimit.
+One model of what quotas mean, used by `fleetgen explain` and the diff's capacity table. The
+teams of a cluster sit in one cohort tree (the root named after the cluster, declared cohorts,
+cohorts teams name); a team may borrow, up to its borrowingLimit, what its cohort holds, what the
+other members lend, and what the cohort may borrow from above (its own borrowingLimit), walking
+up to the root, whose quota is the pool's GPUs nobody holds (`kueue.shareUnallocated`).
 """
 
 from __future__ import annotations
@@ -30,6 +31,14 @@ class TeamShare:
 
 
 @dataclass(frozen=True)
+class CohortShare:
+    """GPUs a cohort holds in one pool for its teams."""
+
+    cohort: str
+    gpus: int
+
+
+@dataclass(frozen=True)
 class PoolCapacity:
     """A pool's capacity and how its teams share it."""
 
@@ -40,15 +49,81 @@ class PoolCapacity:
     limit: int
     teams: tuple[TeamShare, ...]
     shared: int = 0
-    """GPUs no team holds, lent by the root cohort (0 when the cluster does not share them)."""
+    """GPUs no team or cohort holds, lent by the root cohort (0 when the cluster does not share them)."""
+    cohorts: tuple[CohortShare, ...] = ()
+    """Cohorts holding GPUs of the pool themselves (`cohorts[].quotas`)."""
 
     @property
     def allocated(self) -> int:
-        return sum(t.guaranteed for t in self.teams)
+        """GPUs held by quotas: the teams' and the cohorts' own."""
+        return sum(t.guaranteed for t in self.teams) + sum(c.gpus for c in self.cohorts)
 
     @property
     def utilisation(self) -> float:
         return self.allocated / self.gpus if self.gpus else 0.0
+
+
+_NO_LIMIT = 1 << 62
+
+
+@dataclass(frozen=True)
+class _Node:
+    """A queue or cohort in one pool: what it holds, and its limits towards its parent."""
+
+    nominal: int
+    borrowing_limit: int | None
+    lending_limit: int | None
+    parent: str | None
+
+
+def _tree(fleet: Fleet, cname: str, pool: str) -> dict[str, _Node]:
+    """The cluster's cohort tree in one pool: the root cohort, declared and implied cohorts, and a
+    node per team queue ("team:<name>") with a quota there."""
+    cfg = fleet.clusters[cname].config
+    shared = 0
+    held = sum(t.config.quotas[cname][pool].gpus for t in fleet.teams_in(cname) if pool in t.config.quotas[cname])
+    held += sum(c.quotas[pool].gpus for c in cfg.cohorts if pool in c.quotas)
+    pool_cfg = cfg.pool(pool)
+    if cfg.kueue.share_unallocated and pool_cfg is not None:
+        shared = max(0, pool_cfg.gpus - held)
+    nodes = {cfg.name: _Node(shared, None, None, None)}
+    for c in cfg.cohorts:
+        q = c.quotas.get(pool)
+        nodes[c.name] = _Node(q.gpus if q else 0, q.borrowing_limit if q else None, q.lending_limit if q else None,
+                              c.parent or cfg.name)
+    for t in fleet.teams_in(cname):
+        if t.config.cohort and t.config.cohort not in nodes:
+            nodes[t.config.cohort] = _Node(0, None, None, cfg.name)
+        q = t.config.quotas[cname].get(pool)
+        if q is not None:
+            lend = q.lending_limit if q.lending_limit is not None else q.gpus
+            nodes[f"team:{t.config.name}"] = _Node(q.gpus, q.borrowing_limit, lend, t.config.cohort or cfg.name)
+    for name, node in list(nodes.items()):  # an unknown parent or a cycle (refused by the checks): the root
+        seen, up = {name}, node.parent
+        while up is not None and up in nodes and up not in seen:
+            seen.add(up)
+            up = nodes[up].parent
+        if up is not None:
+            nodes[name] = _Node(node.nominal, node.borrowing_limit, node.lending_limit, cfg.name)
+    return nodes
+
+
+def _lends(nodes: dict[str, _Node], name: str) -> int:
+    """What a queue or cohort subtree can lend to its parent: its and its members' idle quota, capped."""
+    node = nodes[name]
+    total = node.nominal + sum(_lends(nodes, child) for child, n in nodes.items() if n.parent == name)
+    return min(total, node.lending_limit if node.lending_limit is not None else _NO_LIMIT)
+
+
+def _offers(nodes: dict[str, _Node], name: str, to: str) -> int:
+    """What cohort `name` can give its child `to` while everything else is idle (Kueue's
+    hierarchical cohorts: own quota, siblings' lending, and from above up to the borrowing limit)."""
+    node = nodes[name]
+    total = node.nominal + sum(_lends(nodes, child) for child, n in nodes.items() if n.parent == name and child != to)
+    if node.parent is not None:
+        limit = node.borrowing_limit if node.borrowing_limit is not None else _NO_LIMIT
+        total += min(limit, _offers(nodes, node.parent, name))
+    return total
 
 
 def pool_capacities(fleet: Fleet) -> list[PoolCapacity]:
@@ -57,18 +132,17 @@ def pool_capacities(fleet: Fleet) -> list[PoolCapacity]:
     for cname in sorted(fleet.clusters):
         cfg = fleet.clusters[cname].config
         for pool in cfg.node_pools:
-            quotas = {t.config.name: t.config.quotas[cname][pool.name]
-                      for t in fleet.teams_in(cname) if pool.name in t.config.quotas[cname]}
-            lendable = {n: (q.lending_limit if q.lending_limit is not None else q.gpus) for n, q in quotas.items()}
-            shared = max(0, pool.gpus - sum(q.gpus for q in quotas.values())) if cfg.kueue.share_unallocated else 0
-            total_lend = sum(lendable.values()) + shared
+            nodes = _tree(fleet, cname, pool.name)
             shares = []
-            for name, q in sorted(quotas.items()):
-                others = total_lend - lendable[name]
-                borrowable = others if q.borrowing_limit is None else min(q.borrowing_limit, others)
-                shares.append(TeamShare(name, q.gpus, borrowable, lendable[name], q.borrowing_limit))
+            for key, node in sorted((k, n) for k, n in nodes.items() if k.startswith("team:")):
+                assert node.parent is not None
+                offered = _offers(nodes, node.parent, key)
+                limit = node.borrowing_limit if node.borrowing_limit is not None else _NO_LIMIT
+                shares.append(TeamShare(key.removeprefix("team:"), node.nominal, min(limit, offered),
+                                        node.lending_limit or 0, node.borrowing_limit))
+            cohorts = tuple(CohortShare(c.name, c.quotas[pool.name].gpus) for c in cfg.cohorts if pool.name in c.quotas)
             out.append(PoolCapacity(cname, pool.name, pool.gpu.product, pool.gpus,
-                                    int(pool.gpus * cfg.overcommit), tuple(shares), shared))
+                                    int(pool.gpus * cfg.overcommit), tuple(shares), nodes[cname].nominal, cohorts))
     return out
 
 

@@ -51,5 +51,7 @@ def explain_cluster(fleet: Fleet, name: str) -> str:
                      + (f", {pool.shared} lent by the root cohort" if pool.shared
                         else ", held by no quota (kueue.shareUnallocated: false)"
                         if pool.gpus > pool.allocated else ""))
+        if pool.cohorts:
+            parts.append("held by cohorts for their teams: " + ", ".join(f"{c.cohort} {c.gpus}" for c in pool.cohorts))
         parts.append(table(["team", "guaranteed", "borrowable", "lendable"], rows) if rows else "no team quotas")
     return "\n".join(parts)

@@ -631,3 +631,49 @@ def test_flavor_order_and_fungibility_choose_the_pool_on_the_real_kueue(deployed
         assert placed(4, flavor_fungibility=FlavorFungibility(when_can_borrow="TryNextFlavor")) == {"l40s"}
     finally:
         apply(stack, original)
+
+
+def test_a_cohorts_reserve_and_borrowing_limit_on_the_real_kueue(deployed: Deployed) -> None:
+    """Issue 16, `cohorts[].quotas`: prod-west's research cohort given 8 A100 of its own and
+    borrowingLimit 0. ml-research (16 A100) is admitted for 24 GPUs, the cohort's reserve lent to it;
+    8 more wait ("insufficient") although recsys and the root cohort have idle A100, because the
+    cohort may borrow nothing from outside; once the limit is gone the same job is admitted."""
+    from generator.compile.kueue import cohorts
+    from generator.config.cluster import Cohort, CohortQuota
+    from generator.config.fleet import Loaded
+
+    if deployed.name != "prod-west":
+        pytest.skip("the case is prod-west's ml-research team (A100 only, in cohort research)")
+    stack, loaded = deployed.stack, deployed.fleet.clusters[deployed.name]
+    team = deployed.fleet.teams["ml-research"].config
+    teams = deployed.fleet.teams_in(deployed.name)
+    reserve = [Cohort(name="research", quotas={"a100": CohortQuota(gpus=8, borrowing_limit=0)}),
+               Cohort(name="platform"), Cohort(name="research-vision")]
+    changed = Loaded(loaded.config.model_copy(update={"cohorts": reserve}), loaded.source)
+    limited = [m.body for m in cohorts(changed, teams)]
+    research = next(c for c in limited if c["metadata"]["name"] == "research")
+    assert research["spec"]["resourceGroups"][0]["flavors"][0]["resources"][-1] == {
+        "name": "nvidia.com/gpu", "nominalQuota": "8", "borrowingLimit": "0"}
+    objects, ns = custom(stack), team.namespace_names[0]
+    names = [f"reserve-{i}-{uuid.uuid4().hex[:5]}" for i in range(2)]
+    try:
+        for body in limited:
+            apply(stack, body)
+        objects.create_namespaced_custom_object(JOBSET, "v1alpha2", ns, "jobsets", gpu_jobset(team, names[0], 3, 8))
+        assert wait_for(lambda: admitted(stack, ns, names[0]), 60), \
+            condition(workload_of(stack, ns, names[0]), "QuotaReserved")
+        objects.create_namespaced_custom_object(JOBSET, "v1alpha2", ns, "jobsets", gpu_jobset(team, names[1], 1, 8))
+        assert wait_for(lambda: "insufficient" in str(
+            condition(workload_of(stack, ns, names[1]), "QuotaReserved").get("message")), 30), \
+            condition(workload_of(stack, ns, names[1]), "QuotaReserved")
+    finally:
+        for manifest in cohorts(loaded, teams):
+            apply(stack, manifest.body)
+    try:
+        assert wait_for(lambda: admitted(stack, ns, names[1]), 60), \
+            condition(workload_of(stack, ns, names[1]), "QuotaReserved")
+    finally:
+        for name in names:
+            objects.delete_namespaced_custom_object(JOBSET, "v1alpha2", ns, "jobsets", name,
+                                                    propagation_policy="Foreground")
+        assert wait_for(lambda: all(gone(stack, ns, name) for name in names), 60)

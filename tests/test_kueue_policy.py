@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -239,3 +240,41 @@ def test_fungibility_in_each_kueue_releases_words(fleet_root: Path, release: str
         result = run(fleet_root, "render")
         assert result.code == 2 and "flavorFungibility.preference: Kueue v0.14.8 in cluster 'dev' has no " \
             "flavorFungibility.preference" in result.err, result.err
+
+
+def test_a_cohort_holds_gpus_for_its_teams_and_limits_its_borrowing(fleet_root: Path) -> None:
+    """`cohorts[].quotas` becomes the Cohort's resourceGroups (CPU and memory in the pool's ratio);
+    the GPUs count against the pool, leave the root cohort's share, and `explain` shows what the
+    cohort's teams can then have."""
+    edit(fleet_root, "clusters/prod-east.yaml", "  - {name: research}\n",
+         "  - name: research\n    quotas:\n      h100: {gpus: 16, borrowingLimit: 8, lendingLimit: 8}\n")
+    result = run(fleet_root, "render")
+    assert result.code == 0, result.err
+    cohort = yaml.safe_load((fleet_root / "rendered/prod-east/kueue/cohort-research.yaml").read_text())
+    assert cohort["spec"]["resourceGroups"] == [{"coveredResources": ["cpu", "memory", "nvidia.com/gpu"], "flavors": [
+        {"name": "h100", "resources": [
+            {"name": "cpu", "nominalQuota": "384", "borrowingLimit": "192", "lendingLimit": "192"},
+            {"name": "memory", "nominalQuota": "3600Gi", "borrowingLimit": "1800Gi", "lendingLimit": "1800Gi"},
+            {"name": "nvidia.com/gpu", "nominalQuota": "16", "borrowingLimit": "8", "lendingLimit": "8"}]}]}]
+    root = yaml.safe_load((fleet_root / "rendered/prod-east/kueue/cohort-prod-east.yaml").read_text())
+    assert root["spec"]["resourceGroups"][0]["flavors"][0]["resources"][-1] == {
+        "name": "nvidia.com/gpu", "nominalQuota": "16"}  # 32 nobody held, less the cohort's 16
+    explained = run(fleet_root, "explain", "cluster", "prod-east").out
+    assert "allocated 240 (94%), free 16, 16 lent by the root cohort" in explained, explained
+    assert "held by cohorts for their teams: research 16" in explained
+    # vision (in research-vision, under research) may borrow the cohort's 16, what ml-research lends
+    # (16) and, research being limited to 8 from outside, 8 more: 40 of its own limit of 64.
+    team = run(fleet_root, "explain", "team", "vision").out
+    assert re.search(r"prod-east +h100 +32 +40 \(64\)", team), team
+
+
+def test_cohort_quotas_count_against_the_pool_and_name_its_pools(fleet_root: Path) -> None:
+    edit(fleet_root, "clusters/prod-east.yaml", "  - {name: research}\n",
+         "  - name: research\n    quotas:\n      h100: {gpus: 40}\n      b200: {gpus: 8}\n")
+    result = run(fleet_root, "render")
+    assert result.code == 2
+    assert "clusters/prod-east.yaml:30: cohorts[0].quotas.b200: pool 'b200' is not defined in cluster 'prod-east'" \
+        in result.err, result.err
+    assert "clusters/prod-east.yaml:16: nodePools[0]: pool 'h100' has 256 GPUs x overcommit 1 = 256, but teams " \
+        "and cohorts hold 264 (llm-pretrain 128, ml-research 64, cohort research 40, vision 32, platform-ci 0)" \
+        in result.err, result.err

@@ -56,7 +56,7 @@ def test_every_part_of_a_large_change_is_posted_then_updated_in_place(tmp_path: 
     fake, url = github
     root = tmp_path / "fleet"
     started = time.monotonic()
-    synthesize(root, 20, 100)
+    synthesize(root, 8, 60)
     git(root, "init", "-q", "-b", "main")
     git(root, "add", "-A")
     git(root, "commit", "-q", "-m", "base")

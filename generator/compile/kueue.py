@@ -6,14 +6,15 @@ Pure functions from typed config to `Manifest`s. Cluster-scoped shared objects g
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from generator import quantity
 from generator.compile.manifest import ARGOCD_CRD_IN_SAME_SYNC, Manifest, labels
 from generator.compile.quota import pool_resources, unallocated_resources
-from generator.config.cluster import ClusterConfig, NodePool, kueue_tuple
+from generator.config.cluster import ClusterConfig, CohortQuota, NodePool, kueue_tuple
 from generator.config.fleet import Loaded
-from generator.config.team import TeamConfig
+from generator.config.team import PoolQuota, TeamConfig
 
 SHARED = ("kueue",)
 
@@ -106,9 +107,13 @@ def cohorts(cluster: Loaded[ClusterConfig], teams: list[Loaded[TeamConfig]]) -> 
         body["spec"] = {"parentName": cohort.parent or cfg.name}
         if cohort.fair_sharing_weight is not None:
             body["spec"]["fairSharing"] = {"weight": _weight(cohort.fair_sharing_weight)}
+        groups = quota_groups([p for p in cfg.node_pools if p.name in cohort.quotas], cohort.quotas)
+        if groups:
+            body["spec"]["resourceGroups"] = groups
         out.append(Manifest(SHARED, body, cluster.at("cohorts", i),
                             {"spec.fairSharing": cluster.at("cohorts", i, "fairSharingWeight"),
-                             "spec.parentName": cluster.at("cohorts", i, "parent")}))
+                             "spec.parentName": cluster.at("cohorts", i, "parent"),
+                             "spec.resourceGroups": cluster.at("cohorts", i, "quotas")}))
     implicit = sorted({t.config.cohort for t in teams if t.config.cohort and t.config.cohort not in declared})
     for name in implicit:
         body = _obj(cfg, "Cohort", name)
@@ -126,7 +131,7 @@ def cohorts(cluster: Loaded[ClusterConfig], teams: list[Loaded[TeamConfig]]) -> 
 
 
 def _unallocated_groups(cfg: ClusterConfig, teams: list[Loaded[TeamConfig]]) -> list[dict[str, Any]]:
-    """The root cohort's quota: per pool, the GPUs (and their CPU and memory) no team holds.
+    """The root cohort's quota: per pool, the GPUs (and their CPU and memory) no team or cohort holds.
 
     A cohort's quota is lent to every ClusterQueue below it that lists the flavor (Kueue's
     hierarchical cohorts), up to each queue's borrowingLimit; without it these GPUs are covered by
@@ -136,6 +141,7 @@ def _unallocated_groups(cfg: ClusterConfig, teams: list[Loaded[TeamConfig]]) -> 
     for pool in cfg.node_pools:
         allocated = sum(t.config.quotas[cfg.name][pool.name].gpus for t in teams
                         if pool.name in t.config.quotas.get(cfg.name, {}))
+        allocated += sum(c.quotas[pool.name].gpus for c in cfg.cohorts if pool.name in c.quotas)
         free = unallocated_resources(pool, allocated)
         if free:
             flavors.append((pool, {"name": pool.name, "resources": [{"name": q.name, "nominalQuota": q.nominal}
@@ -154,14 +160,19 @@ def _resource_groups(cfg: ClusterConfig, team: TeamConfig) -> list[dict[str, Any
     order = team.flavor_order.get(cfg.name)
     if order:  # the checks make it a permutation of the team's pools in the cluster
         pools.sort(key=lambda p: order.index(p.name) if p.name in order else len(order))
+    return quota_groups(pools, team.quotas[cfg.name])
+
+
+def quota_groups(pools: list[NodePool], quotas: Mapping[str, PoolQuota | CohortQuota]) -> list[dict[str, Any]]:
+    """One resource group: a flavor per pool (in order) listing cpu, memory and GPUs with limits."""
     gpu_resources = list(dict.fromkeys(p.gpu.resource for p in pools))
     covered = ["cpu", "memory", *gpu_resources]
     flavors = []
     for pool in pools:
-        quotas = pool_resources(pool, team.quotas[cfg.name][pool.name])
+        resources_of = pool_resources(pool, quotas[pool.name])
         resources = []
         for name in covered:
-            q = quotas.get(name)
+            q = resources_of.get(name)
             entry: dict[str, Any] = {"name": name, "nominalQuota": q.nominal if q else "0"}
             if q and q.borrowing is not None:
                 entry["borrowingLimit"] = q.borrowing

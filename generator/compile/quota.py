@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from decimal import ROUND_FLOOR, Decimal
 
 from generator import quantity
-from generator.config.cluster import NodePool
+from generator.config.cluster import CohortQuota, NodePool
 from generator.config.team import PoolQuota
 
 _MI = Decimal(1 << 20)
@@ -49,7 +49,7 @@ def _scaled(pool: NodePool, gpus: int | None) -> tuple[str | None, str | None, s
     return cpu, memory, quantity.canonical(gpus)
 
 
-def pool_resources(pool: NodePool, quota: PoolQuota) -> dict[str, ResourceQuota]:
+def pool_resources(pool: NodePool, quota: PoolQuota | CohortQuota) -> dict[str, ResourceQuota]:
     """cpu, memory and GPU quota for `quota` in `pool`, keyed by resource name."""
     nominal = _scaled(pool, quota.gpus)
     borrowing = _scaled(pool, quota.borrowing_limit)

@@ -234,6 +234,19 @@ def _quota_references(fleet: Fleet) -> Iterator[Finding]:
                               f"{cluster_name!r}", f"use one of: {', '.join(sorted(cohorts))}")
 
 
+def _cohort_quotas(fleet: Fleet) -> Iterator[Finding]:
+    """A cohort's quota names pools of its cluster."""
+    for cluster in fleet.clusters.values():
+        cfg = cluster.config
+        pools = [p.name for p in cfg.node_pools]
+        for i, cohort in enumerate(cfg.cohorts):
+            for pool in cohort.quotas:
+                if pool not in pools:
+                    file, line = cluster.at("cohorts", i, "quotas", pool)
+                    yield Finding(file, line, f"cohorts[{i}].quotas.{pool}", f"pool {pool!r} is not defined in "
+                                  f"cluster {cfg.name!r}", f"use one of: {', '.join(pools)}")
+
+
 def _stop_policy(fleet: Fleet) -> Iterator[Finding]:
     """A stop names a cluster the team has a queue in (a typo would silently stop nothing)."""
     for team in fleet.teams.values():
@@ -305,6 +318,9 @@ def _capacity(fleet: Fleet) -> Iterator[Finding]:
         for i, pool in enumerate(cfg.node_pools):
             users = [(t.config.name, t.config.quotas[cfg.name][pool.name].gpus)
                      for t in fleet.teams_in(cfg.name) if pool.name in t.config.quotas[cfg.name]]
+            cohorts = [(f"cohort {c.name}", c.quotas[pool.name].gpus) for c in cfg.cohorts if pool.name in c.quotas]
+            users += cohorts
+            holders = "teams and cohorts" if cohorts else "teams"
             total = sum(g for _, g in users)
             limit = int(pool.gpus * cfg.overcommit)
             if total > limit:
@@ -312,7 +328,7 @@ def _capacity(fleet: Fleet) -> Iterator[Finding]:
                 file, line = cluster.at("nodePools", i, "nodes")
                 yield Finding(file, line, f"nodePools[{i}]",
                               f"pool {pool.name!r} has {pool.gpus} GPUs x overcommit {cfg.overcommit:g} = {limit}, "
-                              f"but teams hold {total} ({share})",
+                              f"but {holders} hold {total} ({share})",
                               f"lower team quotas by {total - limit} GPUs in total, or add nodes, or raise overcommit")
 
 
@@ -425,7 +441,7 @@ def _fair_sharing(fleet: Fleet) -> Iterator[Finding]:
 RULES: list[Callable[[Fleet], Iterator[Finding]]] = [
     _kubernetes_versions, _reserved_cluster_names, _reserved_team_names, _unique_within_cluster, _cohort_tree,
     _team_names, _namespaces, _subjects, _quota_references, _capacity, _job_profiles, _fair_sharing,
-    _allowed_priorities, _stop_policy, _flavor_order, _fungibility_preference,
+    _allowed_priorities, _stop_policy, _flavor_order, _fungibility_preference, _cohort_quotas,
 ]
 
 

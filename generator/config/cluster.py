@@ -243,6 +243,20 @@ class Priority(ConfigModel):
     """Human description (at most 2048 characters)."""
 
 
+class CohortQuota(ConfigModel):
+    """What an org unit (cohort) holds in one pool beyond its teams' quotas, and its limits."""
+
+    gpus: Count = 0
+    """GPUs the cohort itself holds: a shared reserve its teams (and child cohorts) may borrow,
+    counted against the pool's capacity like a team's quota."""
+    borrowing_limit: Count | None = None
+    """At most this many GPUs the cohort's teams together borrow from outside the cohort; omitted:
+    no limit."""
+    lending_limit: Count | None = None
+    """At most this many GPUs of the cohort (its own and its teams') lent outside it; omitted: no
+    limit."""
+
+
 class Cohort(ConfigModel):
     """An org unit in the cluster's cohort tree; teams join one with their `cohort` key."""
 
@@ -252,6 +266,9 @@ class Cohort(ConfigModel):
     """Parent cohort; omitted means the cluster's root cohort (named after the cluster)."""
     fair_sharing_weight: Weight | None = None
     """Fair-sharing weight of the cohort against its siblings."""
+    quotas: dict[DnsLabel, CohortQuota] = {}
+    """Per pool: GPUs the cohort holds for its teams and limits on what it borrows and lends
+    (Kueue Cohort `resourceGroups`; CPU and memory follow in the pool's per-node ratio)."""
 
 
 class Tenancy(ConfigModel):

@@ -85,8 +85,10 @@ def _rows(model: type[BaseModel], prefix: str, seen: set[str]) -> list[str]:
         for sub in _models(field.annotation):
             suffix = "[]" if typing.get_origin(field.annotation) is list or "list of" in _type_name(field.annotation) \
                 else ""
-            if "map of map" in _type_name(field.annotation):
-                suffix = ".<cluster>.<pool>"
+            if typing.get_origin(field.annotation) is dict:
+                value = typing.get_args(field.annotation)[1]
+                # Quotas are keyed by pool, a team's first by cluster: the only maps of models.
+                suffix = ".<cluster>.<pool>" if typing.get_origin(value) is dict else ".<pool>"
             nested.append((f"{key}{suffix}.", sub))
     for sub_prefix, sub in nested:
         if sub_prefix not in seen:
