@@ -2,8 +2,22 @@
 
 from __future__ import annotations
 
-from generator.capacity import pool_capacities
-from generator.config.fleet import Fleet
+from generator.capacity import TeamShare, pool_capacities
+from generator.config.fleet import Fleet, fair_sharing
+
+RECLAIM = {
+    "Any": "takes its guaranteed GPUs back from borrowers by preempting their workloads, whatever their priority",
+    "LowerPriority": "takes its guaranteed GPUs back by preempting borrowers' workloads of lower priority only",
+    "Never": "waits for borrowers to finish before it gets its guaranteed GPUs back",
+}
+"""Kueue `reclaimWithinCohort` in the words of the team that lent."""
+WITHIN = {
+    "LowerPriority": "a job preempts the team's own jobs of lower priority",
+    "LowerOrNewerEqualPriority": "a job preempts the team's own jobs of lower priority, or of equal priority "
+                                 "and started later",
+    "Never": "the team's own jobs never preempt each other",
+}
+"""Kueue `withinClusterQueue`."""
 
 
 def table(header: list[str], rows: list[list[str]]) -> str:
@@ -20,10 +34,12 @@ def explain_team(fleet: Fleet, name: str) -> str:
     """Guaranteed, borrowable and lendable GPUs of one team per cluster and pool."""
     team = fleet.teams[name].config
     rows = []
+    lenders: dict[str, list[TeamShare]] = {}
     for pool in pool_capacities(fleet):
         share = next((t for t in pool.teams if t.team == name), None)
         if share is None:
             continue
+        lenders.setdefault(pool.cluster, []).extend(pool.teams)
         limit = "no limit" if share.borrowing_limit is None else str(share.borrowing_limit)
         rows.append([pool.cluster, pool.pool, str(share.guaranteed), f"{share.borrowable} ({limit})",
                      str(share.lendable), f"{pool.allocated}/{pool.gpus}", f"{pool.utilisation:.0%}"])
@@ -35,8 +51,37 @@ def explain_team(fleet: Fleet, name: str) -> str:
                     if policy in stops)
     if not rows:
         return head + "\nno GPU quota in any cluster"
+    preempt = ["\n".join(preemption(fleet, name, cluster, shares)) for cluster, shares in sorted(lenders.items())]
     return head + "\n\n" + table(["cluster", "pool", "guaranteed", "borrowable (limit)", "lendable",
-                                  "pool allocated", "pool used"], rows)
+                                  "pool allocated", "pool used"], rows) + "\n\n" + "\n\n".join(preempt)
+
+
+def preemption(fleet: Fleet, team: str, cluster: str, shares: list[TeamShare]) -> list[str]:
+    """Who can preempt whom, for one team in one cluster, as the cluster's Kueue policy decides it."""
+    cfg = fleet.clusters[cluster].config
+    policy = cfg.kueue.preemption
+    fair = fair_sharing(cfg, fleet.teams_in(cluster))
+    tcfg = fleet.teams[team].config
+    values = {p.name: p.value for p in cfg.priorities}
+    classes = tcfg.allowed_priorities or sorted(values, key=lambda p: -values[p])
+    lines = [f"preemption in {cluster}:"]
+    lines.append(f"- its priority classes: {', '.join(f'{p} ({values[p]})' for p in classes if p in values)}"
+                 + (f"; default {tcfg.default_priority}" if tcfg.default_priority else ""))
+    lines.append(f"- when others borrow what it lends, it {RECLAIM[policy.reclaim_within_cohort]}")
+    bwc = policy.borrow_within_cohort
+    if fair:
+        lines.append("- while borrowing, fair sharing decides: it may preempt workloads of teams above their "
+                     "weighted share (any priority), and teams below theirs may preempt its borrowed work")
+    elif bwc is None or bwc.policy == "Never":
+        lines.append("- while borrowing, it preempts nobody else's workloads")
+    else:
+        cap = "" if bwc.max_priority_threshold is None else f", at most priority {bwc.max_priority_threshold}"
+        lines.append(f"- while borrowing, it may preempt other teams' workloads of lower priority{cap}")
+    lenders = sorted({s.team for s in shares if s.team != team and s.lendable > 0})
+    if policy.reclaim_within_cohort != "Never" and lenders:
+        lines.append(f"- what it borrows can be taken back by preemption by: {', '.join(lenders)}")
+    lines.append(f"- {WITHIN[policy.within_cluster_queue]}")
+    return lines
 
 
 def explain_cluster(fleet: Fleet, name: str) -> str:

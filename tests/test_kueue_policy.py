@@ -278,3 +278,26 @@ def test_cohort_quotas_count_against_the_pool_and_name_its_pools(fleet_root: Pat
     assert "clusters/prod-east.yaml:16: nodePools[0]: pool 'h100' has 256 GPUs x overcommit 1 = 256, but teams " \
         "and cohorts hold 264 (llm-pretrain 128, ml-research 64, cohort research 40, vision 32, platform-ci 0)" \
         in result.err, result.err
+
+
+def test_explain_says_who_can_preempt_whom(fleet_root: Path) -> None:
+    """`explain team`: per cluster, the team's classes and what the cluster's preemption policy
+    (and fair sharing, which overrides borrowWithinCohort) lets it and others do."""
+    out = run(fleet_root, "explain", "team", "platform-ci").out
+    west = out[out.index("preemption in prod-west:"):]
+    assert west.splitlines()[:6] == [
+        "preemption in prod-west:",
+        "- its priority classes: preemptible (10); default preemptible",
+        "- when others borrow what it lends, it takes its guaranteed GPUs back by preempting borrowers' "
+        "workloads of lower priority only",
+        "- while borrowing, fair sharing decides: it may preempt workloads of teams above their weighted share "
+        "(any priority), and teams below theirs may preempt its borrowed work",
+        "- what it borrows can be taken back by preemption by: inference, ml-research, recsys, vision",
+        "- a job preempts the team's own jobs of lower priority, or of equal priority and started later"]
+    edit(fleet_root, "clusters/prod-west.yaml", "kueue:\n", "kueue:\n  fairSharing: false\n")
+    for team in ("ml-research", "vision", "platform-ci", "recsys", "llm-pretrain", "inference"):
+        path = fleet_root / f"teams/{team}.yaml"
+        if path.exists():
+            path.write_text(re.sub(r"fairSharingWeight: .*\n", "", path.read_text()))
+    out = run(fleet_root, "explain", "team", "platform-ci").out
+    assert "- while borrowing, it preempts nobody else's workloads" in out[out.index("preemption in prod-west:"):]
