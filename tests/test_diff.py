@@ -100,7 +100,8 @@ def test_new_team(repo: Path) -> None:
     code, report = diff_json(repo)
     assert code == 1
     added = sorted((c["kind"], c["namespace"], c["name"]) for c in report["changes"] if c["action"] == "add")
-    assert added == [("ClusterQueue", "", "genomics"), ("LocalQueue", "genomics", "default"),
+    assert added == [("ClusterQueue", "", "genomics"), ("ClusterQueue", "", "genomics-cpu"),
+                     ("LocalQueue", "genomics", "default"),
                      ("LocalQueue", "genomics", "genomics"), ("Namespace", "", "genomics"),
                      ("RoleBinding", "genomics", "genomics-members"),
                      ("RoleBinding", "genomics", "genomics-members-jobs")]

@@ -677,3 +677,40 @@ def test_a_cohorts_reserve_and_borrowing_limit_on_the_real_kueue(deployed: Deplo
             objects.delete_namespaced_custom_object(JOBSET, "v1alpha2", ns, "jobsets", name,
                                                     propagation_policy="Foreground")
         assert wait_for(lambda: all(gone(stack, ns, name) for name in names), 60)
+
+
+def test_a_cpu_only_job_without_a_queue_runs_on_the_cpu_pool(deployed: Deployed) -> None:
+    """Issue 16: Kueue gives a Job without a queue label in a team namespace the `default` LocalQueue
+    (kueue v0.19.2 pkg/controller/jobframework/defaults.go:79-97), which sent CPU-only jobs to a GPU
+    flavor, onto GPU nodes. With the cluster's cpuPool the real Kueue admits a member's plain CPU
+    Job to the CPU flavor and puts the CPU pool's node labels in its pods."""
+    from kubernetes import client
+
+    cluster = deployed.fleet.clusters[deployed.name].config
+    if cluster.cpu_pool is None:
+        pytest.skip(f"{deployed.name} declares no cpuPool")
+    stack, team = deployed.stack, deployed.teams[0]
+    api = stack.client(member(stack, team).user, tuple(team.members.groups[:1]))
+    batch, ns, name = client.BatchV1Api(api), team.namespace_names[0], f"cpu-{uuid.uuid4().hex[:6]}"
+    job = batch.create_namespaced_job(ns, {
+        "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name},
+        "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [
+            {"name": "c", "image": "registry.example/etl:1",
+             "resources": {"requests": {"cpu": "2", "memory": "4Gi"}}}]}}}})
+    assert job.metadata.labels.get("kueue.x-k8s.io/queue-name") == "default"
+
+    def workload() -> dict[str, Any] | None:
+        found = custom(stack).list_namespaced_custom_object(
+            KUEUE, "v1beta2", ns, "workloads", label_selector=f"kueue.x-k8s.io/job-uid={job.metadata.uid}")
+        return found["items"][0] if found["items"] else None
+
+    try:
+        assert wait_for(lambda: condition(workload(), "Admitted").get("status") == "True", 60), \
+            (condition(workload(), "QuotaReserved").get("message"), workload())
+        assert flavors(workload()) == {cluster.cpu_pool.name}
+        assert (workload() or {})["status"]["admission"]["clusterQueue"] == f"{team.name}-cpu"
+        assert wait_for(lambda: (batch.read_namespaced_job(name, ns).spec.template.spec.node_selector or {})
+                        == cluster.cpu_pool.node_labels, 30)
+    finally:
+        batch.delete_namespaced_job(name, ns, propagation_policy="Foreground")
+

@@ -69,3 +69,16 @@ def test_overcommit_on_a_topology_aware_pool_says_what_kueue_does_there(fleet_ro
         "warning: clusters/prod-east.yaml:12: overcommit: pool 'h100' has 256 GPUs but teams are guaranteed 492 "
         "(overcommit 2): its flavor is topology-aware, so Kueue admits only what fits on the nodes: guarantees "
         "beyond 256 GPUs are met only when others leave room [warning]"]
+
+
+def test_without_a_cpu_pool_cpu_only_jobs_are_said_to_land_on_gpu_nodes(fleet_root: Path) -> None:
+    path = fleet_root / "clusters/prod-west.yaml"
+    path.write_text("\n".join(line for line in path.read_text().splitlines() if not line.startswith("cpuPool:")) + "\n")
+    result = run(fleet_root, "render")
+    assert result.code == 0, result.err
+    assert "warning: clusters/prod-west.yaml:12: cpuPool: jobs without a queue label in team namespaces, CPU-only " \
+           "ones included, are queued to the team's GPU queue: Kueue admits them to a GPU flavor, so they run on " \
+           "GPU nodes and use the GPU pools' CPU quota [warning]" in result.err, result.err
+    lq = yaml.safe_load((fleet_root / "rendered/prod-west/teams/recsys/recsys/localqueue-default.yaml").read_text())
+    assert lq["spec"] == {"clusterQueue": "recsys"}
+    assert not (fleet_root / "rendered/prod-west/teams/recsys/clusterqueue-recsys-cpu.yaml").exists()

@@ -121,7 +121,7 @@ def test_stop_policy_stops_the_teams_queue_in_the_named_cluster_only(fleet_root:
     assert "stopPolicy" not in spec("prod-west") and "stopPolicy" not in spec("dev")  # None is Kueue's default
     explained = run(fleet_root, "explain", "team", "vision").out
     assert "in prod-east: queue stopped (HoldAndDrain: admitted jobs evicted, nothing admitted)" in explained
-    assert "in dev:" not in explained
+    assert "\nin dev:" not in explained
 
 
 def test_stop_policy_must_name_a_cluster_the_team_queues_in(fleet_root: Path) -> None:
@@ -301,3 +301,38 @@ def test_explain_says_who_can_preempt_whom(fleet_root: Path) -> None:
             path.write_text(re.sub(r"fairSharingWeight: .*\n", "", path.read_text()))
     out = run(fleet_root, "explain", "team", "platform-ci").out
     assert "- while borrowing, it preempts nobody else's workloads" in out[out.index("preemption in prod-west:"):]
+
+
+def test_a_cpu_pool_gives_each_team_a_cpu_queue_behind_its_default_local_queue(fleet_root: Path) -> None:
+    """The CPU pool's flavor, lent whole by the root cohort (in the GPU pools' resource group: Kueue's
+    webhook allows a resource in one group only), and per team a `<team>-cpu` queue that holds
+    nothing, in the team's cohort and namespaces, fed by the namespaces' `default` LocalQueue."""
+    flavor = yaml.safe_load((fleet_root / "rendered/prod-west/kueue/resourceflavor-cpu.yaml").read_text())
+    assert flavor["spec"] == {"nodeLabels": {"node.fleetgen.io/pool": "cpu"}}
+    root = yaml.safe_load((fleet_root / "rendered/prod-west/kueue/cohort-prod-west.yaml").read_text())
+    (group,) = root["spec"]["resourceGroups"]
+    assert group["flavors"][-1] == {"name": "cpu", "resources": [
+        {"name": "cpu", "nominalQuota": "372"}, {"name": "memory", "nominalQuota": "1440Gi"},
+        {"name": "nvidia.com/gpu", "nominalQuota": "0"}]}
+    queue = _queue(fleet_root, "prod-west", "vision")
+    cpu = yaml.safe_load((fleet_root / "rendered/prod-west/teams/vision/clusterqueue-vision-cpu.yaml").read_text())
+    assert cpu["spec"]["cohortName"] == queue["cohortName"] == "research-vision"
+    assert cpu["spec"]["namespaceSelector"] == queue["namespaceSelector"]
+    assert cpu["spec"]["resourceGroups"] == [{"coveredResources": ["cpu", "memory"], "flavors": [
+        {"name": "cpu", "resources": [{"name": "cpu", "nominalQuota": "0"}, {"name": "memory", "nominalQuota": "0"}]}]}]
+    for ns in ("vision", "vision-eval"):
+        lqs = {name: yaml.safe_load((fleet_root / f"rendered/prod-west/teams/vision/{ns}/localqueue-{name}.yaml")
+                                    .read_text())["spec"] for name in ("vision", "default")}
+        assert lqs == {"vision": {"clusterQueue": "vision"}, "default": {"clusterQueue": "vision-cpu"}}
+
+
+def test_cpu_pool_names_cannot_collide(fleet_root: Path) -> None:
+    edit(fleet_root, "clusters/prod-west.yaml", "cpuPool: {nodes: 6,", "cpuPool: {name: a100, nodes: 6,")
+    (fleet_root / "teams/vision-cpu.yaml").write_text(
+        "name: vision-cpu\nowners: ['@acme/x']\nmembers: {users: [x@acme.com]}\nquotas:\n  prod-west:\n"
+        "    l40s: {gpus: 0}\n")
+    result = run(fleet_root, "render")
+    assert result.code == 2
+    assert "cpuPool.name: 'a100' is also a GPU pool's name" in result.err
+    assert "teams/vision-cpu.yaml:1: name: in cluster 'prod-west' the team's ClusterQueue would be team 'vision''s " \
+           "queue for CPU-only jobs" in result.err, result.err

@@ -72,7 +72,8 @@ def _outside(root: Path) -> set[Path]:
 
 
 def _own_cohort(tree: dict[str, bytes], rel: str) -> bool:
-    """A cohort the team's ClusterQueue is alone in carries the team's weight: the team's own object."""
+    """A cohort only the team's ClusterQueues (GPU and CPU) are in carries the team's weight: the
+    team's own object."""
     cluster, folder, name = rel.split("/")[0], rel.split("/")[1], Path(rel).name
     if folder != "kueue" or not name.startswith("cohort-"):
         return False
@@ -80,7 +81,7 @@ def _own_cohort(tree: dict[str, bytes], rel: str) -> bool:
     members = [q["metadata"]["name"] for q in (yaml.safe_load(v) for k, v in tree.items()
                                                if k.startswith(f"{cluster}/teams/") and "/clusterqueue-" in k)
                if (q["spec"].get("cohortName") or q["spec"].get("cohort")) == cohort]
-    return members == ["vision"]
+    return bool(members) and set(members) <= {"vision", "vision-cpu"}
 
 
 def _check(root: Path, field_is_namespace: bool, value: Any) -> None:

@@ -91,14 +91,19 @@ def test_golden_flavor_topology_cohorts_and_tenancy(fleet_root: Path) -> None:
     assert _load(fleet_root, "prod-east/kueue/cohort-prod-east.yaml")["spec"] == {"resourceGroups": [
         {"coveredResources": ["cpu", "memory", "nvidia.com/gpu"], "flavors": [{"name": "h100", "resources": [
             {"name": "cpu", "nominalQuota": "768"}, {"name": "memory", "nominalQuota": "7200Gi"},
-            {"name": "nvidia.com/gpu", "nominalQuota": "32"}]}]}]}
+            {"name": "nvidia.com/gpu", "nominalQuota": "32"}]},
+        # ... and the whole cpuPool, for the teams' CPU-only queues (in the same group: Kueue's webhook
+        # allows each resource in one group only).
+        {"name": "cpu", "resources": [{"name": "cpu", "nominalQuota": "496"},
+                                      {"name": "memory", "nominalQuota": "1920Gi"},
+                                      {"name": "nvidia.com/gpu", "nominalQuota": "0"}]}]}]}
     implicit = _load(fleet_root, "prod-west/kueue/cohort-research.yaml")  # team cohort not declared there
     # ... holding ml-research alone, so it carries the team's weight (see test_kueue_advice.py).
     assert implicit["spec"] == {"parentName": "prod-west", "fairSharing": {"weight": "1"}}
     for ns in ("vision", "vision-eval"):
-        for queue in ("vision", "default"):
+        for queue, target in (("vision", "vision"), ("default", "vision-cpu")):
             lq = _load(fleet_root, f"prod-east/teams/vision/{ns}/localqueue-{queue}.yaml")
-            assert lq["metadata"]["namespace"] == ns and lq["spec"] == {"clusterQueue": "vision"}
+            assert lq["metadata"]["namespace"] == ns and lq["spec"] == {"clusterQueue": target}
         rb = _load(fleet_root, f"prod-east/teams/vision/{ns}/rolebinding-vision-members.yaml")
         assert rb["metadata"]["namespace"] == ns
         assert rb["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit"}

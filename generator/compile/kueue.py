@@ -11,8 +11,8 @@ from typing import Any
 
 from generator import quantity
 from generator.compile.manifest import ARGOCD_CRD_IN_SAME_SYNC, Manifest, labels
-from generator.compile.quota import pool_resources, unallocated_resources
-from generator.config.cluster import ClusterConfig, CohortQuota, NodePool, kueue_tuple
+from generator.compile.quota import cpu_pool_resources, pool_resources, unallocated_resources
+from generator.config.cluster import ClusterConfig, CohortQuota, NodePool, Taint, kueue_tuple
 from generator.config.fleet import Loaded
 from generator.config.team import PoolQuota, TeamConfig
 
@@ -51,16 +51,36 @@ def toleration(taint: Any) -> dict[str, Any]:
     return tol
 
 
+def _flavor_spec(node_labels: dict[str, str], taints: list[Taint]) -> dict[str, Any]:
+    spec: dict[str, Any] = {}
+    if node_labels:
+        spec["nodeLabels"] = dict(sorted(node_labels.items()))
+    if taints:
+        spec["nodeTaints"] = [{k: v for k, v in (("key", t.key), ("value", t.value), ("effect", t.effect))
+                               if v is not None} for t in taints]
+        spec["tolerations"] = [toleration(t) for t in taints]
+    return spec
+
+
+def cpu_flavor(cluster: Loaded[ClusterConfig]) -> list[Manifest]:
+    """The CPU pool's ResourceFlavor (none without a CPU pool)."""
+    cfg, pool = cluster.config, cluster.config.cpu_pool
+    if pool is None:
+        return []
+    body = _obj(cfg, "ResourceFlavor", pool.name)
+    body["spec"] = _flavor_spec(pool.node_labels, pool.taints)
+    return [Manifest(SHARED, body, cluster.at("cpuPool"))]
+
+
+def cpu_queue_name(team: str) -> str:
+    """The ClusterQueue of a team's CPU-only jobs (the checks keep it from naming another team)."""
+    return f"{team}-cpu"
+
+
 def resource_flavor(cluster: Loaded[ClusterConfig], index: int) -> Manifest:
     """One ResourceFlavor per node pool: node labels, taints, tolerations, topology."""
     cfg, pool = cluster.config, cluster.config.node_pools[index]
-    spec: dict[str, Any] = {}
-    if pool.node_labels:
-        spec["nodeLabels"] = dict(sorted(pool.node_labels.items()))
-    if pool.taints:
-        spec["nodeTaints"] = [{k: v for k, v in (("key", t.key), ("value", t.value), ("effect", t.effect))
-                               if v is not None} for t in pool.taints]
-        spec["tolerations"] = [toleration(t) for t in pool.taints]
+    spec = _flavor_spec(pool.node_labels, pool.taints)
     if pool.topology_levels is not None:
         spec["topologyName"] = pool.name
     body = _obj(cfg, "ResourceFlavor", pool.name)
@@ -98,6 +118,14 @@ def cohorts(cluster: Loaded[ClusterConfig], teams: list[Loaded[TeamConfig]]) -> 
     root = _obj(cfg, "Cohort", cfg.name)
     root["spec"] = {}
     groups = _unallocated_groups(cfg, teams) if cfg.kueue.share_unallocated else []
+    if cfg.cpu_pool is not None:  # all of it lent to the teams' CPU queues, which hold nothing
+        # One group per resource in an object (Kueue's webhook): the GPU pools' group gains the flavor.
+        cpu, memory = cpu_pool_resources(cfg.cpu_pool)
+        group = groups[0] if groups else {"coveredResources": ["cpu", "memory"], "flavors": []}
+        quota = {"cpu": cpu, "memory": memory}
+        group["flavors"].append({"name": cfg.cpu_pool.name, "resources": [
+            {"name": r, "nominalQuota": quota.get(r, "0")} for r in group["coveredResources"]]})
+        groups = [group]
     if groups:
         root["spec"]["resourceGroups"] = groups
     out = [Manifest(SHARED, root, cluster.at("name"), {"spec.resourceGroups": cluster.at("nodePools")})]
@@ -248,14 +276,36 @@ def cluster_queue(cluster: Loaded[ClusterConfig], team: Loaded[TeamConfig]) -> M
     return Manifest(team_folder(tcfg.name), body, team.at("quotas", cfg.name), origins)
 
 
+def cpu_cluster_queue(cluster: Loaded[ClusterConfig], team: Loaded[TeamConfig]) -> list[Manifest]:
+    """The team's queue for CPU-only jobs: the CPU pool's flavor only, no quota of its own (the
+    root cohort lends the pool), in the team's cohort, namespaces and stop policy."""
+    cfg, tcfg = cluster.config, team.config
+    if cfg.cpu_pool is None:
+        return []
+    queue = cluster_queue(cluster, team)
+    spec = queue.body["spec"]
+    spec.pop("flavorFungibility", None)  # one flavor: nothing to fall back to
+    spec["resourceGroups"] = [{"coveredResources": ["cpu", "memory"], "flavors": [
+        {"name": cfg.cpu_pool.name, "resources": [{"name": "cpu", "nominalQuota": "0"},
+                                                  {"name": "memory", "nominalQuota": "0"}]}]}]
+    body = _obj(cfg, "ClusterQueue", cpu_queue_name(tcfg.name), team=tcfg.name)
+    body["spec"] = spec
+    origins = {**queue.origins, "spec.resourceGroups": cluster.at("cpuPool")}
+    return [Manifest(team_folder(tcfg.name), body, queue.source, origins)]
+
+
 def local_queues(cluster: Loaded[ClusterConfig], team: Loaded[TeamConfig]) -> list[Manifest]:
     """In each team namespace: a LocalQueue named after the team and one named `default`."""
     cfg, tcfg = cluster.config, team.config
     out = []
+    # Kueue gives every Job without a queue in a managed namespace the LocalQueue `default`
+    # (kueue v0.19.2 pkg/controller/jobframework/defaults.go:79-97): with a CPU pool it feeds the
+    # team's CPU queue, so CPU-only work does not take a GPU flavor.
+    default = cpu_queue_name(tcfg.name) if cfg.cpu_pool is not None else tcfg.name
     for ns in tcfg.namespace_names:
-        for name in (tcfg.name, "default"):
+        for name, target in ((tcfg.name, tcfg.name), ("default", default)):
             body = _obj(cfg, "LocalQueue", name, team=tcfg.name, namespace=ns)
-            body["spec"] = {"clusterQueue": tcfg.name}
+            body["spec"] = {"clusterQueue": target}
             out.append(Manifest(team_folder(tcfg.name) + (ns,), body, team.at("namespaces") if tcfg.namespaces
                                 else team.at("name")))
     return out
@@ -269,9 +319,11 @@ def compile_kueue(cluster: Loaded[ClusterConfig], teams: list[Loaded[TeamConfig]
         out.append(resource_flavor(cluster, i))
         if pool.topology_levels is not None:
             out.append(topology(cluster, i))
+    out.extend(cpu_flavor(cluster))
     out.extend(priority_class(cluster, i) for i in range(len(cfg.priorities)))
     out.extend(cohorts(cluster, teams))
     for team in teams:
         out.append(cluster_queue(cluster, team))
+        out.extend(cpu_cluster_queue(cluster, team))
         out.extend(local_queues(cluster, team))
     return out

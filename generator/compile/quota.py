@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from decimal import ROUND_FLOOR, Decimal
 
 from generator import quantity
-from generator.config.cluster import CohortQuota, NodePool
+from generator.config.cluster import CohortQuota, CpuPool, NodePool
 from generator.config.team import PoolQuota
 
 _MI = Decimal(1 << 20)
@@ -66,3 +66,10 @@ def unallocated_resources(pool: NodePool, allocated: int) -> dict[str, ResourceQ
     nominal = _scaled(pool, free)
     names = ("cpu", "memory", pool.gpu.resource)
     return {name: ResourceQuota(name, nominal[i] or "0", None, None) for i, name in enumerate(names)}
+
+
+def cpu_pool_resources(pool: CpuPool) -> tuple[str, str]:
+    """(cpu, memory) of the whole CPU pool, as canonical quantities."""
+    cpu = quantity.value_of(pool.cpu_per_node) * pool.nodes
+    per_node, fmt = quantity.parse(pool.memory_per_node)
+    return quantity.canonical(cpu, "DecimalSI"), quantity.canonical(per_node * pool.nodes, fmt)

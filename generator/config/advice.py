@@ -78,7 +78,24 @@ def _overcommitted_pools(fleet: Fleet) -> Iterator[Warning]:
                           "the requeues", WARNING)
 
 
-WARNINGS: list[Callable[[Fleet], Iterator[Warning]]] = [_weight_alone_in_cohort, _overcommitted_pools]
+def _cpu_jobs_on_gpu_flavors(fleet: Fleet) -> Iterator[Warning]:
+    """Kueue puts every Job without a queue in a team namespace on its `default` LocalQueue
+    (kueue v0.19.2 pkg/controller/jobframework/defaults.go:79-97); without a CPU pool that is the
+    team's GPU queue, whose flavors carry the GPU pools' node labels and tolerations."""
+    for cluster in fleet.clusters.values():
+        cfg = cluster.config
+        if cfg.cpu_pool is not None or not fleet.teams_in(cfg.name):
+            continue
+        file, line = cluster.at("nodePools")
+        yield cfg.name, Finding(file, line, "cpuPool",
+                                "jobs without a queue label in team namespaces, CPU-only ones included, are queued "
+                                "to the team's GPU queue: Kueue admits them to a GPU flavor, so they run on GPU "
+                                "nodes and use the GPU pools' CPU quota",
+                                "declare cpuPool (nodes without GPUs) so they go to a CPU-only queue", WARNING)
+
+
+WARNINGS: list[Callable[[Fleet], Iterator[Warning]]] = [_weight_alone_in_cohort, _overcommitted_pools,
+                                                        _cpu_jobs_on_gpu_flavors]
 
 
 def advise(fleet: Fleet, clusters: list[str] | None = None) -> list[Finding]:

@@ -247,6 +247,25 @@ def _cohort_quotas(fleet: Fleet) -> Iterator[Finding]:
                                   f"cluster {cfg.name!r}", f"use one of: {', '.join(pools)}")
 
 
+def _cpu_pool(fleet: Fleet) -> Iterator[Finding]:
+    """The CPU pool's flavor and the teams' CPU queues (`<team>-cpu`) must not take existing names."""
+    for cluster in fleet.clusters.values():
+        cfg = cluster.config
+        if cfg.cpu_pool is None:
+            continue
+        if cfg.pool(cfg.cpu_pool.name) is not None:
+            file, line = cluster.at("cpuPool", "name")
+            yield Finding(file, line, "cpuPool.name", f"{cfg.cpu_pool.name!r} is also a GPU pool's name",
+                          "give the CPU pool another name (it names its ResourceFlavor)")
+        teams = {t.config.name for t in fleet.teams_in(cfg.name)}
+        for team in fleet.teams_in(cfg.name):
+            if f"{team.config.name}-cpu" in teams:
+                file, line = fleet.teams[f"{team.config.name}-cpu"].at("name")
+                yield Finding(file, line, "name", f"in cluster {cfg.name!r} the team's ClusterQueue would be team "
+                              f"{team.config.name!r}'s queue for CPU-only jobs", "choose a team name not ending "
+                              "in -cpu")
+
+
 def _stop_policy(fleet: Fleet) -> Iterator[Finding]:
     """A stop names a cluster the team has a queue in (a typo would silently stop nothing)."""
     for team in fleet.teams.values():
@@ -441,7 +460,7 @@ def _fair_sharing(fleet: Fleet) -> Iterator[Finding]:
 RULES: list[Callable[[Fleet], Iterator[Finding]]] = [
     _kubernetes_versions, _reserved_cluster_names, _reserved_team_names, _unique_within_cluster, _cohort_tree,
     _team_names, _namespaces, _subjects, _quota_references, _capacity, _job_profiles, _fair_sharing,
-    _allowed_priorities, _stop_policy, _flavor_order, _fungibility_preference, _cohort_quotas,
+    _allowed_priorities, _stop_policy, _flavor_order, _fungibility_preference, _cohort_quotas, _cpu_pool,
 ]
 
 

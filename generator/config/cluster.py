@@ -232,6 +232,28 @@ class NodePool(ConfigModel):
         return self
 
 
+class CpuPool(ConfigModel):
+    """Nodes without GPUs for the CPU-only jobs of team namespaces.
+
+    Kueue gives every Job without a queue in a team namespace the namespace's `default` LocalQueue;
+    with a CPU pool that queue feeds a per-team `<team>-cpu` ClusterQueue on this pool's flavor, so
+    CPU-only work never lands on GPU nodes nor uses the GPU pools' CPU quota. Without one it goes
+    to the team's GPU queue (with a warning)."""
+
+    name: DnsLabel = "cpu"
+    """ResourceFlavor name; must differ from every GPU pool's."""
+    nodes: Count
+    """Number of nodes; their CPU and memory are lent to the teams' CPU-only jobs by the root cohort."""
+    cpu_per_node: Quantity
+    """Allocatable CPU of one node."""
+    memory_per_node: Quantity
+    """Allocatable memory of one node."""
+    node_labels: dict[LabelKey, LabelValue] = {}
+    """Labels that select the pool's nodes (ResourceFlavor nodeLabels)."""
+    taints: list[Taint] = []
+    """Taints of the pool's nodes (ResourceFlavor nodeTaints and tolerations)."""
+
+
 class Priority(ConfigModel):
     """A Kueue WorkloadPriorityClass."""
 
@@ -293,6 +315,8 @@ class ClusterConfig(ConfigModel):
     """Per pool, the sum of team GPU quotas may be at most the pool's GPUs times this factor."""
     node_pools: list[NodePool] = Field(min_length=1)
     """GPU node pools; the order is Kueue's flavor preference order."""
+    cpu_pool: CpuPool | None = None
+    """Nodes without GPUs where the teams' CPU-only jobs (their namespaces' `default` LocalQueue) run."""
     priorities: list[Priority] = []
     """Workload priority classes of the cluster."""
     cohorts: list[Cohort] = []

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from generator.compile.kueue import cpu_queue_name
 from generator.compile.manifest import Manifest
 from generator.config.checks import system_subject
 from generator.config.cluster import ClusterConfig
@@ -33,7 +34,8 @@ def _team_object(m: Manifest, team: TeamConfig, cluster: ClusterConfig) -> Itera
     if m.kind == "Namespace" and m.name not in own:
         yield "metadata.name", f"Namespace {m.name!r} is not one of team {team.name!r}'s", \
             f"use one of: {', '.join(sorted(own))}"
-    if m.kind == "ClusterQueue" and m.name != team.name:
+    queues = {team.name} | ({cpu_queue_name(team.name)} if cluster.cpu_pool is not None else set())
+    if m.kind == "ClusterQueue" and m.name not in queues:
         yield "metadata.name", f"ClusterQueue {m.name!r} is not team {team.name!r}'s", "name it after the team"
     if m.kind in ("RoleBinding", "ClusterRoleBinding"):
         listed = {("Group", g) for g in team.members.groups} | {("User", u) for u in team.members.users}
