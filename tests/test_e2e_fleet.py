@@ -9,6 +9,7 @@ objects matching each pool, so topology-aware scheduling has domains to place po
 from __future__ import annotations
 
 import uuid
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -234,6 +235,18 @@ def submit_follow_and_cancel(deployed: Deployed, path: Path) -> None:
         placed = {ps: {block_of[h] for h in names} for ps, names in hosts.items()}
         assert set(placed) == {"leader", "workers"} and placed["leader"] == placed["workers"], placed
         assert len(placed["leader"]) == 1 and None not in placed["leader"], placed
+    if profile.topology is not None and profile.topology.slice is not None:
+        # Kueue read the slice annotations (kueue v0.19.2 apis/kueue/v1beta2/workload_types.go:227-234),
+        # and each slice's nodes (one pod per node) share a domain of the slice's level.
+        slc, workload = profile.topology.slice, workload_of(stack, ns, name) or {}
+        requests = [ps.get("topologyRequest") or {} for ps in workload["spec"]["podSets"]]
+        assert [(r.get("podSetSliceRequiredTopology"), r.get("podSetSliceSize")) for r in requests] == \
+            [(slc.level, slc.size)], requests
+        domain_of = {n["metadata"]["name"]: n["metadata"]["labels"].get(slc.level)
+                     for n in fake_nodes(deployed.fleet.clusters[deployed.name].config)}
+        hosts = [h for names in topology_domains(workload, "kubernetes.io/hostname").values() for h in names]
+        per_domain = Counter(domain_of[h] for h in hosts)
+        assert len(hosts) == profile.nodes and all(n % slc.size == 0 for n in per_domain.values()), per_domain
 
     # JobSet makes one Job per replicated job; rank 0's pod is reachable where MASTER_ADDR says.
     batch = client.BatchV1Api(stack.client())

@@ -173,3 +173,40 @@ def test_topology_level_must_exist_in_the_pool(fleet_root: Path) -> None:
     assert result.code == 2
     assert "teams/ml-research.yaml:33: jobProfiles[1].topology.level: pool 'a100' has no topology level" in result.err
     assert "declares no topologyLevels" in result.err
+
+
+def test_topology_slices_become_kueues_slice_annotations() -> None:
+    body = yaml.safe_load((REPO / "rendered/prod-east/templates/ml-research/pretrain-8node-slices.jobset.yaml")
+                          .read_text())
+    (job,) = body["spec"]["replicatedJobs"]
+    assert job["template"]["spec"]["template"]["metadata"]["annotations"] == {
+        "kueue.x-k8s.io/podset-preferred-topology": "topology.kubernetes.io/zone",
+        "kueue.x-k8s.io/podset-slice-required-topology": "cloud.provider.com/topology-block",
+        "kueue.x-k8s.io/podset-slice-size": "4"}
+
+
+@pytest.mark.parametrize(("old", "new", "field", "message"), [
+    ("slice: {level: cloud.provider.com/topology-block, size: 4}",
+     "slice: {level: cloud.provider.com/topology-block, size: 3}",
+     "topology.slice.size", "8 nodes do not divide into slices of 3"),
+    ("level: topology.kubernetes.io/zone\n      slice: {level: cloud.provider.com/topology-block",
+     "level: cloud.provider.com/topology-block\n      slice: {level: topology.kubernetes.io/zone",
+     "topology.slice.level", "'topology.kubernetes.io/zone' is above the job's level"),
+    ("slice: {level: cloud.provider.com/topology-block, size: 4}", "slice: {level: rack, size: 4}",
+     "topology.slice.level", "pool 'h100' has no topology level 'rack'"),
+])
+def test_topology_slices_follow_kueues_rules(fleet_root: Path, old: str, new: str, field: str, message: str) -> None:
+    edit(fleet_root, "teams/ml-research.yaml", old, new)
+    result = run(fleet_root, "render")
+    assert result.code == 2
+    assert f"jobProfiles[2].{field}: {message}" in result.err, result.err
+    assert "teams/ml-research.yaml:" in result.err
+
+
+def test_topology_slices_exclude_a_leader(fleet_root: Path) -> None:
+    edit(fleet_root, "teams/llm-pretrain.yaml", "topology: {mode: required, level: cloud.provider.com/topology-block}",
+         "topology: {mode: required, level: cloud.provider.com/topology-block, "
+         "slice: {level: kubernetes.io/hostname, size: 1}}")
+    result = run(fleet_root, "render")
+    assert result.code == 2
+    assert "jobProfiles[0].topology.slice: a profile with a leader puts rank 0 in its workers' domain" in result.err

@@ -140,6 +140,9 @@ def jobset(team: TeamConfig, cluster: ClusterConfig, profile: JobProfile, name: 
             pod_annotations[f"kueue.x-k8s.io/podset-{profile.topology.mode}-topology"] = profile.topology.level
             if len(rjobs) == 2:  # rank 0 in the same domain as its workers
                 pod_annotations[PODSET_GROUP] = "rendezvous"
+            if profile.topology.slice is not None:  # the checks exclude a leader (its podset group) here
+                pod_annotations["kueue.x-k8s.io/podset-slice-required-topology"] = profile.topology.slice.level
+                pod_annotations["kueue.x-k8s.io/podset-slice-size"] = str(profile.topology.slice.size)
         container = {
             "name": CONTAINER, "image": profile.image, "command": container_command, "args": container_args,
             "env": base_env + rank_env + user_env,

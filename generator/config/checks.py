@@ -355,6 +355,29 @@ Problem = tuple[tuple[object, ...], str, str, str]
 """(key path inside the profile, field, message, fix)."""
 
 
+def _slice_problems(profile: JobProfile, pool: Any) -> Iterator[Problem]:
+    """Kueue's rules for podset slices (kueue v0.19.2 pkg/controller/jobframework/tas_validation.go:76-82
+    and 187-191, pkg/cache/scheduler/tas_flavor_snapshot.go:779 and 946-948)."""
+    slc = profile.topology.slice if profile.topology else None
+    if slc is None or profile.topology is None:
+        return
+    levels = list(pool.topology_levels or [])
+    where = ("topology", "slice")
+    if profile.leader is not None:
+        yield where, "topology.slice", "a profile with a leader puts rank 0 in its workers' domain with a podset " \
+            "group, which Kueue does not allow together with slices", "remove the leader or the slice"
+    if slc.level not in levels:
+        yield where + ("level",), "topology.slice.level", f"pool {pool.name!r} has no topology level {slc.level!r}", \
+            f"use one of: {', '.join(levels)}" if levels else "the pool declares no topologyLevels"
+    elif profile.topology.level in levels and levels.index(slc.level) < levels.index(profile.topology.level):
+        yield where + ("level",), "topology.slice.level", f"{slc.level!r} is above the job's level " \
+            f"{profile.topology.level!r}: Kueue refuses slices wider than the job's domain", \
+            f"use {profile.topology.level!r} or a level below it"
+    if profile.nodes % slc.size:
+        yield where + ("size",), "topology.slice.size", f"{profile.nodes} nodes do not divide into slices of " \
+            f"{slc.size}", "use a size that divides nodes"
+
+
 def _profile_problems(fleet: Fleet, team: TeamConfig, profile: JobProfile,
                       shares: dict[Any, Any]) -> Iterator[Problem]:
     from generator.capacity import never_admitted
@@ -395,6 +418,7 @@ def _profile_problems(fleet: Fleet, team: TeamConfig, profile: JobProfile,
         yield ("topology", "level"), "topology.level", \
             f"pool {pool.name!r} has no topology level {profile.topology.level!r}", \
             f"use one of: {', '.join(levels)}" if levels else "the pool declares no topologyLevels; remove topology"
+    yield from _slice_problems(profile, pool)
     for j, env in enumerate(profile.env):
         if env.name in RESERVED_ENV:
             yield ("env", j, "name"), f"env[{j}].name", f"{env.name} is set by fleetgen for the rendezvous", \

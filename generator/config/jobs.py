@@ -21,6 +21,16 @@ TORCHRUN_ANY_FAILURE = 1
 Arg = Annotated[StrictStr, Field(max_length=4096, pattern=r"^[^\x00]*$")]
 
 
+class TopologySlice(ConfigModel):
+    """Within the job's domain, groups of `size` nodes that must each share a narrower domain (Kueue
+    annotations `podset-slice-required-topology` and `podset-slice-size`), e.g. 4-node NVLink racks."""
+
+    level: LabelKey
+    """Node label of each slice's domain: one of the pool's topologyLevels, at or below `topology.level`."""
+    size: Count = Field(ge=1)
+    """Nodes per slice; must divide the job's nodes."""
+
+
 class TopologyPreference(ConfigModel):
     """Topology-aware scheduling: keep all of the job's nodes within one topology domain."""
 
@@ -28,6 +38,8 @@ class TopologyPreference(ConfigModel):
     """`required` waits until one domain has room; `preferred` packs tightly but may spread."""
     level: LabelKey
     """Node label of the domain, one of the pool's topologyLevels (e.g. cloud.provider.com/topology-block)."""
+    slice: TopologySlice | None = None
+    """Slices of the job that must each sit in one narrower domain (not with a `leader`)."""
 
 
 class EnvVar(ConfigModel):
