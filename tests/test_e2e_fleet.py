@@ -727,3 +727,37 @@ def test_a_cpu_only_job_without_a_queue_runs_on_the_cpu_pool(deployed: Deployed)
     finally:
         batch.delete_namespaced_job(name, ns, propagation_policy="Foreground")
 
+
+
+def test_plain_pods_without_a_queue_are_queued_too(deployed: Deployed) -> None:
+    """Issue 16 asked whether Pods and Deployments bypass the quotas while `manageJobsWithoutQueueName`
+    is off: not in team namespaces. Kueue's pod webhook gives a Pod without a queue the namespace's
+    `default` LocalQueue (kueue v0.19.2 pkg/controller/jobs/pod/pod_webhook.go:152-162) and gates it
+    until admitted; on the real Kueue a member's bare Pod is held, then admitted by the team's queue."""
+    from kubernetes import client
+
+    cluster = deployed.fleet.clusters[deployed.name].config
+    if deployed.name != "prod-west":
+        pytest.skip("one cluster shows it (the pod integration is the same everywhere)")
+    stack, team = deployed.stack, deployed.teams[0]
+    api = stack.client(member(stack, team).user, tuple(team.members.groups[:1]))
+    core, ns, name = client.CoreV1Api(api), team.namespace_names[0], f"bare-{uuid.uuid4().hex[:6]}"
+    pod = core.create_namespaced_pod(ns, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": {
+        "restartPolicy": "Never", "containers": [{"name": "c", "image": "registry.example/debug:1",
+                                                  "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}]}})
+    try:
+        assert pod.metadata.labels.get("kueue.x-k8s.io/queue-name") == "default"
+        assert "kueue.x-k8s.io/admission" in [g.name for g in pod.spec.scheduling_gates or []]
+
+        def workload() -> dict[str, Any] | None:
+            found = custom(stack).list_namespaced_custom_object(
+                KUEUE, "v1beta2", ns, "workloads", label_selector=f"kueue.x-k8s.io/job-uid={pod.metadata.uid}")
+            return found["items"][0] if found["items"] else None
+
+        assert wait_for(lambda: condition(workload(), "Admitted").get("status") == "True", 60), \
+            condition(workload(), "QuotaReserved")
+        expected = f"{team.name}-cpu" if cluster.cpu_pool else team.name
+        assert (workload() or {})["status"]["admission"]["clusterQueue"] == expected
+        assert wait_for(lambda: not core.read_namespaced_pod(name, ns).spec.scheduling_gates, 30)
+    finally:
+        core.delete_namespaced_pod(name, ns, grace_period_seconds=0)

@@ -131,8 +131,9 @@ class Kueue(ConfigModel):
     LeaderWorkerSet, Deployment and StatefulSet jobs with a queue label are queued, not run
     unqueued. Set: exactly these, which must include `jobset.x-k8s.io/jobset` (the job templates)."""
     manage_jobs_without_queue_name: bool = False
-    """Queue every job in team namespaces, with or without a queue label (those without go to the
-    namespace's `default` LocalQueue), so Pods and Deployments cannot bypass the quotas."""
+    """Kueue's `manageJobsWithoutQueueName`. In team namespaces it changes little: Kueue already gives
+    every job, Pod and Deployment without a queue label the namespace's `default` LocalQueue (which
+    fleetgen always renders), so none bypasses the quotas either way."""
     exclude_resource_prefixes: list[ResourcePrefix] = ["ephemeral-storage", "rdma/"]
     """Resources Kueue does not account: a request for a resource no ClusterQueue covers would
     otherwise block admission for ever (RDMA NICs, local scratch)."""
