@@ -761,3 +761,39 @@ def test_plain_pods_without_a_queue_are_queued_too(deployed: Deployed) -> None:
         assert wait_for(lambda: not core.read_namespaced_pod(name, ns).spec.scheduling_gates, 30)
     finally:
         core.delete_namespaced_pod(name, ns, grace_period_seconds=0)
+
+
+def test_a_job_whose_pods_never_become_ready_releases_its_gpus(
+        fleet_root: Path, upstream_etcd: Any, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """`kueue.waitForPodsReady` as rendered into the Kueue configuration, on the real Kueue with a
+    1 s timeout: no kubelet runs here, so an admitted job's pods never become ready; Kueue evicts
+    it (reason PodsReadyTimeout, kueue v0.19.2 apis/kueue/v1beta2/workload_types.go:1090-1092),
+    releases its quota and schedules the requeue with backoff (`requeueState`)."""
+    import re
+
+    path = fleet_root / "clusters/prod-west.yaml"
+    text = re.sub(r"^kueue:\n", "kueue:\n  waitForPodsReady: {timeout: 1s, backoffBaseSeconds: 30}\n",
+                  path.read_text(), count=1, flags=re.M)
+    path.write_text(text)
+    result = run(fleet_root, "render", "--cluster", "prod-west")
+    assert result.code == 0, result.err
+    objects = kustomize_build(fleet_root / "rendered/prod-west")
+    config = rendered_kueue_config(objects + kustomize_build(fleet_root / "rendered/gitops/prod-west"))
+    assert config["waitForPodsReady"]["timeout"] == "1s"
+    fleet = load_fleet(fleet_root)
+    stack = Stack.start(tmp_path_factory.mktemp("pods-ready"), upstream_etcd, kueue_config=config)
+    try:
+        create_nodes(stack, fake_nodes(fleet.clusters["prod-west"].config))
+        crds, _ = platform_crds(objects, SHARED / "schemas") if (SHARED / "schemas").is_dir() else ([], [])
+        kueue_objects = [o for o in objects if group_of(o) in ("", "kueue.x-k8s.io", "rbac.authorization.k8s.io")]
+        assert apply_all(stack, crds + kueue_objects) == []
+        team = fleet.teams["recsys"].config
+        ns, name = team.namespace_names[0], f"never-ready-{uuid.uuid4().hex[:5]}"
+        custom(stack).create_namespaced_custom_object(JOBSET, "v1alpha2", ns, "jobsets", gpu_jobset(team, name, 1, 8))
+        assert wait_for(lambda: condition(workload_of(stack, ns, name), "Evicted").get("reason")
+                        == "PodsReadyTimeout", 60), condition(workload_of(stack, ns, name), "Evicted")
+        workload = workload_of(stack, ns, name) or {}
+        assert condition(workload, "QuotaReserved").get("status") == "False"
+        assert (workload["status"].get("requeueState") or {}).get("count") == 1, workload["status"]
+    finally:
+        stack.stop()
