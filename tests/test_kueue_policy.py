@@ -336,3 +336,14 @@ def test_cpu_pool_names_cannot_collide(fleet_root: Path) -> None:
     assert "cpuPool.name: 'a100' is also a GPU pool's name" in result.err
     assert "teams/vision-cpu.yaml:1: name: in cluster 'prod-west' the team's ClusterQueue would be team 'vision''s " \
            "queue for CPU-only jobs" in result.err, result.err
+
+
+def test_a_cohorts_quota_change_is_a_risk_in_the_diff(repo: Path) -> None:
+    path = repo / "clusters/prod-east.yaml"
+    path.write_text(path.read_text().replace("  - {name: research}\n",
+                                             "  - name: research\n    quotas: {h100: {gpus: 0, borrowingLimit: 16}}\n"))
+    result = run(repo, "diff", "--format", "json")
+    assert result.code == 1, result.err
+    risks = [(r["severity"], r["rule"], r["message"]) for r in json.loads(result.out)["risks"]]
+    assert ("medium", "cohort-quota-changed", "prod-east: Cohort research changes its own quota or limits: what its "
+            "teams can borrow, and lend outside it, changes") in risks, risks

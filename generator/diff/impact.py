@@ -308,6 +308,17 @@ def _stop_policy(change: Change) -> Iterator[Risk]:
                    f"{change.obj.cluster}: {change.obj.label} stopPolicy {before} -> {after}: {effect}")
 
 
+def _cohort_limits(change: Change) -> Iterator[Risk]:
+    """A declared cohort's own quota or limits change (the root's follows the pools: capacity rows say it)."""
+    obj = change.obj
+    if obj.key[2] != "Cohort" or obj.key[4] == obj.cluster or change.action == "destroy":
+        return
+    if (change.action == "add" and (obj.body.get("spec") or {}).get("resourceGroups")) or \
+            (change.action == "change" and _fields(change, "spec.resourceGroups")):
+        yield Risk("medium", "cohort-quota-changed", f"{obj.cluster}: {obj.label} changes its own quota or limits: "
+                   "what its teams can borrow, and lend outside it, changes")
+
+
 def _admission_policy(change: Change) -> Iterator[Risk]:
     """A team's allowed priority classes (its ValidatingAdmissionPolicy) change."""
     if change.obj.key[2] != "ValidatingAdmissionPolicy":
@@ -320,6 +331,7 @@ def _admission_policy(change: Change) -> Iterator[Risk]:
 RULES: list[Callable[[Change], Iterator[Risk]]] = [
     _deleted_kueue, _namespace_deleted, _preemption_or_priority, _rbac, _subjects_changed, _weight_jump,
     _namespace_claimed, _cluster_scoped, _immutable, _gitops, _admission_policy, _stop_policy,
+    _cohort_limits,
 ]
 
 
