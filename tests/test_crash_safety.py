@@ -25,7 +25,7 @@ from benchmarks.synth import synthesize
 from generator import emit
 from tests.conftest import run, snapshot
 
-CLUSTERS, TEAMS, KILLS = 20, 1, 50
+CLUSTERS, TEAMS, KILLS = 20, 1, 25
 
 # Counts every write-side call and kills the process at the N-th (N=0: count only, print at exit).
 KILLER = r"""
@@ -89,15 +89,18 @@ def fleets(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, str, in
     return base, old, new, writes
 
 
-def test_kill_at_50_points_leaves_old_or_new(fleets: tuple[Path, str, str, int], tmp_path: Path) -> None:
+def test_kill_at_25_points_leaves_old_or_new(fleets: tuple[Path, str, str, int], tmp_path: Path) -> None:
     base, old, new, writes = fleets
     assert writes > 200, writes  # the staging of ten clusters' files is in the range
-    points = sorted(random.Random(11).sample(range(1, writes + 1), KILLS))
+    # Spread evenly over every write of the render (staging, journal, switch, clean-up), shifted by a
+    # seeded offset so the points are not always the same writes.
+    offset = random.Random(11).random()
+    points = sorted({1 + int((k + offset) * writes / KILLS) for k in range(KILLS)})
     seen = {"old": 0, "new": 0}
     for i, point in enumerate(points):
         root = tmp_path / f"kill-{point}"
         # Hard links: a render never writes into an existing file (it stages new ones and renames),
-        # so the base stays intact, and 50 copies cost no data copying.
+        # so the base stays intact, and the copies cost no data copying.
         shutil.copytree(base, root, copy_function=os.link)
         proc = _killed_render(root, point)
         assert proc.returncode == -signal.SIGKILL, (point, proc.returncode, proc.stderr)
