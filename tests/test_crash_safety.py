@@ -25,7 +25,7 @@ from benchmarks.synth import synthesize
 from generator import emit
 from tests.conftest import run, snapshot
 
-CLUSTERS, TEAMS, KILLS = 20, 1, 25
+CLUSTERS, TEAMS, KILLS = 10, 1, 25
 
 # Counts every write-side call and kills the process at the N-th (N=0: count only, print at exit).
 KILLER = r"""
