@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from generator.config.fleet import Fleet
+from generator.config.fleet import Fleet, held_gpus
 
 
 @dataclass(frozen=True)
@@ -81,11 +81,9 @@ def _tree(fleet: Fleet, cname: str, pool: str) -> dict[str, _Node]:
     node per team queue ("team:<name>") with a quota there."""
     cfg = fleet.clusters[cname].config
     shared = 0
-    held = sum(t.config.quotas[cname][pool].gpus for t in fleet.teams_in(cname) if pool in t.config.quotas[cname])
-    held += sum(c.quotas[pool].gpus for c in cfg.cohorts if pool in c.quotas)
     pool_cfg = cfg.pool(pool)
     if cfg.kueue.share_unallocated and pool_cfg is not None:
-        shared = max(0, pool_cfg.gpus - held)
+        shared = max(0, pool_cfg.gpus - held_gpus(cfg, fleet.teams_in(cname), pool))
     nodes = {cfg.name: _Node(shared, None, None, None)}
     for c in cfg.cohorts:
         q = c.quotas.get(pool)

@@ -13,7 +13,7 @@ from generator import quantity
 from generator.compile.manifest import ARGOCD_CRD_IN_SAME_SYNC, Manifest, labels
 from generator.compile.quota import cpu_pool_resources, pool_resources, unallocated_resources
 from generator.config.cluster import ClusterConfig, CohortQuota, NodePool, Taint, kueue_tuple
-from generator.config.fleet import Loaded
+from generator.config.fleet import Loaded, held_gpus
 from generator.config.team import PoolQuota, TeamConfig
 
 SHARED = ("kueue",)
@@ -167,10 +167,7 @@ def _unallocated_groups(cfg: ClusterConfig, teams: list[Loaded[TeamConfig]]) -> 
     """
     flavors: list[tuple[NodePool, dict[str, Any]]] = []
     for pool in cfg.node_pools:
-        allocated = sum(t.config.quotas[cfg.name][pool.name].gpus for t in teams
-                        if pool.name in t.config.quotas.get(cfg.name, {}))
-        allocated += sum(c.quotas[pool.name].gpus for c in cfg.cohorts if pool.name in c.quotas)
-        free = unallocated_resources(pool, allocated)
+        free = unallocated_resources(pool, held_gpus(cfg, teams, pool.name))
         if free:
             flavors.append((pool, {"name": pool.name, "resources": [{"name": q.name, "nominalQuota": q.nominal}
                                                                     for q in free.values()]}))

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from generator.config.cluster import kueue_tuple
-from generator.config.fleet import Fleet, fair_sharing
+from generator.config.fleet import Fleet, Loaded, fair_sharing
 from generator.config.jobs import JobProfile
 from generator.config.team import TeamConfig
 from generator.errors import Finding
@@ -266,15 +266,19 @@ def _cpu_pool(fleet: Fleet) -> Iterator[Finding]:
                               "in -cpu")
 
 
+def _no_queue_in(team: Loaded[TeamConfig], key: str, cluster: str) -> Finding:
+    """A per-cluster team key naming a cluster the team has no quota (so no queue) in."""
+    file, line = team.at(key, cluster)
+    return Finding(file, line, f"{key}.{cluster}", f"team {team.config.name!r} has no queue in cluster {cluster!r}",
+                   f"use one of: {', '.join(sorted(team.config.quotas)) or '(none)'}")
+
+
 def _stop_policy(fleet: Fleet) -> Iterator[Finding]:
     """A stop names a cluster the team has a queue in (a typo would silently stop nothing)."""
     for team in fleet.teams.values():
         for cluster in team.config.stop_policy:
             if cluster not in team.config.quotas:
-                file, line = team.at("stopPolicy", cluster)
-                known = ", ".join(sorted(team.config.quotas)) or "(none)"
-                yield Finding(file, line, f"stopPolicy.{cluster}", f"team {team.config.name!r} has no queue in "
-                              f"cluster {cluster!r}", f"use one of: {known}")
+                yield _no_queue_in(team, "stopPolicy", cluster)
 
 
 def _flavor_order(fleet: Fleet) -> Iterator[Finding]:
@@ -284,8 +288,7 @@ def _flavor_order(fleet: Fleet) -> Iterator[Finding]:
         for cluster, order in cfg.flavor_order.items():
             file, line = team.at("flavorOrder", cluster)
             if cluster not in cfg.quotas:
-                yield Finding(file, line, f"flavorOrder.{cluster}", f"team {cfg.name!r} has no queue in cluster "
-                              f"{cluster!r}", f"use one of: {', '.join(sorted(cfg.quotas)) or '(none)'}")
+                yield _no_queue_in(team, "flavorOrder", cluster)
                 continue
             pools = list(cfg.quotas[cluster])
             if sorted(order) != sorted(pools):

@@ -130,6 +130,12 @@ def load_fleet(root: Path, check: bool = True, cache: LoadCache | None = None) -
     return fleet
 
 
+def held_gpus(cfg: ClusterConfig, teams: list[Loaded[TeamConfig]], pool: str) -> int:
+    """GPUs of a pool that quotas hold: the teams' (those of `teams` with quota there) and the cohorts' own."""
+    return (sum(t.config.quotas[cfg.name][pool].gpus for t in teams if pool in t.config.quotas.get(cfg.name, {}))
+            + sum(c.quotas[pool].gpus for c in cfg.cohorts if pool in c.quotas))
+
+
 def fair_sharing(cfg: ClusterConfig, teams: list[Loaded[TeamConfig]]) -> bool:
     """Whether Kueue's fair sharing is on in the cluster: as its file says, else when any of its
     teams (those with quota there) or cohorts sets a weight."""
