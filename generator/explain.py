@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from generator.capacity import TeamShare, pool_capacities
+from generator.config.cluster import PROVISIONING_CLASSES, AdmissionCheck
 from generator.config.fleet import Fleet, fair_sharing
 
 RECLAIM = {
@@ -49,11 +50,24 @@ def explain_team(fleet: Fleet, name: str) -> str:
              "HoldAndDrain": "stopped (HoldAndDrain: admitted jobs evicted, nothing admitted)"}
     head += "".join(f"\nin {cluster}: queue {stops[policy]}" for cluster, policy in sorted(team.stop_policy.items())
                     if policy in stops)
+    for cluster_name in sorted(team.quotas):
+        cluster = fleet.clusters.get(cluster_name)
+        for check, pools in cluster.config.checks_for(name, list(team.quotas[cluster_name])) if cluster else []:
+            where = f"on {', '.join(pools)}" if pools is not None else "on every pool"
+            head += f"\nin {cluster_name}: jobs {where} wait for admission check {check.name} ({_check_effect(check)})"
     if not rows:
         return head + "\nno GPU quota in any cluster"
     preempt = ["\n".join(preemption(fleet, name, cluster, shares)) for cluster, shares in sorted(lenders.items())]
     return head + "\n\n" + table(["cluster", "pool", "guaranteed", "borrowable (limit)", "lendable",
                                   "pool allocated", "pool used"], rows) + "\n\n" + "\n\n".join(preempt)
+
+
+def _check_effect(check: AdmissionCheck) -> str:
+    """What an admission check does to a job, in a few words."""
+    request = check.provisioning_request
+    if request is None:
+        return f"set by controller {check.controller}"
+    return PROVISIONING_CLASSES.get(request.class_name, f"ProvisioningRequest class {request.class_name}")
 
 
 def preemption(fleet: Fleet, team: str, cluster: str, shares: list[TeamShare]) -> list[str]:

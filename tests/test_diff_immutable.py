@@ -54,8 +54,8 @@ CASES = [
 
 
 def test_every_immutable_rule_has_a_case() -> None:
-    assert {(r.kind, r.field) for r in IMMUTABLE} - {(k, f) for k, f, *_ in CASES} == {("LocalQueue",
-                                                                                        "spec.clusterQueue")}
+    assert {(r.kind, r.field) for r in IMMUTABLE} - {(k, f) for k, f, *_ in CASES} == {
+        ("LocalQueue", "spec.clusterQueue"), ("AdmissionCheck", "spec.controllerName")}
 
 
 @pytest.mark.parametrize(("kind", "field", "rel", "value"), CASES, ids=[f"{c[0]}-{c[1]}" for c in CASES])
@@ -88,3 +88,20 @@ def test_a_flavor_without_topology_takes_new_node_labels_unflagged(kube_stack: A
     assert _flagged(old, new) == []
     apply(kube_stack, old)
     assert apply(kube_stack, new)["spec"]["nodeLabels"]["tier"] == "gold"
+
+
+def test_an_admission_checks_controller_is_refused_and_flagged(kube_stack: Any) -> None:
+    """kueue v0.19.2 apis/kueue/v1beta2/admissioncheck_types.go:52; the body as fleetgen compiles it."""
+    from generator.compile.kueue import admission_checks
+    from generator.config.cluster import AdmissionCheck
+    from generator.config.fleet import Loaded, load_fleet
+
+    loaded = load_fleet(REPO).clusters["prod-east"]
+    check = AdmissionCheck(name="immutable-check", controller_name="acme.example/budget-approval")
+    cluster = Loaded(loaded.config.model_copy(update={"admission_checks": [check]}), loaded.source)
+    old = admission_checks(cluster)[0].body
+    new = _set(old, "spec.controllerName", "acme.example/other")
+    assert _flagged(old, new)
+    apply(kube_stack, old)
+    with pytest.raises(ApplyError, match="immutable"):
+        apply(kube_stack, new)

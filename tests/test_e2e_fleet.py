@@ -22,7 +22,7 @@ from generator.config.fleet import Fleet, load_fleet
 from generator.config.jobs import JobProfile
 from generator.config.team import TeamConfig
 from tests.conftest import REPO, SHARED, run
-from tests.upstream.cluster import Identity, Stack
+from tests.upstream.cluster import Identity, Stack, provisioning_request_crd
 from tests.upstream.fleet import (
     ApplyError,
     apply,
@@ -67,11 +67,12 @@ def fleet() -> Fleet:
 @pytest.fixture(scope="session", params=CLUSTERS)
 def deployed(request: pytest.FixtureRequest, upstream_etcd: Any, fleet: Fleet,
              tmp_path_factory: pytest.TempPathFactory) -> Any:
-    """The cluster's kustomize output (its tree and its GitOps wiring) server-side applied."""
+    """The cluster's kustomize output (its tree and its GitOps wiring) server-side applied. The
+    cluster autoscaler's ProvisioningRequest API is served, as where the autoscaler supports it."""
     name = str(request.param)
     objects = kustomize_build(RENDERED / name) + kustomize_build(RENDERED / "gitops" / name)
     stack = Stack.start(tmp_path_factory.mktemp(f"cluster-{name}"), upstream_etcd,
-                        kueue_config=rendered_kueue_config(objects))
+                        kueue_config=rendered_kueue_config(objects), crds=(provisioning_request_crd(),))
     try:
         cluster = fleet.clusters[name].config
         create_nodes(stack, fake_nodes(cluster))
@@ -692,6 +693,117 @@ def test_a_cohorts_reserve_and_borrowing_limit_on_the_real_kueue(deployed: Deplo
         assert wait_for(lambda: all(gone(stack, ns, name) for name in names), 60)
 
 
+def provisioning_requests(stack: Stack, namespace: str, workload: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The ProvisioningRequests Kueue created for a Workload (it owns them)."""
+    uid = ((workload or {}).get("metadata") or {}).get("uid")
+    found = custom(stack).list_namespaced_custom_object("autoscaling.x-k8s.io", "v1", namespace,
+                                                        "provisioningrequests")["items"]
+    return [r for r in found if any(o.get("uid") == uid for o in r["metadata"].get("ownerReferences") or [])]
+
+
+def answer(stack: Stack, namespace: str, request: dict[str, Any], **conditions: str) -> None:
+    """Set a ProvisioningRequest's conditions as the cluster autoscaler does (its status subresource)."""
+    now = "2026-01-01T00:00:00Z"
+    status = {"conditions": [{"type": kind, "status": value, "reason": kind, "message": f"e2e: {kind} {value}",
+                              "lastTransitionTime": now} for kind, value in conditions.items()]}
+    custom(stack).patch_namespaced_custom_object_status("autoscaling.x-k8s.io", "v1", namespace,
+                                                        "provisioningrequests", request["metadata"]["name"],
+                                                        {"status": status})
+
+
+def check_state(workload: dict[str, Any] | None, name: str) -> str:
+    states = ((workload or {}).get("status") or {}).get("admissionChecks") or []
+    return next((s.get("state", "") for s in states if s.get("name") == name), "")
+
+
+def test_an_admission_check_asks_the_autoscaler_before_kueue_admits(deployed: Deployed) -> None:
+    """Issue 16, `admissionChecks` with a ProvisioningRequest, on the real Kueue (the cluster
+    autoscaler's ProvisioningRequest API served, the test answering as the autoscaler would: its
+    module is not served by the Go module proxy, so it cannot run here). prod-west gets a
+    check-capacity check on its A100 pool with retries off. For an inference job on A100, Kueue
+    reserves quota but does not admit; it creates a ProvisioningRequest of the rendered class with
+    its parameters and the job's pods; once Provisioned, the job is admitted and its pods carry the
+    request (kueue v0.19.2 pkg/controller/admissionchecks/provisioning/controller.go:706-716). A job
+    on L40S (no check there) is admitted at once. A second A100 job whose request Failed is
+    deactivated, as `retry.limit: 0` says."""
+    from generator.compile.kueue import admission_checks, cluster_queue
+    from generator.config.cluster import AdmissionCheck, ProvisioningRequest, ProvisioningRetry
+    from generator.config.fleet import Loaded
+    from generator.jobs.workloads import why_pending
+
+    if deployed.name != "prod-west":
+        pytest.skip("the case is prod-west's inference team (A100 and L40S quota)")
+    stack, loaded = deployed.stack, deployed.fleet.clusters[deployed.name]
+    team_loaded = deployed.fleet.teams["inference"]
+    team = team_loaded.config
+    check = AdmissionCheck(name="a100-capacity", pools=["a100"], provisioning_request=ProvisioningRequest(
+        class_name="check-capacity.autoscaling.x-k8s.io", parameters={"ValidUntilSeconds": "600"},
+        retry=ProvisioningRetry(limit=0)))
+    changed = Loaded(loaded.config.model_copy(update={"admission_checks": [check]}), loaded.source)
+    rendered = [m.body for m in admission_checks(changed)] + [cluster_queue(changed, team_loaded).body]
+    assert rendered[-1]["spec"]["admissionChecksStrategy"] == {
+        "admissionChecks": [{"name": "a100-capacity", "onFlavors": ["a100"]}]}
+    objects, ns = custom(stack), team.namespace_names[0]
+    names = {key: f"{key}-{uuid.uuid4().hex[:5]}" for key in ("provisioned", "l40s", "failed")}
+    l40s_job = gpu_jobset(team, names["l40s"], 1, 4)
+    pod_spec = l40s_job["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    pod_spec["nodeSelector"] = {"nvidia.com/gpu.product": "NVIDIA-L40S"}
+    try:
+        for body in rendered:
+            apply(stack, body)
+        assert wait_for(lambda: condition(objects.get_cluster_custom_object(
+            KUEUE, "v1beta2", "admissionchecks", "a100-capacity"), "Active").get("status") == "True", 60)
+        for key in ("provisioned", "failed"):
+            objects.create_namespaced_custom_object(JOBSET, "v1alpha2", ns, "jobsets",
+                                                    gpu_jobset(team, names[key], 1, 4))
+        objects.create_namespaced_custom_object(JOBSET, "v1alpha2", ns, "jobsets", l40s_job)
+        assert wait_for(lambda: admitted(stack, ns, names["l40s"]), 60), \
+            condition(workload_of(stack, ns, names["l40s"]), "QuotaReserved")
+        assert flavors(workload_of(stack, ns, names["l40s"])) == {"l40s"}
+        assert provisioning_requests(stack, ns, workload_of(stack, ns, names["l40s"])) == []
+
+        requests: dict[str, dict[str, Any]] = {}
+        for key in ("provisioned", "failed"):
+            assert wait_for(lambda key=key: bool(provisioning_requests(stack, ns, workload_of(stack, ns, names[key]))),
+                            60), workload_of(stack, ns, names[key])
+            workload = workload_of(stack, ns, names[key])
+            assert condition(workload, "QuotaReserved").get("status") == "True"
+            assert condition(workload, "Admitted").get("status") != "True"
+            assert check_state(workload, "a100-capacity") == "Pending"
+            assert "waiting for admission checks: a100-capacity=Pending" in why_pending(workload or {})
+            [requests[key]] = provisioning_requests(stack, ns, workload)
+        request = requests["provisioned"]
+        assert request["spec"]["provisioningClassName"] == "check-capacity.autoscaling.x-k8s.io"
+        assert request["spec"]["parameters"] == {"ValidUntilSeconds": "600"}
+        [pod_set] = request["spec"]["podSets"]
+        assert pod_set["count"] == 1
+
+        answer(stack, ns, request, Accepted="True", Provisioned="True")
+        assert wait_for(lambda: admitted(stack, ns, names["provisioned"]), 60), \
+            workload_of(stack, ns, names["provisioned"])
+
+        def annotations() -> dict[str, str]:
+            js = objects.get_namespaced_custom_object(JOBSET, "v1alpha2", ns, "jobsets", names["provisioned"])
+            template = js["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
+            return dict((template.get("metadata") or {}).get("annotations") or {})
+
+        assert wait_for(lambda: annotations().get("autoscaling.x-k8s.io/consume-provisioning-request")
+                        == request["metadata"]["name"], 30), annotations()
+        assert annotations().get("autoscaling.x-k8s.io/provisioning-class-name") == \
+            "check-capacity.autoscaling.x-k8s.io"
+
+        answer(stack, ns, requests["failed"], Accepted="True", Failed="True")
+        assert wait_for(lambda: (workload_of(stack, ns, names["failed"]) or {}).get("spec", {}).get("active")
+                        is False, 60), workload_of(stack, ns, names["failed"])
+        assert not admitted(stack, ns, names["failed"])
+    finally:
+        apply(stack, cluster_queue(loaded, team_loaded).body)
+        for name in names.values():
+            objects.delete_namespaced_custom_object(JOBSET, "v1alpha2", ns, "jobsets", name,
+                                                    propagation_policy="Foreground")
+        assert wait_for(lambda: all(gone(stack, ns, name) for name in names.values()), 60)
+
+
 def test_a_cpu_only_job_without_a_queue_runs_on_the_cpu_pool(deployed: Deployed) -> None:
     """Issue 16: Kueue gives a Job without a queue label in a team namespace the `default` LocalQueue
     (kueue v0.19.2 pkg/controller/jobframework/defaults.go:79-97), which sent CPU-only jobs to a GPU
@@ -727,6 +839,54 @@ def test_a_cpu_only_job_without_a_queue_runs_on_the_cpu_pool(deployed: Deployed)
     finally:
         batch.delete_namespaced_job(name, ns, propagation_policy="Foreground")
 
+
+
+def test_a_teams_cpu_limit_holds_on_the_real_kueue(deployed: Deployed) -> None:
+    """Issue 16: the CPU pool was one pool for all teams. With `cpuPool.teamLimit` (prod-west: 124
+    CPUs, two nodes' worth) the real Kueue admits a member's 100-CPU job to the team's CPU queue,
+    keeps a 30-CPU one pending ("insufficient") while 248 CPUs of the pool are idle, and admits it
+    once the first is gone."""
+    from kubernetes import client
+
+    from generator import quantity
+
+    cluster = deployed.fleet.clusters[deployed.name].config
+    team = deployed.teams[0]
+    limit = cluster.cpu_pool.limit_for(team.name) if cluster.cpu_pool else None
+    if limit is None:
+        pytest.skip(f"{deployed.name} sets no CPU limit per team")
+    stack = deployed.stack
+    api = stack.client(member(stack, team).user, tuple(team.members.groups[:1]))
+    batch, ns = client.BatchV1Api(api), team.namespace_names[0]
+    cap = int(quantity.value_of(limit.cpu))
+    sizes = {"big": cap - cap // 5, "small": cap // 5 + 6}
+    names = {key: f"cpu-{key}-{uuid.uuid4().hex[:5]}" for key in sizes}
+    uids = {}
+    for key, cpus in sizes.items():
+        job = batch.create_namespaced_job(ns, {
+            "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": names[key]},
+            "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [
+                {"name": "c", "image": "registry.example/etl:1",
+                 "resources": {"requests": {"cpu": str(cpus), "memory": "1Gi"}}}]}}}})
+        uids[key] = job.metadata.uid
+
+    def workload(key: str) -> dict[str, Any] | None:
+        found = custom(stack).list_namespaced_custom_object(
+            KUEUE, "v1beta2", ns, "workloads", label_selector=f"kueue.x-k8s.io/job-uid={uids[key]}")
+        return found["items"][0] if found["items"] else None
+
+    try:
+        assert wait_for(lambda: condition(workload("big"), "Admitted").get("status") == "True", 60), \
+            condition(workload("big"), "QuotaReserved")
+        assert wait_for(lambda: "insufficient" in str(condition(workload("small"), "QuotaReserved").get("message")),
+                        30), condition(workload("small"), "QuotaReserved")
+        batch.delete_namespaced_job(names.pop("big"), ns, propagation_policy="Foreground")
+        assert wait_for(lambda: condition(workload("small"), "Admitted").get("status") == "True", 60), \
+            condition(workload("small"), "QuotaReserved")
+        assert (workload("small") or {})["status"]["admission"]["clusterQueue"] == f"{team.name}-cpu"
+    finally:
+        for name in names.values():
+            batch.delete_namespaced_job(name, ns, propagation_policy="Foreground")
 
 
 def test_plain_pods_without_a_queue_are_queued_too(deployed: Deployed) -> None:

@@ -3,6 +3,7 @@ file:line (a render still succeeds), or translated so Kueue does what the file s
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import yaml
@@ -73,7 +74,7 @@ def test_overcommit_on_a_topology_aware_pool_says_what_kueue_does_there(fleet_ro
 
 def test_without_a_cpu_pool_cpu_only_jobs_are_said_to_land_on_gpu_nodes(fleet_root: Path) -> None:
     path = fleet_root / "clusters/prod-west.yaml"
-    path.write_text("\n".join(line for line in path.read_text().splitlines() if not line.startswith("cpuPool:")) + "\n")
+    path.write_text(re.sub(r"^cpuPool:.*\n(  .*\n)*", "", path.read_text(), flags=re.M))
     result = run(fleet_root, "render")
     assert result.code == 0, result.err
     assert "warning: clusters/prod-west.yaml:12: cpuPool: jobs without a queue label in team namespaces, CPU-only " \

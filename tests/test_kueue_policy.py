@@ -319,7 +319,8 @@ def test_a_cpu_pool_gives_each_team_a_cpu_queue_behind_its_default_local_queue(f
     assert cpu["spec"]["cohortName"] == queue["cohortName"] == "research-vision"
     assert cpu["spec"]["namespaceSelector"] == queue["namespaceSelector"]
     assert cpu["spec"]["resourceGroups"] == [{"coveredResources": ["cpu", "memory"], "flavors": [
-        {"name": "cpu", "resources": [{"name": "cpu", "nominalQuota": "0"}, {"name": "memory", "nominalQuota": "0"}]}]}]
+        {"name": "cpu", "resources": [{"name": "cpu", "nominalQuota": "0", "borrowingLimit": "124"},
+                                      {"name": "memory", "nominalQuota": "0", "borrowingLimit": "480Gi"}]}]}]
     for ns in ("vision", "vision-eval"):
         lqs = {name: yaml.safe_load((fleet_root / f"rendered/prod-west/teams/vision/{ns}/localqueue-{name}.yaml")
                                     .read_text())["spec"] for name in ("vision", "default")}
@@ -327,7 +328,7 @@ def test_a_cpu_pool_gives_each_team_a_cpu_queue_behind_its_default_local_queue(f
 
 
 def test_cpu_pool_names_cannot_collide(fleet_root: Path) -> None:
-    edit(fleet_root, "clusters/prod-west.yaml", "cpuPool: {nodes: 6,", "cpuPool: {name: a100, nodes: 6,")
+    edit(fleet_root, "clusters/prod-west.yaml", "cpuPool:\n  nodes: 6", "cpuPool:\n  name: a100\n  nodes: 6")
     (fleet_root / "teams/vision-cpu.yaml").write_text(
         "name: vision-cpu\nowners: ['@acme/x']\nmembers: {users: [x@acme.com]}\nquotas:\n  prod-west:\n"
         "    l40s: {gpus: 0}\n")
@@ -347,3 +348,24 @@ def test_a_cohorts_quota_change_is_a_risk_in_the_diff(repo: Path) -> None:
     risks = [(r["severity"], r["rule"], r["message"]) for r in json.loads(result.out)["risks"]]
     assert ("medium", "cohort-quota-changed", "prod-east: Cohort research changes its own quota or limits: what its "
             "teams can borrow, and lend outside it, changes") in risks, risks
+
+
+def test_a_cpu_pool_caps_each_teams_cpu_only_jobs(fleet_root: Path) -> None:
+    """prod-west's `cpuPool.teamLimit` on every `<team>-cpu` queue (its borrowingLimit: the queue
+    holds nothing, all it uses is lent by the root cohort); `teamLimits` overrides it per team."""
+    def cpu_limits(team: str) -> list[Any]:
+        doc = yaml.safe_load((fleet_root / f"rendered/prod-west/teams/{team}/clusterqueue-{team}-cpu.yaml").read_text())
+        return [r.get("borrowingLimit") for r in doc["spec"]["resourceGroups"][0]["flavors"][0]["resources"]]
+
+    assert cpu_limits("vision") == cpu_limits("recsys") == ["124", "480Gi"]
+    edit(fleet_root, "clusters/prod-west.yaml", "  teamLimit: {cpu: \"124\", memory: 480Gi}\n",
+         "  teamLimit: {cpu: \"124\", memory: 480Gi}\n  teamLimits: {recsys: {cpu: 8000m, memory: 16384Mi}}\n")
+    result = run(fleet_root, "render")
+    assert result.code == 0, result.err
+    assert cpu_limits("vision") == ["124", "480Gi"]
+    assert cpu_limits("recsys") == ["8", "16Gi"]
+    edit(fleet_root, "clusters/prod-west.yaml", "teamLimits: {recsys:", "teamLimits: {speech:")
+    result = run(fleet_root, "render")
+    assert result.code == 2
+    assert "clusters/prod-west.yaml:" in result.err and "cpuPool.teamLimits.speech: team 'speech' has no queue in " \
+        "cluster 'prod-west'" in result.err, result.err

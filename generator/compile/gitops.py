@@ -26,7 +26,8 @@ GITOPS = "gitops"
 CLUSTER_KINDS = [("", "Namespace"), ("rbac.authorization.k8s.io", "ClusterRole"),
                  ("rbac.authorization.k8s.io", "ClusterRoleBinding"), ("kueue.x-k8s.io", "ClusterQueue"),
                  ("kueue.x-k8s.io", "ResourceFlavor"), ("kueue.x-k8s.io", "Cohort"), ("kueue.x-k8s.io", "Topology"),
-                 ("kueue.x-k8s.io", "WorkloadPriorityClass"),
+                 ("kueue.x-k8s.io", "WorkloadPriorityClass"), ("kueue.x-k8s.io", "AdmissionCheck"),
+                 ("kueue.x-k8s.io", "ProvisioningRequestConfig"),
                  ("admissionregistration.k8s.io", "ValidatingAdmissionPolicy"),
                  ("admissionregistration.k8s.io", "ValidatingAdmissionPolicyBinding")]
 NAMESPACED_KINDS = [("kueue.x-k8s.io", "LocalQueue"), ("rbac.authorization.k8s.io", "RoleBinding"),

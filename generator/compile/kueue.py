@@ -72,6 +72,46 @@ def cpu_flavor(cluster: Loaded[ClusterConfig]) -> list[Manifest]:
     return [Manifest(SHARED, body, cluster.at("cpuPool"))]
 
 
+def admission_checks(cluster: Loaded[ClusterConfig]) -> list[Manifest]:
+    """Each declared AdmissionCheck and, for a ProvisioningRequest check, its ProvisioningRequestConfig."""
+    cfg = cluster.config
+    out = []
+    for i, check in enumerate(cfg.admission_checks):
+        body = _obj(cfg, "AdmissionCheck", check.name)
+        body["spec"] = {"controllerName": check.controller}
+        request = check.provisioning_request
+        if request is not None:
+            body["spec"]["parameters"] = {"apiGroup": "kueue.x-k8s.io", "kind": "ProvisioningRequestConfig",
+                                          "name": check.name}
+        out.append(Manifest(SHARED, body, cluster.at("admissionChecks", i)))
+        if request is None:
+            continue
+        config = _obj(cfg, "ProvisioningRequestConfig", check.name)
+        spec: dict[str, Any] = {"provisioningClassName": request.class_name}
+        if request.parameters:
+            spec["parameters"] = dict(sorted(request.parameters.items()))
+        spec["managedResources"] = cfg.check_resources(check)
+        spec["retryStrategy"] = {"backoffLimitCount": request.retry.limit,
+                                 "backoffBaseSeconds": request.retry.backoff_base_seconds,
+                                 "backoffMaxSeconds": request.retry.backoff_max_seconds}
+        if request.pod_set_merge_policy is not None:
+            spec["podSetMergePolicy"] = request.pod_set_merge_policy
+        config["spec"] = spec
+        out.append(Manifest(SHARED, config, cluster.at("admissionChecks", i, "provisioningRequest")))
+    return out
+
+
+def _admission_checks_strategy(cfg: ClusterConfig, team: TeamConfig) -> dict[str, Any]:
+    """The queue's `admissionChecksStrategy`: each check that applies to the team, on its pools."""
+    rules = []
+    for check, pools in cfg.checks_for(team.name, list(team.quotas[cfg.name])):
+        rule: dict[str, Any] = {"name": check.name}
+        if pools is not None:
+            rule["onFlavors"] = pools
+        rules.append(rule)
+    return {"admissionChecks": rules} if rules else {}
+
+
 def cpu_queue_name(team: str) -> str:
     """The ClusterQueue of a team's CPU-only jobs (the checks keep it from naming another team)."""
     return f"{team}-cpu"
@@ -255,6 +295,9 @@ def cluster_queue(cluster: Loaded[ClusterConfig], team: Loaded[TeamConfig]) -> M
     fungibility = _fungibility(cfg, tcfg)
     if fungibility:
         spec["flavorFungibility"] = fungibility
+    strategy = _admission_checks_strategy(cfg, tcfg)
+    if strategy:
+        spec["admissionChecksStrategy"] = strategy
     stop = tcfg.stop_policy.get(cfg.name, "None")
     if stop != "None":  # Kueue's default; left out so lifting a stop removes the field
         spec["stopPolicy"] = stop
@@ -263,6 +306,7 @@ def cluster_queue(cluster: Loaded[ClusterConfig], team: Loaded[TeamConfig]) -> M
                "spec.preemption": cluster.at("kueue", "preemption"),
                "spec.fairSharing": team.at("fairSharingWeight"),
                "spec.stopPolicy": team.at("stopPolicy", cfg.name),
+               "spec.admissionChecksStrategy": cluster.at("admissionChecks"),
                "spec.flavorFungibility": team.at("flavorFungibility") if tcfg.flavor_fungibility
                else cluster.at("kueue", "flavorFungibility"),
                "spec.resourceGroups": team.at("flavorOrder", cfg.name) if cfg.name in tcfg.flavor_order
@@ -282,12 +326,19 @@ def cpu_cluster_queue(cluster: Loaded[ClusterConfig], team: Loaded[TeamConfig]) 
     queue = cluster_queue(cluster, team)
     spec = queue.body["spec"]
     spec.pop("flavorFungibility", None)  # one flavor: nothing to fall back to
+    spec.pop("admissionChecksStrategy", None)  # checks run on GPU pools only
+    resources: list[dict[str, Any]] = [{"name": "cpu", "nominalQuota": "0"}, {"name": "memory", "nominalQuota": "0"}]
+    limit = cfg.cpu_pool.limit_for(tcfg.name)
+    if limit is not None:  # all it uses is borrowed from the root cohort: its borrowingLimit caps the team
+        for entry, value in zip(resources, (limit.cpu, limit.memory), strict=True):
+            entry["borrowingLimit"] = quantity.normalise(value)
     spec["resourceGroups"] = [{"coveredResources": ["cpu", "memory"], "flavors": [
-        {"name": cfg.cpu_pool.name, "resources": [{"name": "cpu", "nominalQuota": "0"},
-                                                  {"name": "memory", "nominalQuota": "0"}]}]}]
+        {"name": cfg.cpu_pool.name, "resources": resources}]}]
     body = _obj(cfg, "ClusterQueue", cpu_queue_name(tcfg.name), team=tcfg.name)
     body["spec"] = spec
-    origins = {**queue.origins, "spec.resourceGroups": cluster.at("cpuPool")}
+    where = ("cpuPool", "teamLimits", tcfg.name) if tcfg.name in cfg.cpu_pool.team_limits else \
+        ("cpuPool", "teamLimit") if cfg.cpu_pool.team_limit is not None else ("cpuPool",)
+    origins = {**queue.origins, "spec.resourceGroups": cluster.at(*where)}
     return [Manifest(team_folder(tcfg.name), body, queue.source, origins)]
 
 
@@ -318,6 +369,7 @@ def compile_kueue(cluster: Loaded[ClusterConfig], teams: list[Loaded[TeamConfig]
             out.append(topology(cluster, i))
     out.extend(cpu_flavor(cluster))
     out.extend(priority_class(cluster, i) for i in range(len(cfg.priorities)))
+    out.extend(admission_checks(cluster))
     out.extend(cohorts(cluster, teams))
     for team in teams:
         out.append(cluster_queue(cluster, team))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
+from generator.config.cluster import PROVISIONING_CLASSES
 from generator.config.fleet import Fleet, fair_sharing
 from generator.errors import Finding
 
@@ -94,8 +95,31 @@ def _cpu_jobs_on_gpu_flavors(fleet: Fleet) -> Iterator[Warning]:
                                 "declare cpuPool (nodes without GPUs) so they go to a CPU-only queue", WARNING)
 
 
+def _admission_check_reach(fleet: Fleet) -> Iterator[Warning]:
+    """A ProvisioningRequest of a class no known autoscaler serves is never answered: Kueue holds the
+    job's quota (QuotaReserved) and never admits it. A check on pools no team queue uses does nothing."""
+    for cluster in fleet.clusters.values():
+        cfg = cluster.config
+        teams = fleet.teams_in(cfg.name)
+        for i, check in enumerate(cfg.admission_checks):
+            request = check.provisioning_request
+            if request is not None and request.class_name not in PROVISIONING_CLASSES:
+                file, line = cluster.at("admissionChecks", i, "provisioningRequest", "className")
+                yield cfg.name, Finding(file, line, f"admissionChecks[{i}].provisioningRequest.className",
+                                        f"no known autoscaler serves class {request.class_name!r}: unless yours "
+                                        "does, jobs needing the check keep their quota reserved and are never "
+                                        "admitted", f"use one of {', '.join(PROVISIONING_CLASSES)}, or make sure "
+                                        "the cluster's autoscaler serves this class", WARNING)
+            if not any(c is check for t in teams for c, _ in cfg.checks_for(t.config.name,
+                                                                              list(t.config.quotas[cfg.name]))):
+                file, line = cluster.at("admissionChecks", i)
+                yield cfg.name, Finding(file, line, f"admissionChecks[{i}]", f"check {check.name!r} applies to no "
+                                        "team queue: no team has quota in its pools", "add the teams' pools, or "
+                                        "remove the check", WARNING)
+
+
 WARNINGS: list[Callable[[Fleet], Iterator[Warning]]] = [_weight_alone_in_cohort, _overcommitted_pools,
-                                                        _cpu_jobs_on_gpu_flavors]
+                                                        _cpu_jobs_on_gpu_flavors, _admission_check_reach]
 
 
 def advise(fleet: Fleet, clusters: list[str] | None = None) -> list[Finding]:

@@ -29,7 +29,8 @@ def _unique_within_cluster(fleet: Fleet) -> Iterator[Finding]:
         cfg = loaded.config
         for what, names in (("nodePools", [p.name for p in cfg.node_pools]),
                             ("priorities", [p.name for p in cfg.priorities]),
-                            ("cohorts", [c.name for c in cfg.cohorts])):
+                            ("cohorts", [c.name for c in cfg.cohorts]),
+                            ("admissionChecks", [c.name for c in cfg.admission_checks])):
             for name, count in Counter(names).items():
                 if count > 1:
                     index = names.index(name, names.index(name) + 1)
@@ -258,12 +259,41 @@ def _cpu_pool(fleet: Fleet) -> Iterator[Finding]:
             yield Finding(file, line, "cpuPool.name", f"{cfg.cpu_pool.name!r} is also a GPU pool's name",
                           "give the CPU pool another name (it names its ResourceFlavor)")
         teams = {t.config.name for t in fleet.teams_in(cfg.name)}
+        for name in cfg.cpu_pool.team_limits:
+            if name not in teams:
+                file, line = cluster.at("cpuPool", "teamLimits", name)
+                yield Finding(file, line, f"cpuPool.teamLimits.{name}", f"team {name!r} has no queue in cluster "
+                              f"{cfg.name!r}", f"use one of: {', '.join(sorted(teams)) or '(none)'}")
         for team in fleet.teams_in(cfg.name):
             if f"{team.config.name}-cpu" in teams:
                 file, line = fleet.teams[f"{team.config.name}-cpu"].at("name")
                 yield Finding(file, line, "name", f"in cluster {cfg.name!r} the team's ClusterQueue would be team "
                               f"{team.config.name!r}'s queue for CPU-only jobs", "choose a team name not ending "
                               "in -cpu")
+
+
+def _admission_checks(fleet: Fleet) -> Iterator[Finding]:
+    """A check's pools are GPU pools of its cluster; the teams it names have quota in them (a typo
+    would leave the team's jobs unchecked, or check nobody)."""
+    for cluster in fleet.clusters.values():
+        cfg = cluster.config
+        pools = [p.name for p in cfg.node_pools]
+        quotas = {t.config.name: list(t.config.quotas[cfg.name]) for t in fleet.teams_in(cfg.name)}
+        for i, check in enumerate(cfg.admission_checks):
+            for j, pool in enumerate(check.pools or []):
+                if pool not in pools:
+                    file, line = cluster.at("admissionChecks", i, "pools", j)
+                    yield Finding(file, line, f"admissionChecks[{i}].pools[{j}]", f"pool {pool!r} is not a GPU pool "
+                                  f"of cluster {cfg.name!r}", f"use one of: {', '.join(pools)}")
+            for j, team in enumerate(check.teams or []):
+                file, line = cluster.at("admissionChecks", i, "teams", j)
+                if team not in quotas:
+                    yield Finding(file, line, f"admissionChecks[{i}].teams[{j}]", f"team {team!r} has no queue in "
+                                  f"cluster {cfg.name!r}", f"use one of: {', '.join(sorted(quotas)) or '(none)'}")
+                elif all(c is not check for c, _ in cfg.checks_for(team, quotas[team])):
+                    yield Finding(file, line, f"admissionChecks[{i}].teams[{j}]", f"team {team!r} has no quota in "
+                                  f"the check's pools ({', '.join(check.pools or [])})",
+                                  "add one of its pools to the check's pools, or drop the team")
 
 
 def _no_queue_in(team: Loaded[TeamConfig], key: str, cluster: str) -> Finding:
@@ -488,6 +518,7 @@ RULES: list[Callable[[Fleet], Iterator[Finding]]] = [
     _kubernetes_versions, _reserved_cluster_names, _reserved_team_names, _unique_within_cluster, _cohort_tree,
     _team_names, _namespaces, _subjects, _quota_references, _capacity, _job_profiles, _fair_sharing,
     _allowed_priorities, _stop_policy, _flavor_order, _fungibility_preference, _cohort_quotas, _cpu_pool,
+    _admission_checks,
 ]
 
 

@@ -9,6 +9,7 @@ from pydantic import Field, StrictInt, StrictStr, field_validator, model_validat
 from generator.config.base import ConfigModel
 from generator.config.platform import GitOps, Health, Monitoring
 from generator.config.types import (
+    ControllerName,
     Count,
     DnsLabel,
     DnsSubdomain,
@@ -19,6 +20,8 @@ from generator.config.types import (
     KueueVersion,
     LabelKey,
     LabelValue,
+    ParameterKey,
+    ParameterValue,
     Quantity,
     ResourceName,
     ResourcePrefix,
@@ -233,6 +236,15 @@ class NodePool(ConfigModel):
         return self
 
 
+class CpuLimit(ConfigModel):
+    """The most of the CPU pool one team's CPU-only jobs hold at once."""
+
+    cpu: Quantity
+    """CPU, e.g. 64 or 500m."""
+    memory: Quantity
+    """Memory, e.g. 256Gi."""
+
+
 class CpuPool(ConfigModel):
     """Nodes without GPUs for the CPU-only jobs of team namespaces.
 
@@ -253,6 +265,103 @@ class CpuPool(ConfigModel):
     """Labels that select the pool's nodes (ResourceFlavor nodeLabels)."""
     taints: list[Taint] = []
     """Taints of the pool's nodes (ResourceFlavor nodeTaints and tolerations)."""
+    team_limit: CpuLimit | None = None
+    """At most this much of the pool for one team's CPU-only jobs at a time (the `<team>-cpu`
+    queue's borrowingLimit); omitted: a team may use the whole pool while others leave it idle."""
+    team_limits: dict[DnsLabel, CpuLimit] = {}
+    """Per team (team name -> limit), instead of `teamLimit`."""
+
+    def limit_for(self, team: str) -> CpuLimit | None:
+        """The CPU pool limit of one team's CPU queue, if any."""
+        return self.team_limits.get(team, self.team_limit)
+
+
+PROVISIONING_CLASSES: dict[str, str] = {
+    # k8s.io/autoscaler/cluster-autoscaler/apis v0.0.0-20240830133931-adfbe7e45277
+    # provisioningrequest/autoscaling.x-k8s.io/v1/types.go:200,203 (the cluster autoscaler's own classes).
+    "check-capacity.autoscaling.x-k8s.io": "the cluster autoscaler admits the job once its pods fit on the "
+                                           "nodes that exist; it reserves nothing and scales nothing up",
+    "best-effort-atomic-scale-up.autoscaling.x-k8s.io": "the cluster autoscaler adds the nodes for all of the "
+                                                        "job's pods at once (or none) before it is admitted",
+    # GKE's Dynamic Workload Scheduler (its own autoscaler implements the class).
+    "queued-provisioning.gke.io": "GKE's Dynamic Workload Scheduler obtains the nodes, then the job is admitted",
+}
+"""ProvisioningRequest classes an autoscaler is known to serve -> what happens to a job."""
+
+KUEUE_CONTROLLERS = {"kueue.x-k8s.io/provisioning-request": "declare it with provisioningRequest",
+                     "kueue.x-k8s.io/multikueue": "MultiKueue is not declared here"}
+"""Controller names Kueue itself serves: not declarable as a plain controllerName."""
+
+
+class ProvisioningRetry(ConfigModel):
+    """How Kueue retries a ProvisioningRequest that failed or whose booking expired (`retryStrategy`)."""
+
+    limit: StrictInt = Field(default=3, ge=0, le=1000)
+    """Retries before the job is deactivated (`backoffLimitCount`); 0: the first failure deactivates it."""
+    backoff_base_seconds: StrictInt = Field(default=60, ge=1, le=86400)
+    """Wait before the first retry; it doubles on every further one (the job's quota is released meanwhile)."""
+    backoff_max_seconds: StrictInt = Field(default=1800, ge=1, le=604800)
+    """Longest wait between two retries."""
+
+    @model_validator(mode="after")
+    def _max_at_least_base(self) -> ProvisioningRetry:
+        if self.backoff_max_seconds < self.backoff_base_seconds:
+            raise ValueError(f"backoffMaxSeconds ({self.backoff_max_seconds}) is less than backoffBaseSeconds "
+                             f"({self.backoff_base_seconds})")
+        return self
+
+
+class ProvisioningRequest(ConfigModel):
+    """Ask the cluster autoscaler for the job's nodes before Kueue admits it (Kueue's
+    ProvisioningRequest admission check; the cluster needs an autoscaler that serves
+    `autoscaling.x-k8s.io` ProvisioningRequests, installed before Kueue starts)."""
+
+    class_name: DnsSubdomain
+    """ProvisioningRequest class: `check-capacity.autoscaling.x-k8s.io` (admit once the pods fit on
+    existing nodes), `best-effort-atomic-scale-up.autoscaling.x-k8s.io` (scale up for all pods at
+    once), `queued-provisioning.gke.io` (GKE Dynamic Workload Scheduler) or your autoscaler's own."""
+    parameters: dict[ParameterKey, ParameterValue] = Field(default={}, max_length=100)
+    """Parameters of the class, e.g. `ValidUntilSeconds: "3600"` for the atomic scale-up. A job may
+    add its own with annotations `provreq.kueue.x-k8s.io/<parameter>`."""
+    managed_resources: list[ResourceName] | None = Field(default=None, min_length=1, max_length=100)
+    """Resources the autoscaler provisions; a job requesting none of them passes the check at once.
+    Omitted: the GPU resources of the check's pools, so CPU-only work never waits for nodes."""
+    retry: ProvisioningRetry = ProvisioningRetry()
+    """Retries after a failed or expired request (Kueue's defaults: 3, 60 s, 1800 s)."""
+    pod_set_merge_policy: Literal["IdenticalPodTemplates", "IdenticalWorkloadSchedulingRequirements"] | None = None
+    """Merge a job's identical pod groups into one request entry (Kueue's `podSetMergePolicy`);
+    omitted: one entry per pod group."""
+
+
+class AdmissionCheck(ConfigModel):
+    """A condition a job must meet, after its quota is reserved, before Kueue admits it (Kueue
+    AdmissionCheck). Applied to every team queue with quota in the check's pools."""
+
+    name: DnsLabel
+    """AdmissionCheck name (also names its ProvisioningRequestConfig)."""
+    pools: list[DnsLabel] | None = Field(default=None, min_length=1)
+    """Pools whose jobs need the check (the queue's `onFlavors`); omitted: every GPU pool."""
+    teams: list[DnsLabel] | None = Field(default=None, min_length=1)
+    """Teams whose queues get the check; omitted: every team with quota in the check's pools."""
+    provisioning_request: ProvisioningRequest | None = None
+    """Kueue's own check: a ProvisioningRequest to the cluster autoscaler."""
+    controller_name: ControllerName | None = None
+    """Or: the controller name of a check run by a controller of your own (e.g.
+    `acme.example/budget-approval`), which sets the check's state on each Workload."""
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> AdmissionCheck:
+        if (self.provisioning_request is None) == (self.controller_name is None):
+            raise ValueError("set exactly one of provisioningRequest and controllerName")
+        if self.controller_name in KUEUE_CONTROLLERS:
+            raise ValueError(f"controllerName {self.controller_name} is Kueue's own: "
+                             f"{KUEUE_CONTROLLERS[self.controller_name]}")
+        return self
+
+    @property
+    def controller(self) -> str:
+        """The AdmissionCheck's `controllerName`."""
+        return self.controller_name or "kueue.x-k8s.io/provisioning-request"
 
 
 class Priority(ConfigModel):
@@ -330,7 +439,32 @@ class ClusterConfig(ConfigModel):
     """GPU health reconciler deployment and policy."""
     tenancy: Tenancy = Tenancy()
     """Limits on what team files may grant in this cluster."""
+    admission_checks: list[AdmissionCheck] = []
+    """Checks a job must pass before admission (e.g. a ProvisioningRequest for its nodes), per pool."""
 
     def pool(self, name: str) -> NodePool | None:
         """The node pool called `name`, if any."""
         return next((p for p in self.node_pools if p.name == name), None)
+
+    def checks_for(self, team: str, pools: list[str]) -> list[tuple[AdmissionCheck, list[str] | None]]:
+        """The admission checks of a team's queue with quota in `pools`: (check, the pools it runs
+        for, in the cluster's pool order; None for all of the queue's pools)."""
+        out: list[tuple[AdmissionCheck, list[str] | None]] = []
+        for check in self.admission_checks:
+            if check.teams is not None and team not in check.teams:
+                continue
+            if check.pools is None:
+                out.append((check, None))
+                continue
+            on = [p.name for p in self.node_pools if p.name in pools and p.name in check.pools]
+            if on:
+                out.append((check, on))
+        return out
+
+    def check_resources(self, check: AdmissionCheck) -> list[str]:
+        """The resources a ProvisioningRequest check manages: its own list, else its pools' GPUs."""
+        request = check.provisioning_request
+        if request is not None and request.managed_resources is not None:
+            return list(dict.fromkeys(request.managed_resources))
+        return list(dict.fromkeys(p.gpu.resource for p in self.node_pools
+                                  if check.pools is None or p.name in check.pools))

@@ -75,6 +75,10 @@ def _default(field: Any) -> str:
     return f"`{value}`"
 
 
+MAP_KEYS = {"teamLimits": ".<team>"}
+"""What the keys of a map of models name, where it is not a pool."""
+
+
 def _rows(model: type[BaseModel], prefix: str, seen: set[str]) -> list[str]:
     rows = []
     nested: list[tuple[str, type[BaseModel]]] = []
@@ -87,8 +91,9 @@ def _rows(model: type[BaseModel], prefix: str, seen: set[str]) -> list[str]:
                 else ""
             if typing.get_origin(field.annotation) is dict:
                 value = typing.get_args(field.annotation)[1]
-                # Quotas are keyed by pool, a team's first by cluster: the only maps of models.
-                suffix = ".<cluster>.<pool>" if typing.get_origin(value) is dict else ".<pool>"
+                # Quotas are keyed by pool, a team's first by cluster; the CPU pool's limits by team.
+                suffix = MAP_KEYS.get(field.alias or name) or (".<cluster>.<pool>" if typing.get_origin(value) is dict
+                                                               else ".<pool>")
             nested.append((f"{key}{suffix}.", sub))
     for sub_prefix, sub in nested:
         if sub_prefix not in seen:

@@ -28,6 +28,10 @@ OWNER = (r"^(@[A-Za-z0-9](-?[A-Za-z0-9]){0,38}(/[A-Za-z0-9][-A-Za-z0-9_.]{0,99})
          r"|[A-Za-z0-9._%+-]{1,64}@[A-Za-z0-9.-]{1,253}\.[A-Za-z]{2,63})$")
 # RBAC subject names come from identity providers and may hold almost anything printable.
 SUBJECT = r"^[^\x00-\x1f\x7f\u0085\u2028\u2029]{1,256}$"
+# An AdmissionCheck's controller: a domain, "/", a name (Kueue's own are refused by the model).
+CONTROLLER = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
+PARAMETER_KEY = r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
+PRINTABLE = r"^[\x20-\x7e]*$"
 
 PATTERN_HELP: dict[str, str] = {
     DNS_LABEL: "must be a DNS-1123 label: at most 63 lower-case letters, digits or '-', "
@@ -43,6 +47,10 @@ PATTERN_HELP: dict[str, str] = {
     KUBERNETES_VERSION: 'must be a Kubernetes minor version in quotes, such as "1.33"',
     OWNER: "must be a GitHub owner (@user or @org/team) or an e-mail address",
     SUBJECT: "must be 1 to 256 characters with no control characters or line breaks",
+    CONTROLLER: "must be a controller name such as acme.example/budget-approval",
+    PARAMETER_KEY: "must be a parameter name: letters, digits, '-', '_' or '.', starting and ending with "
+                   "a letter or digit",
+    PRINTABLE: "must be printable ASCII: no control characters or line breaks",
     r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$": "must be a DNS-1035 label: lower-case letters, digits and '-', "
                                           "starting with a letter and ending with a letter or digit",
     r"^[A-Za-z_][A-Za-z0-9_]*$": "must be an environment variable name: letters, digits and '_', "
@@ -60,7 +68,8 @@ MAX_WEIGHT = 1_000_000
 TYPE_NAMES: dict[str, str] = {
     DNS_LABEL: "DNS label", DNS_SUBDOMAIN: "DNS subdomain", LABEL_KEY: "label key", LABEL_VALUE: "label value",
     RESOURCE_NAME: "resource name", KUEUE_VERSION: "Kueue tag", KUBERNETES_VERSION: '"1.NN"',
-    OWNER: "GitHub owner or e-mail", SUBJECT: "string",
+    OWNER: "GitHub owner or e-mail", SUBJECT: "string", CONTROLLER: "controller name",
+    PARAMETER_KEY: "parameter name", PRINTABLE: "string",
     r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$": "DNS-1035 label",
 }
 
@@ -114,6 +123,9 @@ KueueVersion = Annotated[StrictStr, _pattern(KUEUE_VERSION)]
 KubernetesVersion = Annotated[StrictStr, _pattern(KUBERNETES_VERSION)]
 Owner = Annotated[StrictStr, _pattern(OWNER, 320)]
 SubjectName = Annotated[StrictStr, _pattern(SUBJECT), AfterValidator(_visible_and_unconfusable)]
+ControllerName = Annotated[StrictStr, _pattern(CONTROLLER, 253)]
+ParameterKey = Annotated[StrictStr, _pattern(PARAMETER_KEY, 63)]
+ParameterValue = Annotated[StrictStr, _pattern(PRINTABLE, 255)]
 Quantity = Annotated[str | int, PlainValidator(_quantity),
                      WithJsonSchema({"anyOf": [{"type": "integer", "minimum": 0}, {"type": "string"}],
                                      "description": "Kubernetes quantity, e.g. 192, 500m, 1800Gi"})]

@@ -218,6 +218,8 @@ IMMUTABLE: tuple[Immutable, ...] = (
     Immutable("ResourceFlavor", "spec.topologyName", "spec.topologyName", "resourceflavor_types.go:51"),
     Immutable("ResourceFlavor", "spec.nodeLabels", "spec.topologyName", "resourceflavor_types.go:49"),
     Immutable("ResourceFlavor", "spec.tolerations", "spec.topologyName", "resourceflavor_types.go:50"),
+    # admissioncheck_types.go:52: a check's controller cannot change
+    Immutable("AdmissionCheck", "spec.controllerName", source="admissioncheck_types.go:52"),
 )
 """Checked against the real API server with Kueue's CRDs in tests/test_diff_upstream.py."""
 
@@ -328,10 +330,68 @@ def _admission_policy(change: Change) -> Iterator[Risk]:
                "API server admits in the team's namespaces (allowed priority classes)")
 
 
+def _spec(obj: Any) -> dict[str, Any]:
+    return dict(((obj.body if obj else None) or {}).get("spec") or {})
+
+
+def _check_rules(spec: dict[str, Any]) -> dict[str, tuple[str, ...] | None]:
+    """A queue's admission checks -> the flavors each runs on (None: all)."""
+    rules = (spec.get("admissionChecksStrategy") or {}).get("admissionChecks") or []
+    return {r["name"]: tuple(r["onFlavors"]) if r.get("onFlavors") else None for r in rules}
+
+
+def _admission_checks(change: Change) -> Iterator[Risk]:
+    """Checks a team's jobs must pass change: new jobs on those pools wait for them (or stop waiting);
+    a ProvisioningRequestConfig change alters what the autoscaler is asked for."""
+    obj = change.obj
+    if obj.key[2] == "ProvisioningRequestConfig" and change.action == "change":
+        yield Risk("medium", "admission-check-changed", f"{obj.cluster}: {obj.label} changes what the autoscaler "
+                   "is asked for jobs needing the check (class, parameters, managed resources or retries)")
+    if obj.key[2] != "ClusterQueue" or change.action == "destroy":
+        return
+    before, after = _check_rules(_spec(change.before)), _check_rules(_spec(change.after))
+    for name in sorted(set(before) | set(after)):
+        if before.get(name, ()) == after.get(name, ()):
+            continue
+        pools = after.get(name) if name in after else before.get(name)
+        where = f"on {', '.join(pools)}" if pools else "on every pool"
+        if name not in after:
+            what = f"no longer waits for admission check {name} ({where})"
+        elif name not in before:
+            what = f"now waits for admission check {name} before admitting jobs {where}"
+        else:
+            what = f"runs admission check {name} {where} (before: on {', '.join(before[name] or ('every pool',))})"
+        yield Risk("medium", "admission-checks-changed", f"{obj.cluster}: {obj.label} {what}")
+
+
+def _placement(change: Change) -> Iterator[Risk]:
+    """The order a team's pools are tried in, or whether a job moves on instead of borrowing or
+    preempting, changes: the same jobs may land on other GPUs (or preempt, or borrow, instead)."""
+    if change.obj.key[2] != "ClusterQueue" or change.action != "change":
+        return
+    before, after = _spec(change.before), _spec(change.after)
+
+    def order(spec: dict[str, Any]) -> list[str]:
+        return [f["name"] for g in spec.get("resourceGroups") or [] for f in g.get("flavors") or []]
+
+    old, new = order(before), order(after)
+    if old != new and sorted(old) == sorted(new):
+        yield Risk("low", "flavor-order-changed", f"{change.obj.cluster}: {change.obj.label} tries its pools in "
+                   f"another order ({', '.join(old)} → {', '.join(new)}): new jobs may land on other GPUs")
+    if before.get("flavorFungibility") != after.get("flavorFungibility"):
+        def words(spec: dict[str, Any]) -> str:
+            f = spec.get("flavorFungibility")
+            return ", ".join(f"{k} {v}" for k, v in sorted(f.items())) if f else "Kueue's defaults"
+
+        yield Risk("low", "flavor-fungibility-changed", f"{change.obj.cluster}: {change.obj.label} flavorFungibility "
+                   f"{words(before)} → {words(after)}: whether a job borrows or preempts in one pool or moves on to "
+                   "the next changes")
+
+
 RULES: list[Callable[[Change], Iterator[Risk]]] = [
     _deleted_kueue, _namespace_deleted, _preemption_or_priority, _rbac, _subjects_changed, _weight_jump,
     _namespace_claimed, _cluster_scoped, _immutable, _gitops, _admission_policy, _stop_policy,
-    _cohort_limits,
+    _cohort_limits, _admission_checks, _placement,
 ]
 
 

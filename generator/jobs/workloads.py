@@ -159,7 +159,9 @@ def why_pending(workload: dict[str, Any]) -> str:
     elif reserved and reserved.get("status") == "True":
         admitted = condition(workload, "Admitted") or {}
         states = (workload.get("status") or {}).get("admissionChecks") or []
-        checks = [f"{c.get('name')}={c.get('state')}" for c in states if c.get("state") != "Ready"]
+        checks = [f"{c.get('name')}={c.get('state')}" + (f" ({c['message']})"
+                                                          if c.get("message") else "")
+                  for c in states if c.get("state") != "Ready"]
         reasons.append("quota reserved, waiting for admission checks" + (f": {', '.join(checks)}" if checks else "")
                        + (f" ({admitted['message']})" if admitted.get("message") else ""))
     return "; ".join(reasons) or "waiting in the queue (Kueue has not evaluated it yet)"

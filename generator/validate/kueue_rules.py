@@ -144,6 +144,31 @@ def queue_references(m: Manifest, index: Index) -> Iterator[Problem]:
                     f"ResourceFlavor {flavor.get('name')!r} does not exist in this cluster", "use a pool of the cluster"
 
 
+def queue_checks(m: Manifest, index: Index) -> Iterator[Problem]:
+    """Admission checks a ClusterQueue names exist, on flavors of the queue (kueue v0.19.2
+    pkg/webhooks/clusterqueue_webhook.go:158-186); a missing check makes the queue inactive."""
+    spec = m.body.get("spec", {})
+    flavors = {f.get("name") for g in spec.get("resourceGroups") or [] for f in g.get("flavors") or []}
+    rules = (spec.get("admissionChecksStrategy") or {}).get("admissionChecks") or []
+    for i, rule in enumerate(rules):
+        if not index.has("AdmissionCheck", rule.get("name", "")):
+            yield f"spec.admissionChecksStrategy.admissionChecks[{i}].name", \
+                f"AdmissionCheck {rule.get('name')!r} does not exist in this cluster", "declare it in admissionChecks"
+        for flavor in rule.get("onFlavors") or []:
+            if flavor not in flavors:
+                yield f"spec.admissionChecksStrategy.admissionChecks[{i}].onFlavors", \
+                    f"flavor {flavor!r} is not one of the queue's", "list only pools the team has quota in"
+
+
+def check_parameters(m: Manifest, index: Index) -> Iterator[Problem]:
+    """A ProvisioningRequest check's configuration exists (else Kueue keeps the check inactive)."""
+    ref = m.body.get("spec", {}).get("parameters")
+    if ref and ref.get("kind") == "ProvisioningRequestConfig" and not index.has("ProvisioningRequestConfig",
+                                                                                 ref.get("name", "")):
+        yield "spec.parameters.name", f"ProvisioningRequestConfig {ref.get('name')!r} does not exist", \
+            "declare the check's provisioningRequest"
+
+
 def cohort_parent(m: Manifest, index: Index) -> Iterator[Problem]:
     """A child cohort's parent exists."""
     parent = m.body.get("spec", {}).get("parentName")
@@ -197,7 +222,8 @@ def local_queue(m: Manifest, index: Index) -> Iterator[Problem]:
 
 RULES: dict[str, list[Callable[[Manifest, Index], Iterator[Problem]]]] = {
     "ClusterQueue": [resource_groups, quota_values, fair_sharing_weight, namespace_selector, preemption,
-                     queue_references],
+                     queue_references, queue_checks],
+    "AdmissionCheck": [check_parameters],
     "Cohort": [fair_sharing_weight, cohort_parent],
     "ResourceFlavor": [flavor_limits],
     "Topology": [topology_levels],

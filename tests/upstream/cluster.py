@@ -176,8 +176,9 @@ class Stack:
 
     @classmethod
     def start(cls, workdir: Path, etcd: Etcd, kueue_config: dict[str, Any] | None = None,
-              extra_controllers: tuple[str, ...] = ()) -> Stack:
-        """Everything up and answering; on any failure everything started so far is stopped."""
+              extra_controllers: tuple[str, ...] = (), crds: tuple[dict[str, Any], ...] = ()) -> Stack:
+        """Everything up and answering; on any failure everything started so far is stopped.
+        `crds` are installed before Kueue starts (it only runs controllers whose APIs are served)."""
         workdir.mkdir(parents=True, exist_ok=True)
         authority = pki.ca("fleetgen-test-ca")
         authority.write(workdir, "ca")
@@ -186,6 +187,12 @@ class Stack:
             stack._start_apiserver(etcd)
             stack._start_controller_manager()
             stack._install_manifests()
+            if crds:
+                from kubernetes import utils
+
+                for crd in crds:
+                    utils.create_from_dict(stack.client(), crd)
+                stack._wait_established([c["metadata"]["name"] for c in crds])
             stack._start_jobset()
             stack._start_kueue(kueue_config)
             stack._wait_for_webhooks()
@@ -485,6 +492,16 @@ class Stack:
         for name in ("kueue", "jobset", "kube-controller-manager", "kube-apiserver"):
             if name in self.processes:
                 self.processes[name].stop()
+
+
+AUTOSCALER_APIS = "k8s.io/autoscaler/cluster-autoscaler/apis"
+
+
+def provisioning_request_crd() -> dict[str, Any]:
+    """The cluster autoscaler's ProvisioningRequest CRD, from the module Kueue itself builds against
+    (its go.mod pins the version): what a cluster whose autoscaler serves ProvisioningRequests has."""
+    path = tools.module_file(AUTOSCALER_APIS, "config/crd/autoscaling.x-k8s.io_provisioningrequests.yaml")
+    return dict(yaml.safe_load(path.read_text()))
 
 
 def _point_at_local(obj: dict[str, Any], port: int, ca_pem: bytes) -> dict[str, Any]:

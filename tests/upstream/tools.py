@@ -136,6 +136,12 @@ def chart(name: str, version: str | None = None) -> Path:
     return Path(module_dir) / CHART_FOLDERS.get(name, "charts") / name
 
 
+def module_file(module: str, rel: str) -> Path:
+    """A file of a module go.mod requires, at the version it requires (Go downloads it if needed)."""
+    version = _required_versions()[module]
+    return Path(json.loads(_go("mod", "download", "-json", f"{module}@{version}"))["Dir"]) / rel
+
+
 def manifests(name: str) -> Path:
     return folder(BY_NAME[name]) / "manifests.yaml"
 
