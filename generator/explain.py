@@ -52,6 +52,11 @@ def explain_team(fleet: Fleet, name: str) -> str:
                     if policy in stops)
     for cluster_name in sorted(team.quotas):
         cluster = fleet.clusters.get(cluster_name)
+        mk = cluster.config.multikueue if cluster else None
+        if mk is not None:
+            workers = [w for w in mk.workers if w in team.quotas]
+            head += (f"\nin {cluster_name}: jobs are dispatched by MultiKueue to {', '.join(workers)} (the workers "
+                     "where the team has quota; its quota here bounds what is dispatched at once)")
         for check, pools in cluster.config.checks_for(name, list(team.quotas[cluster_name])) if cluster else []:
             where = f"on {', '.join(pools)}" if pools is not None else "on every pool"
             head += f"\nin {cluster_name}: jobs {where} wait for admission check {check.name} ({_check_effect(check)})"

@@ -57,9 +57,10 @@ def code_key() -> str:
                        package)
 
 
-def cluster_key(root: Path, cluster_file: str, team_files: list[str], options: str) -> str:
-    """Hash of everything one cluster's output depends on: its file, its teams' files, code, options."""
-    files = [root / cluster_file, *(root / t for t in sorted(team_files))]
+def cluster_key(root: Path, cluster_file: str, input_files: list[str], options: str) -> str:
+    """Hash of everything one cluster's output depends on: its file, its teams' files (and a
+    MultiKueue manager's or worker's linked cluster files), code, options."""
+    files = [root / cluster_file, *(root / t for t in sorted(input_files))]
     return hashlib.sha256("|".join([_hash_files(files, root), code_key(), options]).encode()).hexdigest()
 
 

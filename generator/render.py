@@ -108,8 +108,9 @@ def build(root: Path, clusters: list[str] | None = None, options: Options | None
         from generator import incremental
 
         for name in names:
-            teams = [t.source.path for t in fleet.teams_in(name)]
-            key = incremental.cluster_key(root, fleet.clusters[name].source.path, teams, reuse)
+            inputs = [t.source.path for t in fleet.teams_in(name)] + \
+                [fleet.clusters[c].source.path for c in fleet.linked(name)]
+            key = incremental.cluster_key(root, fleet.clusters[name].source.path, inputs, reuse)
             kept = incremental.reusable(root, name, key)
             keys[name] = (key, kept[0] if kept else 0)
             if kept is not None:

@@ -115,8 +115,10 @@ def test_readme_config_reference_is_current() -> None:
 def test_readme_opens_with_the_two_commands_ci_runs() -> None:
     readme = (REPO / "README.md").read_text()
     quick = readme[readme.index("## Quick start"):readme.index("## How it works")]
-    assert "fleetgen render" in quick and "python3 -m pytest -q" in quick
-    assert "python3 -m pytest -q" in (REPO / ".ci/run").read_text()
+    assert "fleetgen render" in quick
+    [command] = [line.split("#")[0].strip() for line in quick.splitlines() if line.startswith("python3 -m pytest")]
+    assert (REPO / ".ci/run").read_text().rstrip().splitlines()[-1] == command  # CI runs exactly it
+    assert f"run: {command}" in (REPO / ".github/workflows/ci.yml").read_text()
 
 
 def test_progress_only_on_a_terminal_and_never_in_ci(monkeypatch: pytest.MonkeyPatch,

@@ -21,7 +21,7 @@ CASES = [
      "teams/ml-research.yaml:3", ["does not match the file name", "rename the file"]),
     ("teams/ml-research.yaml", "  dev:\n    l4: {gpus: 4}",
      "  dev:\n    l4: {gpus: 4}\n  nowhere:\n    h100: {gpus: 1}",
-     "teams/ml-research.yaml:17", ["quotas.nowhere", "unknown cluster 'nowhere'", "dev, prod-east, prod-west"]),
+     "teams/ml-research.yaml:17", ["quotas.nowhere", "unknown cluster 'nowhere'", "dev, hub, prod-east, prod-west"]),
     ("teams/ml-research.yaml", "l4: {gpus: 4}", "t4: {gpus: 4}",
      "teams/ml-research.yaml:16", ["quotas.dev.t4", "cluster 'dev' has no node pool 't4'", "use one of: l4"]),
     ("teams/ml-research.yaml", "defaultPriority: standard", "defaultPriority: urgent",

@@ -233,7 +233,7 @@ def test_gitops_wiring() -> None:
     assert project["spec"]["destinations"] == [{"server": "https://kubernetes.default.svc", "namespace": "*"}]
     kinds = {k["kind"] for k in project["spec"]["clusterResourceWhitelist"]}
     assert kinds == {"Namespace", "ClusterQueue", "ResourceFlavor", "Cohort", "Topology", "WorkloadPriorityClass",
-                     "AdmissionCheck", "ProvisioningRequestConfig",
+                     "AdmissionCheck", "ProvisioningRequestConfig", "MultiKueueCluster", "MultiKueueConfig",
                      "ClusterRole", "ClusterRoleBinding",  # the health reconciler's node rights
                      "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}  # allowedPriorities
     app = yaml.safe_load((REPO / "rendered/gitops/prod-east/application-prod-east-fleet.yaml").read_text())

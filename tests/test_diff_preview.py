@@ -46,18 +46,22 @@ def test_two_files_with_one_identity_are_refused(tmp_path: Path, repo: Path) -> 
 
 def test_a_pool_that_shrinks_is_a_change(repo: Path) -> None:
     """Halving prod-west's A100 pool (128 -> 64 GPUs) said "no changes" and exited 0. (With the
-    root cohort lending unallocated GPUs, its quota changes too; without, no object does.)"""
-    _edit(repo / "clusters/prod-west.yaml", "kueue:\n", "kueue:\n  shareUnallocated: false\n")
+    root cohort lending unallocated GPUs, its quota changes too; without, no object does.) The
+    MultiKueue manager over prod-west (hub) counts the same GPUs: its pool shrinks with it."""
+    for cluster in ("prod-west", "hub"):
+        _edit(repo / f"clusters/{cluster}.yaml", "kueue:\n", "kueue:\n  shareUnallocated: false\n")
     git(repo, "commit", "-qam", "no shared quota")
     _edit(repo / "clusters/prod-west.yaml", "    nodes: 16\n", "    nodes: 8\n")
     code, report = diff_json(repo)
     assert code == 1 and report["changes"] == []
-    assert report["pools"] == [{"cluster": "prod-west", "pool": "a100", "product": "NVIDIA-A100-SXM4-80GB",
-                                "before": {"gpus": 128, "limit": 128, "guaranteed": 56},
-                                "after": {"gpus": 64, "limit": 64, "guaranteed": 56}}]
-    (risk,) = report["risks"]
+    assert report["pools"] == [{"cluster": cluster, "pool": "a100", "product": "NVIDIA-A100-SXM4-80GB",
+                                "before": {"gpus": 128, "limit": 128, "guaranteed": held},
+                                "after": {"gpus": 64, "limit": 64, "guaranteed": held}}
+                               for cluster, held in (("hub", 8), ("prod-west", 56))]
+    risk = next(r for r in report["risks"] if r["message"].startswith("prod-west"))
     assert risk["rule"] == "pool-capacity-reduced" and "128 to 64 GPUs" in risk["message"]
     assert "GPUs no team holds 72 → 8" in risk["message"]
+    assert [r["rule"] for r in report["risks"]] == ["pool-capacity-reduced"] * 2
     (page,) = markdown(repo)
     assert page.startswith("### fleetgen diff: GPU capacity changes (no object changes)")
     assert "**128 → 64 GPUs**" in page
@@ -254,7 +258,7 @@ def test_only_clusters_whose_inputs_differ_are_compiled(repo: Path, tmp_path: Pa
     _edit(repo / "teams/speech.yaml", "gpus: 6", "gpus: 4")
     _, report = diff_json(repo)
     assert report["notes"] == ["the base has no generator/: it was rendered by this fleetgen",
-                               "2 cluster(s) whose inputs are unchanged were not compiled"]
+                               "3 cluster(s) whose inputs are unchanged were not compiled"]
     assert run(repo, "render").code == 0
     head = tmp_path / "head"
     shutil.copytree(repo, head, ignore=shutil.ignore_patterns(".git"))
@@ -285,6 +289,8 @@ def test_committed_trees_give_the_same_preview_reading_only_what_differs(repo: P
 def test_a_pool_that_shrinks_shrinks_what_the_root_cohort_lends(repo: Path) -> None:
     _edit(repo / "clusters/prod-west.yaml", "    nodes: 16\n", "    nodes: 8\n")
     code, report = diff_json(repo)
-    (change,) = report["changes"]
+    hub, change = report["changes"]  # the MultiKueue manager over prod-west lends the same GPUs
     assert code == 1 and (change["kind"], change["name"]) == ("Cohort", "prod-west")
     assert ("72", "8") in [(f["old"], f["new"]) for f in change["fields"]]
+    assert (hub["cluster"], hub["kind"], hub["name"]) == ("hub", "Cohort", "hub")
+    assert ("120", "56") in [(f["old"], f["new"]) for f in hub["fields"]]

@@ -28,6 +28,7 @@ from tests.upstream.fleet import (
     apply,
     apply_all,
     create_nodes,
+    deploy,
     fake_nodes,
     group_of,
     kustomization_folders,
@@ -39,7 +40,9 @@ from tests.upstream.fleet import (
 from tests.upstream.processes import wait_for
 
 RENDERED = REPO / "rendered"
-CLUSTERS = sorted(p.name for p in RENDERED.iterdir() if p.is_dir() and p.name != "gitops")
+MANAGERS = ("hub",)
+"""MultiKueue managers: their queues need their workers, so tests/test_multikueue.py deploys them."""
+CLUSTERS = sorted(p.name for p in RENDERED.iterdir() if p.is_dir() and p.name not in ("gitops", *MANAGERS))
 KUEUE, JOBSET = "kueue.x-k8s.io", "jobset.x-k8s.io"
 
 
@@ -76,15 +79,8 @@ def deployed(request: pytest.FixtureRequest, upstream_etcd: Any, fleet: Fleet,
     try:
         cluster = fleet.clusters[name].config
         create_nodes(stack, fake_nodes(cluster))
-        # What installing Argo CD or Flux brings: its namespace and its CRDs (from the shared schemas).
-        stack.create({"apiVersion": "v1", "kind": "Namespace",
-                      "metadata": {"name": cluster.gitops.controller_namespace}})
-        crds, lacking = (platform_crds(objects, SHARED / "schemas") if (SHARED / "schemas").is_dir()
-                         else ([], ["every platform kind (../shared/schemas is absent)"]))
-        served = [o for o in objects if f"{o['apiVersion']} {o['kind']}" not in lacking]
-        result = Deployed(name, stack, fleet, objects, not_served=sorted(set(lacking)))
-        result.refused = apply_all(stack, crds) + apply_all(stack, served)
-        yield result
+        refused, lacking = deploy(stack, cluster, objects, SHARED / "schemas")
+        yield Deployed(name, stack, fleet, objects, refused, lacking)
     finally:
         stack.stop()
 

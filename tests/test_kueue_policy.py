@@ -130,7 +130,7 @@ def test_stop_policy_must_name_a_cluster_the_team_queues_in(fleet_root: Path) ->
     assert result.code == 2
     assert "teams/vision.yaml:11: stopPolicy.prod-north: team 'vision' has no queue in cluster 'prod-north'" \
         in result.err
-    assert "fix: use one of: dev, prod-east, prod-west" in result.err
+    assert "fix: use one of: dev, hub, prod-east, prod-west" in result.err
     edit(fleet_root, "teams/vision.yaml", "prod-north: Hold", "prod-east: Drain")
     result = run(fleet_root, "render")
     assert result.code == 2 and "teams/vision.yaml:11: stopPolicy.prod-east:" in result.err, result.err

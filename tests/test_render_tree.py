@@ -159,7 +159,7 @@ def test_removed_team_and_cluster_disappear(fleet_root: Path) -> None:
     result = run(fleet_root, "render")
     assert result.code == 0, result.err
     assert not (rendered / "dev").exists() and not (rendered / "gitops/dev").exists()
-    assert sorted(p.name for p in rendered.iterdir()) == ["gitops", "prod-east", "prod-west"]
+    assert sorted(p.name for p in rendered.iterdir()) == ["gitops", "hub", "prod-east", "prod-west"]
 
 
 def test_rerender_without_changes_writes_nothing(fleet_root: Path) -> None:
@@ -288,7 +288,7 @@ def test_partial_change_rewrites_only_the_changed_cluster(fleet_root: Path) -> N
     east = {p: p.stat().st_mtime_ns for p in (fleet_root / "rendered/prod-east").rglob("*.yaml")}
     edit(fleet_root, "teams/speech.yaml", "gpus: 6", "gpus: 5")  # speech lives only on dev
     result = run(fleet_root, "render")
-    assert result.code == 0 and "2 unchanged clusters not compiled again" in result.out, result.out
+    assert result.code == 0 and "3 unchanged clusters not compiled again" in result.out, result.out
     assert {p: p.stat().st_mtime_ns for p in (fleet_root / "rendered/prod-east").rglob("*.yaml")} == east
     assert "nominalQuota: '5'" in (fleet_root / "rendered/dev/teams/speech/clusterqueue-speech.yaml").read_text()
     check = run(fleet_root, "render", "--check")  # and the whole tree is exactly a full render's

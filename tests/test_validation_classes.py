@@ -100,7 +100,7 @@ def test_validate_runs_every_check_offline(fleet_root: Path, checks: list[str]) 
     result = run(fleet_root, "validate", "--offline", *checks)
     assert result.code == 0, result.err
     objects = [p for p in (fleet_root / "rendered").rglob("*.yaml") if is_object_file(p.name)]
-    assert f"valid: {len(objects)} objects in 3 clusters" in result.out
+    assert f"valid: {len(objects)} objects in 4 clusters" in result.out
 
 
 def test_validate_reports_findings_with_exit_1(fleet_root: Path, checks: list[str]) -> None:

@@ -10,6 +10,7 @@ from generator.compile.jobs import compile_templates
 from generator.compile.kueue import compile_kueue
 from generator.compile.manifest import Manifest
 from generator.compile.monitoring import compile_monitoring
+from generator.compile.multikueue import compile_multikueue
 from generator.compile.platform import compile_platform
 from generator.compile.tenancy import compile_tenancy
 from generator.config.cluster import ClusterConfig
@@ -19,8 +20,8 @@ from generator.config.team import TeamConfig
 Compiler = Callable[[Loaded[ClusterConfig], list[Loaded[TeamConfig]]], list[Manifest]]
 
 # One entry per output family; later families (monitoring, gitops, job templates) append here.
-FAMILIES: list[Compiler] = [compile_kueue, compile_tenancy, compile_admission, compile_platform, compile_monitoring,
-                            compile_health, compile_templates]
+FAMILIES: list[Compiler] = [compile_kueue, compile_multikueue, compile_tenancy, compile_admission, compile_platform,
+                            compile_monitoring, compile_health, compile_templates]
 
 
 def compile_cluster(fleet: Fleet, name: str) -> list[Manifest]:

@@ -27,12 +27,13 @@ CLUSTER_KINDS = [("", "Namespace"), ("rbac.authorization.k8s.io", "ClusterRole")
                  ("rbac.authorization.k8s.io", "ClusterRoleBinding"), ("kueue.x-k8s.io", "ClusterQueue"),
                  ("kueue.x-k8s.io", "ResourceFlavor"), ("kueue.x-k8s.io", "Cohort"), ("kueue.x-k8s.io", "Topology"),
                  ("kueue.x-k8s.io", "WorkloadPriorityClass"), ("kueue.x-k8s.io", "AdmissionCheck"),
-                 ("kueue.x-k8s.io", "ProvisioningRequestConfig"),
+                 ("kueue.x-k8s.io", "ProvisioningRequestConfig"), ("kueue.x-k8s.io", "MultiKueueCluster"),
+                 ("kueue.x-k8s.io", "MultiKueueConfig"),
                  ("admissionregistration.k8s.io", "ValidatingAdmissionPolicy"),
                  ("admissionregistration.k8s.io", "ValidatingAdmissionPolicyBinding")]
 NAMESPACED_KINDS = [("kueue.x-k8s.io", "LocalQueue"), ("rbac.authorization.k8s.io", "RoleBinding"),
                     ("rbac.authorization.k8s.io", "Role"), ("apps", "Deployment"), ("", "Service"),
-                    ("", "ConfigMap"), ("", "ServiceAccount"), ("apps", "DaemonSet"),
+                    ("", "ConfigMap"), ("", "ServiceAccount"), ("", "Secret"), ("apps", "DaemonSet"),
                     ("monitoring.coreos.com", "ServiceMonitor"), ("monitoring.coreos.com", "PrometheusRule"),
                     ("argoproj.io", "Application")]
 # Fields Kueue's webhooks fill in with defaults; with server-side apply they rarely show, but an

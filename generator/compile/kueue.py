@@ -12,7 +12,7 @@ from typing import Any
 from generator import quantity
 from generator.compile.manifest import ARGOCD_CRD_IN_SAME_SYNC, Manifest, labels
 from generator.compile.quota import cpu_pool_resources, pool_resources, unallocated_resources
-from generator.config.cluster import ClusterConfig, CohortQuota, NodePool, Taint, kueue_tuple
+from generator.config.cluster import ClusterConfig, CohortQuota, MultiKueue, NodePool, Taint, kueue_tuple
 from generator.config.fleet import Loaded, held_gpus
 from generator.config.team import PoolQuota, TeamConfig
 
@@ -103,7 +103,9 @@ def admission_checks(cluster: Loaded[ClusterConfig]) -> list[Manifest]:
 
 def _admission_checks_strategy(cfg: ClusterConfig, team: TeamConfig) -> dict[str, Any]:
     """The queue's `admissionChecksStrategy`: each check that applies to the team, on its pools."""
-    rules = []
+    rules: list[dict[str, Any]] = []
+    if cfg.multikueue is not None:  # on every flavor: Kueue refuses a MultiKueue check per flavor
+        rules.append({"name": MultiKueue.check_name(team.name)})
     for check, pools in cfg.checks_for(team.name, list(team.quotas[cfg.name])):
         rule: dict[str, Any] = {"name": check.name}
         if pools is not None:

@@ -68,7 +68,7 @@ def kueue_configuration(cfg: ClusterConfig, teams: list[Loaded[TeamConfig]]) -> 
                              "requeuingStrategy": {"timestamp": "Eviction",
                                                    "backoffBaseSeconds": wait.backoff_base_seconds,
                                                    "backoffMaxSeconds": wait.backoff_max_seconds}},
-        "integrations": {"frameworks": cfg.kueue.frameworks},
+        "integrations": {"frameworks": cfg.frameworks},
         "manageJobsWithoutQueueName": cfg.kueue.manage_jobs_without_queue_name,
         # Kueue manages team namespaces only. The chart also makes this the namespaceSelector of
         # its webhooks (charts/kueue/templates/webhook/manifests.yaml:42-52 at v0.19.2), so with
@@ -76,6 +76,9 @@ def kueue_configuration(cfg: ClusterConfig, teams: list[Loaded[TeamConfig]]) -> 
         # reconciler's namespace (the `pod` webhook fails closed everywhere it matches; issue 14).
         "managedJobsNamespaceSelector": {"matchExpressions": [{"key": TEAM_LABEL, "operator": "Exists"}]},
     }
+    if cfg.multikueue is not None:  # origin: the label on what this manager creates on its workers
+        config["multiKueue"] = {"gcInterval": cfg.multikueue.gc_interval, "origin": cfg.name,
+                                "workerLostTimeout": cfg.multikueue.worker_lost_timeout}
     if cfg.kueue.exclude_resource_prefixes:
         config["resources"] = {"excludeResourcePrefixes": list(cfg.kueue.exclude_resource_prefixes)}
     if not v1beta2:

@@ -85,7 +85,7 @@ def _cpu_jobs_on_gpu_flavors(fleet: Fleet) -> Iterator[Warning]:
     team's GPU queue, whose flavors carry the GPU pools' node labels and tolerations."""
     for cluster in fleet.clusters.values():
         cfg = cluster.config
-        if cfg.cpu_pool is not None or not fleet.teams_in(cfg.name):
+        if cfg.cpu_pool is not None or cfg.multikueue is not None or not fleet.teams_in(cfg.name):
             continue
         file, line = cluster.at("nodePools")
         yield cfg.name, Finding(file, line, "cpuPool",

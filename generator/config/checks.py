@@ -296,6 +296,56 @@ def _admission_checks(fleet: Fleet) -> Iterator[Finding]:
                                   "add one of its pools to the check's pools, or drop the team")
 
 
+def _multikueue_workers(fleet: Fleet) -> Iterator[Finding]:
+    """A manager's workers are clusters of the fleet, not managers, on its Kueue release line, with
+    its priority classes at the same values (dispatched Workloads keep their class)."""
+    for cluster in fleet.clusters.values():
+        cfg, mk = cluster.config, cluster.config.multikueue
+        if mk is None:
+            continue
+        plain = sorted(n for n, c in fleet.clusters.items() if c.config.multikueue is None)
+        for i, worker in enumerate(mk.workers):
+            file, line = cluster.at("multikueue", "workers", i)
+            field, other = f"multikueue.workers[{i}]", fleet.clusters.get(worker)
+            if other is None:
+                yield Finding(file, line, field, f"unknown cluster {worker!r}", f"use one of: {', '.join(plain)}")
+                continue
+            wcfg = other.config
+            if wcfg.multikueue is not None:
+                yield Finding(file, line, field, f"{worker!r} is a MultiKueue manager itself",
+                              "list clusters without a multikueue key: a manager dispatches to workers only")
+                continue
+            if kueue_tuple(wcfg.kueue.version)[:2] != kueue_tuple(cfg.kueue.version)[:2]:
+                yield Finding(file, line, field, f"{worker!r} runs Kueue {wcfg.kueue.version}, the manager "
+                              f"{cfg.kueue.version}: the manager creates its own release's Workloads there",
+                              "run the same Kueue minor release on the manager and its workers")
+            values = {p.name: p.value for p in wcfg.priorities}
+            for prio in cfg.priorities:
+                if values.get(prio.name) != prio.value:
+                    has = "lacks it" if prio.name not in values else f"gives it {values[prio.name]}"
+                    yield Finding(file, line, field, f"priority class {prio.name!r} ({prio.value}) of the manager: "
+                                  f"{worker!r} {has}", "declare the manager's priority classes on every worker, "
+                                  "with the same values")
+
+
+def _multikueue_quotas(fleet: Fleet) -> Iterator[Finding]:
+    """Quota on a manager is a bound on what is dispatched: a team needs quota in that pool on one
+    of the manager's workers, or its jobs there are dispatched nowhere."""
+    for team in fleet.teams.values():
+        for cluster_name, pools in team.config.quotas.items():
+            cluster = fleet.clusters.get(cluster_name)
+            mk = cluster.config.multikueue if cluster else None
+            if mk is None:
+                continue
+            for pool in pools:
+                if not any(pool in team.config.quotas.get(w, {}) for w in mk.workers):
+                    file, line = team.at("quotas", cluster_name, pool)
+                    yield Finding(file, line, f"quotas.{cluster_name}.{pool}", f"team {team.config.name!r} has "
+                                  f"quota in {pool!r} on manager {cluster_name!r} but none on any of its workers "
+                                  f"({', '.join(mk.workers)})", f"give the team quota in {pool!r} on a worker, "
+                                  "or remove it here")
+
+
 def _no_queue_in(team: Loaded[TeamConfig], key: str, cluster: str) -> Finding:
     """A per-cluster team key naming a cluster the team has no quota (so no queue) in."""
     file, line = team.at(key, cluster)
@@ -518,7 +568,7 @@ RULES: list[Callable[[Fleet], Iterator[Finding]]] = [
     _kubernetes_versions, _reserved_cluster_names, _reserved_team_names, _unique_within_cluster, _cohort_tree,
     _team_names, _namespaces, _subjects, _quota_references, _capacity, _job_profiles, _fair_sharing,
     _allowed_priorities, _stop_policy, _flavor_order, _fungibility_preference, _cohort_quotas, _cpu_pool,
-    _admission_checks,
+    _admission_checks, _multikueue_workers, _multikueue_quotas,
 ]
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, StrictInt, StrictStr, field_validator, model_validator
+from pydantic import Field, PrivateAttr, StrictInt, StrictStr, field_validator, model_validator
 
 from generator.config.base import ConfigModel
 from generator.config.platform import GitOps, Health, Monitoring
@@ -78,6 +78,11 @@ KUEUE_CHART_FRAMEWORKS: dict[tuple[int, int], tuple[str, ...]] = {
 }
 FLEETGEN_FRAMEWORKS = ("batch/job", "jobset.x-k8s.io/jobset", "kubeflow.org/pytorchjob", "pod")
 """What fleetgen's own job templates and the health of its queues rely on."""
+MULTIKUEUE_FRAMEWORKS = ("batch/job", "jobset.x-k8s.io/jobset")
+"""What a MultiKueue manager dispatches: its client on each worker watches every enabled
+integration's kind and stays disconnected while one is not served there (the real Kueue v0.19.2
+reported `no matches for kind "MPIJob"` for the chart's defaults); fleetgen installs JobSet on
+every cluster and grants the manager these kinds on its workers."""
 
 
 class WaitForPodsReady(ConfigModel):
@@ -132,7 +137,8 @@ class Kueue(ConfigModel):
     """Kueue integrations (`integrations.frameworks`). Unset: the Kueue chart's own defaults for
     the release plus fleetgen's (JobSet, batch Job, PyTorchJob, pod), so Ray, TrainJob,
     LeaderWorkerSet, Deployment and StatefulSet jobs with a queue label are queued, not run
-    unqueued. Set: exactly these, which must include `jobset.x-k8s.io/jobset` (the job templates)."""
+    unqueued. Set: exactly these, which must include `jobset.x-k8s.io/jobset` (the job templates).
+    A MultiKueue manager: `batch/job` and JobSet, the kinds it dispatches."""
     manage_jobs_without_queue_name: bool = False
     """Kueue's `manageJobsWithoutQueueName`. In team namespaces it changes little: Kueue already gives
     every job, Pod and Deployment without a queue label the namespace's `default` LocalQueue (which
@@ -403,6 +409,40 @@ class Cohort(ConfigModel):
     (Kueue Cohort `resourceGroups`; CPU and memory follow in the pool's per-node ratio)."""
 
 
+class MultiKueue(ConfigModel):
+    """This cluster as a MultiKueue manager: teams submit here, and Kueue dispatches each job to a
+    worker cluster that admits it (Kueue MultiKueue). A manager has no GPU nodes of its own: its
+    pools are its workers' (by name), and a team's quota here bounds how many of its GPUs are
+    dispatched at once."""
+
+    role: Literal["manager"]
+    """`manager` (workers are ordinary clusters, named here)."""
+    workers: list[DnsLabel] = Field(min_length=1)
+    """Clusters of this fleet that run the dispatched jobs; a team's jobs go to those where it has quota."""
+    worker_lost_timeout: GoDuration = "15m"
+    """How long a job admitted on a worker the manager lost contact with stays admitted here."""
+    gc_interval: GoDuration = "1m"
+    """How often the manager deletes what it created on workers and no longer needs."""
+
+    @field_validator("workers")
+    @classmethod
+    def _unique(cls, value: list[str]) -> list[str]:
+        twice = sorted({w for w in value if value.count(w) > 1})
+        if twice:
+            raise ValueError(f"{', '.join(twice)} listed more than once")
+        return value
+
+    @staticmethod
+    def check_name(team: str) -> str:
+        """The AdmissionCheck (and MultiKueueConfig) that dispatches one team's jobs."""
+        return f"multikueue-{team}"
+
+    @staticmethod
+    def secret(worker: str) -> str:
+        """The kubeconfig Secret (in kueue-system on the manager) for one worker, created out of band."""
+        return f"multikueue-{worker}"
+
+
 class Tenancy(ConfigModel):
     """What team files may grant in this cluster, beyond their own people."""
 
@@ -423,8 +463,9 @@ class ClusterConfig(ConfigModel):
     """Kueue release and queueing policy."""
     overcommit: float = Field(default=1.0, gt=0, le=100)
     """Per pool, the sum of team GPU quotas may be at most the pool's GPUs times this factor."""
-    node_pools: list[NodePool] = Field(min_length=1)
-    """GPU node pools; the order is Kueue's flavor preference order."""
+    node_pools: list[NodePool] = []
+    """GPU node pools; the order is Kueue's flavor preference order. Required, except on a
+    MultiKueue manager, whose pools are its workers'."""
     cpu_pool: CpuPool | None = None
     """Nodes without GPUs where the teams' CPU-only jobs (their namespaces' `default` LocalQueue) run."""
     priorities: list[Priority] = []
@@ -441,6 +482,43 @@ class ClusterConfig(ConfigModel):
     """Limits on what team files may grant in this cluster."""
     admission_checks: list[AdmissionCheck] = []
     """Checks a job must pass before admission (e.g. a ProvisioningRequest for its nodes), per pool."""
+    multikueue: MultiKueue | None = None
+    """Make this cluster a MultiKueue manager over worker clusters of the fleet."""
+    _managers: tuple[str, ...] = PrivateAttr(default=())
+    """MultiKueue managers that list this cluster as a worker (set when the fleet is loaded)."""
+
+    @property
+    def managers(self) -> tuple[str, ...]:
+        """MultiKueue managers dispatching to this cluster, sorted."""
+        return self._managers
+
+    def with_managers(self, managers: tuple[str, ...]) -> ClusterConfig:
+        """A copy that knows the managers dispatching to it."""
+        copy = self.model_copy()
+        copy._managers = tuple(sorted(managers))
+        return copy
+
+    @property
+    def frameworks(self) -> list[str]:
+        """The Kueue integrations of the cluster: a manager's are what it can dispatch."""
+        if self.multikueue is not None and self.kueue.integrations is None:
+            return list(MULTIKUEUE_FRAMEWORKS)
+        return self.kueue.frameworks
+
+    @model_validator(mode="after")
+    def _pools_or_workers(self) -> ClusterConfig:
+        if self.multikueue is None and not self.node_pools:
+            raise ValueError("nodePools is required: list the cluster's GPU node pools")
+        if self.multikueue is not None:
+            for key, value in (("nodePools", self.node_pools), ("cpuPool", self.cpu_pool),
+                               ("admissionChecks", self.admission_checks)):
+                if value:
+                    raise ValueError(f"a MultiKueue manager has no {key}: its jobs run on its workers' pools")
+            beyond = [f for f in self.kueue.integrations or [] if f not in MULTIKUEUE_FRAMEWORKS]
+            if beyond:
+                raise ValueError(f"a MultiKueue manager dispatches {' and '.join(MULTIKUEUE_FRAMEWORKS)} only, not "
+                                 f"{', '.join(beyond)}: its workers grant it no more (omit kueue.integrations)")
+        return self
 
     def pool(self, name: str) -> NodePool | None:
         """The node pool called `name`, if any."""

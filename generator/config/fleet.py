@@ -12,8 +12,8 @@ from typing import Any, Generic, TypeVar, cast
 
 from pydantic import BaseModel, ValidationError
 
-from generator import repofiles
-from generator.config.cluster import ClusterConfig
+from generator import quantity, repofiles
+from generator.config.cluster import ClusterConfig, NodePool
 from generator.config.messages import findings_from
 from generator.config.team import TeamConfig
 from generator.config.yamlsource import Source, load_source
@@ -45,6 +45,16 @@ class Fleet:
     def teams_in(self, cluster: str) -> list[Loaded[TeamConfig]]:
         """Teams with a quota in `cluster`, sorted by name."""
         return [t for t in self.teams.values() if cluster in t.config.quotas]
+
+    def linked(self, cluster: str) -> list[str]:
+        """Clusters whose files shape this one's output beside its own: a MultiKueue manager's
+        workers (its pools are theirs) and a worker's managers (they name it), sorted."""
+        loaded = self.clusters.get(cluster)
+        if loaded is None:
+            return []
+        mk = loaded.config.multikueue
+        out = set(mk.workers if mk else ()) | set(loaded.config.managers)
+        return sorted(c for c in out if c in self.clusters and c != cluster)
 
 
 def _files(folder: Path, root: Path, findings: list[Finding]) -> list[Path]:
@@ -120,14 +130,52 @@ def load_fleet(root: Path, check: bool = True, cache: LoadCache | None = None) -
     teams = {p.stem: _cached_load(p, root, TeamConfig, findings, cache) for p in _files(teams_dir, root, findings)}
     if not clusters and not findings:
         raise UsageError(f"clusters/ in {root} has no .yaml files: add at least one cluster")
-    fleet = Fleet(root,
-                  {k: v for k, v in clusters.items() if v is not None},
-                  {k: v for k, v in teams.items() if v is not None})
+    loaded = {k: v for k, v in clusters.items() if v is not None}
+    fleet = Fleet(root, with_worker_pools(loaded, findings), {k: v for k, v in teams.items() if v is not None})
     if not findings and check:  # cross-file checks need every file to have loaded
         findings.extend(check_fleet(fleet))
     if findings:
         raise InputError(sorted(set(findings)))
     return fleet
+
+
+def with_worker_pools(clusters: dict[str, Loaded[ClusterConfig]],
+                      findings: list[Finding]) -> dict[str, Loaded[ClusterConfig]]:
+    """Each MultiKueue manager with its workers' pools as its own: one flavor per pool name, holding
+    the GPUs of every worker's pool of that name (so team quotas there are checked against them),
+    with the largest CPU and memory per node among them (the manager must not refuse what a worker
+    would admit), and no node labels or taints (the manager has no such nodes)."""
+    out = dict(clusters)
+    for name, manager in clusters.items():
+        mk = manager.config.multikueue
+        if mk is None:
+            continue
+        pools: dict[str, NodePool] = {}
+        for i, worker in enumerate(mk.workers):
+            if worker not in clusters or clusters[worker].config.multikueue is not None:
+                continue  # the checks name it
+            for pool in clusters[worker].config.node_pools:
+                seen = pools.get(pool.name)
+                if seen is None:
+                    pools[pool.name] = NodePool(name=pool.name, gpu=pool.gpu, nodes=pool.nodes,
+                                                cpu_per_node=pool.cpu_per_node, memory_per_node=pool.memory_per_node)
+                elif (seen.gpu.resource, seen.gpu.per_node) != (pool.gpu.resource, pool.gpu.per_node):
+                    file, line = manager.at("multikueue", "workers", i)
+                    findings.append(Finding(file, line, f"multikueue.workers[{i}]", f"pool {pool.name!r} of "
+                                            f"{worker!r} has {pool.gpu.per_node} x {pool.gpu.resource} per node, "
+                                            f"another worker's {seen.gpu.per_node} x {seen.gpu.resource}",
+                                            "the manager counts pools of one name as one flavor: name them apart"))
+                else:
+                    pools[pool.name] = seen.model_copy(update={
+                        "nodes": seen.nodes + pool.nodes,
+                        "cpu_per_node": max(seen.cpu_per_node, pool.cpu_per_node, key=quantity.value_of),
+                        "memory_per_node": max(seen.memory_per_node, pool.memory_per_node, key=quantity.value_of)})
+        out[name] = Loaded(manager.config.model_copy(update={"node_pools": list(pools.values())}), manager.source)
+    for name, cluster in clusters.items():
+        managers = tuple(m for m, c in clusters.items() if c.config.multikueue and name in c.config.multikueue.workers)
+        if managers:
+            out[name] = Loaded(cluster.config.with_managers(managers), cluster.source)
+    return out
 
 
 def held_gpus(cfg: ClusterConfig, teams: list[Loaded[TeamConfig]], pool: str) -> int:

@@ -388,10 +388,26 @@ def _placement(change: Change) -> Iterator[Risk]:
                    "the next changes")
 
 
+def _dispatch(change: Change) -> Iterator[Risk]:
+    """A MultiKueue manager stops dispatching to a worker (for one team, or at all): jobs admitted
+    there lose their link to the manager, and queued ones go elsewhere or wait."""
+    obj = change.obj
+    if obj.key[2] == "MultiKueueCluster" and change.action == "destroy":
+        yield Risk("high", "dispatch-worker-removed", f"{obj.cluster}: worker {obj.key[4]} is removed from the "
+                   "MultiKueue manager: jobs it runs for the manager's teams are orphaned there, queued ones are "
+                   "dispatched elsewhere or wait")
+    if obj.key[2] == "MultiKueueConfig" and change.action == "change":
+        after = _spec(change.after).get("clusters") or []
+        lost = [w for w in _spec(change.before).get("clusters") or [] if w not in after]
+        if lost:
+            yield Risk("high", "dispatch-worker-removed", f"{obj.cluster}: {obj.label} no longer dispatches to "
+                       f"{', '.join(lost)}: the team's jobs there are orphaned, new ones go elsewhere")
+
+
 RULES: list[Callable[[Change], Iterator[Risk]]] = [
     _deleted_kueue, _namespace_deleted, _preemption_or_priority, _rbac, _subjects_changed, _weight_jump,
     _namespace_claimed, _cluster_scoped, _immutable, _gitops, _admission_policy, _stop_policy,
-    _cohort_limits, _admission_checks, _placement,
+    _cohort_limits, _admission_checks, _placement, _dispatch,
 ]
 
 

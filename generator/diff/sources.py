@@ -151,7 +151,8 @@ def _same_generator(root: Path, base_root: Path, label: str) -> tuple[Side, Side
 
 
 def changed_clusters(base_root: Path, root: Path, before: Fleet, after: Fleet) -> list[str]:
-    """Clusters whose cluster file, or any team file naming them, differs (all when fleet.yaml does)."""
+    """Clusters whose cluster file, or any team file naming them, differs (all when fleet.yaml does),
+    with the MultiKueue managers and workers linked to them."""
     def text(where: Path, rel: str) -> bytes | None:
         path = where / rel
         return path.read_bytes() if path.is_file() else None
@@ -171,6 +172,10 @@ def changed_clusters(base_root: Path, root: Path, before: Fleet, after: Fleet) -
             for fleet_team in (old, new):
                 if fleet_team is not None:
                     out.update(c for c in fleet_team.config.quotas if c in everyone)
+    # A MultiKueue manager and its workers shape each other's output (one step: a worker's change
+    # reaches its manager, not the manager's other workers).
+    direct = sorted(out)
+    out.update(linked for fleet in (before, after) for name in direct for linked in fleet.linked(name))
     return sorted(out)
 
 

@@ -192,6 +192,9 @@ class Job:
         suspended = (current.get("spec") or {}).get("suspend")
         active = sum(int(j.get("active") or 0) for j in (current.get("status") or {}).get("replicatedJobsStatus") or [])
         phase = "running" if active and not suspended else "admitted"
+        worker = (workload.get("status") or {}).get("clusterName")
+        if worker:  # a MultiKueue manager's flavors are its own bookkeeping; the worker runs the job
+            return JobStatus(self.name, phase, f"dispatched by MultiKueue to worker cluster {worker}", {}, restarts)
         return JobStatus(self.name, phase, "", flavors, restarts)
 
     def wait(self, api: Any = None, until: str = "finished", timeout_seconds: float = 3600.0, poll: float = 5.0,

@@ -164,4 +164,7 @@ def why_pending(workload: dict[str, Any]) -> str:
                   for c in states if c.get("state") != "Ready"]
         reasons.append("quota reserved, waiting for admission checks" + (f": {', '.join(checks)}" if checks else "")
                        + (f" ({admitted['message']})" if admitted.get("message") else ""))
+        nominated = (workload.get("status") or {}).get("nominatedClusterNames") or []
+        if nominated:
+            reasons.append(f"dispatched by MultiKueue to {', '.join(nominated)}, not admitted there yet")
     return "; ".join(reasons) or "waiting in the queue (Kueue has not evaluated it yet)"

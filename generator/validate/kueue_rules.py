@@ -161,12 +161,22 @@ def queue_checks(m: Manifest, index: Index) -> Iterator[Problem]:
 
 
 def check_parameters(m: Manifest, index: Index) -> Iterator[Problem]:
-    """A ProvisioningRequest check's configuration exists (else Kueue keeps the check inactive)."""
+    """A check's configuration (ProvisioningRequestConfig, MultiKueueConfig) exists (else Kueue
+    keeps the check inactive), and a MultiKueueConfig's clusters too."""
     ref = m.body.get("spec", {}).get("parameters")
-    if ref and ref.get("kind") == "ProvisioningRequestConfig" and not index.has("ProvisioningRequestConfig",
-                                                                                 ref.get("name", "")):
-        yield "spec.parameters.name", f"ProvisioningRequestConfig {ref.get('name')!r} does not exist", \
-            "declare the check's provisioningRequest"
+    if ref and ref.get("kind") in CHECK_CONFIGS and not index.has(ref["kind"], ref.get("name", "")):
+        yield "spec.parameters.name", f"{ref['kind']} {ref.get('name')!r} does not exist", CHECK_CONFIGS[ref["kind"]]
+
+
+CHECK_CONFIGS = {"ProvisioningRequestConfig": "declare the check's provisioningRequest",
+                 "MultiKueueConfig": "give the team quota on the manager"}
+
+
+def multikueue_clusters(m: Manifest, index: Index) -> Iterator[Problem]:
+    """A MultiKueueConfig names MultiKueueClusters of the manager."""
+    for i, name in enumerate(m.body.get("spec", {}).get("clusters") or []):
+        if not index.has("MultiKueueCluster", name):
+            yield f"spec.clusters[{i}]", f"MultiKueueCluster {name!r} does not exist", "list it in multikueue.workers"
 
 
 def cohort_parent(m: Manifest, index: Index) -> Iterator[Problem]:
@@ -224,6 +234,7 @@ RULES: dict[str, list[Callable[[Manifest, Index], Iterator[Problem]]]] = {
     "ClusterQueue": [resource_groups, quota_values, fair_sharing_weight, namespace_selector, preemption,
                      queue_references, queue_checks],
     "AdmissionCheck": [check_parameters],
+    "MultiKueueConfig": [multikueue_clusters],
     "Cohort": [fair_sharing_weight, cohort_parent],
     "ResourceFlavor": [flavor_limits],
     "Topology": [topology_levels],

@@ -2,8 +2,9 @@
 
 The config checks explain a mistake at the line that made it; this check holds the invariant
 itself, whatever compiler produced the object: everything under `teams/<team>/` stays in that
-team's namespaces, binds only that team's listed subjects, and no namespace is declared twice
-or shared with the platform.
+team's namespaces, binds only that team's listed subjects (and, on a MultiKueue worker, the one
+grant to a manager of the fleet that dispatches the team's jobs), and no namespace is declared
+twice or shared with the platform.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from collections.abc import Iterator
 
 from generator.compile.kueue import cpu_queue_name
 from generator.compile.manifest import Manifest
+from generator.compile.multikueue import manager_grant
 from generator.config.checks import system_subject
 from generator.config.cluster import ClusterConfig
 from generator.config.team import TeamConfig
@@ -37,6 +39,10 @@ def _team_object(m: Manifest, team: TeamConfig, cluster: ClusterConfig) -> Itera
     queues = {team.name} | ({cpu_queue_name(team.name)} if cluster.cpu_pool is not None else set())
     if m.kind == "ClusterQueue" and m.name not in queues:
         yield "metadata.name", f"ClusterQueue {m.name!r} is not team {team.name!r}'s", "name it after the team"
+    grants = [manager_grant(manager) for manager in cluster.managers]
+    if m.kind == "RoleBinding" and any(m.body.get("subjects") == [subject] and m.body.get("roleRef", {}).get("name")
+                                       == role for subject, role in grants):
+        return  # the worker's grant to a MultiKueue manager of the fleet, in the team's namespace
     if m.kind in ("RoleBinding", "ClusterRoleBinding"):
         listed = {("Group", g) for g in team.members.groups} | {("User", u) for u in team.members.users}
         allowed = set(cluster.tenancy.allowed_system_subjects)

@@ -252,6 +252,9 @@ class Stack:
         proc = spawn("kube-controller-manager", [
             str(tools.binary("kube-controller-manager")), f"--kubeconfig={self.workdir / 'admin.kubeconfig'}",
             f"--controllers={','.join([CONTROLLERS, *self.extra_controllers])}", "--leader-elect=false",
+            # For serviceaccount-token-controller when asked for: it fills token Secrets.
+            f"--service-account-private-key-file={self.workdir / 'sa.key'}",
+            f"--root-ca-file={self.workdir / 'ca.crt'}",
             "--secure-port=0", "--use-service-account-credentials=false",
         ], self.workdir / "kube-controller-manager.log")
         self.processes["kube-controller-manager"] = proc

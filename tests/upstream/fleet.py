@@ -165,6 +165,18 @@ def platform_crds(objects: list[dict[str, Any]], schemas: Path) -> tuple[list[di
 # ---------------------------------------------------------------------------------- nodes
 
 
+def deploy(stack: Stack, cluster: ClusterConfig, objects: list[dict[str, Any]],
+           schemas: Path) -> tuple[list[str], list[str]]:
+    """Apply a rendered cluster (its tree and GitOps wiring) as its GitOps engine would, after what
+    installing Argo CD or Flux brings: its namespace and CRDs (from the shared schemas). Returns
+    (what the server refused, the kinds no CRD is known for)."""
+    stack.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": cluster.gitops.controller_namespace}})
+    crds, lacking = (platform_crds(objects, schemas) if schemas.is_dir()
+                     else ([], ["every platform kind (../shared/schemas is absent)"]))
+    served = [o for o in objects if f"{o['apiVersion']} {o['kind']}" not in lacking]
+    return apply_all(stack, crds) + apply_all(stack, served), sorted(set(lacking))
+
+
 def fake_nodes(cluster: ClusterConfig) -> list[dict[str, Any]]:
     """Node objects for every pool: its labels, taints and allocatable, topology labels in blocks.
 

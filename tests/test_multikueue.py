@@ -1,0 +1,216 @@
+"""Issue 17: the example fleet's MultiKueue manager (hub) dispatching to a worker (prod-west), on
+two real API servers with a Kueue manager and JobSet on each.
+
+The worker's side is set up as README says: its rendered ServiceAccount's token Secret (filled by
+the worker's real token controller) becomes a kubeconfig, stored as the Secret the manager's
+rendered MultiKueueCluster names. prod-east's MultiKueueCluster stays without one (inactive), as a
+worker not yet bootstrapped would.
+"""
+
+from __future__ import annotations
+
+import base64
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from generator.config.cluster import MultiKueue
+from generator.config.fleet import Fleet, load_fleet
+from generator.jobs.job import Job
+from tests.conftest import REPO, SHARED
+from tests.upstream.cluster import Stack
+from tests.upstream.fleet import create_nodes, deploy, fake_nodes, kustomize_build, rendered_kueue_config
+from tests.upstream.processes import wait_for
+
+RENDERED = REPO / "rendered"
+MANAGER, WORKER = "hub", "prod-west"
+KUEUE, JOBSET = "kueue.x-k8s.io", "jobset.x-k8s.io"
+
+
+@dataclass
+class Pair:
+    manager: Stack
+    worker: Stack
+    fleet: Fleet
+
+
+def _start(fleet: Fleet, name: str, etcd: Any, tmp: Path, controllers: tuple[str, ...] = ()) -> Stack:
+    """The rendered cluster (its tree and GitOps wiring) applied to a Stack of its own, all accepted."""
+    objects = kustomize_build(RENDERED / name) + kustomize_build(RENDERED / "gitops" / name)
+    stack = Stack.start(tmp / name, etcd, kueue_config=rendered_kueue_config(objects), extra_controllers=controllers)
+    try:
+        create_nodes(stack, fake_nodes(fleet.clusters[name].config))
+        refused, _ = deploy(stack, fleet.clusters[name].config, objects, SHARED / "schemas")
+        assert refused == [], refused
+    except BaseException:
+        stack.stop()
+        raise
+    return stack
+
+
+def worker_kubeconfig(worker: Stack, manager: str) -> str:
+    """README's bootstrap: the token Secret rendered on the worker, as a kubeconfig for the manager."""
+    from kubernetes import client
+
+    core = client.CoreV1Api(worker.client())
+    name = f"multikueue-{manager}-token"
+    assert wait_for(lambda: bool((core.read_namespaced_secret(name, "kueue-system").data or {}).get("token")), 30), \
+        "the token controller did not fill the rendered token Secret"
+    data = core.read_namespaced_secret(name, "kueue-system").data
+    token = base64.b64decode(data["token"]).decode()
+    doc = {"apiVersion": "v1", "kind": "Config", "current-context": "worker",
+           "clusters": [{"name": "worker", "cluster": {"server": worker.server,
+                                                        "certificate-authority-data": data["ca.crt"]}}],
+           "users": [{"name": f"multikueue-{manager}", "user": {"token": token}}],
+           "contexts": [{"name": "worker", "context": {"cluster": "worker", "user": f"multikueue-{manager}"}}]}
+    return yaml.safe_dump(doc)
+
+
+@pytest.fixture(scope="module")
+def pair(upstream_etcd: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    from kubernetes import client
+
+    fleet = load_fleet(REPO)
+    tmp = tmp_path_factory.mktemp("multikueue")
+    worker = _start(fleet, WORKER, upstream_etcd, tmp, controllers=("serviceaccount-token-controller",))
+    try:
+        manager = _start(fleet, MANAGER, upstream_etcd, tmp)
+        try:
+            client.CoreV1Api(manager.client()).create_namespaced_secret("kueue-system", {
+                "apiVersion": "v1", "kind": "Secret", "metadata": {"name": MultiKueue.secret(WORKER)},
+                "stringData": {"kubeconfig": worker_kubeconfig(worker, MANAGER)}})
+            yield Pair(manager, worker, fleet)
+        finally:
+            manager.stop()
+    finally:
+        worker.stop()
+
+
+def custom(stack: Stack, user: str | None = None, groups: tuple[str, ...] = ()) -> Any:
+    from kubernetes import client
+
+    return client.CustomObjectsApi(stack.client(user, groups) if user else stack.client())
+
+
+def condition(obj: dict[str, Any] | None, kind: str) -> dict[str, Any]:
+    for cond in ((obj or {}).get("status") or {}).get("conditions") or []:
+        if cond.get("type") == kind:
+            return dict(cond)
+    return {}
+
+
+def workloads(stack: Stack, namespace: str, label: str | None = None) -> list[dict[str, Any]]:
+    found = custom(stack).list_namespaced_custom_object(KUEUE, "v1beta2", namespace, "workloads",
+                                                        label_selector=label or "")
+    return list(found["items"])
+
+
+def workload_of(stack: Stack, namespace: str, jobset: str) -> dict[str, Any] | None:
+    found_jobset = custom(stack).get_namespaced_custom_object(JOBSET, "v1alpha2", namespace, "jobsets", jobset)
+    uid = found_jobset["metadata"]["uid"]
+    found = workloads(stack, namespace, f"kueue.x-k8s.io/job-uid={uid}")
+    return found[0] if found else None
+
+
+def gpu_jobset(namespace: str, queue: str, name: str, pods: int, gpus: int) -> dict[str, Any]:
+    container = {"name": "c", "image": "registry.example/e2e:1",
+                 "resources": {"requests": {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": str(gpus)},
+                               "limits": {"nvidia.com/gpu": str(gpus)}}}
+    return {"apiVersion": f"{JOBSET}/v1alpha2", "kind": "JobSet",
+            "metadata": {"name": name, "namespace": namespace, "labels": {"kueue.x-k8s.io/queue-name": queue}},
+            "spec": {"replicatedJobs": [{"name": "w", "replicas": 1, "template": {"spec": {
+                "parallelism": pods, "completions": pods, "template": {"spec": {
+                    "restartPolicy": "Never", "containers": [container]}}}}}]}}
+
+
+def test_the_manager_connects_to_the_bootstrapped_worker_only(pair: Pair) -> None:
+    objects = custom(pair.manager)
+
+    def active(name: str) -> dict[str, Any]:
+        return condition(objects.get_cluster_custom_object(KUEUE, "v1beta2", "multikueueclusters", name), "Active")
+
+    assert wait_for(lambda: active(WORKER).get("status") == "True", 60), active(WORKER)
+    assert active("prod-east").get("status") == "False"  # no kubeconfig Secret for it here
+    check = objects.get_cluster_custom_object(KUEUE, "v1beta2", "admissionchecks", "multikueue-vision")
+    assert wait_for(lambda: condition(objects.get_cluster_custom_object(
+        KUEUE, "v1beta2", "admissionchecks", "multikueue-vision"), "Active").get("status") == "True", 60), check
+
+
+def test_a_members_jobset_is_dispatched_to_the_worker_and_admitted_there(pair: Pair) -> None:
+    team = pair.fleet.teams["vision"].config
+    ns = team.namespace_names[0]
+    member = pair.manager.identity(f"e2e@{team.name}.test", (team.members.groups[0],))
+    name = f"dispatch-{uuid.uuid4().hex[:5]}"
+    submitted = custom(pair.manager, member.user, (team.members.groups[0],))
+    submitted.create_namespaced_custom_object(JOBSET, "v1alpha2", ns, "jobsets", gpu_jobset(ns, team.name, name, 1, 4))
+    try:
+        assert wait_for(lambda: condition(workload_of(pair.manager, ns, name), "Admitted").get("status") == "True",
+                        90), workload_of(pair.manager, ns, name)
+        local = workload_of(pair.manager, ns, name) or {}
+        [state] = local["status"]["admissionChecks"]
+        assert state["name"] == "multikueue-vision" and state["state"] == "Ready", state
+        remote = [w for w in workloads(pair.worker, ns) if w["metadata"]["name"] == local["metadata"]["name"]]
+        assert remote and condition(remote[0], "Admitted").get("status") == "True", remote
+        assert remote[0]["metadata"]["labels"]["kueue.x-k8s.io/multikueue-origin"] == MANAGER
+        # On the worker the job runs on the team's own pool there, whatever the manager reserved.
+        assigned = {f for ps in remote[0]["status"]["admission"]["podSetAssignments"] for f in ps["flavors"].values()}
+        assert assigned == {"l40s"}
+        assert custom(pair.worker).get_namespaced_custom_object(JOBSET, "v1alpha2", ns, "jobsets", name)
+        # What `fleetgen job status` says on the manager.
+        ref = {"apiVersion": f"{JOBSET}/v1alpha2", "kind": "JobSet", "metadata": {"name": name, "namespace": ns}}
+        status = Job(ref, pair.manager.client(member.user, (team.members.groups[0],))).status()
+        assert (status.phase, status.reason) == ("admitted", "dispatched by MultiKueue to worker cluster prod-west")
+    finally:
+        custom(pair.manager).delete_namespaced_custom_object(JOBSET, "v1alpha2", ns, "jobsets", name,
+                                                             propagation_policy="Foreground")
+
+
+def test_without_quota_on_the_worker_the_job_waits_on_the_manager(pair: Pair) -> None:
+    """The worker's queue for the team given no GPUs (and no borrowing): the dispatched copy waits
+    there for quota, and the manager's Workload keeps its quota reserved with the MultiKueue check
+    pending, saying where it was sent; with the quota back, it is admitted on both."""
+    from generator.compile.kueue import cluster_queue
+    from generator.config.fleet import Loaded
+    from generator.config.team import PoolQuota
+    from generator.jobs.workloads import why_pending
+    from tests.upstream.fleet import apply
+
+    loaded = pair.fleet.teams["vision"]
+    team = loaded.config
+    starved = {**team.quotas, WORKER: {"l40s": PoolQuota(gpus=0, borrowing_limit=0)}}
+    cluster = pair.fleet.clusters[WORKER]
+    original = cluster_queue(cluster, loaded).body
+    apply(pair.worker, cluster_queue(cluster, Loaded(team.model_copy(update={"quotas": starved}), loaded.source)).body)
+    ns, name = team.namespace_names[0], f"starved-{uuid.uuid4().hex[:5]}"
+    custom(pair.manager).create_namespaced_custom_object(JOBSET, "v1alpha2", ns, "jobsets",
+                                                         gpu_jobset(ns, team.name, name, 1, 4))
+    try:
+        def state() -> dict[str, Any]:
+            states = ((workload_of(pair.manager, ns, name) or {}).get("status") or {}).get("admissionChecks") or []
+            return dict(states[0]) if states else {}
+
+        def remote() -> dict[str, Any] | None:
+            local = workload_of(pair.manager, ns, name) or {}
+            found = [w for w in workloads(pair.worker, ns) if w["metadata"]["name"] == local["metadata"]["name"]]
+            return found[0] if found else None
+
+        assert wait_for(lambda: "insufficient" in str(condition(remote(), "QuotaReserved").get("message")), 60), \
+            remote()
+        local = workload_of(pair.manager, ns, name)
+        assert condition(local, "QuotaReserved").get("status") == "True"
+        assert condition(local, "Admitted").get("status") != "True"
+        assert state().get("state") == "Pending", state()
+        assert (local or {})["status"]["nominatedClusterNames"] == [WORKER]
+        assert why_pending(local or {}) == "quota reserved, waiting for admission checks: multikueue-vision=Pending; " \
+            "dispatched by MultiKueue to prod-west, not admitted there yet"
+        apply(pair.worker, original)
+        assert wait_for(lambda: condition(workload_of(pair.manager, ns, name), "Admitted").get("status") == "True",
+                        90), (state(), remote())
+    finally:
+        apply(pair.worker, original)
+        custom(pair.manager).delete_namespaced_custom_object(JOBSET, "v1alpha2", ns, "jobsets", name,
+                                                             propagation_policy="Foreground")
