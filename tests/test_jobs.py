@@ -95,10 +95,24 @@ def add_pod(c: Cluster, ns: str, jobset: str, rjob: str, index: int, log: str) -
 
     core = client.CoreV1Api(c.stack.client())
     name = f"{jobset}-{rjob}-0-{index}-abcde"
+    # Owned by its child Job, as the Job controller makes it: Kueue's pod webhook then leaves it to
+    # the Job's admission (kueue v0.19.2 pkg/controller/jobs/pod/pod_webhook.go:145-149, an ancestor
+    # managed by Kueue). A bare pod would be Kueue's own to gate, and to delete when not admitted
+    # (it did, in a slow run, between the create and the binding).
+    batch = client.BatchV1Api(c.stack.client())
+    children = f"jobset.sigs.k8s.io/jobset-name={jobset},jobset.sigs.k8s.io/replicatedjob-name={rjob}"
+    assert wait_for(lambda: bool(batch.list_namespaced_job(ns, label_selector=children).items), 30), \
+        f"JobSet {ns}/{jobset} made no {rjob} Job"
+    owner = batch.read_namespaced_job(f"{jobset}-{rjob}-0", ns)
     pod = core.create_namespaced_pod(ns, {
         "metadata": {"name": name, "labels": {
             "jobset.sigs.k8s.io/jobset-name": jobset, "jobset.sigs.k8s.io/replicatedjob-name": rjob,
-            "batch.kubernetes.io/job-completion-index": str(index)}},
+            "batch.kubernetes.io/job-name": owner.metadata.name,
+            "batch.kubernetes.io/job-completion-index": str(index)},
+            # No blockOwnerDeletion: no kubelet is here to confirm a pod's deletion, and a cancelled
+            # JobSet's foreground deletion would wait for it for ever.
+            "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": owner.metadata.name,
+                                 "uid": owner.metadata.uid, "controller": True}]},
         "spec": {"containers": [{"name": "trainer", "image": "ghcr.io/acme/x:1"}]}})
     if pod.spec.scheduling_gates:
         core.patch_namespaced_pod(name, ns, [{"op": "remove", "path": "/spec/schedulingGates"}])
