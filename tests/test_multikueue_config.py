@@ -76,6 +76,9 @@ def test_a_worker_lets_the_manager_write_only_in_the_dispatched_teams_namespaces
       "    a100: {gpus: 8}"),
      "quotas.hub.a100: team 'vision' has quota in 'a100' on manager 'hub' but none on any of its workers "
      "(prod-east, prod-west)"),
+    (("clusters/prod-west.yaml", "cpuPool:\n",
+      "admissionChecks: [{name: mk, controllerName: kueue.x-k8s.io/multikueue}]\ncpuPool:\n"),
+     "controllerName kueue.x-k8s.io/multikueue is Kueue's own: declare `multikueue` in the manager cluster's file"),
     (("clusters/hub.yaml", "priorities:", "nodePools: [{name: x, gpu: {product: X, perNode: 1}, nodes: 1, "
       "cpuPerNode: 1, memoryPerNode: 1Gi}]\npriorities:"),
      "a MultiKueue manager has no nodePools: its jobs run on its workers' pools"),

@@ -295,7 +295,7 @@ PROVISIONING_CLASSES: dict[str, str] = {
 """ProvisioningRequest classes an autoscaler is known to serve -> what happens to a job."""
 
 KUEUE_CONTROLLERS = {"kueue.x-k8s.io/provisioning-request": "declare it with provisioningRequest",
-                     "kueue.x-k8s.io/multikueue": "MultiKueue is not declared here"}
+                     "kueue.x-k8s.io/multikueue": "declare `multikueue` in the manager cluster's file"}
 """Controller names Kueue itself serves: not declarable as a plain controllerName."""
 
 
