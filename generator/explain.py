@@ -54,7 +54,7 @@ def explain_team(fleet: Fleet, name: str) -> str:
         cluster = fleet.clusters.get(cluster_name)
         mk = cluster.config.multikueue if cluster else None
         if mk is not None:
-            workers = [w for w in mk.workers if w in team.quotas]
+            workers = mk.workers_for(team.quotas)
             head += (f"\nin {cluster_name}: jobs are dispatched by MultiKueue to {', '.join(workers)} (the workers "
                      "where the team has quota; its quota here bounds what is dispatched at once)")
         for check, pools in cluster.config.checks_for(name, list(team.quotas[cluster_name])) if cluster else []:

@@ -24,18 +24,24 @@ from generator.config.team import TeamConfig
 from tests.conftest import REPO, SHARED, run
 from tests.upstream.cluster import Identity, Stack, provisioning_request_crd
 from tests.upstream.fleet import (
+    JOBSET,
+    KUEUE,
     ApplyError,
     apply,
     apply_all,
+    condition,
     create_nodes,
+    custom,
     deploy,
     fake_nodes,
+    gpu_jobset,
     group_of,
     kustomization_folders,
     kustomize_build,
     platform_crds,
     rendered_kueue_config,
     topology_domains,
+    workload_of,
 )
 from tests.upstream.processes import wait_for
 
@@ -43,7 +49,6 @@ RENDERED = REPO / "rendered"
 MANAGERS = ("hub",)
 """MultiKueue managers: their queues need their workers, so tests/test_multikueue.py deploys them."""
 CLUSTERS = sorted(p.name for p in RENDERED.iterdir() if p.is_dir() and p.name not in ("gitops", *MANAGERS))
-KUEUE, JOBSET = "kueue.x-k8s.io", "jobset.x-k8s.io"
 
 
 @dataclass
@@ -94,27 +99,6 @@ def member(stack: Stack, team: TeamConfig) -> Identity:
 
 def templates(cluster: str) -> list[Path]:
     return sorted((RENDERED / cluster / "templates").glob("*/*.jobset.yaml"))
-
-
-def custom(stack: Stack, api: Any = None) -> Any:
-    from kubernetes import client
-
-    return client.CustomObjectsApi(api or stack.client())
-
-
-def workload_of(stack: Stack, namespace: str, name: str) -> dict[str, Any] | None:
-    objects = custom(stack)
-    js = objects.get_namespaced_custom_object(JOBSET, "v1alpha2", namespace, "jobsets", name)
-    found = objects.list_namespaced_custom_object(KUEUE, "v1beta2", namespace, "workloads",
-                                                  label_selector=f"kueue.x-k8s.io/job-uid={js['metadata']['uid']}")
-    return found["items"][0] if found["items"] else None
-
-
-def condition(obj: dict[str, Any] | None, kind: str) -> dict[str, Any]:
-    for cond in ((obj or {}).get("status") or {}).get("conditions") or []:
-        if cond.get("type") == kind:
-            return dict(cond)
-    return {}
 
 
 def flavors(workload: dict[str, Any] | None) -> set[str]:
@@ -592,19 +576,6 @@ def queue_with(deployed: Deployed, team: str, **changes: Any) -> dict[str, Any]:
     loaded = deployed.fleet.teams[team]
     changed = loaded.config.model_copy(update=changes)
     return cluster_queue(deployed.fleet.clusters[deployed.name], Loaded(changed, loaded.source)).body
-
-
-def gpu_jobset(team: TeamConfig, name: str, pods: int, gpus: int) -> dict[str, Any]:
-    """A JobSet on the team's queue, pinned to no pool: `pods` pods of `gpus` GPUs each."""
-    container = {"name": "c", "image": "registry.example/e2e:1",
-                 "resources": {"requests": {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": str(gpus)},
-                               "limits": {"nvidia.com/gpu": str(gpus)}}}
-    return {"apiVersion": f"{JOBSET}/v1alpha2", "kind": "JobSet",
-            "metadata": {"name": name, "namespace": team.namespace_names[0],
-                         "labels": {"kueue.x-k8s.io/queue-name": team.name}},
-            "spec": {"replicatedJobs": [{"name": "w", "replicas": 1, "template": {"spec": {
-                "parallelism": pods, "completions": pods, "template": {"spec": {
-                    "restartPolicy": "Never", "containers": [container]}}}}}]}}
 
 
 def test_flavor_order_and_fungibility_choose_the_pool_on_the_real_kueue(deployed: Deployed) -> None:

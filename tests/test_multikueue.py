@@ -23,12 +23,23 @@ from generator.config.fleet import Fleet, load_fleet
 from generator.jobs.job import Job
 from tests.conftest import REPO, SHARED
 from tests.upstream.cluster import Stack
-from tests.upstream.fleet import create_nodes, deploy, fake_nodes, kustomize_build, rendered_kueue_config
+from tests.upstream.fleet import (
+    JOBSET,
+    KUEUE,
+    condition,
+    create_nodes,
+    custom,
+    deploy,
+    fake_nodes,
+    gpu_jobset,
+    kustomize_build,
+    rendered_kueue_config,
+    workload_of,
+)
 from tests.upstream.processes import wait_for
 
 RENDERED = REPO / "rendered"
 MANAGER, WORKER = "hub", "prod-west"
-KUEUE, JOBSET = "kueue.x-k8s.io", "jobset.x-k8s.io"
 
 
 @dataclass
@@ -90,41 +101,9 @@ def pair(upstream_etcd: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
         worker.stop()
 
 
-def custom(stack: Stack, user: str | None = None, groups: tuple[str, ...] = ()) -> Any:
-    from kubernetes import client
-
-    return client.CustomObjectsApi(stack.client(user, groups) if user else stack.client())
-
-
-def condition(obj: dict[str, Any] | None, kind: str) -> dict[str, Any]:
-    for cond in ((obj or {}).get("status") or {}).get("conditions") or []:
-        if cond.get("type") == kind:
-            return dict(cond)
-    return {}
-
-
-def workloads(stack: Stack, namespace: str, label: str | None = None) -> list[dict[str, Any]]:
-    found = custom(stack).list_namespaced_custom_object(KUEUE, "v1beta2", namespace, "workloads",
-                                                        label_selector=label or "")
-    return list(found["items"])
-
-
-def workload_of(stack: Stack, namespace: str, jobset: str) -> dict[str, Any] | None:
-    found_jobset = custom(stack).get_namespaced_custom_object(JOBSET, "v1alpha2", namespace, "jobsets", jobset)
-    uid = found_jobset["metadata"]["uid"]
-    found = workloads(stack, namespace, f"kueue.x-k8s.io/job-uid={uid}")
-    return found[0] if found else None
-
-
-def gpu_jobset(namespace: str, queue: str, name: str, pods: int, gpus: int) -> dict[str, Any]:
-    container = {"name": "c", "image": "registry.example/e2e:1",
-                 "resources": {"requests": {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": str(gpus)},
-                               "limits": {"nvidia.com/gpu": str(gpus)}}}
-    return {"apiVersion": f"{JOBSET}/v1alpha2", "kind": "JobSet",
-            "metadata": {"name": name, "namespace": namespace, "labels": {"kueue.x-k8s.io/queue-name": queue}},
-            "spec": {"replicatedJobs": [{"name": "w", "replicas": 1, "template": {"spec": {
-                "parallelism": pods, "completions": pods, "template": {"spec": {
-                    "restartPolicy": "Never", "containers": [container]}}}}}]}}
+def workloads(stack: Stack, namespace: str) -> list[dict[str, Any]]:
+    """Every Workload of a namespace (on a worker: those MultiKueue created there too)."""
+    return list(custom(stack).list_namespaced_custom_object(KUEUE, "v1beta2", namespace, "workloads")["items"])
 
 
 def test_the_manager_connects_to_the_bootstrapped_worker_only(pair: Pair) -> None:
@@ -145,8 +124,8 @@ def test_a_members_jobset_is_dispatched_to_the_worker_and_admitted_there(pair: P
     ns = team.namespace_names[0]
     member = pair.manager.identity(f"e2e@{team.name}.test", (team.members.groups[0],))
     name = f"dispatch-{uuid.uuid4().hex[:5]}"
-    submitted = custom(pair.manager, member.user, (team.members.groups[0],))
-    submitted.create_namespaced_custom_object(JOBSET, "v1alpha2", ns, "jobsets", gpu_jobset(ns, team.name, name, 1, 4))
+    submitted = custom(pair.manager, pair.manager.client(member.user, (team.members.groups[0],)))
+    submitted.create_namespaced_custom_object(JOBSET, "v1alpha2", ns, "jobsets", gpu_jobset(team, name, 1, 4))
     try:
         assert wait_for(lambda: condition(workload_of(pair.manager, ns, name), "Admitted").get("status") == "True",
                         90), workload_of(pair.manager, ns, name)
@@ -187,7 +166,7 @@ def test_without_quota_on_the_worker_the_job_waits_on_the_manager(pair: Pair) ->
     apply(pair.worker, cluster_queue(cluster, Loaded(team.model_copy(update={"quotas": starved}), loaded.source)).body)
     ns, name = team.namespace_names[0], f"starved-{uuid.uuid4().hex[:5]}"
     custom(pair.manager).create_namespaced_custom_object(JOBSET, "v1alpha2", ns, "jobsets",
-                                                         gpu_jobset(ns, team.name, name, 1, 4))
+                                                         gpu_jobset(team, name, 1, 4))
     try:
         def state() -> dict[str, Any]:
             states = ((workload_of(pair.manager, ns, name) or {}).get("status") or {}).get("admissionChecks") or []

@@ -47,12 +47,6 @@ def manager_grant(manager: str) -> tuple[dict[str, str], str]:
             f"fleetgen-{service_account(manager)}-write")
 
 
-def dispatch_workers(cfg: ClusterConfig, team: TeamConfig) -> list[str]:
-    """The manager's workers where the team has quota: where its jobs can run."""
-    mk = cfg.multikueue
-    return [w for w in mk.workers if w in team.quotas] if mk else []
-
-
 def manager_objects(cluster: Loaded[ClusterConfig], teams: list[Loaded[TeamConfig]]) -> list[Manifest]:
     """On the manager: MultiKueueClusters, and per team its MultiKueueConfig and AdmissionCheck."""
     cfg, mk = cluster.config, cluster.config.multikueue
@@ -67,7 +61,7 @@ def manager_objects(cluster: Loaded[ClusterConfig], teams: list[Loaded[TeamConfi
     for team in teams:
         name = MultiKueue.check_name(team.config.name)
         config = _obj(cfg, "MultiKueueConfig", name, team=team.config.name)
-        config["spec"] = {"clusters": dispatch_workers(cfg, team.config)}
+        config["spec"] = {"clusters": mk.workers_for(team.config.quotas)}
         check = _obj(cfg, "AdmissionCheck", name, team=team.config.name)
         check["spec"] = {"controllerName": CONTROLLER,
                          "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "MultiKueueConfig", "name": name}}
@@ -89,7 +83,8 @@ def worker_objects(cluster: Loaded[ClusterConfig], teams: list[Loaded[TeamConfig
         token = {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/service-account-token",
                  "metadata": {"name": f"{sa}-token", **meta, "annotations": {"kubernetes.io/service-account.name": sa}}}
         out.append(Manifest(SHARED, token, cluster.at("name")))
-        subject = [{"kind": "ServiceAccount", "name": sa, "namespace": KUEUE_NAMESPACE}]
+        grantee, write_role = manager_grant(manager)
+        subject = [grantee]
         for suffix, rules in (("read", READ_RULES), ("write", WRITE_RULES)):
             out.append(Manifest(SHARED, {"apiVersion": f"{RBAC}/v1", "kind": "ClusterRole",
                                          "metadata": {"name": f"fleetgen-{sa}-{suffix}", "labels": labels(cfg.name)},
@@ -107,7 +102,7 @@ def worker_objects(cluster: Loaded[ClusterConfig], teams: list[Loaded[TeamConfig
                     "apiVersion": f"{RBAC}/v1", "kind": "RoleBinding",
                     "metadata": {"name": f"fleetgen-{sa}", "namespace": ns,
                                  "labels": labels(cfg.name, team.config.name)},
-                    "roleRef": {"apiGroup": RBAC, "kind": "ClusterRole", "name": f"fleetgen-{sa}-write"},
+                    "roleRef": {"apiGroup": RBAC, "kind": "ClusterRole", "name": write_role},
                     "subjects": subject}
                 # In the team's folder, with everything else in its namespaces (the tenancy check
                 # allows exactly this binding besides the members': `manager_grant`).

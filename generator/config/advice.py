@@ -110,8 +110,7 @@ def _admission_check_reach(fleet: Fleet) -> Iterator[Warning]:
                                         "does, jobs needing the check keep their quota reserved and are never "
                                         "admitted", f"use one of {', '.join(PROVISIONING_CLASSES)}, or make sure "
                                         "the cluster's autoscaler serves this class", WARNING)
-            if not any(c is check for t in teams for c, _ in cfg.checks_for(t.config.name,
-                                                                              list(t.config.quotas[cfg.name]))):
+            if not any(cfg.check_reaches(check, t.config.name, list(t.config.quotas[cfg.name])) for t in teams):
                 file, line = cluster.at("admissionChecks", i)
                 yield cfg.name, Finding(file, line, f"admissionChecks[{i}]", f"check {check.name!r} applies to no "
                                         "team queue: no team has quota in its pools", "add the teams' pools, or "

@@ -290,7 +290,7 @@ def _admission_checks(fleet: Fleet) -> Iterator[Finding]:
                 if team not in quotas:
                     yield Finding(file, line, f"admissionChecks[{i}].teams[{j}]", f"team {team!r} has no queue in "
                                   f"cluster {cfg.name!r}", f"use one of: {', '.join(sorted(quotas)) or '(none)'}")
-                elif all(c is not check for c, _ in cfg.checks_for(team, quotas[team])):
+                elif not cfg.check_reaches(check, team, quotas[team]):
                     yield Finding(file, line, f"admissionChecks[{i}].teams[{j}]", f"team {team!r} has no quota in "
                                   f"the check's pools ({', '.join(check.pools or [])})",
                                   "add one of its pools to the check's pools, or drop the team")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Literal
 
 from pydantic import Field, PrivateAttr, StrictInt, StrictStr, field_validator, model_validator
@@ -432,6 +433,11 @@ class MultiKueue(ConfigModel):
             raise ValueError(f"{', '.join(twice)} listed more than once")
         return value
 
+    def workers_for(self, quota_clusters: Iterable[str]) -> list[str]:
+        """The workers a team's jobs are dispatched to: those among the clusters it has quota in."""
+        have = set(quota_clusters)
+        return [w for w in self.workers if w in have]
+
     @staticmethod
     def check_name(team: str) -> str:
         """The AdmissionCheck (and MultiKueueConfig) that dispatches one team's jobs."""
@@ -538,6 +544,10 @@ class ClusterConfig(ConfigModel):
             if on:
                 out.append((check, on))
         return out
+
+    def check_reaches(self, check: AdmissionCheck, team: str, pools: list[str]) -> bool:
+        """Whether `check` is on the queue of a team with quota in `pools`."""
+        return any(c is check for c, _ in self.checks_for(team, pools))
 
     def check_resources(self, check: AdmissionCheck) -> list[str]:
         """The resources a ProvisioningRequest check manages: its own list, else its pools' GPUs."""

@@ -146,12 +146,14 @@ def with_worker_pools(clusters: dict[str, Loaded[ClusterConfig]],
     with the largest CPU and memory per node among them (the manager must not refuse what a worker
     would admit), and no node labels or taints (the manager has no such nodes)."""
     out = dict(clusters)
+    managers_of: dict[str, list[str]] = {}
     for name, manager in clusters.items():
         mk = manager.config.multikueue
         if mk is None:
             continue
         pools: dict[str, NodePool] = {}
         for i, worker in enumerate(mk.workers):
+            managers_of.setdefault(worker, []).append(name)
             if worker not in clusters or clusters[worker].config.multikueue is not None:
                 continue  # the checks name it
             for pool in clusters[worker].config.node_pools:
@@ -171,10 +173,9 @@ def with_worker_pools(clusters: dict[str, Loaded[ClusterConfig]],
                         "cpu_per_node": max(seen.cpu_per_node, pool.cpu_per_node, key=quantity.value_of),
                         "memory_per_node": max(seen.memory_per_node, pool.memory_per_node, key=quantity.value_of)})
         out[name] = Loaded(manager.config.model_copy(update={"node_pools": list(pools.values())}), manager.source)
-    for name, cluster in clusters.items():
-        managers = tuple(m for m, c in clusters.items() if c.config.multikueue and name in c.config.multikueue.workers)
-        if managers:
-            out[name] = Loaded(cluster.config.with_managers(managers), cluster.source)
+    for name, managers in managers_of.items():
+        if name in clusters:
+            out[name] = Loaded(clusters[name].config.with_managers(tuple(managers)), clusters[name].source)
     return out
 
 

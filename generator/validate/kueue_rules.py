@@ -160,16 +160,17 @@ def queue_checks(m: Manifest, index: Index) -> Iterator[Problem]:
                     f"flavor {flavor!r} is not one of the queue's", "list only pools the team has quota in"
 
 
+CHECK_CONFIGS = {"ProvisioningRequestConfig": "declare the check's provisioningRequest",
+                 "MultiKueueConfig": "give the team quota on the manager"}
+"""Kinds an AdmissionCheck's parameters name -> how the config gets one."""
+
+
 def check_parameters(m: Manifest, index: Index) -> Iterator[Problem]:
     """A check's configuration (ProvisioningRequestConfig, MultiKueueConfig) exists (else Kueue
-    keeps the check inactive), and a MultiKueueConfig's clusters too."""
+    keeps the check inactive)."""
     ref = m.body.get("spec", {}).get("parameters")
     if ref and ref.get("kind") in CHECK_CONFIGS and not index.has(ref["kind"], ref.get("name", "")):
         yield "spec.parameters.name", f"{ref['kind']} {ref.get('name')!r} does not exist", CHECK_CONFIGS[ref["kind"]]
-
-
-CHECK_CONFIGS = {"ProvisioningRequestConfig": "declare the check's provisioningRequest",
-                 "MultiKueueConfig": "give the team quota on the manager"}
 
 
 def multikueue_clusters(m: Manifest, index: Index) -> Iterator[Problem]:

@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 
 from generator.config.cluster import ClusterConfig
+from generator.config.team import TeamConfig
 from tests.upstream import tools
 from tests.upstream.cluster import Stack
 
@@ -25,6 +26,9 @@ OWN_GROUPS = {"kueue.x-k8s.io", "jobset.x-k8s.io"}
 """Groups whose CRDs (and webhooks) the stack installs from upstream."""
 TOPOLOGY_BLOCK = 16
 """Nodes per topology domain on the fake nodes (the example's largest profile packs 16 nodes into one block)."""
+
+
+KUEUE, JOBSET = "kueue.x-k8s.io", "jobset.x-k8s.io"
 
 
 class ApplyError(Exception):
@@ -254,3 +258,41 @@ def rendered_kueue_config(objects: list[dict[str, Any]]) -> dict[str, Any]:
 def gpu_jobs_fitting(limit: int, per_node: int) -> int:
     """Nodes of `per_node` GPUs that fit in `limit` GPUs."""
     return math.floor(limit / per_node)
+
+
+# ------------------------------------------------------------------ jobs and their Workloads
+
+
+def custom(stack: Stack, api: Any = None) -> Any:
+    from kubernetes import client
+
+    return client.CustomObjectsApi(api or stack.client())
+
+
+def workload_of(stack: Stack, namespace: str, name: str) -> dict[str, Any] | None:
+    objects = custom(stack)
+    js = objects.get_namespaced_custom_object(JOBSET, "v1alpha2", namespace, "jobsets", name)
+    found = objects.list_namespaced_custom_object(KUEUE, "v1beta2", namespace, "workloads",
+                                                  label_selector=f"kueue.x-k8s.io/job-uid={js['metadata']['uid']}")
+    return found["items"][0] if found["items"] else None
+
+
+def condition(obj: dict[str, Any] | None, kind: str) -> dict[str, Any]:
+    """The condition `kind` of an object's status, or {}."""
+    for cond in ((obj or {}).get("status") or {}).get("conditions") or []:
+        if cond.get("type") == kind:
+            return dict(cond)
+    return {}
+
+
+def gpu_jobset(team: TeamConfig, name: str, pods: int, gpus: int) -> dict[str, Any]:
+    """A JobSet on the team's queue, pinned to no pool: `pods` pods of `gpus` GPUs each."""
+    container = {"name": "c", "image": "registry.example/e2e:1",
+                 "resources": {"requests": {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": str(gpus)},
+                               "limits": {"nvidia.com/gpu": str(gpus)}}}
+    return {"apiVersion": f"{JOBSET}/v1alpha2", "kind": "JobSet",
+            "metadata": {"name": name, "namespace": team.namespace_names[0],
+                         "labels": {"kueue.x-k8s.io/queue-name": team.name}},
+            "spec": {"replicatedJobs": [{"name": "w", "replicas": 1, "template": {"spec": {
+                "parallelism": pods, "completions": pods, "template": {"spec": {
+                    "restartPolicy": "Never", "containers": [container]}}}}}]}}
