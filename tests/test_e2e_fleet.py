@@ -124,7 +124,7 @@ def gone(stack: Stack, namespace: str, name: str) -> bool:
 # ---------------------------------------------------------------------------------- the tree
 
 
-@pytest.mark.parametrize("tree", [*CLUSTERS, "gitops"])
+@pytest.mark.parametrize("tree", [*CLUSTERS, *MANAGERS, "gitops"])
 def test_kustomize_builds_every_folder(upstream_tools: None, tree: str) -> None:
     """Argo CD and Flux both run kustomize on these folders: every one must build."""
     failures = []

@@ -63,8 +63,10 @@ def test_flux_releases_depend_on_what_they_need() -> None:
 
 
 def _values(cluster: str, name: str) -> dict[str, Any]:
-    engine_file = {"prod-east": f"application-prod-east-{name}.yaml"}.get(cluster, f"helmrelease-{name}.yaml")
-    obj = load(REPO, f"{cluster}/platform/{engine_file}")
+    """The chart values a cluster's rendered install passes, from its Argo CD Application or Flux HelmRelease."""
+    argocd = f"{cluster}/platform/application-{cluster}-{name}.yaml"
+    engine_file = argocd if (REPO / "rendered" / argocd).exists() else f"{cluster}/platform/helmrelease-{name}.yaml"
+    obj = load(REPO, engine_file)
     return obj["spec"]["source"]["helm"]["valuesObject"] if obj["kind"] == "Application" else obj["spec"]["values"]
 
 
