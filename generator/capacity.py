@@ -106,22 +106,57 @@ def _tree(fleet: Fleet, cname: str, pool: str) -> dict[str, _Node]:
     return nodes
 
 
-def _lends(nodes: dict[str, _Node], name: str) -> int:
-    """What a queue or cohort subtree can lend to its parent: its and its members' idle quota, capped."""
-    node = nodes[name]
-    total = node.nominal + sum(_lends(nodes, child) for child, n in nodes.items() if n.parent == name)
-    return min(total, node.lending_limit if node.lending_limit is not None else _NO_LIMIT)
+class _Tree:
+    """A pool's cohort tree with each node's children listed once, and what every subtree lends
+    computed once: one walk, linear in the teams (a scan of every node per node was quadratic)."""
 
+    def __init__(self, nodes: dict[str, _Node]) -> None:
+        self.nodes = nodes
+        self.children: dict[str, list[str]] = {name: [] for name in nodes}
+        for name, node in nodes.items():
+            if node.parent is not None:
+                self.children[node.parent].append(name)
+        self._lends: dict[str, int] = {}
+        self._offers: dict[str, int] = {}
+        self._lent_by_children: dict[str, int] = {}
+        for name in self._bottom_up():
+            node = nodes[name]
+            lent = sum(self._lends[child] for child in self.children[name])
+            self._lent_by_children[name] = lent
+            total = node.nominal + lent
+            self._lends[name] = min(total, node.lending_limit if node.lending_limit is not None else _NO_LIMIT)
 
-def _offers(nodes: dict[str, _Node], name: str, to: str) -> int:
-    """What cohort `name` can give its child `to` while everything else is idle (Kueue's
-    hierarchical cohorts: own quota, siblings' lending, and from above up to the borrowing limit)."""
-    node = nodes[name]
-    total = node.nominal + sum(_lends(nodes, child) for child, n in nodes.items() if n.parent == name and child != to)
-    if node.parent is not None:
-        limit = node.borrowing_limit if node.borrowing_limit is not None else _NO_LIMIT
-        total += min(limit, _offers(nodes, node.parent, name))
-    return total
+    def _bottom_up(self) -> list[str]:
+        roots = [name for name, node in self.nodes.items() if node.parent is None]
+        order: list[str] = []
+        stack = list(roots)
+        while stack:  # iterative: a deep cohort chain must not exhaust Python's recursion limit
+            name = stack.pop()
+            order.append(name)
+            stack.extend(self.children[name])
+        return order[::-1]
+
+    def offers(self, name: str, to: str) -> int:
+        """What cohort `name` can give its child `to` while everything else is idle (Kueue's
+        hierarchical cohorts: own quota, siblings' lending, and from above up to the borrowing limit)."""
+        node = self.nodes[name]
+        total = node.nominal + self._lent_by_children[name] - self._lends[to]
+        if node.parent is not None:
+            limit = node.borrowing_limit if node.borrowing_limit is not None else _NO_LIMIT
+            total += min(limit, self._from_above(name))
+        return total
+
+    def _from_above(self, name: str) -> int:
+        """What cohort `name`'s parent offers it (memoised: shared by every team below `name`)."""
+        if name not in self._offers:
+            chain = []
+            up = name
+            while up not in self._offers and self.nodes[up].parent is not None:
+                chain.append(up)
+                up = self.nodes[up].parent  # type: ignore[assignment]
+            for child in reversed(chain):  # from the top down, each step reusing the one above
+                self._offers[child] = self.offers(self.nodes[child].parent, child)  # type: ignore[arg-type]
+        return self._offers[name]
 
 
 def pool_capacities(fleet: Fleet) -> list[PoolCapacity]:
@@ -131,10 +166,11 @@ def pool_capacities(fleet: Fleet) -> list[PoolCapacity]:
         cfg = fleet.clusters[cname].config
         for pool in cfg.node_pools:
             nodes = _tree(fleet, cname, pool.name)
+            tree = _Tree(nodes)
             shares = []
             for key, node in sorted((k, n) for k, n in nodes.items() if k.startswith("team:")):
                 assert node.parent is not None
-                offered = _offers(nodes, node.parent, key)
+                offered = tree.offers(node.parent, key)
                 limit = node.borrowing_limit if node.borrowing_limit is not None else _NO_LIMIT
                 shares.append(TeamShare(key.removeprefix("team:"), node.nominal, min(limit, offered),
                                         node.lending_limit or 0, node.borrowing_limit))

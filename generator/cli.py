@@ -107,8 +107,11 @@ def render(ctx: click.Context, clusters: tuple[str, ...], check: bool, jobs: int
     signal.signal(signal.SIGTERM, stop)
     root = _root(ctx)
     with emit.locked(root, wait=lock_timeout, writing=not check):
-        if not check or (root / emit.WORK / emit.JOURNAL).is_file():
+        if not check:
             emit.recover(root)  # finish (or drop) a render that was killed
+        elif emit.read_journal(root) is not None:  # --check moves nothing, but refuses a planted journal
+            echo(f"note: a render was interrupted during its switch ({emit.WORK}/{emit.JOURNAL}); "
+                 "`fleetgen render` finishes it, --check compares the tree as it is", err=True)
         _render_locked(root, clusters, check, jobs, schema_location, crd_location)
 
 

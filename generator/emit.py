@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import tempfile
@@ -19,8 +20,10 @@ from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from generator import repofiles
+from generator.compile.codeowners import PATH as CODEOWNERS
 from generator.compile.manifest import Manifest
 from generator.errors import UsageError
 from generator.yamltext import to_yaml
@@ -123,11 +126,6 @@ def _write_files(folder: Path, files: Tree, strip: str = "") -> None:
             handle.write(content)
 
 
-def write_file(root: Path, rel: str, text: str) -> None:
-    """Replace one file inside the repository atomically (temporary file beside it, then rename)."""
-    repofiles.write_bytes(root, rel, text.encode("utf-8"))
-
-
 # --- the transaction ---------------------------------------------------------------------------
 # Every changed top-level folder is staged in full under .fleetgen/stage-*/new first. Then a
 # journal naming them is written (one rename: the commit point), and the folders are switched
@@ -135,6 +133,8 @@ def write_file(root: Path, rel: str, text: str) -> None:
 # run drops the stage); killed after it, the next run finishes the switch. Either way the next
 # run starts from exactly the old tree or exactly the new one.
 
+EXTRA_FILES = (CODEOWNERS,)
+"""The only files outside rendered/ that a render writes (inside the same transaction)."""
 WORK = ".fleetgen"
 """Beside rendered/: staging, the journal and the lock; it git-ignores itself."""
 JOURNAL = "journal.json"
@@ -178,6 +178,17 @@ def _apply(root: Path, journal: dict[str, object]) -> None:
         try:
             rendered.mkdir(exist_ok=True)
             (stage / "old").mkdir(exist_ok=True)
+            for index, rel in enumerate(journal.get("files", [])):  # files outside rendered/ (CODEOWNERS)
+                new, old, target = stage / "files" / str(index), stage / "old-files" / str(index), root / rel
+                if not os.path.lexists(new):
+                    continue
+                old.parent.mkdir(exist_ok=True)
+                repofiles.inside(root, rel).parent.mkdir(parents=True, exist_ok=True)
+                if os.path.lexists(target):
+                    os.rename(target, old)
+                    done.append((old, target))
+                os.rename(new, target)
+                done.append((target, new))
             for top in journal["replace"]:  # type: ignore[attr-defined]
                 new, old, target = stage / "new" / top, stage / "old" / top, rendered / top
                 if not os.path.lexists(new):
@@ -202,26 +213,87 @@ def _apply(root: Path, journal: dict[str, object]) -> None:
     shutil.rmtree(stage, ignore_errors=True)
 
 
+_STAGE_NAME = re.compile(r"stage-[A-Za-z0-9_]{1,64}")
+"""What `tempfile.mkdtemp(prefix="stage-")` names a stage: anything else was not written by fleetgen."""
+_TOP_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+"""A top-level folder of rendered/: a cluster name (a DNS label) or `gitops`."""
+JOURNAL_FIX = f"delete {WORK}/ (it is fleetgen's scratch area, never committed) and run `fleetgen render` again"
+
+
+class ForeignJournal(UsageError):
+    """A journal fleetgen did not write (planted by a commit, or hand-edited): never acted on."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__(f"{WORK}/{JOURNAL} {why}; fleetgen acts only on a journal it wrote itself: {JOURNAL_FIX}")
+
+
+def read_journal(root: Path) -> dict[str, Any] | None:
+    """The committed switch in `.fleetgen/journal.json`, checked as hostile input, or None.
+
+    A pull request can commit this file. Acting on it would rename and delete whatever it names,
+    so it must name a stage folder fleetgen made (a plain folder under `.fleetgen/`) and plain
+    top-level names of `rendered/`; anything else is refused, and nothing is moved.
+    """
+    work = repofiles.inside(root, WORK)
+    if not work.is_dir():
+        return None
+    try:
+        data = repofiles.read_bytes(root, f"{WORK}/{JOURNAL}")
+    except FileNotFoundError:
+        return None
+    except repofiles.UnsafePath as exc:
+        raise ForeignJournal(exc.reason) from None
+    try:
+        journal = json.loads(data)
+    except (ValueError, RecursionError):
+        raise ForeignJournal("is not JSON") from None
+    if not isinstance(journal, dict) or set(journal) - {"files"} != {"stage", "replace", "remove"}:
+        raise ForeignJournal('is not an object with exactly the keys "stage", "replace", "remove" and "files"')
+    files = journal.get("files", [])
+    if not isinstance(files, list) or not all(isinstance(f, str) and f in EXTRA_FILES for f in files):
+        raise ForeignJournal(f'has "files" other than {", ".join(EXTRA_FILES)}')
+    stage = journal["stage"]
+    if not isinstance(stage, str) or not _STAGE_NAME.fullmatch(stage):
+        raise ForeignJournal(f"names the stage {json.dumps(stage)[:80]}, not a folder stage-XXXX of {WORK}/")
+    try:
+        stage_dir = repofiles.inside(root, f"{WORK}/{stage}")
+    except repofiles.UnsafePath as exc:
+        raise ForeignJournal(f"names a stage that {exc.reason}") from None
+    if not stage_dir.is_dir():
+        raise ForeignJournal(f"names the stage {stage}, which does not exist")
+    for key in ("replace", "remove"):
+        names = journal[key]
+        if not isinstance(names, list) or not all(isinstance(n, str) and _TOP_NAME.fullmatch(n) for n in names):
+            raise ForeignJournal(f'has a "{key}" that is not a list of top-level folder names of {RENDERED}/')
+        for name in names:
+            for rel in (f"{WORK}/{stage}/new/{name}", f"{RENDERED}/{name}"):
+                try:
+                    repofiles.inside(root, rel)
+                except repofiles.UnsafePath as exc:
+                    raise ForeignJournal(f"names {rel}, which {exc.reason}") from None
+    if set(journal["replace"]) & set(journal["remove"]):
+        raise ForeignJournal("both replaces and removes the same folder")
+    return journal
+
+
 def recover(root: Path) -> None:
-    """Finish a switch whose journal was committed; drop stages that never were."""
-    work = root / WORK
-    if not work.is_dir() or os.path.islink(work):
+    """Finish a switch whose journal was committed; drop stages that never were.
+    A journal fleetgen did not write raises ForeignJournal before anything is moved."""
+    work = repofiles.inside(root, WORK)
+    if not work.is_dir():
         return
-    journal_path = work / JOURNAL
-    if journal_path.is_file():
-        try:
-            journal = json.loads(journal_path.read_bytes())
-        except ValueError:  # never half-written (it is renamed into place), but be safe: roll back
-            journal_path.unlink()
-        else:
-            _apply(root, journal)
+    journal = read_journal(root)
+    if journal is not None:
+        _apply(root, journal)
     for stale in work.glob("stage-*"):
-        shutil.rmtree(stale, ignore_errors=True)
+        if _STAGE_NAME.fullmatch(stale.name) and not stale.is_symlink() and stale.is_dir():
+            shutil.rmtree(stale, ignore_errors=True)
 
 
-def write_tree(root: Path, wanted: Tree, only: list[str] | None = None) -> None:
-    """Replace `rendered/` (or only `rendered/<name>` for each name in `only`) with `wanted`, as
-    one transaction: afterwards the whole tree is the new one, or (on any error) the old one.
+def write_tree(root: Path, wanted: Tree, only: list[str] | None = None, files: dict[str, bytes] | None = None) -> None:
+    """Replace `rendered/` (or only `rendered/<name>` for each name in `only`) with `wanted`, and
+    the repository `files` outside it (EXTRA_FILES: CODEOWNERS), as one transaction: afterwards
+    everything is new, or (on any error) everything is old.
 
     No fsync: the tree is derived output that `render --check` verifies and git restores;
     syncing 100,000 files would triple render time. The journal's rename is the commit point.
@@ -238,7 +310,14 @@ def write_tree(root: Path, wanted: Tree, only: list[str] | None = None) -> None:
     stage = Path(tempfile.mkdtemp(prefix="stage-", dir=work))
     try:
         _write_files(stage / "new", {p: c for p, c in wanted.items() if p.split("/", 1)[0] in replace})
-        journal = json.dumps({"stage": stage.name, "replace": replace, "remove": remove}).encode()
+        extra = sorted((files or {}).items())
+        for rel, _ in extra:
+            if rel not in EXTRA_FILES:
+                raise ValueError(f"{rel} is not a file fleetgen writes outside {RENDERED}/")
+            repofiles.inside(root, rel)  # no link on the way to it
+        _write_files(stage / "files", {str(i): content for i, (_, content) in enumerate(extra)})
+        record = {"stage": stage.name, "replace": replace, "remove": remove, "files": [rel for rel, _ in extra]}
+        journal = json.dumps(record).encode()
         repofiles.write_bytes(root, f"{WORK}/{JOURNAL}", journal)  # the commit point
     except BaseException:
         shutil.rmtree(stage, ignore_errors=True)

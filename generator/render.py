@@ -13,13 +13,13 @@ from pathlib import Path
 
 from generator import emit, repofiles
 from generator.compile import compile_cluster
+from generator.compile.codeowners import GENERATED_MARK, codeowners
 from generator.compile.codeowners import PATH as CODEOWNERS
-from generator.compile.codeowners import codeowners
 from generator.compile.gitops import GITOPS, compile_gitops
 from generator.compile.manifest import Manifest
 from generator.config.advice import advise
 from generator.config.fleet import Fleet, load_fleet
-from generator.config.repo import load_repo_config
+from generator.config.repo import FLEET_FILE, load_repo_config
 from generator.errors import Finding, InputError, UsageError
 from generator.validate.pipeline import Options, Report, validate_compiled
 
@@ -143,10 +143,25 @@ def build(root: Path, clusters: list[str] | None = None, options: Options | None
             keys[name] = (keys[name][0], sum(m.kubernetes for m in compiled[name]))
     tree.update(emit.cluster_tree(GITOPS, gitops))
     repo = load_repo_config(root)
+    if repo is None:
+        _no_orphaned_codeowners(root)
     extra = {CODEOWNERS: codeowners(fleet, repo)} if repo else {}
     return Build(fleet, compiled, gitops, dict(sorted(tree.items())), report,
                  [*names, GITOPS] if clusters else None, extra, keys, reused,
                  advise(fleet, sorted(set(clusters)) if clusters else None))
+
+
+def _no_orphaned_codeowners(root: Path) -> None:
+    """Without fleet.yaml fleetgen writes no CODEOWNERS; one it generated earlier would go on
+    granting the owners of a fleet.yaml that is gone, so its removal must be deliberate."""
+    try:
+        text = repofiles.read_bytes(root, CODEOWNERS)
+    except FileNotFoundError:
+        return
+    if text.startswith(GENERATED_MARK.encode()):
+        raise InputError([Finding(
+            FLEET_FILE, None, "", f"is missing, but {CODEOWNERS} was generated from it; its owners would go stale",
+            f"restore {FLEET_FILE}, or delete {CODEOWNERS} as well if this repository is to have no code owners")])
 
 
 def object_count(result: Build) -> int:
@@ -178,12 +193,11 @@ def write(result: Build) -> emit.TreeDiff:
     """Write the tree (atomically) and the extra files if anything differs; return what changed."""
     diff = check(result)
     if diff:
-        # Only top-level entries (clusters, gitops) with a difference are replaced, all in one
-        # transaction: the files of unchanged clusters are not rewritten.
+        # Only top-level entries (clusters, gitops) with a difference are replaced, in one
+        # transaction with the stale files outside rendered/ (CODEOWNERS): the files of unchanged
+        # clusters are not rewritten, and the owners never lag behind the tree.
         tops = sorted({p.split("/", 1)[0] for p in diff.added + diff.changed + diff.removed
                        if not p.startswith("../")})  # ../ entries are files outside rendered/
-        if tops:
-            emit.write_tree(result.fleet.root, result.tree, tops)
-        for rel in _stale_extra(result):
-            emit.write_file(result.fleet.root, rel, result.extra_files[rel])
+        files = {rel: result.extra_files[rel].encode("utf-8") for rel in _stale_extra(result)}
+        emit.write_tree(result.fleet.root, result.tree, tops, files)
     return diff

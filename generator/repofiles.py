@@ -56,7 +56,9 @@ def inside(root: Path, rel: str | PurePosixPath, shown: str = "") -> Path:
 def read_bytes(root: Path, rel: str | PurePosixPath, shown: str = "") -> bytes:
     """Content of a regular file inside the root."""
     path = inside(root, rel, shown)
-    fd = os.open(path, os.O_RDONLY | _NOFOLLOW)
+    # O_NONBLOCK: opening a FIFO (or a device) committed in place of a file must not wait for a
+    # writer that never comes; it is refused below as not a regular file.
+    fd = os.open(path, os.O_RDONLY | _NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise UnsafePath(f"{shown}{rel}", "is not a regular file", "commit a file here")

@@ -16,8 +16,16 @@ import unicodedata
 # overrides, zero-width), private use, unassigned, surrogates, line and paragraph separators.
 # The reader refuses them in config values, and everything printed shows them as escapes.
 HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Co", "Cn", "Cs", "Zl", "Zp"})
-# Line prefixes CI runners execute (GitHub Actions `::cmd`, Azure Pipelines `##vso[`, `##[group]`).
-COMMAND_PREFIXES = re.compile(r"^(\s*)(::|##\[|##vso\[)")
+BLANK_CODE_POINTS = frozenset(
+    [0x034F, 0x115F, 0x1160, 0x17B4, 0x17B5, 0x180B, 0x180C, 0x180D, 0x180F, 0x2800, 0x3164, 0xFFA0]
+    + list(range(0xFE00, 0xFE10)) + list(range(0xE0100, 0xE01F0)))
+"""Unicode's default-ignorable and blank characters outside those categories: variation selectors
+(U+FE0F), the combining grapheme joiner, Hangul fillers, the braille blank (U+2800). They render as
+nothing or as a space, so they hide what a name says just as a zero-width space does."""
+# GitHub Actions runs `::cmd` only at the start of a line, but finds `##[cmd]` (and Azure
+# Pipelines `##vso[`) anywhere in it.
+COMMAND_START = re.compile(r"^(\s*)(::)")
+COMMAND_ANYWHERE = re.compile(r"##(vso)?\[")
 SGR = re.compile(r"\x1b\[[0-9;]*m")
 """The colour sequences fleetgen itself writes with --color (only those are kept)."""
 
@@ -29,7 +37,7 @@ def _escape_char(ch: str) -> str:
 
 def is_hidden(ch: str) -> bool:
     """Is `ch` a character that does not show as what it is (HIDDEN_CATEGORIES)?"""
-    return unicodedata.category(ch) in HIDDEN_CATEGORIES
+    return unicodedata.category(ch) in HIDDEN_CATEGORIES or ord(ch) in BLANK_CODE_POINTS
 
 
 def first_hidden(value: str, allowed: str = "") -> str | None:
@@ -46,9 +54,14 @@ def _chars(text: str) -> str:
     return "".join(_escape_char(ch) if ch != "\t" and is_hidden(ch) else ch for ch in text)
 
 
-def _defuse(text: str) -> str:
-    """`::error::x` -> `: :error::x`: still readable, no longer a command."""
-    return COMMAND_PREFIXES.sub(lambda m: f"{m.group(1)}{m.group(2)[0]} {m.group(2)[1:]}", text, count=1)
+def defuse(text: str) -> str:
+    """`::error::x` -> `: :error::x`, `a ##[error]b` -> `a # #[error]b`: still readable, no longer
+    a command to any CI runner."""
+    text = COMMAND_ANYWHERE.sub(lambda m: f"# #{m.group(1) or ''}[", text)
+    return COMMAND_START.sub(lambda m: f"{m.group(1)}: :", text, count=1)
+
+
+
 
 
 def safe_text(text: str, color: bool = False) -> str:
@@ -57,12 +70,13 @@ def safe_text(text: str, color: bool = False) -> str:
     out = []
     for line in text.split("\n"):
         if not color:
-            out.append(_defuse(_chars(line)))
+            out.append(defuse(_chars(line)))
             continue
         codes = SGR.findall(line)
         parts = [_chars(p) for p in SGR.split(line)]
         first = next((i for i, p in enumerate(parts) if p.strip()), None)
+        parts = [COMMAND_ANYWHERE.sub(lambda m: f"# #{m.group(1) or ''}[", p) for p in parts]
         if first is not None:
-            parts[first] = _defuse(parts[first])
+            parts[first] = defuse(parts[first])
         out.append("".join(p + (codes[i] if i < len(codes) else "") for i, p in enumerate(parts)))
     return "\n".join(out)

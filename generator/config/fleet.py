@@ -64,8 +64,9 @@ def _files(folder: Path, root: Path, findings: list[Finding]) -> list[Path]:
     for odd in sorted(folder.glob("*.yml")):
         findings.append(Finding(str(odd.relative_to(root)), None, "",
                                 "fleetgen reads only files ending in .yaml", f"rename it to {odd.stem}.yaml"))
-    # Links are listed too, so that loading refuses them by name instead of skipping them silently.
-    return sorted(p for p in folder.glob("*.yaml") if p.is_file() or p.is_symlink())
+    # Links, FIFOs, devices and folders are listed too, so that loading refuses them by name
+    # (never follows, never waits on them) instead of skipping them silently.
+    return sorted(folder.glob("*.yaml"))
 
 
 def _load(path: Path, root: Path, model: type[M], findings: list[Finding]) -> Loaded[M] | None:

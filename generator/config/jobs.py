@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 from pydantic import Field, StrictStr
 
 from generator.config.base import ConfigModel
-from generator.config.types import Count, DnsSubdomain, LabelKey, Quantity
+from generator.config.types import Count, DnsSubdomain, LabelKey, PositiveCount, Quantity
 
 # Profile names become JobSet names, which must be DNS-1035 labels (start with a letter).
 PROFILE_NAME = r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$"
@@ -27,7 +27,7 @@ class TopologySlice(ConfigModel):
 
     level: LabelKey
     """Node label of each slice's domain: one of the pool's topologyLevels, at or below `topology.level`."""
-    size: Count = Field(ge=1)
+    size: PositiveCount
     """Nodes per slice; must divide the job's nodes."""
 
 

@@ -100,6 +100,12 @@ def _visible_and_unconfusable(value: str) -> str:
     if ch is not None:
         raise ValueError(f"contains the invisible or formatting character U+{ord(ch):04X} "
                          f"({unicodedata.name(ch, 'unnamed')})")
+    # Outside ASCII only letters and digits: a symbol, punctuation or mark (U+A789 for ':') reads as
+    # the ASCII character it looks like, and no confusables table lists them all.
+    ch = next((c for c in value if ord(c) > 0x7F and unicodedata.category(c)[0] not in "LN"), None)
+    if ch is not None:
+        raise ValueError(f"contains U+{ord(ch):04X} ({unicodedata.name(ch, 'unnamed')}), a symbol, punctuation or "
+                         "mark outside ASCII that can pass for another character; write it in ASCII")
     if unicodedata.normalize("NFKC", value) != value:
         raise ValueError(f"contains compatibility characters (full-width, ligatures, ...) that display like "
                          f"{unicodedata.normalize('NFKC', value)!r}")
@@ -130,6 +136,8 @@ Quantity = Annotated[str | int, PlainValidator(_quantity),
                      WithJsonSchema({"anyOf": [{"type": "integer", "minimum": 0}, {"type": "string"}],
                                      "description": "Kubernetes quantity, e.g. 192, 500m, 1800Gi"})]
 Count = Annotated[StrictInt, Field(ge=0, le=MAX_COUNT)]
+PositiveCount = Annotated[StrictInt, Field(ge=1, le=MAX_COUNT)]
+"""A count that must be at least 1 (a default `= Field(ge=1)` would not override Count's own bound)."""
 MIN_WEIGHT = 0.001
 
 

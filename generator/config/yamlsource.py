@@ -49,6 +49,7 @@ AMBIGUOUS_PLAIN: tuple[tuple[re.Pattern[str], str, str], ...] = (
     (re.compile(r"^(y|Y|yes|Yes|YES|n|N|no|No|NO|on|On|ON|off|Off|OFF)$"), "is a boolean in YAML 1.1 and text "
      "in YAML 1.2", "write true or false, or quote it if it is text"),
 )
+_STR = "tag:yaml.org,2002:str"
 _COLLECTION_TAGS = frozenset({"tag:yaml.org,2002:map", "tag:yaml.org,2002:seq"})
 
 
@@ -119,6 +120,11 @@ class _Builder:
         return out
 
     def scalar(self, node: yaml.Node, path: Path_) -> Any:
+        implicit = _STR if node.style else _SCALAR.resolve(yaml.ScalarNode, node.value, (True, False))
+        if node.tag != implicit:  # an explicit tag (!!int "0x1F", !!str 10, !!binary ...) overrides what is written
+            raise self.fail(node, f"unsupported YAML tag {node.tag.replace('tag:yaml.org,2002:', '!!')!r} on "
+                            f"{node.value[:40]!r}: fleetgen reads every value as written, never as a tag says",
+                            "remove the tag; quote the value if it is text", path)
         if not node.style:
             for pattern, problem, hint in AMBIGUOUS_PLAIN:
                 if pattern.match(node.value):

@@ -43,7 +43,13 @@ def md(value: object) -> str:
     for char, repl in (("\\", "\\\\"), ("|", "\\|"), ("`", "\\`"), ("<", "&lt;"), (">", "&gt;"),
                        ("*", "\\*"), ("_", "\\_"), ("[", "\\["), ("]", "\\]")):
         text = text.replace(char, repl)
-    return re.sub(r"[\r\n\u2028\u2029]+", " ", text)
+    text = re.sub(r"[\r\n\u2028\u2029]+", " ", text)
+    # GitHub links `@name` (notifying that user or team) and `#123` / `GH-123` (cross-referencing
+    # an issue) in comment text: a zero-width space, written as an entity, breaks both and reads the same.
+    return _REFERENCE.sub(lambda m: f"{m.group(1)}&#8203;", text)
+
+
+_REFERENCE = re.compile(r"(@|#|GH-)(?=[A-Za-z0-9])", re.IGNORECASE)
 
 
 def fence(text: str) -> str:
