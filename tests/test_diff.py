@@ -268,3 +268,27 @@ def test_codeowners(repo: Path) -> None:
 def test_pre_commit_hooks() -> None:
     hooks = yaml.safe_load((REPO / ".pre-commit-hooks.yaml").read_text())
     assert {h["id"] for h in hooks} == {"fleetgen-render-check", "fleetgen-render"}
+
+
+def test_every_rendered_kind_is_permitted_by_its_argo_cd_project() -> None:
+    """Argo CD refuses a whole sync when one task's kind is not in the AppProject's whitelists
+    (issue 30: a PodDisruptionBudget stopped prod-east). Every synced object of every Argo CD
+    cluster must be permitted, in its scope."""
+    from tests.upstream.fleet import group_of
+
+    for project_file in sorted((REPO / "rendered/gitops").glob("*/appproject-*.yaml")):
+        project = yaml.safe_load(project_file.read_text())
+        if project["metadata"]["name"] != project_file.parent.name:
+            continue  # the platform project permits every kind
+        spec = project["spec"]
+        cluster = {(k["group"], k["kind"]) for k in spec["clusterResourceWhitelist"]}
+        namespaced = {(k["group"], k["kind"]) for k in spec["namespaceResourceWhitelist"]}
+        for path in sorted((REPO / "rendered" / project_file.parent.name).rglob("*.yaml")):
+            doc = yaml.safe_load(path.read_text())
+            if not isinstance(doc, dict) or "apiVersion" not in doc or doc.get("kind") == "Kustomization":
+                continue
+            if "/templates/" in path.as_posix() or doc["apiVersion"].startswith("kustomize."):
+                continue
+            key = (group_of(doc), doc["kind"])
+            allowed = namespaced if doc["metadata"].get("namespace") else cluster
+            assert key in allowed, f"{path.relative_to(REPO)}: {key} is not permitted by {project_file.name}"

@@ -35,7 +35,8 @@ NAMESPACED_KINDS = [("kueue.x-k8s.io", "LocalQueue"), ("rbac.authorization.k8s.i
                     ("rbac.authorization.k8s.io", "Role"), ("apps", "Deployment"), ("", "Service"),
                     ("", "ConfigMap"), ("", "ServiceAccount"), ("", "Secret"), ("apps", "DaemonSet"),
                     ("monitoring.coreos.com", "ServiceMonitor"), ("monitoring.coreos.com", "PrometheusRule"),
-                    ("argoproj.io", "Application")]
+                    ("argoproj.io", "Application"), ("networking.k8s.io", "NetworkPolicy"), ("", "ResourceQuota"),
+                    ("", "LimitRange"), ("policy", "PodDisruptionBudget")]
 # Fields Kueue's webhooks fill in with defaults; with server-side apply they rarely show, but an
 # older Argo CD diff would report them forever.
 KUEUE_DEFAULTED = [

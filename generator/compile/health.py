@@ -46,7 +46,8 @@ def policy_document(cfg: ClusterConfig) -> dict[str, Any]:
         "policy": {"healthyChecksToRelease": health.healthy_checks_to_release,
                    "cooldownSeconds": seconds(health.cooldown), "flapCount": health.flap_count,
                    "flapWindowSeconds": seconds(health.flap_window),
-                   "maxUnhealthyPercent": health.max_unhealthy_percent},
+                   "maxUnhealthyPercent": health.max_unhealthy_percent,
+                   "cordonsPerLoop": health.cordons_per_loop},
         "drain": {"enabled": health.drain.enabled, "maxPercent": health.drain.max_percent,
                   "evictionsPerLoop": health.drain.evictions_per_loop,
                   "gracePeriodSeconds": int(seconds(health.drain.grace_period)) if health.drain.grace_period

@@ -1,4 +1,5 @@
-"""Tenancy objects: a Namespace per team namespace and RoleBindings for the team's members.
+"""Tenancy objects: a Namespace per team namespace, RoleBindings for the team's members, and the
+bounds of each namespace (compile/isolation.py).
 
 Members get two bindings in each of their namespaces and nowhere else: the built-in `edit` role
 (pods, logs, config maps, secrets, batch Jobs) and `fleetgen-team-member`, a ClusterRole rendered
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from generator.compile.isolation import namespace_bounds, namespace_labels, toleration_policy
 from generator.compile.kueue import team_folder
 from generator.compile.manifest import Manifest, labels
 from generator.config.cluster import ClusterConfig
@@ -36,7 +38,8 @@ def namespaces(cluster: Loaded[ClusterConfig], team: Loaded[TeamConfig]) -> list
     out = []
     for i, ns in enumerate(tcfg.namespace_names):
         body = {"apiVersion": "v1", "kind": "Namespace",
-                "metadata": {"name": ns, "labels": labels(cluster.config.name, tcfg.name)}}
+                "metadata": {"name": ns, "labels": labels(cluster.config.name, tcfg.name)
+                             | namespace_labels(cluster.config, tcfg.name)}}
         out.append(Manifest(team_folder(tcfg.name) + (ns,), body,
                             team.at("namespaces", i) if tcfg.namespaces else team.at("name")))
     return out
@@ -75,8 +78,9 @@ def member_role(cluster: Loaded[ClusterConfig]) -> Manifest:
 
 def compile_tenancy(cluster: Loaded[ClusterConfig], teams: list[Loaded[TeamConfig]]) -> list[Manifest]:
     """The member ClusterRole, and Namespaces and RoleBindings of every team with quota in the cluster."""
-    out: list[Manifest] = [member_role(cluster)]
+    out: list[Manifest] = [member_role(cluster), *toleration_policy(cluster)]
     for team in teams:
         out.extend(namespaces(cluster, team))
         out.extend(role_bindings(cluster, team))
+        out.extend(namespace_bounds(cluster, team))
     return out

@@ -16,10 +16,21 @@ from generator.config.jobs import JobProfile
 from generator.config.team import TeamConfig
 from generator.errors import Finding
 
-# Namespaces a team may never claim: granting `edit` there would hand out the platform.
+# Namespaces a team may never claim, whatever a cluster's policy says: granting `edit` there would
+# hand out the platform, or an add-on that runs with cluster-wide rights (admission, networking,
+# secrets, autoscaling, storage, service mesh, GitOps, cloud controllers).
 RESERVED_NAMESPACES = re.compile(
-    r"^(default|kube-.*|kueue-system|jobset-system|monitoring|gpu-operator|nvidia-.*|"
-    r"fleetgen-.*|argocd|flux-system|cert-manager|openshift-.*)$")
+    r"^(default|kube-.*|kueue-system|jobset-system|monitoring|gpu-operator|nvidia-.*|network-operator|"
+    r"node-feature-discovery|sriov-network-operator|fleetgen-.*|argocd|argo|argo-.*|flux-system|"
+    r"cert-manager|openshift|openshift-.*|gatekeeper-system|kyverno|kyverno-.*|calico-.*|tigera-operator|"
+    r"cilium|cilium-.*|external-secrets|sealed-secrets|vault|vault-.*|karpenter|keda|istio-.*|istio|"
+    r"linkerd|linkerd-.*|ingress-nginx|nginx-ingress|traefik|envoy-gateway-system|metallb-system|"
+    r"external-dns|longhorn-system|rook-ceph|velero|local-path-storage|openebs|"
+    r"cattle-.*|rancher-.*|fleet-.*|knative-.*|kserve|kubeflow|kubeflow-.*|ray-system|kuberay-.*|"
+    r"volcano-system|tekton-.*|crossplane-system|olm|operators|operator-lifecycle-manager|"
+    r"kubernetes-dashboard|prometheus|grafana|loki|observability|opentelemetry-.*|falco|trivy-system|"
+    r"gmp-.*|gke-.*|config-management-system|cnrm-system|azure-.*|aws-.*|amazon-.*|eks-.*|"
+    r"lws-system|trainer-system|kubeflow-system|kueue-.*|jobset-.*)$")
 RESERVED_TEAM_NAMES = frozenset({"default"})
 RESERVED_CLUSTER_NAMES = frozenset({"gitops"})  # rendered/gitops/ holds the GitOps bootstrap objects
 
@@ -130,8 +141,17 @@ def _namespaces(fleet: Fleet) -> Iterator[Finding]:
                 yield Finding(where[0], where[1], field, f"namespace {ns!r} belongs to the platform: "
                               f"{platform[ns]}", "choose a namespace of the team's own, e.g. <team>-<purpose>")
             elif RESERVED_NAMESPACES.match(ns):
-                yield Finding(where[0], where[1], field, f"namespace {ns!r} is reserved for the platform",
-                              "choose a namespace of the team's own, e.g. <team>-<purpose>")
+                yield Finding(where[0], where[1], field, f"namespace {ns!r} is reserved for the platform or a "
+                              "cluster add-on", "choose a namespace of the team's own, e.g. <team>-<purpose>")
+            elif refused := [c for c in sorted(team.config.quotas) if c in fleet.clusters and not
+                             fleet.clusters[c].config.tenancy.namespaces.admits(team.config.name, ns)]:
+                policy = fleet.clusters[refused[0]].config.tenancy.namespaces
+                file, line = fleet.clusters[refused[0]].at("tenancy")
+                yield Finding(where[0], where[1], field, f"namespace {ns!r} is not one team {team.config.name!r} may "
+                              f"claim in cluster {refused[0]!r}: it matches neither the pattern "
+                              f"{policy.pattern!r} nor tenancy.namespaces.allowed ({file}:{line})",
+                              f"use {team.config.name!r} or {team.config.name + '-<purpose>'!r}, or ask the "
+                              "platform team to add it to the cluster's tenancy.namespaces.allowed")
             elif ns in names[:i]:
                 yield Finding(where[0], where[1], field, f"namespace {ns!r} is listed twice", "remove the duplicate")
             else:
@@ -564,11 +584,23 @@ def _fair_sharing(fleet: Fleet) -> Iterator[Finding]:
                           "accept that it is ignored")
 
 
+def _pod_security_exceptions(fleet: Fleet) -> Iterator[Finding]:
+    """An exception names a team with namespaces in the cluster; a typo must not pass unnoticed."""
+    for name, loaded in sorted(fleet.clusters.items()):
+        teams = {t.config.name for t in fleet.teams_in(name)}
+        for team in sorted(loaded.config.tenancy.pod_security_exceptions):
+            if team not in teams:
+                file, line = loaded.at("tenancy", "podSecurityExceptions", team)
+                yield Finding(file, line, f"tenancy.podSecurityExceptions.{team}",
+                              f"team {team!r} has no quota (and so no namespaces) in cluster {name}",
+                              "name a team of this cluster, or remove the exception")
+
+
 RULES: list[Callable[[Fleet], Iterator[Finding]]] = [
     _kubernetes_versions, _reserved_cluster_names, _reserved_team_names, _unique_within_cluster, _cohort_tree,
     _team_names, _namespaces, _subjects, _quota_references, _capacity, _job_profiles, _fair_sharing,
     _allowed_priorities, _stop_policy, _flavor_order, _fungibility_preference, _cohort_quotas, _cpu_pool,
-    _admission_checks, _multikueue_workers, _multikueue_quotas,
+    _admission_checks, _multikueue_workers, _multikueue_quotas, _pod_security_exceptions,
 ]
 
 

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from typing import Literal
 
-from pydantic import Field, PrivateAttr, StrictInt, StrictStr, field_validator, model_validator
+from pydantic import Field, PrivateAttr, StrictBool, StrictInt, StrictStr, field_validator, model_validator
 
 from generator.config.base import ConfigModel
 from generator.config.platform import GitOps, Health, Monitoring
@@ -449,9 +450,89 @@ class MultiKueue(ConfigModel):
         return f"multikueue-{worker}"
 
 
+TEAM_PLACEHOLDER = "{team}"
+
+
+class NamespacePolicy(ConfigModel):
+    """Which namespaces team files may claim here. A name must match `pattern` (with the team's
+    name for `{team}`) or be in `allowed`; the built-in list of platform and add-on namespaces
+    (kube-*, gatekeeper-system, kyverno, calico-system, karpenter, ...) is refused whatever this says."""
+
+    pattern: StrictStr = Field(default="{team}(-[a-z0-9]([-a-z0-9]*[a-z0-9])?)?", max_length=256)
+    """Regular expression a whole namespace name must match; `{team}` stands for the team's name.
+    The default admits the team's name and `<team>-<purpose>`."""
+    allowed: list[DnsLabel] = []
+    """Further exact names a team may claim (each by one team only), e.g. a shared `notebooks`."""
+
+    @field_validator("pattern")
+    @classmethod
+    def _compiles(cls, value: str) -> str:
+        try:
+            re.compile(value.replace(TEAM_PLACEHOLDER, "team"))
+        except re.error as exc:
+            raise ValueError(f"is not a regular expression: {exc}") from None
+        return value
+
+    def admits(self, team: str, namespace: str) -> bool:
+        """Does the policy let `team` claim `namespace`?"""
+        if namespace in self.allowed:
+            return True
+        return re.fullmatch(self.pattern.replace(TEAM_PLACEHOLDER, re.escape(team)), namespace) is not None
+
+
+PodSecurityLevel = Literal["privileged", "baseline", "restricted"]
+POD_SECURITY_ORDER: dict[str, int] = {"restricted": 0, "baseline": 1, "privileged": 2}
+
+
+class Egress(ConfigModel):
+    """Where team pods may connect outside their own namespaces (besides cluster DNS)."""
+
+    allow: list[StrictStr] = ["0.0.0.0/0", "::/0"]
+    """CIDRs team pods may reach (NetworkPolicy ipBlock); `[]` allows nothing beyond the namespace and DNS."""
+    deny: list[StrictStr] = ["169.254.169.254/32", "fd00:ec2::254/128"]
+    """CIDRs carved out of `allow` (ipBlock except): by default the cloud metadata endpoints, which
+    hand out node credentials. Add the cluster's pod and service CIDRs to keep team pods from
+    reaching other namespaces through a CNI that matches pod IPs by ipBlock."""
+
+    @field_validator("allow", "deny")
+    @classmethod
+    def _cidrs(cls, values: list[str]) -> list[str]:
+        import ipaddress
+
+        for value in values:
+            try:
+                ipaddress.ip_network(value, strict=True)
+            except ValueError as exc:
+                raise ValueError(f"{value!r} is not a CIDR: {exc}") from None
+        return values
+
+
+class Network(ConfigModel):
+    """NetworkPolicies of the team namespaces: deny by default, then what jobs need."""
+
+    isolate: StrictBool = True
+    """Render the policy: traffic only within the namespace (rendezvous, NCCL bootstrap), to the
+    cluster DNS, and out to `egress`. Enforced by the cluster's CNI (one that implements NetworkPolicy)."""
+    egress: Egress = Egress()
+    """Where team pods may connect outside the cluster."""
+
+
 class Tenancy(ConfigModel):
     """What team files may grant in this cluster, beyond their own people."""
 
+    namespaces: NamespacePolicy = NamespacePolicy()
+    """Which namespaces teams may claim (and be granted `edit` in)."""
+    pod_security: Literal["baseline", "restricted"] = "baseline"
+    """Pod Security Standard enforced on every team namespace (`baseline`: no privileged pods, host
+    namespaces, host paths or added capabilities; `restricted`: also non-root, no privilege escalation).
+    Pods are also warned and audited against `restricted`."""
+    pod_security_exceptions: dict[DnsLabel, PodSecurityLevel] = {}
+    """Per team, another level for its namespaces, e.g. `{infra-tests: privileged}`: the only way a
+    team gets a looser level, and it lives in the cluster file, which the platform team owns."""
+    network: Network = Network()
+    """Network isolation of the team namespaces."""
+    default_container_requests: dict[Literal["cpu", "memory"], Quantity] = {"cpu": "100m", "memory": "256Mi"}
+    """LimitRange default requests for containers that state none, so Kueue and the scheduler count them."""
     allowed_system_subjects: list[SubjectName] = []
     """`system:` users and groups that team files may list as members here, exactly as written
     (e.g. `system:serviceaccount:ci:runner`). Every other `system:` subject is refused: they name

@@ -121,6 +121,9 @@ class Health(ConfigModel):
     """Window for counting a node's cordons."""
     max_unhealthy_percent: float = Field(default=50.0, gt=0, le=100)
     """Circuit breaker: never hold more than this share of a pool's nodes cordoned."""
+    cordons_per_loop: int = Field(default=5, ge=1, le=1000, strict=True)
+    """Most new cordons per pool in one loop; more faults wait for the next loops. With the breaker,
+    it bounds what forged health signals can do (README, "Security model")."""
     prometheus_url: StrictStr | None = Field(default=None, pattern=r"^https?://[A-Za-z0-9.:/_-]+$")
     """Prometheus to query; default the kube-prometheus-stack service in the monitoring namespace."""
     loki_url: StrictStr | None = Field(default=None, pattern=r"^https?://[A-Za-z0-9.:/_-]+$")

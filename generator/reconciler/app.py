@@ -54,6 +54,7 @@ def build(document: dict[str, Any], api: Any, prometheus: str | None = None, dry
                     cooldown_seconds=float(p["cooldownSeconds"]), flap_count=int(p["flapCount"]),
                     flap_window_seconds=float(p["flapWindowSeconds"]),
                     max_unhealthy_percent=float(p["maxUnhealthyPercent"]),
+                    cordons_per_loop=int(p.get("cordonsPerLoop", 5)),  # absent in a policy rendered before it
                     dry_run=dry_run or bool(document.get("dryRun")),
                     drain=bool(drain.get("enabled")), drain_max_percent=float(drain.get("maxPercent", 10.0)))
     pools = [PoolSelector(pool["name"], dict(pool["labels"])) for pool in document["pools"]]

@@ -18,7 +18,9 @@ Rules, in the order they apply to each node:
    after `healthyChecksToRelease` consecutive healthy loops and `cooldown` since the cordon,
    unless labelled for repair; a cordon for a reset-class fault (XID 48/79/154..., DBE, row-remap
    failure, missing GPUs) only once the Node's bootID changed (a GPU reset or a reboot).
-6. Circuit breaker, per pool: if the pool's unschedulable nodes (whoever cordoned them) plus
+6. Cordon budget, per pool: at most `cordonsPerLoop` new cordons a loop; the others wait for the
+   next loops, if their evidence is still there.
+   Circuit breaker, per pool: if the pool's unschedulable nodes (whoever cordoned them) plus
    the new cordons would exceed `maxUnhealthyPercent` of its nodes (rounded up, at least one
    node), nothing new is cordoned in that pool and its breaker trips; while tripped, nothing in
    that pool is cordoned or released until `reset-breaker`. Other pools carry on.
@@ -63,6 +65,8 @@ from generator.reconciler.model import (
 )
 from generator.signals import CONDITIONS, needs_reset, persistence_seconds
 
+WARNING_EVENTS_PER_NODE = 8
+"""Events for one node's warnings in one loop: forged lines naming a thousand SXids are one summary."""
 CONDITION_WRITES_PER_LOOP = 500
 """Most `GPUHealthy` condition writes in one loop; the rest follow in the next loops."""
 _FOR = {c.name: persistence_seconds(c.name) for c in CONDITIONS}
@@ -120,9 +124,12 @@ def decide(observations: dict[str, Observation], nodes: dict[str, NodeState], po
             candidates.append((node, Cordon(name, reason, obs.evidence, recent, repair)))
             continue
         if state == "warn":
-            for e in obs.evidence:
+            for e in obs.evidence[:WARNING_EVENTS_PER_NODE]:
                 actions.append(Event(name, "Warning", "GPUHealthWarning",
                                      f"{e.signal}{' on GPU ' + e.gpu if e.gpu else ''}: {e.detail}".rstrip(": ")))
+            if len(obs.evidence) > WARNING_EVENTS_PER_NODE:
+                actions.append(Event(name, "Warning", "GPUHealthWarning",
+                                     f"and {len(obs.evidence) - WARNING_EVENTS_PER_NODE} more warning signals"))
         if human_released and state == "healthy":
             actions.append(ClearHumanRelease(name))
         if node.owned and node.unschedulable and state == "healthy" and not node.needs_repair:
@@ -141,10 +148,16 @@ def decide(observations: dict[str, Observation], nodes: dict[str, NodeState], po
                 actions.append(SetHealthyChecks(name, checks))
     after = _trip(candidates, nodes, policy, breakers, now, skipped)
     stopped = {pool for pool in {n.pool for n in nodes.values()} if breaker_of(after, pool).tripped}
+    budget: dict[str, int] = defaultdict(lambda: policy.cordons_per_loop)
     for node, cordon in candidates:
         if node.pool in stopped:
             skipped.append(f"{cordon.node}: would cordon for {cordon.reason}, breaker of pool {node.pool} tripped")
             continue
+        if budget[node.pool] <= 0:
+            skipped.append(f"{cordon.node}: would cordon for {cordon.reason}, but pool {node.pool} had its "
+                           f"{policy.cordons_per_loop} cordons this loop: next loop")
+            continue
+        budget[node.pool] -= 1
         actions.append(cordon)
         message = f"cordoned and tainted for {cordon.reason}"
         if cordon.repair:

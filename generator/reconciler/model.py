@@ -139,6 +139,9 @@ class Policy:
     """Evict the pods of nodes we cordoned (the cluster file's `health.drain.enabled`)."""
     drain_max_percent: float = 10.0
     """Drain breaker: most nodes of a pool being drained at once, as a share of the pool."""
+    cordons_per_loop: int = 5
+    """Most new cordons per pool in one loop; the rest wait for the next loops (a forged flood of
+    faults takes the pool down slowly, visibly, and only up to the breaker)."""
 
 
 @dataclass(frozen=True)

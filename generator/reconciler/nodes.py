@@ -40,6 +40,7 @@ from generator.reconciler.model import (
     Decision,
     Drain,
     Event,
+    Evidence,
     NodeAction,
     NodeCondition,
     NodeState,
@@ -140,6 +141,29 @@ _DROP_OWNERSHIP: dict[str, None] = dict.fromkeys(
 """Merge-patch nulls for the annotations that make a cordon ours (released, or lifted by a human)."""
 
 
+MAX_EVIDENCE_ITEMS = 32
+MAX_EVIDENCE_BYTES = 8 << 10
+"""The evidence annotation stays far below the API server's 256 KiB for all of a Node's annotations:
+a cordon carrying evidence for thousands of series was refused (422) and never retried."""
+
+
+def evidence_annotation(evidence: tuple[Evidence, ...]) -> str:
+    """The signals behind a cordon as JSON, cordon-class first, each field shortened, capped in count
+    and size; a last entry says how many were left out."""
+    ordered = sorted(evidence, key=lambda e: (e.action != "cordon", e.signal, e.gpu))
+    items = [{"signal": e.signal[:64], "gpu": e.gpu[:16], "detail": e.detail[:160]}
+             for e in ordered[:MAX_EVIDENCE_ITEMS]]
+
+    def text(kept: list[dict[str, str]]) -> str:
+        left = len(evidence) - len(kept)
+        more = [{"signal": "more", "gpu": "", "detail": f"{left} more signals not recorded"}] if left else []
+        return json.dumps(kept + more, sort_keys=True)
+
+    while len(text(items)) > MAX_EVIDENCE_BYTES:
+        items.pop()
+    return text(items)
+
+
 def _patch_for(action: NodeAction, node: dict[str, Any], now: float) -> dict[str, Any] | None:
     """The merge patch for `action` on the Node as it is now, or None if it no longer applies."""
     spec = node.get("spec") or {}
@@ -154,8 +178,7 @@ def _patch_for(action: NodeAction, node: dict[str, Any], now: float) -> dict[str
             "metadata": {"annotations": {
                 ANNOTATION_OWNED: "true", ANNOTATION_REASON: action.reason, ANNOTATION_SINCE: repr(now),
                 ANNOTATION_HEALTHY: "0", ANNOTATION_HISTORY: json.dumps(list(action.history)),
-                ANNOTATION_EVIDENCE: json.dumps([{"signal": e.signal, "gpu": e.gpu, "detail": e.detail}
-                                                 for e in action.evidence], sort_keys=True),
+                ANNOTATION_EVIDENCE: evidence_annotation(action.evidence),
                 ANNOTATION_BOOT: _boot_id(node) or None, ANNOTATION_HUMAN: None}}}
         if action.repair:
             patch["metadata"]["labels"] = {LABEL_REPAIR: "true"}

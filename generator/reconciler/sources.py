@@ -14,11 +14,13 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections import defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from generator.compile.rules import EXPORTER, XID_METRIC
 from generator.reconciler.model import Evidence, Observation
+from generator.reconciler.samples import Bad, Sample, checked, code
 from generator.signals import CONDITIONS, xid_class
 
 
@@ -27,14 +29,27 @@ def instant_vector(base: str, path: str, expr: str, timeout: float, what: str) -
     url = f"{base.rstrip('/')}{path}?{urllib.parse.urlencode({'query': expr})}"
     try:
         with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310 - configured URL
-            answer = json.loads(response.read())
+            body = response.read(MAX_ANSWER_BYTES + 1)
     except urllib.error.HTTPError as exc:
         raise SourceError(f"{what} answered {exc.code}: {_body(exc)}", answered=True) from None
     except (urllib.error.URLError, OSError, ValueError) as exc:
         raise SourceError(f"{what} query failed: {exc}") from None
-    if answer.get("status") != "success" or (answer.get("data") or {}).get("resultType") != "vector":
-        raise SourceError(f"{what} answered {answer.get('status')}: {answer.get('error', '')}", answered=True)
-    return list(answer["data"]["result"])
+    if len(body) > MAX_ANSWER_BYTES:
+        raise SourceError(f"{what} answered more than {MAX_ANSWER_BYTES} bytes", answered=True)
+    try:
+        answer = json.loads(body)
+    except (ValueError, RecursionError):
+        raise SourceError(f"{what} answered something that is not JSON", answered=True) from None
+    data = answer.get("data") if isinstance(answer, dict) else None
+    if not isinstance(answer, dict) or answer.get("status") != "success" or not isinstance(data, dict) \
+            or data.get("resultType") != "vector" or not isinstance(data.get("result"), list):
+        status, error = (answer.get("status"), answer.get("error", "")) if isinstance(answer, dict) else ("?", "")
+        raise SourceError(f"{what} answered {str(status)[:40]}: {str(error)[:300]}", answered=True)
+    return list(data["result"])
+
+
+MAX_ANSWER_BYTES = 64 << 20
+"""An answer larger than this is refused whole (10,000 nodes x 8 GPUs of samples is a few MB)."""
 
 
 def _body(exc: urllib.error.HTTPError) -> str:
@@ -44,6 +59,8 @@ def _body(exc: urllib.error.HTTPError) -> str:
         return str(exc.reason)
 
 
+MAX_GPUS_PER_NODE = 64
+"""A GPU count above this is not a node's (a forged or broken sample): the count is then unread."""
 GPU_PRESENCE_METRIC = "DCGM_FI_DEV_GPU_TEMP"
 """One series per GPU the exporter sees (the GPUMissingFromNode rule counts the same metric)."""
 
@@ -92,35 +109,51 @@ class PrometheusSource:
             failed.append(signal)
             return []
 
+    def _samples(self, expr: str, signal: str, failed: list[str], bad: dict[str, set[str]]) -> Iterator[Sample]:
+        """The query's samples that parse; one that does not makes `signal` unknown on its node only."""
+        for item in checked(self._try(expr, signal, failed)):
+            if isinstance(item, Sample):
+                yield item
+            elif item.node is not None:
+                bad[item.node].add(signal)
+
     def observe(self, nodes: list[str]) -> dict[str, Observation]:
         """One Observation per node."""
         failed: list[str] = []
-        up = {s["metric"].get("node"): float(s["value"][1])
-              for s in self._try(f"up{EXPORTER}", EXPORTER_SIGNAL, failed)}
-        reporting = {s["metric"].get("node"): int(float(s["value"][1])) for s in self._try(
-            f"count by (node) ({GPU_PRESENCE_METRIC}{EXPORTER})", GPU_COUNT_SIGNAL, failed)}
+        bad: dict[str, set[str]] = defaultdict(set)
+        up = {s.node: s.value for s in self._samples(f"up{EXPORTER}", EXPORTER_SIGNAL, failed, bad)}
+        reporting: dict[str, int] = {}
+        for s in self._samples(f"count by (node) ({GPU_PRESENCE_METRIC}{EXPORTER})", GPU_COUNT_SIGNAL, failed, bad):
+            if 0 <= s.value <= MAX_GPUS_PER_NODE and s.value == int(s.value):
+                reporting[s.node] = int(s.value)
+            else:
+                bad[s.node].add(GPU_COUNT_SIGNAL)
         evidence: dict[str, list[Evidence]] = defaultdict(list)
-        for sample in self._try(f"max by (node, gpu, xid) ({XID_METRIC}{EXPORTER}) > 0", XID_METRIC_SIGNAL, failed):
-            labels = sample["metric"]
-            cls = xid_class(int(labels.get("xid", "0") or 0))
-            evidence[labels.get("node", "")].append(Evidence(
-                f"xid-{labels.get('xid')}", cls.action if cls else "count", labels.get("gpu", ""),
+        for sample in self._samples(f"max by (node, gpu, xid) ({XID_METRIC}{EXPORTER}) > 0", XID_METRIC_SIGNAL,
+                                    failed, bad):
+            xid = code(sample, "xid")
+            if xid is None:
+                bad[sample.node].add(XID_METRIC_SIGNAL)
+                continue
+            cls = xid_class(xid)
+            evidence[sample.node].append(Evidence(
+                f"xid-{xid}", cls.action if cls else "count", sample.labels.get("gpu", ""),
                 cls.meaning if cls else "unknown XID"))
         for condition in CONDITIONS:
             if condition.action == "unknown":
                 continue
-            for sample in self._try(condition.promql(EXPORTER), condition.name, failed):
-                labels = sample["metric"]
-                evidence[labels.get("node", "")].append(Evidence(
-                    condition.name, condition.action, labels.get("gpu", ""), f"value {sample['value'][1]}"))
-        every = tuple(sorted(failed))
+            for sample in self._samples(condition.promql(EXPORTER), condition.name, failed, bad):
+                evidence[sample.node].append(Evidence(
+                    condition.name, condition.action, sample.labels.get("gpu", ""), f"value {sample.value:g}"))
+        every = set(failed)
         out = {}
         for name in nodes:
             found = tuple(sorted(evidence.get(name, []), key=lambda e: (e.signal, e.gpu)))
             exporter_up = EXPORTER_SIGNAL in failed or up.get(name) == 1.0
-            unknown = every if exporter_up else tuple(sorted({*every, EXPORTER_SIGNAL}))
-            count = None if GPU_COUNT_SIGNAL in failed or not exporter_up else reporting.get(name, 0)
-            out[name] = Observation(name, found, gpus_reporting=count, unknown_signals=unknown)
+            unknown = every | bad.get(name, set()) | (set() if exporter_up else {EXPORTER_SIGNAL})
+            count = None if {GPU_COUNT_SIGNAL} & (every | bad.get(name, set())) or not exporter_up \
+                else reporting.get(name, 0)
+            out[name] = Observation(name, found, gpus_reporting=count, unknown_signals=tuple(sorted(unknown)))
         return out
 
 
@@ -146,7 +179,7 @@ class LokiSource:
         evidence: dict[str, list[Evidence]] = defaultdict(list)
         unknown: set[str] = set()
         try:
-            self._collect(None, evidence)
+            unknown.update(self._collect(None, evidence))
         except SourceError as exc:
             if not exc.answered:  # down or unreachable: asking 100 times more will not help
                 unknown.update(nodes)
@@ -154,27 +187,36 @@ class LokiSource:
                 for first in range(0, len(nodes), LOKI_NODES_PER_QUERY):
                     batch = nodes[first:first + LOKI_NODES_PER_QUERY]
                     try:
-                        self._collect(batch, evidence)
+                        unknown.update(self._collect(batch, evidence))
                     except SourceError:
                         unknown.update(batch)
-        return {name: Observation(name, () if name in unknown else tuple(evidence.get(name, ())),
+        return {name: Observation(name, tuple(evidence.get(name, ())),
                                   unknown_signals=(KERNEL_LOG_SIGNAL,) if name in unknown else ())
                 for name in nodes}
 
-    def _collect(self, nodes: list[str] | None, evidence: dict[str, list[Evidence]]) -> None:
-        """XID and SXid lines (of `nodes` only, when given) into `evidence`; all or nothing."""
+    def _collect(self, nodes: list[str] | None, evidence: dict[str, list[Evidence]]) -> set[str]:
+        """XID and SXid lines (of `nodes` only, when given) into `evidence`, all or nothing; the
+        nodes of samples that did not parse (their kernel log is then unknown)."""
         from generator.compile.rules import sxid_lines_query, xid_lines_query
 
         found: dict[str, list[Evidence]] = defaultdict(list)
-        for sample in self.query(xid_lines_query(window=self.window, nodes=nodes)):
-            labels = sample["metric"]
-            code = int(labels.get("xid", "0") or 0)
-            cls = xid_class(code)
-            found[labels.get("k8s_node_name", "")].append(Evidence(
-                f"xid-{code}", cls.action if cls else "count", "", f"kernel log, {sample['value'][1]} lines"))
-        for sample in self.query(sxid_lines_query(window=self.window, nodes=nodes)):  # benign SXids excluded
-            labels = sample["metric"]
-            found[labels.get("k8s_node_name", "")].append(Evidence(
-                f"sxid-{labels.get('sxid')}", "count", "", f"kernel log, {sample['value'][1]} lines"))
-        for node, items in found.items():
+        bad: set[str] = set()
+        queries = ((xid_lines_query(window=self.window, nodes=nodes), "xid"),
+                   (sxid_lines_query(window=self.window, nodes=nodes), "sxid"))  # benign SXids excluded
+        for expr, label in queries:
+            for item in checked(self.query(expr), "k8s_node_name"):
+                number = code(item, label) if isinstance(item, Sample) else None
+                if isinstance(item, Bad) or number is None:
+                    if item.node is not None:
+                        bad.add(item.node)
+                    continue
+                if label == "xid":
+                    cls = xid_class(number)
+                    found[item.node].append(Evidence(f"xid-{number}", cls.action if cls else "count", "",
+                                                     f"kernel log, {item.value:g} lines"))
+                else:
+                    found[item.node].append(Evidence(f"sxid-{number}", "count", "",
+                                                     f"kernel log, {item.value:g} lines"))
+        for node, items in found.items():  # what did parse still counts beside an unknown kernel log
             evidence[node].extend(items)
+        return bad

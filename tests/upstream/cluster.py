@@ -12,11 +12,12 @@ What runs, and why:
 - kube-apiserver with RBAC only (no AlwaysAllow), x509 client certificates signed by the stack's
   CA (a team member is a certificate with CN=user, O=groups, as with an OIDC or cert login),
   service-account tokens (TokenRequest) and an audit log of every write.
-- kube-controller-manager with five controllers: ClusterRole aggregation (the bootstrap `edit`,
+- kube-controller-manager with six controllers: ClusterRole aggregation (the bootstrap `edit`,
   `admin` and `view` roles are empty until it fills them), garbage collection (JobSet Jobs,
   foreground deletion), namespace deletion, service accounts (each namespace's `default`,
-  which pods need) and disruption (PodDisruptionBudget status, which the eviction API
-  enforces). No scheduler and no kubelet: Jobs are created, pods are not run.
+  which pods need), disruption (PodDisruptionBudget status, which the eviction API
+  enforces) and resource quotas (a ResourceQuota's status, without which admission refuses
+  every pod of its namespace). No scheduler and no kubelet: Jobs are created, pods are not run.
 - Kueue v0.19.2 and JobSet v0.12.0 managers, with the CRDs, webhook configurations and
   ClusterRoles of their own `config/default` (tools.py keeps `kustomize build` of it). Webhook and
   conversion client configs are pointed at the local managers (a URL on 127.0.0.1 instead of the
@@ -58,7 +59,7 @@ KUEUE_WEBHOOK_SECRET = "kueue-webhook-server-cert"
 SERVICE_CIDR = "10.0.0.0/24"
 """Only addresses handed to Services; nothing ever connects to them (no Service-based webhooks)."""
 CONTROLLERS = ("clusterrole-aggregation-controller,garbage-collector-controller,namespace-controller,"
-               "serviceaccount-controller,disruption-controller")
+               "serviceaccount-controller,disruption-controller,resourcequota-controller")
 INSTALLED_KINDS = ("Namespace", "CustomResourceDefinition", "MutatingWebhookConfiguration",
                    "ValidatingWebhookConfiguration", "ClusterRole")
 """What the managers' manifests contribute. Not their Deployments, Services, ServiceAccounts and

@@ -1,0 +1,194 @@
+"""Issue 28: team namespaces bounded without Kueue's help, and the namespaces teams may claim.
+
+The bounds are judged by the real kube-apiserver (Pod Security admission, the ValidatingAdmissionPolicy
+on tolerations, LimitRanger, ResourceQuota admission with the real quota controller) acting on the
+rendered objects, with a team member's own identity. NetworkPolicy enforcement needs a CNI, which
+no test here runs: the API server only accepts the object.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.conftest import REPO, edit, run
+
+# --- which namespaces a team may claim ---------------------------------------------------------
+
+def tenancy(root: Path, cluster: str, body: str) -> None:
+    """Give a cluster file a `tenancy:` block (none of the examples has one)."""
+    path = root / "clusters" / f"{cluster}.yaml"
+    assert "\ntenancy:" not in path.read_text(), "test case out of date: the cluster has tenancy"
+    path.write_text(path.read_text() + f"tenancy:\n  {body}\n")
+
+
+ADD_ONS = ["gatekeeper-system", "kyverno", "calico-system", "calico-apiserver", "tigera-operator", "cilium",
+           "external-secrets", "karpenter", "keda", "istio-system", "linkerd", "ingress-nginx", "cert-manager",
+           "metallb-system", "longhorn-system", "rook-ceph", "velero", "vault", "crossplane-system",
+           "kubernetes-dashboard", "argo-events", "kuberay-operator", "kubeflow", "cattle-system"]
+
+
+@pytest.mark.parametrize("namespace", ADD_ONS)
+def test_add_on_namespaces_cannot_be_claimed(fleet_root: Path, namespace: str) -> None:
+    """Even where the cluster's policy would admit any name, the built-in list holds."""
+    tenancy(fleet_root, "prod-east", "namespaces: {pattern: '.*'}")
+    edit(fleet_root, "teams/vision.yaml", "namespaces: [vision, vision-eval]", f"namespaces: [vision, {namespace}]")
+    result = run(fleet_root, "render")
+    assert result.code == 2
+    assert f"teams/vision.yaml:6: namespaces[1]: namespace '{namespace}' is reserved for the platform" in result.err
+
+
+def test_a_name_outside_the_clusters_policy_is_refused_not_guessed(fleet_root: Path) -> None:
+    edit(fleet_root, "teams/vision.yaml", "namespaces: [vision, vision-eval]", "namespaces: [vision, shared-data]")
+    result = run(fleet_root, "render")
+    assert result.code == 2
+    assert ("teams/vision.yaml:6: namespaces[1]: namespace 'shared-data' is not one team 'vision' may claim in "
+            "cluster 'dev'") in result.err
+    assert "use 'vision' or 'vision-<purpose>'" in result.err
+
+
+def test_the_cluster_allows_named_namespaces_and_its_own_pattern(fleet_root: Path) -> None:
+    edit(fleet_root, "teams/vision.yaml", "namespaces: [vision, vision-eval]", "namespaces: [vision, shared-data]")
+    for cluster in ("dev", "prod-east", "prod-west", "hub"):
+        tenancy(fleet_root, cluster, "namespaces: {allowed: [shared-data]}")
+    assert run(fleet_root, "render").code == 0
+    edit(fleet_root, "clusters/dev.yaml", "  namespaces: {allowed: [shared-data]}\n",
+         "  namespaces: {pattern: 'ml-{team}'}\n")
+    result = run(fleet_root, "render")
+    assert result.code == 2 and "namespace 'vision' is not one team 'vision' may claim in cluster 'dev'" in result.err
+
+
+def test_a_looser_pod_security_level_is_only_a_cluster_exception(fleet_root: Path) -> None:
+    tenancy(fleet_root, "prod-east", "podSecurityExceptions: {visoin: privileged}")
+    result = run(fleet_root, "render")
+    assert result.code == 2 and "tenancy.podSecurityExceptions.visoin: team 'visoin' has no quota" in result.err
+    edit(fleet_root, "clusters/prod-east.yaml", "{visoin: privileged}", "{vision: privileged}")
+    assert run(fleet_root, "render").code == 0
+    ns = yaml.safe_load((fleet_root / "rendered/prod-east/teams/vision/vision/namespace-vision.yaml").read_text())
+    assert ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
+    other = fleet_root / "rendered/prod-east/teams/ml-research/ml-research/namespace-ml-research.yaml"
+    assert yaml.safe_load(other.read_text())["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "baseline"
+
+
+def test_the_gpu_quota_is_what_the_teams_queues_could_hold() -> None:
+    """vision in prod-east: 32 H100 guaranteed with borrowingLimit 64 -> 96 (no more exist to borrow)."""
+    quota = yaml.safe_load((REPO / "rendered/prod-east/teams/vision/vision/resourcequota-fleetgen-gpus.yaml")
+                           .read_text())
+    assert quota["spec"]["hard"] == {"requests.nvidia.com/gpu": "96"}
+
+
+# --- the real API server --------------------------------------------------------------------------
+
+TEAM, CLUSTER = "vision", "prod-east"
+MEMBER = ("carol@acme.com", ("vision",))
+
+
+@pytest.fixture(scope="module")
+def quota_stack(upstream_etcd: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """An API server of this file's own (its controller manager runs the quota controller, which
+    fills a ResourceQuota's status; until then admission refuses every pod: "status unknown for quota")."""
+    from tests.upstream.cluster import Stack
+
+    stack = Stack.start(tmp_path_factory.mktemp("quota"), upstream_etcd)
+    yield stack
+    stack.stop()
+
+
+def _rendered(*parts: str) -> dict[str, Any]:
+    return dict(yaml.safe_load((REPO / "rendered" / CLUSTER / Path(*parts)).read_text()))
+
+
+def _pod(name: str, **spec: Any) -> dict[str, Any]:
+    container: dict[str, Any] = {"name": "c", "image": "registry.example/train:1"}
+    container.update(spec.pop("container", {}))
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+            "spec": {"restartPolicy": "Never", "containers": [container], **spec}}
+
+
+@pytest.fixture(scope="module")
+def team_namespace(quota_stack: Any) -> Any:
+    """The team's rendered tenancy objects applied as the fleet's GitOps engine would; a member's client."""
+    from tests.upstream.fleet import apply
+    from tests.upstream.processes import wait_for
+
+    folder = REPO / "rendered" / CLUSTER / "teams"
+    for path in [folder / "clusterrole-fleetgen-team-member.yaml",
+                 *sorted(folder.glob("validatingadmissionpolicy*-fleetgen-team-tolerations.yaml"))]:
+        apply(quota_stack, yaml.safe_load(path.read_text()))
+    ns = folder / TEAM / TEAM
+    apply(quota_stack, yaml.safe_load((ns / f"namespace-{TEAM}.yaml").read_text()))
+    for path in sorted(ns.glob("*.yaml")):
+        doc = yaml.safe_load(path.read_text())
+        if doc.get("kind") not in ("Namespace", "Kustomization", "LocalQueue"):
+            apply(quota_stack, doc)
+    from kubernetes import client
+
+    admin = client.CoreV1Api(quota_stack.client())
+    wait_for(lambda: (admin.read_namespaced_resource_quota("fleetgen-gpus", TEAM).status.hard or None), 60)
+    return client.CoreV1Api(quota_stack.client(*MEMBER))
+
+
+def _refusal(api: Any, pod: dict[str, Any], namespace: str = TEAM) -> str:
+    from kubernetes.client.exceptions import ApiException
+
+    try:
+        api.create_namespaced_pod(namespace, pod)
+    except ApiException as exc:
+        return f"{exc.status} {exc.body}"
+    api.delete_namespaced_pod(pod["metadata"]["name"], namespace)
+    return ""
+
+
+def test_a_member_cannot_create_a_privileged_host_pod(team_namespace: Any) -> None:
+    host = _pod("host-root", hostPID=True, hostNetwork=True,
+                volumes=[{"name": "root", "hostPath": {"path": "/"}}],
+                container={"securityContext": {"privileged": True},
+                           "volumeMounts": [{"name": "root", "mountPath": "/host"}]})
+    refused = _refusal(team_namespace, host)
+    assert refused.startswith("403") and 'violates PodSecurity \\"baseline:v1.' in refused, refused
+    for field in ("host namespaces", "privileged", "hostPath volumes"):
+        assert field in refused
+
+
+def test_a_member_cannot_tolerate_the_health_taint_or_a_cordon(team_namespace: Any) -> None:
+    from tests.upstream.processes import wait_for
+
+    health = _pod("sneaky", tolerations=[{"key": "fleetgen.io/gpu-unhealthy", "operator": "Exists",
+                                          "effect": "NoSchedule"}])
+    # The API server compiles a new policy asynchronously: wait until it answers.
+    refused = wait_for(lambda: _refusal(team_namespace, health), 30)
+    assert refused.startswith("403") and "team pods may not tolerate fleetgen.io/gpu-unhealthy" in refused
+    cordon = _pod("cordon", tolerations=[{"key": "node.kubernetes.io/unschedulable", "operator": "Exists"}])
+    assert "team pods may not tolerate" in _refusal(team_namespace, cordon)
+    everything = _pod("everything", tolerations=[{"operator": "Exists"}])
+    assert "team pods may not tolerate" in _refusal(team_namespace, everything)
+    gpu = _pod("gpu-ok", tolerations=[{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}])
+    assert _refusal(team_namespace, gpu) == ""
+
+
+def test_a_pod_without_requests_gets_the_default_ones(team_namespace: Any) -> None:
+    created = team_namespace.create_namespaced_pod(TEAM, _pod("plain"))
+    try:
+        assert created.spec.containers[0].resources.requests == {"cpu": "100m", "memory": "256Mi"}
+    finally:
+        team_namespace.delete_namespaced_pod("plain", TEAM)
+
+
+def test_pods_outside_kueue_cannot_exceed_what_the_team_could_be_admitted(team_namespace: Any) -> None:
+    gpus = lambda n: {"resources": {"requests": {"nvidia.com/gpu": str(n)}, "limits": {"nvidia.com/gpu": str(n)}}}  # noqa: E731
+    refused = _refusal(team_namespace, _pod("too-many", container=gpus(97)))
+    assert refused.startswith("403") and "exceeded quota: fleetgen-gpus" in refused, refused
+    assert _refusal(team_namespace, _pod("eight", container=gpus(8))) == ""
+
+
+def test_the_network_policy_is_accepted_as_rendered(team_namespace: Any, quota_stack: Any) -> None:
+    """No CNI runs here: the API server's validation is the only judge of the NetworkPolicy."""
+    from kubernetes import client
+
+    policy = client.NetworkingV1Api(quota_stack.client()).read_namespaced_network_policy(
+        "fleetgen-team-isolation", TEAM)
+    assert policy.spec.policy_types == ["Ingress", "Egress"]
+    assert policy.spec.egress[2].to[0].ip_block._except == ["169.254.169.254/32"]
