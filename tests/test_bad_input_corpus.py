@@ -59,7 +59,7 @@ EXPECTED: dict[str, str] = {
     'undeclared-cohort': "teams/corpus.yaml:3: cohort: cohort 'nowhere' is not declared in cluster 'prod-east'",
     'profile-unknown-pool': "teams/corpus.yaml:7: jobProfiles[0].pool: team 'corpus' has no quota in pool 't4' of 'dev'",
     'namespace-of-another-team': "teams/corpus.yaml:3: namespaces[0]: namespace 'speech' already belongs to team 'speech'",
-    'reserved-namespace': "teams/corpus.yaml:3: namespaces[0]: namespace 'kube-system' is reserved for the platform",
+    'reserved-namespace': "teams/corpus.yaml:3: namespaces[0]: namespace 'kube-system' is reserved for the platform or a cluster add-on",
     'name-not-file-name': "teams/corpus.yaml:1: name: name 'other' does not match the file name 'corpus.yaml'",
     'unknown-key': "teams/corpus.yaml:3: quota: unknown key 'quota'",
     'system-authenticated': "teams/corpus.yaml:3: members.groups[0]: 'system:authenticated' is everyone who can log in to the cluster: a team file may not grant it rights (not allowed in dev)",
@@ -122,7 +122,7 @@ def test_names_exactly_at_their_limits_are_accepted(fleet_root: Path) -> None:
     name = "a" * 63
     (fleet_root / f"teams/{name}.yaml").write_text(TEAM.format(name=name))
     (fleet_root / "teams/corpus.yaml").write_text(
-        f'name: corpus\nowners: ["@acme/x"]\ndefaultPriority: standard\nnamespaces: [{"b" * 63}]\nquotas:\n  dev:\n    l4: {{gpus: 1}}\n'
+        f'name: corpus\nowners: ["@acme/x"]\ndefaultPriority: standard\nnamespaces: [{"corpus-" + "b" * 56}]\nquotas:\n  dev:\n    l4: {{gpus: 1}}\n'
         f'jobProfiles:\n  - {{name: {"p" * 45}, cluster: dev, pool: l4, nodes: 1, image: x, command: [x]}}\n')
     result = run(fleet_root, "render")
     assert result.code == 0, result.err

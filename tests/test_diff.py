@@ -69,8 +69,11 @@ def test_quota_change(repo: Path) -> None:
     path.write_text(path.read_text().replace("gpus: 64, borrowingLimit: 32", "gpus: 48, borrowingLimit: 32"))
     code, report = diff_json(repo)
     assert code == 1
-    assert report["summary"] == {"add": 0, "change": 2, "destroy": 0}
-    change, cohort = report["changes"]
+    assert report["summary"] == {"add": 0, "change": 3, "destroy": 0}
+    change, quota, cohort = report["changes"]
+    # Its GPU ResourceQuota follows: 48 + a borrowing limit of 32 (issue 28).
+    assert (quota["kind"], quota["namespace"]) == ("ResourceQuota", "ml-research")
+    assert [(f["old"], f["new"]) for f in quota["fields"]] == [("96", "80")]
     assert (change["kind"], change["name"], change["cluster"], change["team"]) == (
         "ClusterQueue", "ml-research", "prod-east", "ml-research")
     # The 16 GPUs ml-research gives up join what the root cohort lends (issue 16).
@@ -101,8 +104,10 @@ def test_new_team(repo: Path) -> None:
     assert code == 1
     added = sorted((c["kind"], c["namespace"], c["name"]) for c in report["changes"] if c["action"] == "add")
     assert added == [("ClusterQueue", "", "genomics"), ("ClusterQueue", "", "genomics-cpu"),
-                     ("LocalQueue", "genomics", "default"),
+                     ("LimitRange", "genomics", "fleetgen-defaults"), ("LocalQueue", "genomics", "default"),
                      ("LocalQueue", "genomics", "genomics"), ("Namespace", "", "genomics"),
+                     ("NetworkPolicy", "genomics", "fleetgen-team-isolation"),
+                     ("ResourceQuota", "genomics", "fleetgen-gpus"),
                      ("RoleBinding", "genomics", "genomics-members"),
                      ("RoleBinding", "genomics", "genomics-members-jobs")]
     assert report["summary"]["destroy"] == 0

@@ -53,7 +53,8 @@ def test_a_pool_that_shrinks_is_a_change(repo: Path) -> None:
     git(repo, "commit", "-qam", "no shared quota")
     _edit(repo / "clusters/prod-west.yaml", "    nodes: 16\n", "    nodes: 8\n")
     code, report = diff_json(repo)
-    assert code == 1 and report["changes"] == []
+    # Only the GPU ResourceQuotas of teams that may borrow the whole pool follow it (issue 28).
+    assert code == 1 and {c["kind"] for c in report["changes"]} == {"ResourceQuota"}
     assert report["pools"] == [{"cluster": cluster, "pool": "a100", "product": "NVIDIA-A100-SXM4-80GB",
                                 "before": {"gpus": 128, "limit": 128, "guaranteed": held},
                                 "after": {"gpus": 64, "limit": 64, "guaranteed": held}}
@@ -63,7 +64,7 @@ def test_a_pool_that_shrinks_is_a_change(repo: Path) -> None:
     assert "GPUs no team holds 72 → 8" in risk["message"]
     assert [r["rule"] for r in report["risks"]] == ["pool-capacity-reduced"] * 2
     (page,) = markdown(repo)
-    assert page.startswith("### fleetgen diff: GPU capacity changes (no object changes)")
+    assert page.startswith("### fleetgen diff: changes, review needed")
     assert "**128 → 64 GPUs**" in page
     assert "pool a100 128 -> 64 GPUs" in run(repo, "diff").out
 
@@ -163,7 +164,8 @@ def test_every_part_fits_its_budget_whatever_the_fleet(tmp_path: Path, budget: i
     for change in report["changes"]:
         label = f"{change['kind']} {change['namespace'] + '/' if change['namespace'] else ''}{change['name']}"
         assert label.replace("_", "\\_") in text, label
-    assert len(report["changes"]) == 12 * 40
+    assert len([c for c in report["changes"] if c["kind"] == "ClusterQueue"]) == 12 * 40
+    assert len(report["changes"]) == 12 * 40 * 3  # and the GPU ResourceQuota of each of its two namespaces
 
 
 def test_the_markdown_budget_has_a_floor(repo: Path) -> None:
@@ -289,7 +291,8 @@ def test_committed_trees_give_the_same_preview_reading_only_what_differs(repo: P
 def test_a_pool_that_shrinks_shrinks_what_the_root_cohort_lends(repo: Path) -> None:
     _edit(repo / "clusters/prod-west.yaml", "    nodes: 16\n", "    nodes: 8\n")
     code, report = diff_json(repo)
-    hub, change = report["changes"]  # the MultiKueue manager over prod-west lends the same GPUs
+    # the MultiKueue manager over prod-west lends the same GPUs (the GPU ResourceQuotas follow the pool too)
+    hub, change = [c for c in report["changes"] if c["kind"] == "Cohort"]
     assert code == 1 and (change["kind"], change["name"]) == ("Cohort", "prod-west")
     assert ("72", "8") in [(f["old"], f["new"]) for f in change["fields"]]
     assert (hub["cluster"], hub["kind"], hub["name"]) == ("hub", "Cohort", "hub")

@@ -81,7 +81,7 @@ def test_policy_comes_from_the_cluster_file() -> None:
     cm = load("prod-east/health/configmap-fleetgen-health.yaml")
     policy = json.loads(cm["data"]["policy.json"])
     assert policy["policy"] == {"healthyChecksToRelease": 3, "cooldownSeconds": 900.0, "flapCount": 3,
-                                "flapWindowSeconds": 86400.0, "maxUnhealthyPercent": 50.0}
+                                "flapWindowSeconds": 86400.0, "maxUnhealthyPercent": 50.0, "cordonsPerLoop": 5}
     assert policy["prometheusUrl"] == "http://kube-prometheus-stack-prometheus.monitoring.svc:9090"
     assert policy["pools"] == [{"name": "h100", "labels": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}}]
     assert policy["periodSeconds"] == 30.0 and policy["dryRun"] is False

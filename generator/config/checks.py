@@ -132,6 +132,10 @@ def _platform_namespaces(fleet: Fleet) -> dict[str, str]:
 def _namespaces(fleet: Fleet) -> Iterator[Finding]:
     claims: dict[str, list[tuple[str, tuple[str, int], str]]] = {}
     platform = _platform_namespaces(fleet) if fleet.teams else {}
+    claimed: dict[str, set[str]] = {}  # namespace -> teams naming it (a clash is said as "belongs to")
+    for team in fleet.teams.values():
+        for ns in team.config.namespace_names:
+            claimed.setdefault(ns, set()).add(team.config.name)
     for team in fleet.teams.values():
         names = team.config.namespace_names
         for i, ns in enumerate(names):
@@ -143,8 +147,9 @@ def _namespaces(fleet: Fleet) -> Iterator[Finding]:
             elif RESERVED_NAMESPACES.match(ns):
                 yield Finding(where[0], where[1], field, f"namespace {ns!r} is reserved for the platform or a "
                               "cluster add-on", "choose a namespace of the team's own, e.g. <team>-<purpose>")
-            elif refused := [c for c in sorted(team.config.quotas) if c in fleet.clusters and not
-                             fleet.clusters[c].config.tenancy.namespaces.admits(team.config.name, ns)]:
+            elif len(claimed[ns]) == 1 and (refused := [
+                    c for c in sorted(team.config.quotas) if c in fleet.clusters
+                    and not fleet.clusters[c].config.tenancy.namespaces.admits(team.config.name, ns)]):
                 policy = fleet.clusters[refused[0]].config.tenancy.namespaces
                 file, line = fleet.clusters[refused[0]].at("tenancy")
                 yield Finding(where[0], where[1], field, f"namespace {ns!r} is not one team {team.config.name!r} may "

@@ -199,7 +199,8 @@ class _Entry:
     section: tuple[str, str] = field(default=("", ""))
 
     def text(self) -> str:
-        marks = {"add": "➕", "change": "✏️", "destroy": "🗑️"}
+        # Emoji without a variation selector (U+FE0F): output escapes it as the invisible character it is.
+        marks = {"add": "➕", "change": "📝", "destroy": "➖"}
         body = f"<details><summary>{marks[self.change.action]} {md(self.change.obj.label)}</summary>\n\n{self.fields}"
         if self.diff and self.keep_diff:
             body += self.diff

@@ -411,9 +411,9 @@ RULES: list[Callable[[Change], Iterator[Risk]]] = [
 ]
 
 
-def risks(changes: list[Change], capacity: list[PoolImpact]) -> list[Risk]:
-    """Every risk, most severe first."""
-    found = [risk for change in changes for rule in RULES for risk in rule(change)]
+def risks(changes: list[Change], capacity: list[PoolImpact], extra: list[Risk] | None = None) -> list[Risk]:
+    """Every risk, most severe first (`extra`: those found on the fleets, diff/scheduling.py)."""
+    found = [risk for change in changes for rule in RULES for risk in rule(change)] + list(extra or [])
     found.extend(_gitops_engine(changes))
     for pool in capacity:
         found.extend(_pool_risks(pool))

@@ -7,6 +7,7 @@ from pathlib import Path
 from generator.diff.impact import capacity_impact, risks
 from generator.diff.objects import changed_objects, compare
 from generator.diff.report import DiffResult
+from generator.diff.scheduling import scheduling_risks
 from generator.diff.sources import Side, compiled, git_sides, rendered_sides
 from generator.errors import UsageError
 
@@ -28,5 +29,5 @@ def run_diff(root: Path, base: str | None = None, from_dir: str | None = None, t
     changes = compare(*changed_objects(before.tree, after.tree), ignore)
     has_fleets = (before.fleet is not None or not before.tree) and after.fleet is not None
     capacity = capacity_impact(before.fleet, after.fleet) if has_fleets else []
-    return DiffResult(before.label, after.label, changes, capacity, risks(changes, capacity), has_fleets,
-                      [*before.notes, *after.notes])
+    found = risks(changes, capacity, scheduling_risks(before.fleet, after.fleet) if has_fleets else [])
+    return DiffResult(before.label, after.label, changes, capacity, found, has_fleets, [*before.notes, *after.notes])

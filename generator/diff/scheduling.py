@@ -1,0 +1,123 @@
+"""Risks a team file causes outside its own folder: how the other teams of a cluster are scheduled.
+
+The object diff sees one ClusterQueue's weight move; it cannot see that the move matters only
+against the cluster's other weights, that a team's first weight turns Kueue's fair sharing on for
+every team, or that joining an undeclared cohort makes the newcomer share idle GPUs with its
+members and strips the weight the cohort carried for a lone member. These rules compare the two
+fleets (both sides loaded), per cluster.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from decimal import Decimal
+
+from generator.config.fleet import Fleet, fair_sharing
+from generator.diff.impact import WEIGHT_JUMP, Risk
+
+DEFAULT_WEIGHT = 1.0
+"""Kueue's weight for a queue or cohort that sets none."""
+
+
+def _weights(fleet: Fleet, cluster: str) -> dict[str, float]:
+    """Every queue's and declared cohort's fair-sharing weight in `cluster` ("team:x", "cohort:y")."""
+    cfg = fleet.clusters[cluster].config
+    out = {f"team:{t.config.name}": t.config.fair_sharing_weight if t.config.fair_sharing_weight is not None
+           else DEFAULT_WEIGHT for t in fleet.teams_in(cluster)}
+    out.update({f"cohort:{c.name}": c.fair_sharing_weight if c.fair_sharing_weight is not None else DEFAULT_WEIGHT
+                for c in cfg.cohorts})
+    return out
+
+
+def _implicit_cohorts(fleet: Fleet, cluster: str) -> dict[str, set[str]]:
+    """Cohorts teams name that the cluster file does not declare -> their member teams."""
+    declared = {c.name for c in fleet.clusters[cluster].config.cohorts}
+    out: dict[str, set[str]] = {}
+    for team in fleet.teams_in(cluster):
+        cohort = team.config.cohort
+        if cohort and cohort not in declared:
+            out.setdefault(cohort, set()).add(team.config.name)
+    return out
+
+
+def _number(value: float) -> str:
+    return f"{Decimal(str(value)).normalize():f}"
+
+
+def _fair_sharing_switch(before: Fleet, after: Fleet, cluster: str) -> Iterator[Risk]:
+    on_before = fair_sharing(before.clusters[cluster].config, before.teams_in(cluster))
+    on_after = fair_sharing(after.clusters[cluster].config, after.teams_in(cluster))
+    if on_before == on_after:
+        return
+    cfg = after.clusters[cluster].config
+    if cfg.kueue.fair_sharing is not None:  # the cluster file says so itself: the platform's own change
+        return
+    weighted = sorted(t.config.name for t in (after if on_after else before).teams_in(cluster)
+                      if t.config.fair_sharing_weight is not None)
+    cause = f"team {', '.join(weighted)} {'sets' if on_after else 'no longer sets'} a fairSharingWeight"
+    effect = ("Kueue's fair sharing turns on: borrowing and preemption between every team follow weights and "
+              "usage instead of borrowWithinCohort" if on_after else
+              "Kueue's fair sharing turns off: every team's preemption falls back to borrowWithinCohort")
+    yield Risk("high", "fair-sharing-switched", f"{cluster}: {cause}, so {effect} (set kueue.fairSharing in the "
+               "cluster file to decide this for the whole cluster)")
+
+
+def _weights_against_others(before: Fleet, after: Fleet, cluster: str) -> Iterator[Risk]:
+    old, new = _weights(before, cluster) if cluster in before.clusters else {}, _weights(after, cluster)
+    total = sum(new.values())
+    for key in sorted(new):
+        if key in old and old[key] == new[key]:
+            continue
+        kind, name = key.split(":", 1)
+        others = [w for k, w in new.items() if k != key]
+        largest = max(others, default=DEFAULT_WEIGHT)
+        share = f"{new[key] / total:.0%} of the cluster's total weight" if total else "the whole weight"
+        was = f"{_number(old[key])} → " if key in old else "new, "
+        what = f"{cluster}: {kind} {name} fair-sharing weight {was}{_number(new[key])} ({share})"
+        if largest and new[key] > WEIGHT_JUMP * largest:
+            yield Risk("high", "fair-sharing-weight-outsized", f"{what}: more than {WEIGHT_JUMP:g}x the largest "
+                       f"other weight ({_number(largest)}), so it takes that much more of the idle GPUs from every "
+                       "other team")
+        elif key in old and not _jumped(old[key], new[key]):  # a jump is already high (impact._weight_jump)
+            yield Risk("medium", "fair-sharing-weight-changed", f"{what}: every other team's share of idle GPUs moves")
+
+
+def _jumped(old: float, new: float) -> bool:
+    low, high = sorted((old, new))
+    return low == 0 or high / low > WEIGHT_JUMP
+
+
+def _implicit_membership(before: Fleet, after: Fleet, cluster: str) -> Iterator[Risk]:
+    old = _implicit_cohorts(before, cluster) if cluster in before.clusters else {}
+    new = _implicit_cohorts(after, cluster)
+    weights = {t.config.name: t.config.fair_sharing_weight for t in before.teams_in(cluster)} \
+        if cluster in before.clusters else {}
+    for cohort in sorted(set(old) | set(new)):
+        was, now = old.get(cohort, set()), new.get(cohort, set())
+        joined, left = sorted(now - was), sorted(was - now)
+        stay = sorted(was & now)
+        if not stay or not (joined or left):
+            continue  # a new cohort, or nobody else in it: no other team's scheduling changes
+        moves = "; ".join(x for x in (f"{', '.join(joined)} joins" if joined else "",
+                                      f"{', '.join(left)} leaves" if left else "") if x)
+        detail = (f"{cluster}: undeclared cohort {cohort!r}: {moves}; {', '.join(stay)} now lend and borrow idle "
+                  f"GPUs with {', '.join(sorted(now)) if now else 'nobody'}")
+        lone = stay[0] if len(was) == 1 else None
+        if lone and weights.get(lone) is not None and len(now) > 1:
+            detail += (f", and the cohort no longer carries {lone}'s weight {_number(weights[lone] or 0)} "
+                       "(Kueue weighs a cohort with one member by that member's weight)")
+        yield Risk("medium", "implicit-cohort-changed", detail + " (declare the cohort in the cluster file to own "
+                   "who joins it)")
+
+
+def scheduling_risks(before: Fleet | None, after: Fleet | None) -> list[Risk]:
+    """Risks for other teams' scheduling, per cluster present on both sides (or new on the head)."""
+    if before is None or after is None:
+        return []
+    out: list[Risk] = []
+    for cluster in sorted(after.clusters):
+        if cluster in before.clusters:
+            out.extend(_fair_sharing_switch(before, after, cluster))
+            out.extend(_implicit_membership(before, after, cluster))
+        out.extend(_weights_against_others(before, after, cluster))
+    return out
