@@ -70,7 +70,8 @@ def test_quota_change(repo: Path) -> None:
     code, report = diff_json(repo)
     assert code == 1
     assert report["summary"] == {"add": 0, "change": 3, "destroy": 0}
-    change, quota, cohort = report["changes"]
+    by_kind = {c["kind"]: c for c in report["changes"]}
+    change, cohort, quota = by_kind["ClusterQueue"], by_kind["Cohort"], by_kind["ResourceQuota"]
     # Its GPU ResourceQuota follows: 48 + a borrowing limit of 32 (issue 28).
     assert (quota["kind"], quota["namespace"]) == ("ResourceQuota", "ml-research")
     assert [(f["old"], f["new"]) for f in quota["fields"]] == [("96", "80")]
