@@ -90,7 +90,7 @@ def test_quota_change(repo: Path) -> None:
     assert [r["rule"] for r in report["risks"]] == ["quota-reduced"]
     assert "ml-research loses 16 guaranteed h100 GPUs (64 → 48)" in report["risks"][0]["message"]
     (page,) = markdown(repo)
-    assert "**0 to add, 2 to change, 0 to destroy**" in page and balanced(page)
+    assert "**0 to add, 3 to change, 0 to destroy**" in page and balanced(page)
     assert "| ml-research **(changed)** | 64 → **48** |" in page
     assert "```mermaid\nxychart-beta" in page and "line [128, 64, 0, 32]" in page and "bar [128, 48, 0, 32]" in page
     summary_rows = re.findall(r"^\| (dev|prod-east|prod-west) \|", page, re.M)
