@@ -183,6 +183,11 @@ class LokiServer:
         tenant = Path(folder).name  # /rules/fake: the ruler reads <directory>/<tenant>/
         return self.workdir / "rules" / tenant
 
+    @property
+    def tenant(self) -> str:
+        """The tenant the rules belong to (the sidecar's folder): the kernel-log tenant."""
+        return self._sidecar_folder().name
+
     def start(self) -> LokiServer:
         from tests.upstream import tools
 
@@ -223,22 +228,27 @@ class LokiServer:
         if self.proc:  # nothing to keep: no need to wait for its graceful flush (10 s)
             self.proc.stop(grace=1.0)
 
-    def push_otlp(self, resource: dict[str, str], lines: list[str]) -> None:
-        """What the collector's otlphttp exporter sends: one resource, one log record per line."""
+    def push_otlp(self, resource: dict[str, str], lines: list[str], tenant: str | None = "") -> None:
+        """What the collector's otlphttp exporter sends (one resource, one log record per line),
+        as the gateway forwards it: under the collector's tenant (default), another one, or none."""
         now = time.time_ns()
         body = {"resourceLogs": [{
             "resource": {"attributes": [{"key": k, "value": {"stringValue": v}} for k, v in resource.items()]},
             "scopeLogs": [{"logRecords": [{"timeUnixNano": str(now - (len(lines) - i) * 1000),
                                            "observedTimeUnixNano": str(now),
                                            "body": {"stringValue": line}} for i, line in enumerate(lines)]}]}]}
+        headers = {"Content-Type": "application/json"}
+        if tenant is not None:
+            headers["X-Scope-OrgID"] = tenant or self.tenant
         request = urllib.request.Request(f"{self.url}/otlp/v1/logs", data=json.dumps(body).encode(),
-                                         headers={"Content-Type": "application/json"}, method="POST")
+                                         headers=headers, method="POST")
         with urllib.request.urlopen(request, timeout=10) as resp:
             assert resp.status in (200, 204), resp.status
 
     def get(self, path: str, **params: str) -> Any:
         query = f"?{urllib.parse.urlencode(params)}" if params else ""
-        with urllib.request.urlopen(f"{self.url}{path}{query}", timeout=10) as resp:
+        request = urllib.request.Request(f"{self.url}{path}{query}", headers={"X-Scope-OrgID": self.tenant})
+        with urllib.request.urlopen(request, timeout=10) as resp:
             text = resp.read().decode()
         return yaml.safe_load(text) if not text.lstrip().startswith("{") else json.loads(text)
 

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
+from generator.compile.monitoring import KERNEL_LOG_TENANT
 from generator.reconciler import sources
 from generator.reconciler.sources import LokiSource
 from generator.versions import component
@@ -148,13 +149,13 @@ def test_the_reconciler_reads_a_real_loki_past_its_series_limit(tmp_path: Path,
     receiver = Receiver()
     (tmp_path / "loki").mkdir()
     loki = LokiServer(tmp_path / "loki", docs, {}, receiver.url, receiver.url + "/api/v1/write",
-                      overrides={"fake": {"max_query_series": 2}})
+                      overrides={KERNEL_LOG_TENANT: {"max_query_series": 2}})
     loki.start()
     try:
         for node, lines in KERNEL_LOG.items():
             loki.push_otlp(_resource(CLUSTER, node), lines)
         nodes = [*KERNEL_LOG, "gpu-quiet"]
-        source = LokiSource(loki.url)
+        source = LokiSource(loki.url, tenant=KERNEL_LOG_TENANT)
         with pytest.raises(sources.SourceError) as refused:
             source.query("sum by (k8s_node_name) (count_over_time({service_name=\"fleetgen-kernel\"} [5m]))")
         assert refused.value.answered and "maximum number of series (2) reached" in str(refused.value)

@@ -7,6 +7,7 @@ children once and memoises what every subtree lends.
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 
@@ -21,7 +22,7 @@ from tests.conftest import run
 
 TEN_THOUSAND = 10_000
 RENDER_BOUND_S = 240
-"""10,000 teams in one pool, every object rendered and written: measured 57 s on a busy 2-core
+"""10,000 teams in one pool (100,057 objects), every object rendered and written: measured 45 s on a busy 2-core
 machine (README, "Speed"); the bound leaves room for a loaded CI machine, not for quadratic growth
 (which took more than 900 s)."""
 CAPACITY_BOUND_S = 10
@@ -67,7 +68,8 @@ def test_ten_thousand_teams_in_one_pool_render_within_the_bound(tmp_path: Path) 
     result = run(root, "render")
     elapsed = time.perf_counter() - start
     assert result.code == 0, result.err[-2000:]
-    assert "rendered 70052 objects in 1 clusters" in result.out and elapsed < RENDER_BOUND_S, (elapsed, result.out)
+    objects = int(re.match(r"rendered (\d+) objects in 1 clusters", result.out).group(1))  # type: ignore[union-attr]
+    assert objects >= 10 * TEN_THOUSAND and elapsed < RENDER_BOUND_S, (elapsed, result.out)
 
 
 # --- the linear walk gives what the direct definition gives -------------------------------------

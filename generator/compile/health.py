@@ -12,7 +12,7 @@ import json
 from typing import Any
 
 from generator.compile.manifest import ARGOCD_CRD_IN_SAME_SYNC, Manifest, labels
-from generator.compile.monitoring import LOKI_GATEWAY
+from generator.compile.monitoring import KERNEL_LOG_TENANT, LOKI_READ
 from generator.compile.rules import alert
 from generator.config.cluster import ClusterConfig
 from generator.config.fleet import Loaded
@@ -41,7 +41,8 @@ def policy_document(cfg: ClusterConfig) -> dict[str, Any]:
         "periodSeconds": seconds(health.period),
         "prometheusUrl": health.prometheus_url or
         f"http://kube-prometheus-stack-prometheus.{mon.namespace}.svc:9090",
-        "lokiUrl": health.loki_url or LOKI_GATEWAY.format(namespace=mon.namespace),
+        "lokiUrl": health.loki_url or LOKI_READ.format(namespace=mon.namespace),
+        "lokiTenant": KERNEL_LOG_TENANT,
         "namespace": health.namespace,
         "policy": {"healthyChecksToRelease": health.healthy_checks_to_release,
                    "cooldownSeconds": seconds(health.cooldown), "flapCount": health.flap_count,

@@ -26,8 +26,19 @@ COUNTERS = "fleetgen-dcgm-counters"
 COLLECTOR = "fleetgen-kernel-log"
 GPU_OPERATOR_NAMESPACE = "gpu-operator"
 LOKI_GATEWAY = "http://loki-gateway.{namespace}.svc.cluster.local"
-"""Loki's gateway Service (the Loki chart's): Grafana's data source, the reconciler's queries."""
+"""Loki's gateway Service (the Loki chart's nginx): the write path, behind basic auth."""
 LOKI_OTLP = LOKI_GATEWAY + "/otlp"
+LOKI_READ = "http://loki.{namespace}.svc.cluster.local:3100"
+"""Loki itself: the read path of Grafana, the ruler and the reconciler, which only they may reach
+(NetworkPolicy `fleetgen-loki`)."""
+KERNEL_LOG_TENANT = "kernel-logs"
+"""Loki tenant of the kernel log. Loki runs multi-tenant; the gateway sets the tenant to the
+authenticated user, and only the collector's credentials are that user, so only the collector
+can write to it. Readers name it in X-Scope-OrgID."""
+LOKI_WRITER_SECRET = "fleetgen-loki-writer"
+"""Secret (monitoring namespace, created out of band, never in git) with the collector's
+`password`; the gateway's htpasswd (Secret `loki-gateway-htpasswd`) holds the same user."""
+LOKI_HTPASSWD_SECRET = "loki-gateway-htpasswd"
 
 # DCGM fields the exporter collects: (field, Prometheus type, help). The upstream default file
 # comments out ECC, NVLink, row remapping and the XID window counter, which the alerts need.
@@ -184,8 +195,11 @@ def collector_config(cfg: ClusterConfig) -> dict[str, Any]:
                 {"key": "service.name", "value": KERNEL_LOG_SERVICE, "action": "upsert"}]},
             "batch": {"timeout": "5s"},
         },
-        "exporters": {"otlphttp/loki": {"endpoint": LOKI_OTLP.format(namespace=cfg.monitoring.namespace)}},
-        "service": {"pipelines": {"logs": {"receivers": [receiver_name],
+        "extensions": {"basicauth/loki": {"client_auth": {"username": KERNEL_LOG_TENANT,
+                                                          "password": "${env:LOKI_PASSWORD}"}}},
+        "exporters": {"otlphttp/loki": {"endpoint": LOKI_OTLP.format(namespace=cfg.monitoring.namespace),
+                                        "auth": {"authenticator": "basicauth/loki"}}},
+        "service": {"extensions": ["basicauth/loki"], "pipelines": {"logs": {"receivers": [receiver_name],
                                            "processors": ["memory_limiter", "resource/node", "batch"],
                                            "exporters": ["otlphttp/loki"]}}},
     }
@@ -214,7 +228,9 @@ def _collector(cluster: Loaded[ClusterConfig]) -> list[Manifest]:
         "image": f"{image.image}:{image.version}",
         "args": ["--config=/conf/collector.yaml"],
         "env": [{"name": "K8S_NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
-                {"name": "GOMEMLIMIT", "value": "160MiB"}],
+                {"name": "GOMEMLIMIT", "value": "160MiB"},
+                {"name": "LOKI_PASSWORD", "valueFrom": {"secretKeyRef": {"name": LOKI_WRITER_SECRET,
+                                                                         "key": "password"}}}],
         "resources": {"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"memory": "200Mi"}},
         "securityContext": {"readOnlyRootFilesystem": True, "allowPrivilegeEscalation": False, "runAsUser": 0,
                             "capabilities": {"drop": ["ALL"], "add": ["DAC_READ_SEARCH"]}},
@@ -257,9 +273,48 @@ def _dashboards(cluster: Loaded[ClusterConfig]) -> list[Manifest]:
     return out
 
 
+LOKI_POD = {"app.kubernetes.io/name": "loki", "app.kubernetes.io/component": "single-binary"}
+GATEWAY_POD = {"app.kubernetes.io/name": "loki", "app.kubernetes.io/component": "gateway"}
+GRAFANA_POD = {"app.kubernetes.io/name": "grafana"}
+PROMETHEUS_POD = {"app.kubernetes.io/name": "prometheus"}
+EXPORTER_POD = {"app.kubernetes.io/name": "dcgm-exporter"}
+"""Pod labels of the charts' workloads (Loki 6.55.0, kube-prometheus-stack, dcgm-exporter), checked
+against `helm template` of the pinned Loki chart in tests/test_trust_loki.py."""
+
+
+def _ingress_policy(cfg: ClusterConfig, name: str, namespace: str, pods: dict[str, str],
+                    sources: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+            "metadata": _meta(cfg, name, namespace),
+            "spec": {"podSelector": {"matchLabels": dict(pods)}, "policyTypes": ["Ingress"],
+                     "ingress": [{"from": sources}]}}
+
+
+def _signal_policies(cluster: Loaded[ClusterConfig]) -> list[Manifest]:
+    """Who may reach the health signals: the gateway (the write path) only from the collector pods;
+    Loki only from the gateway, itself, Grafana and the reconciler's namespace; the GPU exporter
+    only from Prometheus. Enforced by the cluster's CNI."""
+    cfg = cluster.config
+    ns = cfg.monitoring.namespace
+    health = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": cfg.health.namespace}}}
+    loki_from = [{"podSelector": {"matchLabels": GATEWAY_POD}}, {"podSelector": {"matchLabels": LOKI_POD}},
+                 {"podSelector": {"matchLabels": GRAFANA_POD}}, {"podSelector": {"matchLabels": PROMETHEUS_POD}},
+                 *([health] if cfg.health.enabled else [])]
+    out = [_ingress_policy(cfg, "fleetgen-loki", ns, LOKI_POD, loki_from),
+           _ingress_policy(cfg, "fleetgen-loki-gateway", ns, GATEWAY_POD,
+                           [{"podSelector": {"matchLabels": {"app.kubernetes.io/name": COLLECTOR}}}])]
+    prometheus = {"podSelector": {"matchLabels": PROMETHEUS_POD}}
+    if exporter_namespace(cfg) != ns:
+        prometheus["namespaceSelector"] = {"matchLabels": {"kubernetes.io/metadata.name": ns}}
+    out.append(_ingress_policy(cfg, "fleetgen-gpu-exporter", exporter_namespace(cfg),
+                               EXPORTER_POD if cfg.monitoring.gpu_exporter == "dcgm-exporter"
+                               else {"app": "nvidia-dcgm-exporter"}, [prometheus]))
+    return [Manifest(FOLDER, body, cluster.at("monitoring")) for body in out]
+
+
 def compile_monitoring(cluster: Loaded[ClusterConfig], teams: list[Loaded[TeamConfig]]) -> list[Manifest]:
     """Every monitoring object of one cluster (none when monitoring is disabled)."""
     if not cluster.config.monitoring.enabled:
         return []
     return [*_namespaces(cluster), _counters(cluster), _service_monitor(cluster), *_prometheus_rules(cluster),
-            _loki_rules(cluster), *_collector(cluster), *_dashboards(cluster)]
+            _loki_rules(cluster), *_collector(cluster), *_dashboards(cluster), *_signal_policies(cluster)]

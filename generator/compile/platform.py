@@ -15,7 +15,9 @@ from generator.compile.gitops import ARGOCD_RETRY, platform_project
 from generator.compile.manifest import TEAM_LABEL, Manifest, labels
 from generator.compile.monitoring import (
     COUNTERS,
-    LOKI_GATEWAY,
+    KERNEL_LOG_TENANT,
+    LOKI_HTPASSWD_SECRET,
+    LOKI_READ,
     XID_WINDOW_MS,
     exporter_namespace,
     gpu_tolerations,
@@ -134,7 +136,9 @@ def _prometheus_stack(cfg: ClusterConfig) -> dict[str, Any]:
                                                "searchNamespace": "ALL"}},
                     # The kernel-log XID lines are in Loki: Grafana gets it as a data source.
                     "additionalDataSources": [{"name": "Loki", "type": "loki", "uid": "loki", "access": "proxy",
-                                               "url": LOKI_GATEWAY.format(namespace=mon.namespace)}],
+                                               "url": LOKI_READ.format(namespace=mon.namespace),
+                                               "jsonData": {"httpHeaderName1": "X-Scope-OrgID"},
+                                               "secureJsonData": {"httpHeaderValue1": KERNEL_LOG_TENANT}}],
                     **place},
         "prometheusOperator": dict(place),
         "kube-state-metrics": dict(place),
@@ -152,7 +156,9 @@ def _loki(cfg: ClusterConfig) -> dict[str, Any]:
         "loki": {
             # The release tests/test_loki_ruler.py runs with this chart's configuration.
             "image": {"tag": component("loki").app},
-            "auth_enabled": False,
+            # Multi-tenant: the gateway makes the authenticated user the tenant (locationSnippet),
+            # so only the collector's credentials write the kernel-log tenant.
+            "auth_enabled": True,
             "commonConfig": {"replication_factor": 1},
             "storage": {"type": "filesystem"},
             "schemaConfig": {"configs": [{"from": "2024-01-01", "store": "tsdb", "object_store": "filesystem",
@@ -174,8 +180,13 @@ def _loki(cfg: ClusterConfig) -> dict[str, Any]:
         "singleBinary": {"replicas": 1, "persistence": persistence, "resources": _resources(mon.loki.resources),
                          **place},
         "read": {"replicas": 0}, "write": {"replicas": 0}, "backend": {"replicas": 0},
-        "gateway": dict(place),
-        "sidecar": {"rules": {"enabled": True, "label": "loki_rule", "labelValue": "true", "folder": "/rules/fake"}},
+        "gateway": {**place,
+                    "basicAuth": {"enabled": True, "existingSecret": LOKI_HTPASSWD_SECRET},
+                    # The tenant is whoever logged in: a client's own X-Scope-OrgID is overwritten.
+                    "nginxConfig": {"locationSnippet": "proxy_set_header X-Scope-OrgID $remote_user;"}},
+        # The ruler reads <directory>/<tenant>/: the kernel-log rules belong to that tenant.
+        "sidecar": {"rules": {"enabled": True, "label": "loki_rule", "labelValue": "true",
+                              "folder": f"/rules/{KERNEL_LOG_TENANT}"}},
         "chunksCache": {"enabled": False}, "resultsCache": {"enabled": False},
         "lokiCanary": {"enabled": False}, "test": {"enabled": False},
     }

@@ -127,7 +127,8 @@ class Health(ConfigModel):
     prometheus_url: StrictStr | None = Field(default=None, pattern=r"^https?://[A-Za-z0-9.:/_-]+$")
     """Prometheus to query; default the kube-prometheus-stack service in the monitoring namespace."""
     loki_url: StrictStr | None = Field(default=None, pattern=r"^https?://[A-Za-z0-9.:/_-]+$")
-    """Loki to query for kernel XID/SXid lines; default the Loki gateway in the monitoring namespace."""
+    """Loki to query for kernel XID/SXid lines (tenant `kernel-logs`); default Loki's own Service in the
+    monitoring namespace, which a NetworkPolicy opens to the reconciler's namespace."""
     drain: Drain = Drain()
     """Optional eviction of the pods of cordoned nodes."""
 

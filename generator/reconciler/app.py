@@ -66,7 +66,7 @@ def build(document: dict[str, Any], api: Any, prometheus: str | None = None, dry
     api.fleetgen_timeout = getattr(api, "fleetgen_timeout", RECONCILER_TIMEOUT)
     sources: list[Any] = [PrometheusSource(prometheus or document["prometheusUrl"])]
     if document.get("lokiUrl"):
-        sources.append(LokiSource(document["lokiUrl"]))
+        sources.append(LokiSource(document["lokiUrl"], tenant=document.get("lokiTenant") or ""))
     # A dry run writes nothing at all, the Lease included: it neither takes leadership from the
     # running replicas nor waits for it, so `health once --dry-run` is safe beside a live Deployment.
     lease = None if policy.dry_run else LeaderLease(api, namespace, identity)

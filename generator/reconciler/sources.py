@@ -24,11 +24,13 @@ from generator.reconciler.samples import Bad, Sample, checked, code
 from generator.signals import CONDITIONS, xid_class
 
 
-def instant_vector(base: str, path: str, expr: str, timeout: float, what: str) -> list[dict[str, Any]]:
+def instant_vector(base: str, path: str, expr: str, timeout: float, what: str,
+                   headers: dict[str, str] | None = None) -> list[dict[str, Any]]:
     """The result vector of an instant query (Prometheus and Loki share the response format)."""
     url = f"{base.rstrip('/')}{path}?{urllib.parse.urlencode({'query': expr})}"
+    request = urllib.request.Request(url, headers=headers or {})
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310 - configured URL
+        with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 - configured URL
             body = response.read(MAX_ANSWER_BYTES + 1)
     except urllib.error.HTTPError as exc:
         raise SourceError(f"{what} answered {exc.code}: {_body(exc)}", answered=True) from None
@@ -171,9 +173,12 @@ class LokiSource:
     url: str
     timeout: float = 10.0
     window: str = "5m"
+    tenant: str = ""
+    """Loki tenant to read (X-Scope-OrgID): the kernel-log tenant only the collector writes."""
 
     def query(self, expr: str) -> list[dict[str, Any]]:
-        return instant_vector(self.url, "/loki/api/v1/query", expr, self.timeout, "loki")
+        headers = {"X-Scope-OrgID": self.tenant} if self.tenant else {}
+        return instant_vector(self.url, "/loki/api/v1/query", expr, self.timeout, "loki", headers)
 
     def observe(self, nodes: list[str]) -> dict[str, Observation]:
         evidence: dict[str, list[Evidence]] = defaultdict(list)
