@@ -167,7 +167,7 @@ def _signals_held() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
-def _apply(root: Path, journal: dict[str, object]) -> None:
+def _apply(root: Path, journal: dict[str, Any]) -> None:
     """Switch the staged folders in; idempotent, so an interrupted switch can be run again.
     On an error (read-only or full disk) the renames done so far are undone, then it raises."""
     rendered = repofiles.inside(root, RENDERED)
@@ -189,7 +189,7 @@ def _apply(root: Path, journal: dict[str, object]) -> None:
                     done.append((old, target))
                 os.rename(new, target)
                 done.append((target, new))
-            for top in journal["replace"]:  # type: ignore[attr-defined]
+            for top in journal["replace"]:
                 new, old, target = stage / "new" / top, stage / "old" / top, rendered / top
                 if not os.path.lexists(new):
                     continue  # switched before an interruption
@@ -198,7 +198,7 @@ def _apply(root: Path, journal: dict[str, object]) -> None:
                     done.append((old, target))
                 os.rename(new, target)
                 done.append((target, new))
-            for top in journal["remove"]:  # type: ignore[attr-defined]
+            for top in journal["remove"]:
                 target, old = rendered / top, stage / "old" / top
                 if os.path.lexists(target):
                     os.rename(target, old)

@@ -34,7 +34,8 @@ def test_a_teams_first_weight_turning_fair_sharing_on_is_high(fleet_root: Path, 
     _without_weights(fleet_root)
     base = tmp_path / "base"
     shutil.copytree(fleet_root, base)
-    edit(fleet_root, "teams/speech.yaml", "defaultPriority: standard", "defaultPriority: standard\nfairSharingWeight: 2")
+    edit(fleet_root, "teams/speech.yaml", "defaultPriority: standard",
+         "defaultPriority: standard\nfairSharingWeight: 2")
     found = _risks(base, fleet_root)["fair-sharing-switched"]
     assert found == ["high: dev: team speech sets a fairSharingWeight, so Kueue's fair sharing turns on: borrowing "
                      "and preemption between every team follow weights and usage instead of borrowWithinCohort "

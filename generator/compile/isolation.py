@@ -72,7 +72,7 @@ def gpu_ceiling(cfg: ClusterConfig, team: TeamConfig) -> dict[str, int]:
 
 def _network_policy(cfg: ClusterConfig, team: str, ns: str) -> dict[str, Any]:
     egress = cfg.tenancy.network.egress
-    same_namespace = [{"podSelector": {}}]
+    same_namespace: list[dict[str, Any]] = [{"podSelector": {}}]
     rules: list[dict[str, Any]] = [
         {"to": same_namespace},
         {"to": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
