@@ -192,3 +192,37 @@ def test_the_network_policy_is_accepted_as_rendered(team_namespace: Any, quota_s
         "fleetgen-team-isolation", TEAM)
     assert policy.spec.policy_types == ["Ingress", "Egress"]
     assert policy.spec.egress[2].to[0].ip_block._except == ["169.254.169.254/32"]
+
+
+def test_a_restricted_cluster_gets_job_templates_that_meet_restricted(fleet_root: Path, quota_stack: Any) -> None:
+    """`tenancy.podSecurity: restricted` must not lock out fleetgen's own job templates: their pods
+    are admitted by the real API server in a namespace enforcing `restricted`, and the templates
+    of a baseline cluster (no securityContext) are refused there."""
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+
+    from tests.upstream.fleet import apply
+
+    template = "rendered/prod-east/templates/ml-research/finetune-1node.jobset.yaml"
+    baseline = yaml.safe_load((fleet_root / template).read_text())
+    tenancy(fleet_root, "prod-east", "podSecurity: restricted")
+    assert run(fleet_root, "render").code == 0
+    restricted = yaml.safe_load((fleet_root / template).read_text())
+    ns = yaml.safe_load((fleet_root / "rendered/prod-east/teams/ml-research/ml-research/namespace-ml-research.yaml")
+                        .read_text())
+    assert ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
+    apply(quota_stack, ns)
+    api = client.CoreV1Api(quota_stack.client())
+
+    def admitted(jobset: dict[str, Any]) -> str:
+        spec = jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "probe"}, "spec": spec}
+        try:
+            api.create_namespaced_pod("ml-research", pod, dry_run="All")
+        except ApiException as exc:
+            return f"{exc.status} {exc.body}"
+        return ""
+
+    assert admitted(restricted) == ""
+    refused = admitted(baseline)
+    assert refused.startswith("403") and 'violates PodSecurity \\"restricted:v1.' in refused, refused

@@ -14,6 +14,7 @@ from decimal import Decimal
 from typing import Any
 
 from generator import quantity
+from generator.compile.isolation import pod_security_level
 from generator.compile.kueue import toleration
 from generator.compile.manifest import Manifest, labels
 from generator.compile.quota import node_share
@@ -126,6 +127,7 @@ def jobset(team: TeamConfig, cluster: ClusterConfig, profile: JobProfile, name: 
                 {"name": "NNODES", "value": str(profile.nodes)}, {"name": "NPROC_PER_NODE", "value": str(gpus)}]
     # JOB_COMPLETION_INDEX itself is injected into every pod of an Indexed Job by the Job controller.
     resources = _per_node(pool, gpus)
+    restricted = pod_security_level(cluster, team.name) == "restricted"
     replicated = []
     offset = 0
     for rjob, pods in rjobs:
@@ -151,7 +153,10 @@ def jobset(team: TeamConfig, cluster: ClusterConfig, profile: JobProfile, name: 
                           "limits": {"memory": resources["memory"], pool.gpu.resource: str(gpus)}},
             "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}],
         }
+        if restricted:  # the namespace enforces Pod Security `restricted`: the template must meet it
+            container["securityContext"] = RESTRICTED_CONTAINER
         pod: dict[str, Any] = {
+            **({"securityContext": RESTRICTED_POD} if restricted else {}),
             "restartPolicy": "Never",
             # Pins the job to its pool: Kueue skips flavors whose nodeLabels contradict the pod's
             # nodeSelector, so a team's quota in another pool of the same queue is never used.
@@ -195,6 +200,12 @@ def jobset(team: TeamConfig, cluster: ClusterConfig, profile: JobProfile, name: 
             "replicatedJobs": replicated,
         },
     }
+
+
+RESTRICTED_POD: dict[str, Any] = {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
+RESTRICTED_CONTAINER: dict[str, Any] = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+"""What Pod Security `restricted` asks of a pod beyond `baseline` (the image must then run as a
+non-root user: an image whose USER is root is refused by the kubelet, not by admission)."""
 
 
 SKYPILOT_GPU_NAMES = (
