@@ -167,6 +167,17 @@ def _signals_held() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
+def _switch(new: Path | None, old: Path, target: Path, done: list[tuple[Path, Path]]) -> None:
+    """Move `target` (if there) aside to `old`, then `new` (if any) into its place; each rename is
+    noted in `done` so that an error can undo them in reverse."""
+    if os.path.lexists(target):
+        os.rename(target, old)
+        done.append((old, target))
+    if new is not None:
+        os.rename(new, target)
+        done.append((target, new))
+
+
 def _apply(root: Path, journal: dict[str, Any]) -> None:
     """Switch the staged folders in; idempotent, so an interrupted switch can be run again.
     On an error (read-only or full disk) the renames done so far are undone, then it raises."""
@@ -179,30 +190,16 @@ def _apply(root: Path, journal: dict[str, Any]) -> None:
             rendered.mkdir(exist_ok=True)
             (stage / "old").mkdir(exist_ok=True)
             for index, rel in enumerate(journal.get("files", [])):  # files outside rendered/ (CODEOWNERS)
-                new, old, target = stage / "files" / str(index), stage / "old-files" / str(index), root / rel
-                if not os.path.lexists(new):
-                    continue
-                old.parent.mkdir(exist_ok=True)
-                repofiles.inside(root, rel).parent.mkdir(parents=True, exist_ok=True)
-                if os.path.lexists(target):
-                    os.rename(target, old)
-                    done.append((old, target))
-                os.rename(new, target)
-                done.append((target, new))
+                new, old = stage / "files" / str(index), stage / "old-files" / str(index)
+                if os.path.lexists(new):  # else switched before an interruption
+                    old.parent.mkdir(exist_ok=True)
+                    repofiles.inside(root, rel).parent.mkdir(parents=True, exist_ok=True)
+                    _switch(new, old, root / rel, done)
             for top in journal["replace"]:
-                new, old, target = stage / "new" / top, stage / "old" / top, rendered / top
-                if not os.path.lexists(new):
-                    continue  # switched before an interruption
-                if os.path.lexists(target):
-                    os.rename(target, old)
-                    done.append((old, target))
-                os.rename(new, target)
-                done.append((target, new))
+                if os.path.lexists(stage / "new" / top):
+                    _switch(stage / "new" / top, stage / "old" / top, rendered / top, done)
             for top in journal["remove"]:
-                target, old = rendered / top, stage / "old" / top
-                if os.path.lexists(target):
-                    os.rename(target, old)
-                    done.append((old, target))
+                _switch(None, stage / "old" / top, rendered / top, done)
         except OSError:
             for moved, back in reversed(done):
                 os.rename(moved, back)

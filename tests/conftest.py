@@ -101,6 +101,18 @@ def run(root: Path, *args: str) -> Result:
     return Result(res.exit_code, res.stdout, res.stderr)
 
 
+def risks_between(base: Path, head: Path) -> dict[str, list[str]]:
+    """`fleetgen diff --from base --to head` risks, by rule: "severity: message" each."""
+    import json
+
+    result = run(head, "diff", "--from", str(base), "--to", str(head), "--format", "json")
+    assert result.code == 1, result.err
+    out: dict[str, list[str]] = {}
+    for risk in json.loads(result.out)["risks"]:
+        out.setdefault(risk["rule"], []).append(f"{risk['severity']}: {risk['message']}")
+    return out
+
+
 def run_process(root: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """Run `python -m generator` in a fresh interpreter."""
     full_env = {**os.environ, **(env or {})}

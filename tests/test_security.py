@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from generator import emit
-from tests.conftest import REPO, edit, run, run_process, snapshot
+from tests.conftest import REPO, edit, risks_between, run, run_process, snapshot
 
 # --- subjects ----------------------------------------------------------------------------------
 
@@ -381,14 +381,7 @@ def test_diff_prints_escape_sequences_as_text(tmp_path: Path) -> None:
 # --- the diff's risk rules ---------------------------------------------------------------------
 
 def _risks(fleet_root: Path) -> dict[str, list[str]]:
-    import json
-
-    result = run(fleet_root, "diff", "--from", str(REPO), "--to", str(fleet_root), "--format", "json")
-    assert result.code == 1, result.err
-    out: dict[str, list[str]] = {}
-    for risk in json.loads(result.out)["risks"]:
-        out.setdefault(risk["rule"], []).append(f"{risk['severity']}: {risk['message']}")
-    return out
+    return risks_between(REPO, fleet_root)
 
 
 @pytest.mark.parametrize("old,new,expected", [
