@@ -86,9 +86,9 @@ def _tree(fleet: Fleet, cname: str, pool: str) -> dict[str, _Node]:
         shared = max(0, pool_cfg.gpus - held_gpus(cfg, fleet.teams_in(cname), pool))
     nodes = {cfg.name: _Node(shared, None, None, None)}
     for c in cfg.cohorts:
-        q = c.quotas.get(pool)
-        nodes[c.name] = _Node(q.gpus if q else 0, q.borrowing_limit if q else None, q.lending_limit if q else None,
-                              c.parent or cfg.name)
+        held = c.quotas.get(pool)
+        nodes[c.name] = _Node(held.gpus if held else 0, held.borrowing_limit if held else None,
+                              held.lending_limit if held else None, c.parent or cfg.name)
     for t in fleet.teams_in(cname):
         if t.config.cohort and t.config.cohort not in nodes:
             nodes[t.config.cohort] = _Node(0, None, None, cfg.name)

@@ -65,6 +65,18 @@ def _progress() -> Callable[[str], None] | None:
     return step
 
 
+class FullHelpGroup(click.Group):
+    """A command group whose `--help` lists each command's whole first sentence, wrapped (click cuts
+    it at the terminal width minus the names, which left most summaries ending in "...")."""
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(name, cmd.get_short_help_str(limit=10_000)) for name in self.list_commands(ctx)
+                if (cmd := self.get_command(ctx, name)) is not None and not cmd.hidden]
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
 _schema_opt = click.option("--schema-location", envvar="FLEETGEN_SCHEMA_LOCATION", metavar="DIR|URL",
                            help="Custom-resource schemas: a folder in {group}/{kind}_{version}.json layout "
                                 "or a URL template (default: the public CRDs catalog, cached).")
@@ -73,7 +85,7 @@ _crd_opt = click.option("--crd-location", envvar="FLEETGEN_CRD_LOCATION", metava
                              "template with {version} (default: the Kueue release manifests, cached).")
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=FullHelpGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--root", default=".", envvar="FLEETGEN_ROOT", show_default=True,
               type=click.Path(file_okay=False), help="Fleet repository with teams/, clusters/ and rendered/.")
 @click.version_option(package_name="fleetgen")
@@ -378,7 +390,7 @@ def _namespace(ctx: click.Context, namespace: str | None, team: str | None) -> s
     raise UsageError("say which namespace: --namespace NS or --team TEAM")
 
 
-@cli.group()
+@cli.group(cls=FullHelpGroup)
 def job() -> None:
     """Create, submit and follow JobSets from a team's job profiles."""
 
@@ -561,7 +573,7 @@ def job_list(ctx: click.Context, team: str | None, namespace: str | None, **conn
         echo(f"{found.namespace}/{str(found.status())}")
 
 
-@cli.group()
+@cli.group(cls=FullHelpGroup)
 def health() -> None:
     """The GPU health reconciler: cordon nodes with faulty GPUs, safely."""
 
@@ -669,8 +681,9 @@ def health_status(ctx: click.Context, **options: Any) -> None:
              f"limit {limit}; breaker {verdict}")
         if rec.policy.drain:
             draining = sum(n.owned and n.unschedulable and not n.drained for n in members)
-            held = drain_breaker_of(breakers, pool.name)
-            verdict = f"TRIPPED since {_utc(held.since)}: {held.reason}" if held.tripped else "ok"
+            drain_state = drain_breaker_of(breakers, pool.name)
+            verdict = (f"TRIPPED since {_utc(drain_state.since)}: {drain_state.reason}" if drain_state.tripped
+                       else "ok")
             echo(f"  drain: {draining} node(s) draining, limit "
                  f"{breaker_limit(len(members), rec.policy.drain_max_percent) if members else 0}; "
                  f"drain breaker {verdict}")
@@ -686,7 +699,7 @@ def _utc(seconds: float | None) -> str:
 
     if seconds is None:
         return "?"
-    return datetime.datetime.fromtimestamp(float(seconds), tz=datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.datetime.fromtimestamp(float(seconds), tz=datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @health.command("reset-breaker")

@@ -70,7 +70,7 @@ def fail_pod(stack: Stack, pod: Any, exit_code: int, disrupted: bool = False) ->
     """Write the pod's end as the kubelet (container exit) or the taint manager (DisruptionTarget) would."""
     from kubernetes import client
 
-    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     conditions = [{"type": "DisruptionTarget", "status": "True", "reason": "DeletionByTaintManager",
                    "message": "Taint manager: deleting due to NoExecute taint", "lastTransitionTime": now}] \
         if disrupted else []

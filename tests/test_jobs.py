@@ -73,7 +73,7 @@ def finish_child_jobs(c: Cluster, ns: str, name: str, active: bool = False) -> N
     batch = client.BatchV1Api(c.stack.client())
     jobs = batch.list_namespaced_job(ns, label_selector=f"jobset.sigs.k8s.io/jobset-name={name}").items
     assert jobs, f"JobSet {ns}/{name} has no Jobs yet"
-    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     for job in jobs:
         pods = int(job.spec.completions or 1)
         if active:
@@ -479,7 +479,7 @@ def test_wait_exits_1_when_the_job_fails(cluster: Cluster) -> None:
     # The Job controller's verdict on a program bug, written as it would: JobSet fails the set.
     batch = client.BatchV1Api(c.stack.client())
     child = batch.list_namespaced_job("ml-research", label_selector="jobset.sigs.k8s.io/jobset-name=fails").items[0]
-    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     conditions = [{"type": t, "status": "True", "lastProbeTime": now, "lastTransitionTime": now,
                    "reason": "PodFailurePolicy", "message": "Container trainer for pod ml-research/fails-0 failed "
                    "with exit code 2 matching FailJob rule at index 1"} for t in ("FailureTarget", "Failed")]

@@ -8,6 +8,7 @@ token of its own per replica, so the audit log tells replicas apart by credentia
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -291,6 +292,13 @@ def test_health_cli_once_status_and_reset(tmp_path: Path, kube_stack: Stack) -> 
         status = run(REPO, "health", "status", *conn)
         assert "breaker: ok" in status.out and "1 of 10 GPU nodes cordoned" in status.out
         assert f"{pool.name(7)} [h100]: xid-79" in status.out
+        # With drain on (as prod-west has it) status raised TypeError (issue 29: found by mypy).
+        document = json.loads(policy.read_text())
+        drained = tmp_path / "drain-policy.json"
+        drained.write_text(json.dumps({**document, "drain": {"enabled": True, "maxPercent": 10}}))
+        status = run(REPO, "health", "status", "--config", str(drained), "--kubeconfig", kubeconfig)
+        assert status.code == 0, status.err
+        assert "drain breaker ok" in status.out and "1 of 10 GPU nodes cordoned" in status.out
         reset = run(REPO, "health", "reset-breaker", *conn)
         assert reset.code == 0 and "breaker reset (was not tripped)" in reset.out
         missing = run(REPO, "health", "once", "--kubeconfig", kubeconfig)

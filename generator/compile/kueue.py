@@ -163,7 +163,7 @@ def cohorts(cluster: Loaded[ClusterConfig], teams: list[Loaded[TeamConfig]]) -> 
     if cfg.cpu_pool is not None:  # all of it lent to the teams' CPU queues, which hold nothing
         # One group per resource in an object (Kueue's webhook): the GPU pools' group gains the flavor.
         cpu, memory = cpu_pool_resources(cfg.cpu_pool)
-        group = groups[0] if groups else {"coveredResources": ["cpu", "memory"], "flavors": []}
+        group: dict[str, Any] = groups[0] if groups else {"coveredResources": ["cpu", "memory"], "flavors": []}
         quota = {"cpu": cpu, "memory": memory}
         group["flavors"].append({"name": cfg.cpu_pool.name, "resources": [
             {"name": r, "nominalQuota": quota.get(r, "0")} for r in group["coveredResources"]]})
@@ -271,7 +271,7 @@ def _fungibility(cfg: ClusterConfig, team: TeamConfig) -> dict[str, str]:
     chosen = team.flavor_fungibility or cfg.kueue.flavor_fungibility
     if chosen is None:
         return {}
-    out = {"whenCanBorrow": chosen.when_can_borrow, "whenCanPreempt": chosen.when_can_preempt}
+    out: dict[str, str] = {"whenCanBorrow": chosen.when_can_borrow, "whenCanPreempt": chosen.when_can_preempt}
     if kueue_tuple(cfg.kueue.version)[:2] < (0, 15):
         out = {k: _V014_STOP[k] if v == "MayStopSearch" else v for k, v in out.items()}
     if chosen.preference is not None:

@@ -408,7 +408,8 @@ def _fungibility_preference(fleet: Fleet) -> Iterator[Finding]:
         cfg = cluster.config
         if kueue_tuple(cfg.kueue.version)[:2] >= (0, 15):
             continue
-        where = [(cluster, ("kueue", "flavorFungibility", "preference"), cfg.kueue.flavor_fungibility)]
+        where: list[tuple[Loaded[Any], tuple[str, ...], Any]] = [
+            (cluster, ("kueue", "flavorFungibility", "preference"), cfg.kueue.flavor_fungibility)]
         where += [(t, ("flavorFungibility", "preference"), t.config.flavor_fungibility)
                   for t in fleet.teams_in(cfg.name)]
         for loaded, path, fungibility in where:

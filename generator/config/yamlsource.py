@@ -97,6 +97,7 @@ class _Builder:
                 self.lines.setdefault(path + (i,), item.start_mark.line + 1)
                 items.append(self.build(item, path + (i,), depth + 1))
             return items
+        assert isinstance(node, yaml.ScalarNode)  # the composer makes only these three kinds
         return self.scalar(node, path)
 
     def mapping(self, node: yaml.MappingNode, path: Path_, depth: int) -> dict[str, Any]:
@@ -119,7 +120,7 @@ class _Builder:
             out[key] = self.build(value_node, path + (key,), depth + 1)
         return out
 
-    def scalar(self, node: yaml.Node, path: Path_) -> Any:
+    def scalar(self, node: yaml.ScalarNode, path: Path_) -> Any:
         implicit = _STR if node.style else _SCALAR.resolve(yaml.ScalarNode, node.value, (True, False))
         if node.tag != implicit:  # an explicit tag (!!int "0x1F", !!str 10, !!binary ...) overrides what is written
             raise self.fail(node, f"unsupported YAML tag {node.tag.replace('tag:yaml.org,2002:', '!!')!r} on "

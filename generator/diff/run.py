@@ -23,6 +23,8 @@ def run_diff(root: Path, base: str | None = None, from_dir: str | None = None, t
     before: Side
     after: Side
     if from_dir and to_dir:
+        for option, folder in (("--from", from_dir), ("--to", to_dir)):
+            _fleet_folder(option, Path(folder))
         before, after = compiled(Path(from_dir), from_dir), compiled(Path(to_dir), to_dir)
     else:
         before, after = (rendered_sides if committed else git_sides)(root, base or "HEAD")
@@ -31,3 +33,13 @@ def run_diff(root: Path, base: str | None = None, from_dir: str | None = None, t
     capacity = capacity_impact(before.fleet, after.fleet) if has_fleets else []
     found = risks(changes, capacity, scheduling_risks(before.fleet, after.fleet) if has_fleets else [])
     return DiffResult(before.label, after.label, changes, capacity, found, has_fleets, [*before.notes, *after.notes])
+
+
+def _fleet_folder(option: str, folder: Path) -> None:
+    """A mistyped path is an error, not an empty fleet whose every object would be "destroyed"."""
+    if not folder.is_dir():
+        raise UsageError(f"{option} {folder}: no such folder")
+    if option == "--to" and not (folder / "clusters").is_dir() and next(folder.rglob("*.yaml"), None) is None:
+        # (an empty --from is a repository's first change: everything is added)
+        raise UsageError(f"{option} {folder}: holds neither a fleet (clusters/, teams/) nor a rendered tree "
+                         "(YAML files)")

@@ -66,7 +66,7 @@ def connect(kubeconfig: str | None = None, context: str | None = None, token: st
     if request_timeout is not None:
         if request_timeout <= 0:
             raise UsageError(f"--request-timeout must be positive seconds, not {request_timeout}")
-        api.fleetgen_timeout = (min(TIMEOUT[0], request_timeout), float(request_timeout))
+        api.fleetgen_timeout = (min(TIMEOUT[0], request_timeout), float(request_timeout))  # type: ignore[attr-defined]
     return api
 
 

@@ -40,10 +40,13 @@ class Outcome:
 def allowed(api: Any, verb: str, group: str, resource: str, namespace: str) -> tuple[bool, str]:
     from kubernetes import client
 
-    review = client.AuthorizationV1Api(api).create_self_subject_access_review(
-        {"spec": {"resourceAttributes": {"verb": verb, "group": group, "resource": resource,
-                                         "namespace": namespace}}}, _request_timeout=timeout(api))
-    return bool(review.status.allowed), str(review.status.reason or review.status.evaluation_error or "")
+    body: Any = {"spec": {"resourceAttributes": {"verb": verb, "group": group, "resource": resource,
+                                                 "namespace": namespace}}}
+    review = client.AuthorizationV1Api(api).create_self_subject_access_review(body, _request_timeout=timeout(api))
+    status = review.status
+    if status is None:
+        return False, "the API server returned no status for the access review"
+    return bool(status.allowed), str(status.reason or status.evaluation_error or "")
 
 
 def rights(api: Any, namespace: str) -> Outcome:

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import replace
 
 from generator.reconciler.model import (
@@ -207,7 +208,7 @@ def _drains(nodes: dict[str, NodeState], cordoned: set[str], released: set[str],
     return out
 
 
-def _persisted(obs: Observation, before: dict[tuple[str, str], float],
+def _persisted(obs: Observation, before: Mapping[tuple[str, str], float],
                pending: dict[str, dict[tuple[str, str], float]], now: float) -> Observation:
     """The observation without signals that have not yet fired for their `for:` (a fault-class
     one among them makes the node unknown; a warning is simply not a warning yet); records when

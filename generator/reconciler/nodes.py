@@ -12,6 +12,7 @@ so 10k Node objects of 14 KB are never all in memory at once.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import re
@@ -356,8 +357,8 @@ class Executor:
             if attempt and not may_write():  # a retry after waiting: still the leader?
                 raise GaveUp("lost the lease while retrying")
             try:
-                self._call(attempt, lambda body=patch: core.patch_node(action.node, body, _content_type=MERGE,
-                                                                       _request_timeout=timeout(self.api)))
+                self._call(attempt, functools.partial(core.patch_node, action.node, patch, _content_type=MERGE,
+                                                      _request_timeout=timeout(self.api)))
             except Retry:
                 continue
             audit.info(line)
@@ -390,8 +391,8 @@ class Executor:
                                      client.V1DeleteOptions(grace_period_seconds=self.grace_seconds))
             self._evictions += 1
             try:
-                self._call(RETRIES - 1, lambda m=meta, b=body: core.create_namespaced_pod_eviction(
-                    m["name"], m["namespace"], b, _request_timeout=timeout(self.api)))
+                self._call(RETRIES - 1, functools.partial(core.create_namespaced_pod_eviction, meta["name"],
+                                                          meta["namespace"], body, _request_timeout=timeout(self.api)))
             except GaveUp as exc:
                 if exc.status == 429:  # a disruption budget says not now
                     blocked.append(f"{meta['namespace']}/{meta['name']}")
@@ -469,7 +470,7 @@ class Executor:
     def _stamp(self) -> Any:
         import datetime
 
-        return datetime.datetime.fromtimestamp(self.clock(), tz=datetime.timezone.utc)
+        return datetime.datetime.fromtimestamp(self.clock(), tz=datetime.UTC)
 
 
 class GaveUp(Exception):

@@ -61,7 +61,7 @@ def _sans(dns: tuple[str, ...], ips: tuple[str, ...]) -> x509.SubjectAlternative
 def ca(common: str) -> KeyPair:
     """A self-signed CA whose DNS name is its common name (cert-controller verifies the CA that way)."""
     key = _key()
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
     cert = (x509.CertificateBuilder().subject_name(_name(common)).issuer_name(_name(common))
             .public_key(key.public_key()).serial_number(x509.random_serial_number())
             .not_valid_before(now - datetime.timedelta(hours=1)).not_valid_after(now + VALID_FOR)
@@ -78,7 +78,7 @@ def issue(authority: KeyPair, common: str, *, orgs: tuple[str, ...] = (), dns: t
           ips: tuple[str, ...] = (), server: bool = False) -> KeyPair:
     """A certificate signed by `authority`: a server's (with names) or a client's (user and groups)."""
     key = _key()
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
     usage = ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH
     builder = (x509.CertificateBuilder().subject_name(_name(common, orgs)).issuer_name(authority.cert.subject)
                .public_key(key.public_key()).serial_number(x509.random_serial_number())

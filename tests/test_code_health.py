@@ -1,0 +1,71 @@
+"""Issue 29 (part): the checks CI runs on the code itself, and what the command line promises.
+
+ruff and mypy run here, so CI fails on a lint or type error: mypy found a real crash
+(`fleetgen health status` raised TypeError on any cluster with drain enabled; the test of that
+is in tests/test_reconciler_integration.py).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO, run
+
+
+def _tool(module: str) -> None:
+    import importlib.util
+
+    if importlib.util.find_spec(module) is None:
+        message = f"{module} is not installed: python3 -m pip install -e '.[test]'"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+
+
+def test_ruff_finds_nothing() -> None:
+    _tool("ruff")
+    proc = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", "."], cwd=REPO, capture_output=True,
+                          text=True, check=False, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_mypy_finds_nothing_in_the_package() -> None:
+    _tool("mypy")
+    proc = subprocess.run([sys.executable, "-m", "mypy", "generator"], cwd=REPO, capture_output=True, text=True,
+                          check=False, timeout=600)
+    assert proc.returncode == 0 and proc.stdout.startswith("Success:"), proc.stdout + proc.stderr
+
+
+def test_the_python_floor_is_one_statement() -> None:
+    """`requires-python >=3.10` was false (datetime.UTC, and a dependency, need 3.11): the floor,
+    the type checker, the linter's target and the README say the same version, and it runs here."""
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())
+    floor = re.fullmatch(r">=(\d+)\.(\d+)", project["project"]["requires-python"])
+    assert floor is not None
+    major, minor = int(floor.group(1)), int(floor.group(2))
+    assert project["tool"]["mypy"]["python_version"] == f"{major}.{minor}"
+    assert project["tool"]["ruff"]["target-version"] == f"py{major}{minor}"
+    assert f"Python {major}.{minor} or later" in (REPO / "README.md").read_text()
+    assert sys.version_info[:2] >= (major, minor)
+
+
+@pytest.mark.parametrize("group", [[], ["job"], ["health"]])
+def test_help_shows_every_summary_whole(group: list[str]) -> None:
+    result = run(REPO, *group, "--help")
+    commands = result.out[result.out.index("Commands:"):]
+    assert result.code == 0 and not [line for line in commands.splitlines() if line.endswith("...")], commands
+
+
+@pytest.mark.parametrize(("given", "said"), [("no-such-folder", "no such folder"),
+                                             ("empty", "holds neither a fleet")])
+def test_diff_to_a_mistyped_path_is_an_error_not_a_destroy_everything(given: str, said: str, tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    result = run(REPO, "diff", "--from", str(REPO), "--to", str(tmp_path / given))
+    assert result.code == 2 and said in result.err and "destroy" not in result.out
