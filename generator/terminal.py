@@ -54,14 +54,14 @@ def _chars(text: str) -> str:
     return "".join(_escape_char(ch) if ch != "\t" and is_hidden(ch) else ch for ch in text)
 
 
-def defuse(text: str) -> str:
-    """`::error::x` -> `: :error::x`, `a ##[error]b` -> `a # #[error]b`: still readable, no longer
-    a command to any CI runner."""
-    text = COMMAND_ANYWHERE.sub(lambda m: f"# #{m.group(1) or ''}[", text)
+def _defuse_anywhere(text: str) -> str:
+    """`a ##[error]b` -> `a # #[error]b` (and `##vso[`): what a runner finds anywhere in a line."""
+    return COMMAND_ANYWHERE.sub(lambda m: f"# #{m.group(1) or ''}[", text)
+
+
+def _defuse_start(text: str) -> str:
+    """`::error::x` -> `: :error::x`: what a runner finds at the start of a line."""
     return COMMAND_START.sub(lambda m: f"{m.group(1)}: :", text, count=1)
-
-
-
 
 
 def safe_text(text: str, color: bool = False) -> str:
@@ -70,13 +70,12 @@ def safe_text(text: str, color: bool = False) -> str:
     out = []
     for line in text.split("\n"):
         if not color:
-            out.append(defuse(_chars(line)))
+            out.append(_defuse_start(_defuse_anywhere(_chars(line))))
             continue
         codes = SGR.findall(line)
-        parts = [_chars(p) for p in SGR.split(line)]
+        parts = [_defuse_anywhere(_chars(p)) for p in SGR.split(line)]
         first = next((i for i, p in enumerate(parts) if p.strip()), None)
-        parts = [COMMAND_ANYWHERE.sub(lambda m: f"# #{m.group(1) or ''}[", p) for p in parts]
         if first is not None:
-            parts[first] = defuse(parts[first])
+            parts[first] = _defuse_start(parts[first])
         out.append("".join(p + (codes[i] if i < len(codes) else "") for i, p in enumerate(parts)))
     return "\n".join(out)

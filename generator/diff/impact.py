@@ -164,16 +164,19 @@ def _weight(body: dict[str, Any] | None) -> Decimal | None:
         return None
 
 
+def weight_jumped(old: Decimal, new: Decimal) -> bool:
+    """Did a weight move by more than WEIGHT_JUMP (either way, or to or from 0)?"""
+    low, high = sorted((old, new))
+    return low == 0 or high / low > Decimal(str(WEIGHT_JUMP))
+
+
 def _weight_jump(change: Change) -> Iterator[Risk]:
     if change.action != "change" or change.obj.key[2] not in ("ClusterQueue", "Cohort"):
         return
     old = _weight(change.before.body if change.before else None)
     new = _weight(change.after.body if change.after else None)
     old_v, new_v = (old if old is not None else Decimal(1)), (new if new is not None else Decimal(1))  # Kueue: 1
-    if old_v == new_v:
-        return
-    low, high = sorted((old_v, new_v))
-    if low == 0 or high / low > Decimal(str(WEIGHT_JUMP)):
+    if old_v != new_v and weight_jumped(old_v, new_v):
         yield Risk("high", "fair-sharing-weight-jump", f"{change.obj.cluster}: {change.obj.label} fair-sharing weight "
                    f"{old_v.normalize():f} → {new_v.normalize():f} (more than {WEIGHT_JUMP:g}x): its share of idle "
                    "GPUs against the rest of the cohort changes that much")

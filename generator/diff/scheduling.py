@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from decimal import Decimal
 
 from generator.config.fleet import Fleet, fair_sharing
-from generator.diff.impact import WEIGHT_JUMP, Risk
+from generator.diff.impact import WEIGHT_JUMP, Risk, weight_jumped
 
 DEFAULT_WEIGHT = 1.0
 """Kueue's weight for a queue or cohort that sets none."""
@@ -78,13 +78,9 @@ def _weights_against_others(before: Fleet, after: Fleet, cluster: str) -> Iterat
             yield Risk("high", "fair-sharing-weight-outsized", f"{what}: more than {WEIGHT_JUMP:g}x the largest "
                        f"other weight ({_number(largest)}), so it takes that much more of the idle GPUs from every "
                        "other team")
-        elif key in old and not _jumped(old[key], new[key]):  # a jump is already high (impact._weight_jump)
+        elif key in old and not weight_jumped(Decimal(str(old[key])), Decimal(str(new[key]))):
+            # (a jump is already high: impact._weight_jump)
             yield Risk("medium", "fair-sharing-weight-changed", f"{what}: every other team's share of idle GPUs moves")
-
-
-def _jumped(old: float, new: float) -> bool:
-    low, high = sorted((old, new))
-    return low == 0 or high / low > WEIGHT_JUMP
 
 
 def _implicit_membership(before: Fleet, after: Fleet, cluster: str) -> Iterator[Risk]:
