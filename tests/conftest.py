@@ -53,6 +53,21 @@ def fleet_root(tmp_path: Path) -> Path:
     return root
 
 
+def checkout_copy(dest: Path) -> Path:
+    """A copy of this checkout as a fresh clone would hold it: tracked files and new ones not ignored
+    (so uncommitted work is tested too), with none of the caches, environments or stage beside it."""
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO,
+                            capture_output=True, check=True).stdout.decode().split("\0")
+    for rel in filter(None, listed):
+        source = REPO / rel
+        if not source.exists() and not source.is_symlink():
+            continue  # deleted in the work tree, not yet in the index
+        target = dest / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(source, target, follow_symlinks=False)
+    return dest
+
+
 def edit(root: Path, rel: str, old: str, new: str) -> None:
     """Replace the first `old` in a fleet file; fail loudly if a test case went stale."""
     path = root / rel

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -114,11 +115,13 @@ def test_readme_config_reference_is_current() -> None:
 
 def test_readme_opens_with_the_two_commands_ci_runs() -> None:
     readme = (REPO / "README.md").read_text()
-    quick = readme[readme.index("## Quick start"):readme.index("## How it works")]
-    assert "fleetgen render" in quick
-    [command] = [line.split("#")[0].strip() for line in quick.splitlines() if line.startswith("python3 -m pytest")]
-    assert (REPO / ".ci/run").read_text().rstrip().splitlines()[-1] == command  # CI runs exactly it
-    assert f"run: {command}" in (REPO / ".github/workflows/ci.yml").read_text()
+    quick = readme[readme.index("## Quick start"):]
+    block = quick[quick.index("```sh\n") + 6:quick.index("```\n", quick.index("```sh\n") + 6)]
+    commands = [line.split("#")[0].strip() for line in block.splitlines()]
+    assert commands == ["./fleetgen render", "tests/run"]
+    assert (REPO / ".ci/run").read_text().rstrip().splitlines()[-1] == f"exec {commands[1]}"  # CI runs exactly it
+    assert f"run: {commands[1]}" in (REPO / ".github/workflows/ci.yml").read_text()
+    assert os.access(REPO / "fleetgen", os.X_OK) and os.access(REPO / "tests/run", os.X_OK)
 
 
 def test_progress_only_on_a_terminal_and_never_in_ci(monkeypatch: pytest.MonkeyPatch,
