@@ -1,7 +1,7 @@
 # syntax=docker/dockerfile:1
 # The fleetgen image: the CLI, and the health reconciler the rendered Deployment runs
 # (`fleetgen health run`). Build from the repository root:
-#   docker build -t ghcr.io/acme/fleetgen:0.1.0 .
+#   docker build -t <registry>/fleetgen:<version> .   (.github/workflows/images.yml does, on each release tag)
 # .ci/run lints this file with BuildKit's own checks (tests/upstream/dockerfile-lint).
 
 FROM python:3.11.7-slim-bookworm AS build

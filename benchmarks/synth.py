@@ -30,7 +30,8 @@ def cluster(i: int, teams: int, pools: int) -> dict:
     return {"name": f"cluster-{i:03d}", "kubernetesVersion": "1.33", "kueue": {"version": "v0.19.2"},
             "nodePools": node_pools,
             "priorities": [{"name": "high", "value": 1000}, {"name": "standard", "value": 100}],
-            "cohorts": [{"name": f"org-{o}"} for o in range(4)]}
+            "cohorts": [{"name": f"org-{o}"} for o in range(4)],
+            "gitops": {"repoUrl": "https://github.com/acme/gpu-fleet.git"}, "images": {"registry": "ghcr.io/acme"}}
 
 
 def team(j: int, clusters: int, pools: int) -> dict:

@@ -14,7 +14,8 @@ class Component:
     """A pinned upstream chart (https repository or OCI reference) or image."""
 
     name: str
-    version: str
+    version: str = ""
+    """The pinned release; empty for this repository's own images, which follow fleetgen's version."""
     chart: str = ""
     repo: str = ""
     image: str = ""

@@ -38,7 +38,8 @@ def one_pool_fleet(root: Path, teams: int) -> Path:
                               "nodes": teams // 4 + 8, "cpuPerNode": "192", "memoryPerNode": "1800Gi"}],
                "cpuPool": {"nodes": 4, "cpuPerNode": "64", "memoryPerNode": "256Gi"},
                "priorities": [{"name": "standard", "value": 100}],
-               "cohorts": [{"name": f"org-{o}", "quotas": {"h100": {"gpus": 8}}} for o in range(8)]}
+               "cohorts": [{"name": f"org-{o}", "quotas": {"h100": {"gpus": 8}}} for o in range(8)],
+               "gitops": {"repoUrl": "https://github.com/acme/gpu-fleet.git"}, "images": {"registry": "ghcr.io/acme"}}
     (root / "clusters/big.yaml").write_text(yaml.safe_dump(cluster))
     for j in range(teams):
         name = f"team-{j:05d}"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from generator import __version__
 from generator.compile.manifest import ARGOCD_CRD_IN_SAME_SYNC, Manifest, labels
 from generator.compile.monitoring import KERNEL_LOG_TENANT, LOKI_READ
 from generator.compile.rules import alert
@@ -104,7 +105,8 @@ def compile_health(cluster: Loaded[ClusterConfig], teams: list[Loaded[TeamConfig
     ns, src = cfg.health.namespace, cluster.at("health")
     app = {"app.kubernetes.io/name": NAME}
     meta = {"labels": {**labels(cfg.name), **app}}
-    image = component("health-reconciler")
+    assert cfg.images is not None  # the cluster model requires images wherever the reconciler runs
+    image = cfg.images.reference(component("health-reconciler").image, __version__)
     rbac = "rbac.authorization.k8s.io"
     objects: list[dict[str, Any]] = [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": labels(cfg.name)}},
@@ -163,7 +165,7 @@ def compile_health(cluster: Loaded[ClusterConfig], teams: list[Loaded[TeamConfig
                       "securityContext": {"runAsNonRoot": True, "runAsUser": 65532, "seccompProfile":
                                           {"type": "RuntimeDefault"}},
                       "containers": [{
-                          "name": "reconciler", "image": f"{image.image}:{image.version}",
+                          "name": "reconciler", "image": image,
                           "args": ["health", "run", "--config", "/etc/fleetgen/policy.json", "--in-cluster",
                                    f"--listen=:{PORT}"],
                           "env": [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],

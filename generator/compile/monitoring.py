@@ -10,6 +10,7 @@ import io
 import json
 from typing import Any
 
+from generator import __version__
 from generator.compile.dashboards import DASHBOARDS, dashboard
 from generator.compile.kueue import toleration
 from generator.compile.manifest import ARGOCD_CRD_IN_SAME_SYNC, Manifest, labels
@@ -210,8 +211,12 @@ def _collector(cluster: Loaded[ClusterConfig]) -> list[Manifest]:
     ns = cfg.monitoring.namespace
     app = {"app.kubernetes.io/name": COLLECTOR}
     # The journald receiver runs `journalctl`, which the upstream image (FROM scratch) lacks.
-    image = component("otel-collector-journald" if cfg.monitoring.kernel_logs.source == "journald"
-                      else "otel-collector")
+    if cfg.monitoring.kernel_logs.source == "journald":
+        assert cfg.images is not None  # the cluster model requires images for the journald collector
+        image = cfg.images.reference(component("otel-collector-journald").image, __version__)
+    else:
+        upstream = component("otel-collector")
+        image = f"{upstream.image}:{upstream.version}"
     source = cluster.at("monitoring", "kernelLogs")
     account = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(cfg, COLLECTOR, ns, app),
                "automountServiceAccountToken": False}
@@ -225,7 +230,7 @@ def _collector(cluster: Loaded[ClusterConfig]) -> list[Manifest]:
         host = [("host-log", "/var/log", "/host/var/log")]
     container = {
         "name": "collector",
-        "image": f"{image.image}:{image.version}",
+        "image": image,
         "args": ["--config=/conf/collector.yaml"],
         "env": [{"name": "K8S_NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
                 {"name": "GOMEMLIMIT", "value": "160MiB"},

@@ -9,7 +9,7 @@ from typing import Literal
 from pydantic import Field, PrivateAttr, StrictBool, StrictInt, StrictStr, field_validator, model_validator
 
 from generator.config.base import ConfigModel
-from generator.config.platform import GitOps, Health, Monitoring
+from generator.config.platform import GitOps, Health, Images, Monitoring
 from generator.config.types import (
     ControllerName,
     Count,
@@ -559,8 +559,11 @@ class ClusterConfig(ConfigModel):
     """Workload priority classes of the cluster."""
     cohorts: list[Cohort] = []
     """Optional cohort tree below the root cohort (for nested org units)."""
-    gitops: GitOps = GitOps()
-    """How platform components are installed (Argo CD or Flux)."""
+    gitops: GitOps
+    """How platform components are installed (Argo CD or Flux), and from which repository. Required."""
+    images: Images | None = None
+    """Where fleetgen's own images come from; required where the cluster runs them (the health reconciler,
+    a journald kernel-log collector)."""
     monitoring: Monitoring = Monitoring()
     """GPU observability stack, alerts and dashboards."""
     health: Health = Health()
@@ -591,6 +594,26 @@ class ClusterConfig(ConfigModel):
         if self.multikueue is not None and self.kueue.integrations is None:
             return list(MULTIKUEUE_FRAMEWORKS)
         return self.kueue.frameworks
+
+    @property
+    def runs_own_images(self) -> list[str]:
+        """What in this cluster runs fleetgen's own images (so needs `images`)."""
+        out = []
+        if self.monitoring.enabled and self.health.enabled:
+            out.append("the health reconciler")
+        if self.monitoring.enabled and self.monitoring.kernel_logs.source == "journald":
+            out.append("the journald kernel-log collector")
+        return out
+
+    @model_validator(mode="after")
+    def _images_where_needed(self) -> ClusterConfig:
+        if self.images is None and self.runs_own_images:
+            users = self.runs_own_images
+            raise ValueError(f"images is required: {' and '.join(users)} {'run' if len(users) > 1 else 'runs'} "
+                             "fleetgen's own images; "
+                             "set images.registry to where .github/workflows/images.yml pushes them, e.g. "
+                             "ghcr.io/<your-org>")
+        return self
 
     @model_validator(mode="after")
     def _pools_or_workers(self) -> ClusterConfig:

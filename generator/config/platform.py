@@ -2,14 +2,33 @@
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Literal
+from urllib.parse import urlsplit
 
-from pydantic import Field, StrictBool, StrictStr
+from pydantic import Field, StrictBool, StrictStr, field_validator
 
 from generator.config.base import ConfigModel
 from generator.config.types import DnsLabel, DnsSubdomain, LabelKey, LabelValue, Quantity
 
 DURATION = r"^([0-9]+(ms|s|m|h|d|w|y))+$"
+REGISTRY = r"^[a-z0-9]([a-z0-9.-]*[a-z0-9])?(:[0-9]{1,5})?(/[a-z0-9]+([._-]+[a-z0-9]+)*)*$"
+IMAGE_TAG = r"^([A-Za-z0-9_][A-Za-z0-9_.-]{0,127}|sha256:[a-f0-9]{64})$"
+# Names reserved for documentation and tests (RFC 2606, RFC 6761): a value on one of them was never filled in.
+_RESERVED_HOST = re.compile(r"(^|\.)(example\.(com|net|org)|example|invalid|test|localhost)$")
+
+
+def placeholder_host(host: str) -> bool:
+    """Whether `host` is a name reserved for examples, which no real repository or registry uses."""
+    return bool(_RESERVED_HOST.search(host.lower().rstrip(".")))
+
+
+def _url_host(url: str) -> str:
+    """The host of an https://, ssh:// or scp-style (git@host:path) git URL."""
+    if url.startswith(("https://", "ssh://")):
+        return urlsplit(url).hostname or ""
+    return url.partition("@")[2].partition(":")[0]
+
 Duration = Annotated[StrictStr, Field(pattern=DURATION)]
 
 
@@ -20,9 +39,9 @@ class GitOps(ConfigModel):
     """`argocd` renders Argo CD Applications with sync waves; `flux` renders HelmReleases with dependsOn."""
     namespace: DnsLabel | None = None
     """Namespace of the GitOps controller's objects; default `argocd` or `flux-system`."""
-    repo_url: StrictStr = Field(default="https://github.com/acme/gpu-fleet.git",
-                                pattern=r"^(https://|ssh://|git@)[A-Za-z0-9._~:/@%+-]+$")
-    """Git repository that holds this fleet (Argo CD source / Flux GitRepository URL)."""
+    repo_url: StrictStr = Field(pattern=r"^(https://|ssh://|git@)[A-Za-z0-9._~:/@%+-]+$")
+    """Git repository that holds this fleet (Argo CD source / Flux GitRepository URL). Required: the cluster
+    syncs from it, and no default could be yours."""
     revision: StrictStr = Field(default="main", pattern=r"^[A-Za-z0-9._/-]{1,255}$")
     """Branch (or tag) the cluster follows."""
     destination: StrictStr = Field(default="https://kubernetes.default.svc", pattern=r"^https://[A-Za-z0-9.:/_-]+$")
@@ -32,6 +51,39 @@ class GitOps(ConfigModel):
     @property
     def controller_namespace(self) -> str:
         return self.namespace or ("argocd" if self.engine == "argocd" else "flux-system")
+
+    @field_validator("repo_url")
+    @classmethod
+    def _not_a_placeholder(cls, value: str) -> str:
+        if placeholder_host(_url_host(value)):
+            raise ValueError(f"{value} is on a name reserved for examples: set the URL of this fleet's own "
+                             "git repository")
+        return value
+
+
+class Images(ConfigModel):
+    """Where the cluster pulls fleetgen's own images. `.github/workflows/images.yml` builds them from this
+    repository (`Dockerfile`, `images/otelcol-journald/`) and pushes them on every release tag."""
+
+    registry: StrictStr = Field(pattern=REGISTRY, max_length=200)
+    """Registry host and path, e.g. `ghcr.io/acme`: the cluster runs `<registry>/fleetgen` (the health
+    reconciler) and, with `monitoring.kernelLogs.source: journald`, `<registry>/fleetgen-otelcol-journald`."""
+    tag: StrictStr | None = Field(default=None, pattern=IMAGE_TAG)
+    """Tag of both images; default this fleetgen's version (the release the workflow pushed). A digest
+    (`sha256:` and 64 hex digits) pins the exact image."""
+
+    @field_validator("registry")
+    @classmethod
+    def _not_a_placeholder(cls, value: str) -> str:
+        if placeholder_host(value.partition("/")[0].partition(":")[0]):
+            raise ValueError(f"{value} is on a name reserved for examples: set the registry your images "
+                             "workflow pushes to")
+        return value
+
+    def reference(self, name: str, version: str) -> str:
+        """`<registry>/<name>:<tag>`, or `@sha256:...` where the tag is a digest."""
+        tag = self.tag or version
+        return f"{self.registry}/{name}{'@' if tag.startswith('sha256:') else ':'}{tag}"
 
 
 class Storage(ConfigModel):
