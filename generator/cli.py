@@ -221,6 +221,39 @@ def explain(ctx: click.Context, what: str, name: str) -> None:
     echo(explain_team(fleet, name) if what == "team" else explain_cluster(fleet, name))
 
 
+@cli.command("init")
+@click.option("--owner", required=True, metavar="@ORG/TEAM",
+              help="The platform team (GitHub @org/team, @user or e-mail): owns clusters/ and approves quotas.")
+@click.option("--repo-url", required=True, metavar="URL", help="This fleet's git repository, which the cluster syncs.")
+@click.option("--registry", required=True, metavar="HOST/PATH",
+              help="Where .github/workflows/images.yml pushes fleetgen's images, e.g. ghcr.io/your-org.")
+@click.option("--cluster", required=True, metavar="NAME", help="Name of the first cluster.")
+@click.option("--engine", type=click.Choice(["argocd", "flux"]), default="argocd", show_default=True,
+              help="GitOps engine of the cluster.")
+@click.option("--team", required=True, metavar="NAME", help="Name of the first team.")
+@click.option("--gpu-product", required=True, metavar="PRODUCT",
+              help="GPU model as the GPU operator labels it, e.g. NVIDIA-H100-80GB-HBM3.")
+@click.option("--gpus-per-node", required=True, type=click.IntRange(1, 64), help="GPUs on each node of the pool.")
+@click.option("--nodes", required=True, type=click.IntRange(1, 100_000), help="Nodes in the pool.")
+@click.option("--cpu-per-node", required=True, metavar="QUANTITY", help="Allocatable CPU of one node, e.g. 192.")
+@click.option("--memory-per-node", required=True, metavar="QUANTITY",
+              help="Allocatable memory of one node, e.g. 1800Gi.")
+@click.option("--kubernetes-version", default="1.33", show_default=True, metavar="1.MINOR")
+@click.option("--force", is_flag=True, help="Replace teams and clusters that are not the example fleet's.")
+@click.pass_context
+@_guard
+def init(ctx: click.Context, force: bool, **values: Any) -> None:
+    """Turn this copy of the fleetgen repository into your own fleet: one cluster, one team, your owners."""
+    from generator.scaffold.init import FleetSpec, init_fleet
+
+    root = _root(ctx)
+    written = init_fleet(root, FleetSpec(**values), force=force)
+    for rel in written:
+        echo(f"wrote {rel}")
+    echo("next: read the commented keys in clusters/ and teams/, `./fleetgen render`, commit, and bootstrap the "
+         "cluster from rendered/gitops/ (README, \"Wiring Argo CD or Flux\")")
+
+
 @cli.command()
 @click.argument("which", type=click.Choice(["team", "cluster", "diff"]), required=False)
 @click.option("--write", is_flag=True, help="Write schemas/team.schema.json and schemas/cluster.schema.json.")
