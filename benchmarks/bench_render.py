@@ -30,8 +30,8 @@ from table import print_table  # noqa: E402
 
 def floor(root: Path, out: Path) -> tuple[float, int]:
     """Seconds for the C dumper to write every compiled object to its own file."""
+    from generator.checks import load_fleet
     from generator.compile import compile_cluster
-    from generator.config.fleet import load_fleet
 
     fleet = load_fleet(root)
     objects = [(name, m) for name in sorted(fleet.clusters) for m in compile_cluster(fleet, name)]

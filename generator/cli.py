@@ -210,7 +210,7 @@ def validate(ctx: click.Context, clusters: tuple[str, ...], schema_location: str
 @_guard
 def explain(ctx: click.Context, what: str, name: str) -> None:
     """Show a team's quotas per cluster and pool, or a cluster's pool allocation."""
-    from generator.config.fleet import load_fleet
+    from generator.checks import load_fleet
     from generator.errors import UsageError
     from generator.explain import explain_cluster, explain_team
 
@@ -263,7 +263,7 @@ def init(ctx: click.Context, force: bool, **values: Any) -> None:
 def schema(ctx: click.Context, which: str | None, write: bool, check: bool) -> None:
     """Print the JSON Schema of team or cluster files (for editor autocompletion)."""
     from generator import repofiles
-    from generator.config.schema_export import schema_files, schema_text
+    from generator.docs.schemas import schema_files, schema_text
 
     root = _root(ctx)
     if write or check:
@@ -404,7 +404,7 @@ def _api(kubeconfig: str | None, context: str | None, token: str | None, server:
 
 def _team_namespaces(ctx: click.Context, team: str) -> list[str]:
     """The namespaces of `team` in this fleet repository (UsageError naming the known teams)."""
-    from generator.config.fleet import load_fleet
+    from generator.checks import load_fleet
     from generator.errors import UsageError
 
     fleet = load_fleet(_root(ctx))
@@ -583,7 +583,7 @@ def job_list(ctx: click.Context, team: str | None, namespace: str | None, **conn
 
     Without --team or --namespace: every team namespace of the fleet that you may list jobs in.
     """
-    from generator.config.fleet import load_fleet
+    from generator.checks import load_fleet
     from generator.errors import UsageError
     from generator.jobs import JobList
 

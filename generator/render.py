@@ -12,13 +12,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from generator import emit, repofiles
+from generator.checks import load_fleet
+from generator.checks.advice import advise
 from generator.compile import compile_cluster
 from generator.compile.codeowners import GENERATED_MARK, codeowners
 from generator.compile.codeowners import PATH as CODEOWNERS
 from generator.compile.gitops import GITOPS, compile_gitops
 from generator.compile.manifest import Manifest
-from generator.config.advice import advise
-from generator.config.fleet import Fleet, load_fleet
+from generator.config.fleet import Fleet
 from generator.config.repo import FLEET_FILE, load_repo_config
 from generator.errors import Finding, InputError, UsageError
 from generator.validate.pipeline import Options, Report, validate_compiled

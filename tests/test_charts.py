@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from generator.config.fleet import load_fleet
+from generator.checks import load_fleet
 from tests.conftest import REPO
 from tests.test_kubeconform import kubeconform, kubernetes_version
 from tests.test_platform import _values

@@ -92,9 +92,10 @@ def test_a_flavor_without_topology_takes_new_node_labels_unflagged(kube_stack: A
 
 def test_an_admission_checks_controller_is_refused_and_flagged(kube_stack: Any) -> None:
     """kueue v0.19.2 apis/kueue/v1beta2/admissioncheck_types.go:52; the body as fleetgen compiles it."""
+    from generator.checks import load_fleet
     from generator.compile.kueue import admission_checks
     from generator.config.cluster import AdmissionCheck
-    from generator.config.fleet import Loaded, load_fleet
+    from generator.config.fleet import Loaded
 
     loaded = load_fleet(REPO).clusters["prod-east"]
     check = AdmissionCheck(name="immutable-check", controller_name="acme.example/budget-approval")

@@ -17,8 +17,9 @@ from typing import Any
 import pytest
 import yaml
 
+from generator.checks import load_fleet
 from generator.compile.jobs import jobset
-from generator.config.fleet import Fleet, load_fleet
+from generator.config.fleet import Fleet
 from generator.config.jobs import JobProfile
 from generator.config.team import TeamConfig
 from tests.conftest import REPO, SHARED, run

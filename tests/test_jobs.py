@@ -43,7 +43,7 @@ class Cluster:
 
 @pytest.fixture(scope="module")
 def cluster(kube_stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    from generator.config.fleet import load_fleet
+    from generator.checks import load_fleet
 
     objects = [*kustomize_build(REPO / "rendered/prod-west/kueue"), *kustomize_build(REPO / "rendered/prod-west/teams"),
                *kustomize_build(REPO / "rendered/prod-east/teams/llm-pretrain/llm-pretrain")]

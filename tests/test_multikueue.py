@@ -18,8 +18,9 @@ from typing import Any
 import pytest
 import yaml
 
+from generator.checks import load_fleet
 from generator.config.cluster import MultiKueue
-from generator.config.fleet import Fleet, load_fleet
+from generator.config.fleet import Fleet
 from generator.jobs.job import Job
 from tests.conftest import REPO, SHARED
 from tests.upstream.cluster import Stack

@@ -117,8 +117,8 @@ def test_a_removed_worker_is_a_high_risk_and_explain_says_where_jobs_go(repo: Pa
     ("dev", "fleetgen-multikueue-hub-write", True),         # dev is no worker of hub
 ])
 def test_the_tenancy_check_allows_exactly_the_managers_grant(cluster: str, role: str, refused: bool) -> None:
+    from generator.checks import load_fleet
     from generator.compile.manifest import Manifest
-    from generator.config.fleet import load_fleet
     from generator.validate.tenancy_rules import validate_tenancy
 
     fleet = load_fleet(REPO)

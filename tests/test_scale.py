@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from generator.capacity import _NO_LIMIT, _Node, _Tree, pool_capacities
-from generator.config.fleet import load_fleet
+from generator.checks import load_fleet
 from tests.conftest import run
 
 TEN_THOUSAND = 10_000

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 import yaml
 
+from generator.checks import load_fleet
 from generator.compile.jobs import skypilot_accelerator
-from generator.config.fleet import load_fleet
 from tests.conftest import REPO
 from tests.upstream import pyenvs
 

@@ -114,14 +114,12 @@ def _cached_load(path: Path, root: Path, model: type[M], findings: list[Finding]
     return cast("Loaded[M] | None", cache[key])
 
 
-def load_fleet(root: Path, check: bool = True, cache: LoadCache | None = None) -> Fleet:
-    """Load and check the whole fleet under `root`; raise InputError listing every problem.
+def read_fleet(root: Path, cache: LoadCache | None = None) -> Fleet:
+    """Read every file of the fleet under `root`, each checked alone; raise InputError listing every problem.
 
-    `check=False` leaves out the cross-file checks (a diff's base, merged after them); `cache`
-    shares files that are byte-identical with an earlier load.
+    The cross-file checks are the next stage (`generator.checks.load_fleet`); a diff's base, merged
+    after them, is only read. `cache` shares files that are byte-identical with an earlier read.
     """
-    from generator.config.checks import check_fleet
-
     clusters_dir, teams_dir = root / "clusters", root / "teams"
     if not clusters_dir.is_dir():
         raise UsageError(f"no clusters/ folder in {root}: run fleetgen in a fleet repository or pass --root DIR")
@@ -133,8 +131,6 @@ def load_fleet(root: Path, check: bool = True, cache: LoadCache | None = None) -
         raise UsageError(f"clusters/ in {root} has no .yaml files: add at least one cluster")
     loaded = {k: v for k, v in clusters.items() if v is not None}
     fleet = Fleet(root, with_worker_pools(loaded, findings), {k: v for k, v in teams.items() if v is not None})
-    if not findings and check:  # cross-file checks need every file to have loaded
-        findings.extend(check_fleet(fleet))
     if findings:
         raise InputError(sorted(set(findings)))
     return fleet

@@ -134,7 +134,7 @@ def git_sides(root: Path, ref: str) -> tuple[Side, Side]:
 
 def _same_generator(root: Path, base_root: Path, label: str) -> tuple[Side, Side]:
     """Both sides compiled here, only the clusters whose inputs differ."""
-    from generator.config.fleet import load_fleet
+    from generator.checks import load_fleet
 
     try:
         before_fleet = load_fleet(base_root)
@@ -181,7 +181,7 @@ def changed_clusters(base_root: Path, root: Path, before: Fleet, after: Fleet) -
 
 def _own_generator(base_root: Path, label: str) -> Side:
     """The base rendered by its own generator (a child process importing the base's code)."""
-    from generator.config.fleet import load_fleet
+    from generator.checks import load_fleet
 
     env = {**os.environ, "PYTHONPATH": str(base_root), "CI": "1"}
     proc = subprocess.run([sys.executable, "-m", "generator", "--root", str(base_root), "render"], cwd=base_root,
@@ -208,7 +208,8 @@ def _own_generator(base_root: Path, label: str) -> Side:
 
 def rendered_sides(root: Path, ref: str) -> tuple[Side, Side]:
     """The base's committed rendered/ and the work tree's, read only where they differ."""
-    from generator.config.fleet import LoadCache, load_fleet
+    from generator.checks import load_fleet
+    from generator.config.fleet import LoadCache, read_fleet
 
     prefix, commit, listed = _resolve(root, ref)
     label = f"{ref} ({commit[:12]}), rendered/ as committed"
@@ -228,7 +229,7 @@ def rendered_sides(root: Path, ref: str) -> tuple[Side, Side]:
     with tempfile.TemporaryDirectory(prefix="fleetgen-base-") as tmp:
         _export(root, commit, [prefix + n for n in sorted(listed & set(INPUTS))], Path(tmp), ref)
         try:
-            base_fleet: Fleet | None = load_fleet(Path(tmp) / prefix, check=False, cache=cache)
+            base_fleet: Fleet | None = read_fleet(Path(tmp) / prefix, cache=cache)
         except (InputError, UsageError):
             base_fleet = None
     head_fleet = load_fleet(root, cache=cache)

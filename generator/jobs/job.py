@@ -81,8 +81,8 @@ class Job:
     def from_profile(cls, team: str, profile: str, *, root: str | Path = ".", name: str | None = None,
                      nodes: int | None = None, image: str | None = None, command: list[str] | None = None) -> Job:
         """A concrete JobSet from a team's profile in the fleet repository at `root`."""
+        from generator.checks import load_fleet
         from generator.compile.jobs import jobset, name_problems
-        from generator.config.fleet import load_fleet
 
         fleet = load_fleet(Path(root))
         if team not in fleet.teams:
@@ -99,7 +99,7 @@ class Job:
         problems = name_problems(name or found.name, found)
         if problems:
             raise UsageError("; ".join(problems))
-        from generator.config.checks import profile_problems
+        from generator.checks.fleet import profile_problems
 
         refused = [f"{field}: {problem}; {fix}" for field, problem, fix in profile_problems(fleet, tcfg, found)
                    if field != "name"]

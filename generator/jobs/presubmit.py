@@ -118,7 +118,7 @@ def capacity(body: dict[str, Any], fleet: Fleet | None, root: Path | None) -> Ou
     """The request against the team's guaranteed + borrowable GPUs in the profile's pool (fleet
     files): `fleet` when the job came from it, else the fleet repository at `root`."""
     from generator.capacity import never_admitted, team_shares
-    from generator.config.fleet import load_fleet
+    from generator.checks import load_fleet
 
     labels = (body.get("metadata") or {}).get("labels") or {}
     team, cluster, profile = (labels.get(f"fleetgen.io/{k}") for k in ("team", "cluster", "profile"))

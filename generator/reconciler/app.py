@@ -27,8 +27,8 @@ def load_policy(path: str | None, root: Path, cluster: str | None) -> dict[str, 
             raise UsageError(f"cannot read health policy {path}: {exc}") from None
     if not cluster:
         raise UsageError("give --config FILE (in the cluster) or --cluster NAME (from this fleet repository)")
+    from generator.checks import load_fleet
     from generator.compile.health import policy_document
-    from generator.config.fleet import load_fleet
 
     fleet = load_fleet(root)
     if cluster not in fleet.clusters:

@@ -15,7 +15,6 @@ import os
 import urllib.error
 import urllib.request
 from collections.abc import Callable
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +22,7 @@ import jsonschema_rs
 
 from generator.compile.manifest import Manifest
 from generator.errors import Finding, UsageError
+from generator.kubeschemas import builtin_root, builtin_versions
 from generator.validate.findings import object_finding
 
 DEFAULT_SCHEMA_LOCATION = "https://raw.githubusercontent.com/datreeio/CRDs-catalog/main/{group}/{kind}_{version}.json"
@@ -36,24 +36,12 @@ def cache_dir() -> Path:
     return Path(base)
 
 
-def _builtin_root() -> Any:
-    return resources.files("kubernetes_validate").joinpath("kubernetes-json-schema")
-
-
-@functools.cache
-def builtin_versions() -> tuple[str, ...]:
-    """Kubernetes minor versions with built-in schemas, e.g. ('1.25', ..., '1.37')."""
-    names = [p.name for p in _builtin_root().iterdir() if p.name.endswith("-local-strict")]
-    minors = {".".join(n[1:].split(".")[:2]) for n in names}
-    return tuple(sorted(minors, key=lambda v: tuple(int(x) for x in v.split("."))))
-
-
 def builtin_dir(k8s_version: str) -> Any:
     """kubernetes-validate's strict schema folder for a Kubernetes minor (UsageError if it has none)."""
     if k8s_version not in builtin_versions():
         raise UsageError(f"no built-in schemas for Kubernetes {k8s_version}; "
                          f"supported: {', '.join(builtin_versions())}")
-    return _builtin_root().joinpath(f"v{k8s_version}.0-local-strict")
+    return builtin_root().joinpath(f"v{k8s_version}.0-local-strict")
 
 
 @functools.cache

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from generator.checks.fleet import system_subject
 from generator.compile.kueue import cpu_queue_name
 from generator.compile.manifest import Manifest
 from generator.compile.multikueue import manager_grant
-from generator.config.checks import system_subject
 from generator.config.cluster import ClusterConfig
 from generator.config.team import TeamConfig
 from generator.errors import Finding

@@ -90,7 +90,7 @@ def _team_names(fleet: Fleet) -> Iterator[Finding]:
 
 
 def _kubernetes_versions(fleet: Fleet) -> Iterator[Finding]:
-    from generator.validate.schemas import builtin_versions
+    from generator.kubeschemas import builtin_versions
 
     for loaded in fleet.clusters.values():
         version = loaded.config.kubernetes_version
