@@ -251,7 +251,7 @@ def init(ctx: click.Context, force: bool, **values: Any) -> None:
     for rel in written:
         echo(f"wrote {rel}")
     echo("next: read the commented keys in clusters/ and teams/, `./fleetgen render`, commit, and bootstrap the "
-         "cluster from rendered/gitops/ (README, \"Wiring Argo CD or Flux\")")
+         "cluster from rendered/gitops/ (docs/how-to/gitops.md)")
 
 
 @cli.command()
@@ -263,7 +263,7 @@ def init(ctx: click.Context, force: bool, **values: Any) -> None:
 def schema(ctx: click.Context, which: str | None, write: bool, check: bool) -> None:
     """Print the JSON Schema of team or cluster files (for editor autocompletion)."""
     from generator import repofiles
-    from generator.docs.schemas import schema_files, schema_text
+    from generator.jsonschemas import schema_files, schema_text
 
     root = _root(ctx)
     if write or check:

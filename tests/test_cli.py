@@ -13,7 +13,7 @@ import jsonschema_rs
 import pytest
 import yaml
 
-from generator.docs.schemas import schema_text
+from generator.jsonschemas import schema_text
 from tests.conftest import REPO, run
 
 
@@ -104,13 +104,6 @@ def test_schema_prints_json(fleet_root: Path) -> None:
     result = run(fleet_root, "schema", "cluster")
     assert result.code == 0
     assert json.loads(result.out)["properties"]["nodePools"]["description"]
-
-
-def test_readme_config_reference_is_current() -> None:
-    from generator.docs.reference import readme_with_reference
-
-    readme = (REPO / "README.md").read_text()
-    assert readme_with_reference(readme) == readme, "run `python3 -m generator.docs.reference --write`"
 
 
 def test_readme_opens_with_the_two_commands_ci_runs() -> None:

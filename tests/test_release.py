@@ -13,9 +13,12 @@ import pytest
 from generator import __version__
 from tests.conftest import REPO
 
+REVIEWS = REPO / "docs/how-to/reviews.md"
+
 
 def _readme_block(after: str) -> str:
-    readme = (REPO / "README.md").read_text()
+    """The first YAML block after `after` in the reviews page (where the pre-commit config is shown)."""
+    readme = REVIEWS.read_text()
     start = readme.index("```yaml\n", readme.index(after)) + len("```yaml\n")
     return readme[start:readme.index("```\n", start)]
 
@@ -27,8 +30,9 @@ def test_the_changelog_leads_with_this_version() -> None:
 
 
 def test_the_readme_pins_this_release() -> None:
-    assert f"rev: v{__version__}" in (REPO / "README.md").read_text()
-    assert not re.search(r"rev: v(?!" + re.escape(__version__) + r"\b)\d", (REPO / "README.md").read_text())
+    assert f"rev: v{__version__}" in REVIEWS.read_text()
+    for page in [REPO / "README.md", *(REPO / "docs").rglob("*.md")]:
+        assert not re.search(r"rev: v(?!" + re.escape(__version__) + r"\b)\d", page.read_text()), page
 
 
 @pytest.fixture

@@ -67,7 +67,7 @@ STALL_PERIODS = 5
 the FleetgenHealthLoopStalled alert fires: stuck in a call that never returns, or failing every loop."""
 RECONCILER = f'{{job="{NAME}"}}'
 """The ServiceMonitor scrapes the Service `fleetgen-health`: its series carry job="fleetgen-health"."""
-RUNBOOK = "README.md, section 'Health reconciler': `fleetgen health status` shows each pool and every held node."
+RUNBOOK = "docs/how-to/health.md: `fleetgen health status` shows each pool and every held node."
 
 
 def reconciler_rules(stall_seconds: float) -> list[dict[str, Any]]:

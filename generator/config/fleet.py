@@ -78,7 +78,7 @@ def _load(path: Path, root: Path, model: type[M], findings: list[Finding]) -> Lo
         return None
     if not isinstance(source.data, dict):
         findings.append(Finding(shown, 1, "", "the file must be a mapping of keys to values",
-                                "start with 'name: ...' (see README, config reference)"))
+                                "start with 'name: ...' (see docs/reference/config.md)"))
         return None
     try:
         config = model.model_validate(source.data, by_alias=True, by_name=False)  # camelCase only

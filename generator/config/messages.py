@@ -83,7 +83,7 @@ def _extra(err: dict[str, Any], model: type[BaseModel]) -> tuple[str, str]:
 
 
 def _missing(err: dict[str, Any], model: type[BaseModel]) -> tuple[str, str]:
-    return f"missing required key '{err['loc'][-1]}'", f"add '{err['loc'][-1]}:' here (see README, config reference)"
+    return f"missing required key '{err['loc'][-1]}'", f"add '{err['loc'][-1]}:' here (see docs/reference/config.md)"
 
 
 def _pattern(err: dict[str, Any], model: type[BaseModel]) -> tuple[str, str]:

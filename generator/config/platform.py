@@ -175,7 +175,7 @@ class Health(ConfigModel):
     """Circuit breaker: never hold more than this share of a pool's nodes cordoned."""
     cordons_per_loop: int = Field(default=5, ge=1, le=1000, strict=True)
     """Most new cordons per pool in one loop; more faults wait for the next loops. With the breaker,
-    it bounds what forged health signals can do (README, "Security model")."""
+    it bounds what forged health signals can do (docs/concepts/security.md)."""
     prometheus_url: StrictStr | None = Field(default=None, pattern=r"^https?://[A-Za-z0-9.:/_-]+$")
     """Prometheus to query; default the kube-prometheus-stack service in the monitoring namespace."""
     loki_url: StrictStr | None = Field(default=None, pattern=r"^https?://[A-Za-z0-9.:/_-]+$")

@@ -75,11 +75,11 @@ def _files(spec: FleetSpec) -> dict[str, str]:
     cluster = skeleton(ClusterConfig, spec.cluster_values(),
                        f"{SCHEMA_LINE.format(kind='cluster')}\nCluster {spec.cluster}, written by `fleetgen init`: "
                        "the keys set below are yours; every other key is listed commented, with its meaning "
-                       "and default.\nReference: README, \"Configuration reference\".")
+                       "and default.\nReference: docs/reference/config.md.")
     team = skeleton(TeamConfig, spec.team_values(),
                     f"{SCHEMA_LINE.format(kind='team')}\nTeam {spec.team}, written by `fleetgen init`: its whole "
                     "pool as guaranteed GPUs to start with; every other key is listed commented.")
-    fleet = ("# Repository-wide settings (README, \"Pull requests and reviews\"), written by `fleetgen init`.\n"
+    fleet = ("# Repository-wide settings (docs/how-to/reviews.md), written by `fleetgen init`.\n"
              + to_yaml({"platformOwners": [spec.owner], "platformApprovesQuotas": True}))
     tests = resources.files("generator.scaffold").joinpath("files")
     return {f"clusters/{spec.cluster}.yaml": cluster, f"teams/{spec.team}.yaml": team, FLEET_FILE: fleet,
