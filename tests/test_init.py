@@ -118,14 +118,17 @@ def test_init_refuses_an_existing_fleet_and_bad_values_change_nothing(fleet: Pat
     again = fleetgen(fleet, *ARGS)
     assert again.returncode == 2 and "already a fleet of its own" in again.stderr and "--force" in again.stderr
     fresh = checkout_copy(tmp_path / "fresh")
-    before = sorted(str(p.relative_to(fresh)) for p in fresh.rglob("*") if ".fleetgen" not in p.parts)
+    def tree() -> list[str]:  # the repository's files; not the work area or Python's bytecode caches
+        return sorted(str(p.relative_to(fresh)) for p in fresh.rglob("*")
+                      if ".fleetgen" not in p.parts and "__pycache__" not in p.parts)
+
+    before = tree()
     bad = [*ARGS]
     bad[bad.index("ghcr.io/gpuco")] = "registry.example.com/gpuco"
     result = fleetgen(fresh, *bad)
     assert result.returncode == 2 and "images.registry" in result.stderr and "reserved for examples" in result.stderr
     assert "Traceback" not in result.stderr
-    after = sorted(str(p.relative_to(fresh)) for p in fresh.rglob("*") if ".fleetgen" not in p.parts)
-    assert after == before
+    assert tree() == before
 
 
 def test_init_outside_a_fleetgen_copy_is_a_usage_error(tmp_path: Path) -> None:
