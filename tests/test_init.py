@@ -159,3 +159,12 @@ def test_the_readme_pre_commit_hook_guards_the_new_fleet(fleet: Path, tmp_path: 
     stale = subprocess.run(["pre-commit", "run", "--all-files"], cwd=work, capture_output=True, text=True, env=env,
                            timeout=300)
     assert stale.returncode == 1 and "fleetgen render --check" in stale.stdout and "Failed" in stale.stdout
+
+
+def test_a_malformed_fleet_file_is_a_located_error_not_a_crash(tmp_path: Path) -> None:
+    fresh = checkout_copy(tmp_path / "fresh")
+    (fresh / "fleet.yaml").write_text("- not\n- a mapping\n")
+    result = fleetgen(fresh, *ARGS)
+    assert result.returncode == 2 and "fleet.yaml" in result.stderr and "Traceback" not in result.stderr
+    assert "fleetgen bug" not in result.stderr, result.stderr
+    assert (fresh / "teams/ml-research.yaml").is_file()  # nothing replaced

@@ -11,15 +11,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from generator import __version__
-from generator.compile.manifest import ARGOCD_CRD_IN_SAME_SYNC, Manifest, labels
+from generator.compile.manifest import ARGOCD_CRD_IN_SAME_SYNC, Manifest, labels, own_image
 from generator.compile.monitoring import KERNEL_LOG_TENANT, LOKI_READ
 from generator.compile.rules import alert
 from generator.config.cluster import ClusterConfig
 from generator.config.fleet import Loaded
 from generator.config.team import TeamConfig
 from generator.durations import seconds
-from generator.versions import component
 
 FOLDER = ("health",)
 NAME = "fleetgen-health"
@@ -105,8 +103,7 @@ def compile_health(cluster: Loaded[ClusterConfig], teams: list[Loaded[TeamConfig
     ns, src = cfg.health.namespace, cluster.at("health")
     app = {"app.kubernetes.io/name": NAME}
     meta = {"labels": {**labels(cfg.name), **app}}
-    assert cfg.images is not None  # the cluster model requires images wherever the reconciler runs
-    image = cfg.images.reference(component("health-reconciler").image, __version__)
+    image = own_image(cfg, "health-reconciler")
     rbac = "rbac.authorization.k8s.io"
     objects: list[dict[str, Any]] = [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": labels(cfg.name)}},

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from generator import __version__
+from generator.versions import component
+
+if TYPE_CHECKING:
+    from generator.config.cluster import ClusterConfig
 
 MANAGED_BY = {"app.kubernetes.io/managed-by": "fleetgen"}
 NOT_OBJECT_FILES = ("kustomization.yaml", ".sky.yaml", "skypilot-config.yaml")
@@ -87,3 +93,10 @@ def labels(cluster: str, team: str | None = None) -> dict[str, str]:
     if team is not None:
         out[TEAM_LABEL] = team
     return out
+
+
+def own_image(cfg: ClusterConfig, name: str) -> str:
+    """This repository's image `name` (a versions.yaml entry) from the cluster's `images`, at fleetgen's
+    version unless `images.tag` pins another."""
+    assert cfg.images is not None, "the cluster model requires images wherever fleetgen's own images run"
+    return cfg.images.reference(component(name).image, __version__)

@@ -10,10 +10,9 @@ import io
 import json
 from typing import Any
 
-from generator import __version__
 from generator.compile.dashboards import DASHBOARDS, dashboard
 from generator.compile.kueue import toleration
-from generator.compile.manifest import ARGOCD_CRD_IN_SAME_SYNC, Manifest, labels
+from generator.compile.manifest import ARGOCD_CRD_IN_SAME_SYNC, Manifest, labels, own_image
 from generator.compile.rules import EXPORTER_JOB, loki_groups, prometheus_groups
 from generator.config.cluster import ClusterConfig
 from generator.config.fleet import Loaded
@@ -212,8 +211,7 @@ def _collector(cluster: Loaded[ClusterConfig]) -> list[Manifest]:
     app = {"app.kubernetes.io/name": COLLECTOR}
     # The journald receiver runs `journalctl`, which the upstream image (FROM scratch) lacks.
     if cfg.monitoring.kernel_logs.source == "journald":
-        assert cfg.images is not None  # the cluster model requires images for the journald collector
-        image = cfg.images.reference(component("otel-collector-journald").image, __version__)
+        image = own_image(cfg, "otel-collector-journald")
     else:
         upstream = component("otel-collector")
         image = f"{upstream.image}:{upstream.version}"

@@ -607,8 +607,8 @@ class ClusterConfig(ConfigModel):
 
     @model_validator(mode="after")
     def _images_where_needed(self) -> ClusterConfig:
-        if self.images is None and self.runs_own_images:
-            users = self.runs_own_images
+        users = self.runs_own_images
+        if self.images is None and users:
             raise ValueError(f"images is required: {' and '.join(users)} {'run' if len(users) > 1 else 'runs'} "
                              "fleetgen's own images; "
                              "set images.registry to where .github/workflows/images.yml pushes them, e.g. "

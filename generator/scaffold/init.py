@@ -15,10 +15,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from generator.config.cluster import ClusterConfig
-from generator.config.repo import FLEET_FILE, RepoConfig
+from generator.config.repo import FLEET_FILE, load_repo_config
 from generator.config.team import TeamConfig
 from generator.errors import UsageError
 from generator.scaffold.skeleton import skeleton
@@ -91,10 +89,11 @@ def _guard(root: Path, force: bool) -> None:
     if not (root / "generator").is_dir() or not (root / "pyproject.toml").is_file():
         raise UsageError(f"{root} is not a copy of the fleetgen repository (no generator/ and pyproject.toml): "
                          "run `fleetgen init` at the root of a fresh copy")
-    fleet = root / FLEET_FILE
-    owners = (yaml.safe_load(fleet.read_text(encoding="utf-8")) or {}).get("platformOwners") if fleet.is_file() \
-        else EXAMPLE_OWNERS
-    if owners != EXAMPLE_OWNERS and not force:
+    if force:
+        return
+    repo = load_repo_config(root)  # the repository's own reader: a malformed fleet.yaml is a located error
+    owners = repo.platform_owners if repo is not None else EXAMPLE_OWNERS
+    if owners != EXAMPLE_OWNERS:
         raise UsageError(f"{FLEET_FILE} names platform owners {owners}: this is already a fleet of its own, and "
                          "init would replace its teams, clusters and rendered tree; pass --force to do so anyway")
 
@@ -113,8 +112,7 @@ def _build(scratch: Path, files: dict[str, str]) -> None:
 def init_fleet(root: Path, spec: FleetSpec, force: bool = False) -> list[str]:
     """Make `root` the fleet `spec` describes; returns the paths written, relative to `root`."""
     _guard(root, force)
-    files = _files(spec)
-    RepoConfig.model_validate({"platformOwners": [spec.owner]}, by_alias=True, by_name=False)
+    files = _files(spec)  # every value is checked where fleetgen checks it: by the render in the scratch folder
     root.joinpath(".fleetgen").mkdir(exist_ok=True)
     with tempfile.TemporaryDirectory(dir=root / ".fleetgen", prefix="init-") as name:
         scratch = Path(name)
