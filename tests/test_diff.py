@@ -112,7 +112,10 @@ def test_new_team(repo: Path) -> None:
                      ("RoleBinding", "genomics", "genomics-members"),
                      ("RoleBinding", "genomics", "genomics-members-jobs")]
     assert report["summary"]["destroy"] == 0
-    assert {r["rule"] for r in report["risks"]} == {"rbac-widened", "rbac-subjects-changed", "namespace-claimed"}
+    # One cause, one line: the team's arrival, not a line per object it adds (issue 29).
+    assert [(r["severity"], r["rule"], r["message"]) for r in report["risks"]] == [
+        ("low", "team-added", "prod-west: team genomics arrives: queues genomics, genomics-cpu, namespace genomics; "
+                              "Group 'genomics' get roles edit, fleetgen-team-member there")]
     row = next(r for r in report["capacity"] if r["team"] == "genomics")
     assert row["before"] is None and row["after"]["guaranteed"] == 16
 
@@ -123,9 +126,46 @@ def test_deleted_team(repo: Path) -> None:
     assert code == 1
     destroyed = {(c["kind"], c["name"]) for c in report["changes"] if c["action"] == "destroy"}
     assert {("ClusterQueue", "recsys"), ("Namespace", "recsys")} <= destroyed
-    rules = {r["rule"]: r["severity"] for r in report["risks"]}
-    assert rules["kueue-object-deleted"] == "high" and rules["namespace-deleted"] == "high"
-    assert rules["quota-reduced"] == "high"
+    removed = [r for r in report["risks"] if r["rule"] == "team-removed"]
+    assert [(r["severity"], r["clusters"]) for r in removed] == [("high", ["prod-west"])], report["risks"]
+    assert "namespace recsys deleted with every object and running job" in removed[0]["message"]
+    # The leaving team's deleted queue and namespace, and its lost quota, are that one line.
+    assert not {r["rule"] for r in report["risks"]} & {"namespace-deleted", "kueue-object-deleted", "quota-reduced"}
+
+
+def test_a_routine_pull_request_reads_calm(repo: Path) -> None:
+    """Issue 29: one quota raise, one new member, one new team gave 38 risk lines, 19 of them high,
+    each RoleBinding twice. Now: one line per cause, none high (the rule is on the risk rules page)."""
+    for rel, old, new in (("teams/speech.yaml", "l4: {gpus: 6, lendingLimit: 2}", "l4: {gpus: 7, lendingLimit: 2}"),
+                          ("teams/vision.yaml", "groups: [vision, vision-contractors]}",
+                           "groups: [vision, vision-contractors], users: [gina@acme.com]}")):
+        text = (repo / rel).read_text()
+        assert old in text, (rel, old)
+        (repo / rel).write_text(text.replace(old, new))
+    (repo / "teams/audio.yaml").write_text("name: audio\nowners: ['@acme/audio']\nmembers: {groups: [audio]}\n"
+                                           "defaultPriority: standard\nquotas:\n  dev:\n    l4: {gpus: 1}\n")
+    _, report = diff_json(repo)
+    assert [(r["severity"], r["rule"], r["message"]) for r in report["risks"]] == [
+        ("medium", "members-added", "dev, hub, prod-east, prod-west: team vision adds User 'gina@acme.com': roles "
+                                    "edit, fleetgen-team-member in namespaces vision, vision-eval"),
+        ("medium", "pool-overcommitted", "dev: pool l4 guarantees 16 GPUs (audio +1, speech +1) of 8 that exist "
+                                         "(overcommit 2 allows 16): 8 guaranteed GPUs have no node (was 6), so Kueue "
+                                         "can admit work that cannot be scheduled"),
+        ("low", "team-added", "dev: team audio arrives: queues audio, audio-cpu, namespace audio; Group 'audio' get "
+                              "roles edit, fleetgen-team-member there")]
+    assert report["risks"][0]["clusters"] == ["dev", "hub", "prod-east", "prod-west"]
+    (page,) = markdown(repo)
+    assert "changes, review needed" in page and "high" not in page.split("#### Risks")[1].split("####")[0]
+
+
+def test_every_risk_rule_is_documented_and_used() -> None:
+    """The rulebook (the reference page's source) names exactly the rules the code can report."""
+    from generator.diff.risks import RULEBOOK
+
+    source = "".join((REPO / "generator/diff" / name).read_text() for name in ("risks.py", "scheduling.py"))
+    source = source.replace(source[source.index("RULEBOOK: dict"):source.index("Every rule the diff can report")], "")
+    unused = [rule for rule in RULEBOOK if f'"{rule}"' not in source]
+    assert unused == [], f"documented but never reported: {unused}"
 
 
 def test_renamed_pool(repo: Path) -> None:

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 import yaml
 
-from generator.diff.impact import IMMUTABLE, risks
 from generator.diff.objects import Change, Obj, field_changes
+from generator.diff.risks import IMMUTABLE, risks
 from tests.conftest import REPO
 from tests.upstream.fleet import ApplyError, apply
 

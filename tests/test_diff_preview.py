@@ -83,8 +83,8 @@ def test_overcommit_is_judged_by_what_the_change_adds(repo: Path) -> None:
     _edit(repo / "teams/vision.yaml", "l40s: {gpus: 6", "l40s: {gpus: 12")
     _, report = diff_json(repo)
     (risk,) = [r for r in report["risks"] if r["rule"] == "pool-overcommitted"]
-    assert "guarantees 48 GPUs of 40 that exist (overcommit 1.5 allows 60): 8 guaranteed GPUs have no node " \
-           "(was 4)" in risk["message"]
+    assert "guarantees 48 GPUs (vision +4) of 40 that exist (overcommit 1.5 allows 60): 8 guaranteed GPUs have no " \
+           "node (was 4)" in risk["message"]
 
 
 def test_changing_a_tas_flavors_node_labels_is_flagged_immutable(repo: Path) -> None:

@@ -197,7 +197,7 @@ def test_the_comment_is_written_by_the_base_code_never_the_pull_requests(tmp_pat
     (out / "pr-number").write_text(f"{fake.number}\n")
     assert replay(fake, url, out, [fake.number], head_sha=head)["error"] == ""
     (body,) = _bot_bodies(fake)
-    assert "None found" not in body and "`rbac-subjects-changed`" in body and "mallory@example.com" in body
+    assert "None found" not in body and "`members-added`" in body and "mallory@example.com" in body
     # A push that raced the run: the head fetched is not the one the run was for; nothing is written.
     raced = subprocess.run(["bash", str(REPO / ".github/scripts/preview-diff.sh"), str(fake.number), base,
                             base, str(tmp_path / "raced")], cwd=checkout, capture_output=True, text=True, check=False)

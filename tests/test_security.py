@@ -385,15 +385,32 @@ def _risks(fleet_root: Path) -> dict[str, list[str]]:
 
 
 @pytest.mark.parametrize("old,new,expected", [
-    ("groups: [speech]", "groups: [speech, contractors]", "added Group 'contractors'"),
-    ("groups: [speech]", "groups: [speech-ops]", "added Group 'speech-ops'; removed Group 'speech'"),
+    ("groups: [speech]", "groups: [speech, contractors]",
+     {"members-added": ["medium: dev: team speech adds Group 'contractors': roles edit, fleetgen-team-member in "
+                        "namespace speech"]}),
+    ("groups: [speech]", "groups: [speech-ops]",
+     {"members-added": ["medium: dev: team speech adds Group 'speech-ops': roles edit, fleetgen-team-member in "
+                        "namespace speech"],
+      "members-removed": ["low: dev: team speech removes Group 'speech': roles edit, fleetgen-team-member in "
+                          "namespace speech"]}),
     ("members: {groups: [speech]}", "members: {groups: [speech], users: [alice@acme.com]}",
-     "added User 'alice@acme.com'"),
+     {"members-added": ["medium: dev: team speech adds User 'alice@acme.com': roles edit, fleetgen-team-member in "
+                        "namespace speech"]}),
 ])
-def test_any_subject_change_is_a_high_risk(fleet_root: Path, old: str, new: str, expected: str) -> None:
+def test_every_member_change_is_named_once(fleet_root: Path, old: str, new: str,
+                                           expected: dict[str, list[str]]) -> None:
+    """Who holds a team's rights is the one thing a team file decides alone: every subject is named,
+    once per team and direction (not once per RoleBinding), medium when someone gains rights."""
     edit(fleet_root, "teams/speech.yaml", old, new)
-    found = _risks(fleet_root)["rbac-subjects-changed"]
-    assert f"high: dev: RoleBinding speech/speech-members (role edit): {expected}" in found, found
+    assert _risks(fleet_root) == expected
+
+
+def test_a_member_of_a_team_on_four_clusters_is_one_line(fleet_root: Path) -> None:
+    edit(fleet_root, "teams/vision.yaml", "groups: [vision, vision-contractors]",
+         "groups: [vision, vision-contractors], users: [gina@acme.com]")
+    assert _risks(fleet_root) == {"members-added": [
+        "medium: dev, hub, prod-east, prod-west: team vision adds User 'gina@acme.com': roles edit, "
+        "fleetgen-team-member in namespaces vision, vision-eval"]}
 
 
 def test_a_fair_sharing_weight_jump_over_4x_is_high(fleet_root: Path) -> None:
@@ -407,7 +424,23 @@ def test_a_weight_change_within_4x_is_not_flagged(fleet_root: Path) -> None:
     assert "fair-sharing-weight-jump" not in _risks(fleet_root)
 
 
-def test_a_claimed_namespace_is_high(fleet_root: Path) -> None:
+def test_a_teams_new_namespace_is_one_low_line(fleet_root: Path) -> None:
+    """A name the cluster's namespace policy lets the team claim is the team's own: its members'
+    rights there are the line, not one line per object the namespace holds."""
     edit(fleet_root, "teams/speech.yaml", "members:", "namespaces: [speech, speech-eval]\nmembers:")
-    found = _risks(fleet_root)["namespace-claimed"]
-    assert found == ["high: dev: team 'speech' claims namespace 'speech-eval': its members get edit rights there"]
+    assert _risks(fleet_root) == {"namespace-added": [
+        "low: dev: team speech gets namespace speech-eval: Group 'speech' get roles edit, fleetgen-team-member there"]}
+
+
+def test_a_namespace_taken_from_another_team_is_high(fleet_root: Path, tmp_path: Path) -> None:
+    for cluster in ("dev", "prod-east", "prod-west"):  # where ml-research has quota
+        edit(fleet_root, f"clusters/{cluster}.yaml", "\nnodePools:",
+             "\ntenancy: {namespaces: {allowed: [shared-eval]}}\nnodePools:")
+    edit(fleet_root, "teams/ml-research.yaml", "namespaces: [ml-research]", "namespaces: [ml-research, shared-eval]")
+    base = tmp_path / "base"
+    shutil.copytree(fleet_root, base)
+    edit(fleet_root, "teams/ml-research.yaml", "namespaces: [ml-research, shared-eval]", "namespaces: [ml-research]")
+    edit(fleet_root, "teams/speech.yaml", "members:", "namespaces: [speech, shared-eval]\nmembers:")
+    found = risks_between(base, fleet_root)
+    assert found["namespace-claimed"] == ["high: dev: team 'speech' claims namespace 'shared-eval' (was team "
+                                          "'ml-research''s): its members get edit rights there"], found

@@ -11,8 +11,9 @@ from typing import Any, Literal, cast
 
 from pydantic import BaseModel, Field
 
-from generator.diff.impact import PoolImpact, Risk
+from generator.diff.impact import PoolImpact
 from generator.diff.objects import Change
+from generator.diff.risks import Risk
 
 MAX_FIELDS = 40
 
@@ -70,9 +71,12 @@ class PoolJson(BaseModel):
 
 
 class RiskJson(BaseModel):
-    severity: Literal["high", "medium", "low"]
+    severity: Literal["high", "medium", "low"] = Field(description="The rule severities follow: see the risk "
+                                                                   "rules reference")
     rule: str
-    message: str
+    message: str = Field(description="The line as the comment shows it, clusters first")
+    clusters: list[str] = Field(default_factory=list, description="Every cluster the line holds on (one cause, "
+                                                                  "one line)")
 
 
 class Counts(BaseModel):
@@ -143,7 +147,8 @@ class DiffResult:
                    for p in self.capacity],
             capacity=[CapacityJson(cluster=r.cluster, pool=r.pool, team=r.team, before=share(r.before),
                                    after=share(r.after)) for p in self.capacity for r in p.rows],
-            risks=[RiskJson(severity=r.severity, rule=r.rule, message=r.message)  # type: ignore[arg-type]
+            risks=[RiskJson(severity=r.severity, rule=r.rule, message=r.message,  # type: ignore[arg-type]
+                            clusters=list(r.clusters))
                    for r in self.risks], notes=self.notes)
 
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from generator.diff.impact import capacity_impact, risks
+from generator.diff.impact import capacity_impact
 from generator.diff.objects import changed_objects, compare
 from generator.diff.report import DiffResult
+from generator.diff.risks import risks
 from generator.diff.scheduling import scheduling_risks
 from generator.diff.sources import Side, compiled, git_sides, rendered_sides
 from generator.errors import UsageError

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from decimal import Decimal
 
 from generator.config.fleet import Fleet, fair_sharing
-from generator.diff.impact import WEIGHT_JUMP, Risk, weight_jumped
+from generator.diff.risks import WEIGHT_JUMP, Risk, weight_cause, weight_jumped
 
 DEFAULT_WEIGHT = 1.0
 """Kueue's weight for a queue or cohort that sets none."""
@@ -58,8 +58,8 @@ def _fair_sharing_switch(before: Fleet, after: Fleet, cluster: str) -> Iterator[
     effect = ("Kueue's fair sharing turns on: borrowing and preemption between every team follow weights and "
               "usage instead of borrowWithinCohort" if on_after else
               "Kueue's fair sharing turns off: every team's preemption falls back to borrowWithinCohort")
-    yield Risk("high", "fair-sharing-switched", f"{cluster}: {cause}, so {effect} (set kueue.fairSharing in the "
-               "cluster file to decide this for the whole cluster)")
+    yield Risk("high", "fair-sharing-switched", f"{cause}, so {effect} (set kueue.fairSharing in the cluster file "
+               "to decide this for the whole cluster)", (cluster,))
 
 
 def _weights_against_others(before: Fleet, after: Fleet, cluster: str) -> Iterator[Risk]:
@@ -73,14 +73,15 @@ def _weights_against_others(before: Fleet, after: Fleet, cluster: str) -> Iterat
         largest = max(others, default=DEFAULT_WEIGHT)
         share = f"{new[key] / total:.0%} of the cluster's total weight" if total else "the whole weight"
         was = f"{_number(old[key])} → " if key in old else "new, "
-        what = f"{cluster}: {kind} {name} fair-sharing weight {was}{_number(new[key])} ({share})"
+        what = f"{kind} {name} fair-sharing weight {was}{_number(new[key])} ({share})"
         if largest and new[key] > WEIGHT_JUMP * largest:
             yield Risk("high", "fair-sharing-weight-outsized", f"{what}: more than {WEIGHT_JUMP:g}x the largest "
                        f"other weight ({_number(largest)}), so it takes that much more of the idle GPUs from every "
-                       "other team")
+                       "other team", (cluster,), weight_cause(kind, name))
         elif key in old and not weight_jumped(Decimal(str(old[key])), Decimal(str(new[key]))):
             # (a jump is already high: impact._weight_jump)
-            yield Risk("medium", "fair-sharing-weight-changed", f"{what}: every other team's share of idle GPUs moves")
+            yield Risk("medium", "fair-sharing-weight-changed", f"{what}: every other team's share of idle GPUs moves",
+                       (cluster,), weight_cause(kind, name))
 
 
 def _implicit_membership(before: Fleet, after: Fleet, cluster: str) -> Iterator[Risk]:
@@ -96,14 +97,14 @@ def _implicit_membership(before: Fleet, after: Fleet, cluster: str) -> Iterator[
             continue  # a new cohort, or nobody else in it: no other team's scheduling changes
         moves = "; ".join(x for x in (f"{', '.join(joined)} joins" if joined else "",
                                       f"{', '.join(left)} leaves" if left else "") if x)
-        detail = (f"{cluster}: undeclared cohort {cohort!r}: {moves}; {', '.join(stay)} now lend and borrow idle "
+        detail = (f"undeclared cohort {cohort!r}: {moves}; {', '.join(stay)} now lend and borrow idle "
                   f"GPUs with {', '.join(sorted(now)) if now else 'nobody'}")
         lone = stay[0] if len(was) == 1 else None
         if lone and weights.get(lone) is not None and len(now) > 1:
             detail += (f", and the cohort no longer carries {lone}'s weight {_number(weights[lone] or 0)} "
                        "(Kueue weighs a cohort with one member by that member's weight)")
         yield Risk("medium", "implicit-cohort-changed", detail + " (declare the cohort in the cluster file to own "
-                   "who joins it)")
+                   "who joins it)", (cluster,))
 
 
 def scheduling_risks(before: Fleet | None, after: Fleet | None) -> list[Risk]:

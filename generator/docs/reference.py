@@ -1,5 +1,6 @@
 """The docs site's reference pages, generated from the code: config keys (the models' field docstrings),
-alerts (the rule builders), the command line (click's own help), the diff JSON schema and the Python API.
+alerts (the rule builders), the command line (click's own help), the diff JSON schema, the diff's risk
+rules and the Python API.
 
 A test fails when a page differs from what the code says, so the manual can never describe keys,
 options or alerts that do not exist or miss ones that do.
@@ -198,6 +199,20 @@ def diff_json_reference() -> str:
     return f"```json\n{schema_text('diff').rstrip()}\n```\n"
 
 
+def risks_reference() -> str:
+    """The diff's risk rules: the severity rule first, then every rule (`generator.diff.risks.RULEBOOK`)."""
+    from generator.diff.risks import RULEBOOK, SEVERITIES
+
+    parts = ["## Severities\n", *(f"- **{name}**: {text}" for name, text in SEVERITIES.items()),
+             "\nA routine pull request (a quota raise, a new member, a new team) has no high line. One cause is one "
+             "line: a team's arrival is one `team-added` line, not one per object it adds, and a line that holds "
+             "on several clusters names them all once.\n", "## Rules\n", "| rule | severity | fires when |",
+             "|---|---|---|"]
+    parts += [f"| `{name}` | {rule.severity} | {rule.cause.replace('|', chr(92) + '|')} |"
+              for name, rule in sorted(RULEBOOK.items())]
+    return "\n".join(parts) + "\n"
+
+
 def pages() -> dict[str, str]:
     """docs/reference/*.md, each generated whole from the code it describes."""
     return {
@@ -211,6 +226,8 @@ def pages() -> dict[str, str]:
                                      "it.", cli_reference()),
         f"{PAGES_DIR}/diff-json.md": _page("Diff JSON", "The schema of `fleetgen diff --format json` (also "
                                            "`schemas/diff.schema.json`).", diff_json_reference()),
+        f"{PAGES_DIR}/risks.md": _page("Risk rules", "What the diff preview flags, and how severe "
+                                       "(`generator/diff/risks.py`).", risks_reference()),
         f"{PAGES_DIR}/python-api.md": _page("Python API", "The jobs SDK (`import generator.jobs`), from its "
                                             "docstrings.", python_reference()),
     }
