@@ -6,8 +6,9 @@
 
 torch (its torchrun and gloo) and SkyPilot are far too large, and too tied to their own dependency
 pins, to share fleetgen's environment; each gets a venv under `$FLEETGEN_TOOLS_DIR` (default
-`~/.cache/fleetgen/tools`), beside the Go tools, stamped with the interpreter and requirements so a
-warm machine reuses it. Installed from the package index by name and pinned version, like the rest.
+`~/.cache/fleetgen/tools`), beside the Go tools, stamped with its requirements so a
+warm machine reuses it whichever Python 3.11+ runs the tests (a venv keeps the interpreter it was made
+with). Installed from the package index by name and pinned version, like the rest.
 """
 
 from __future__ import annotations
@@ -50,8 +51,9 @@ def _find(name: str) -> PyEnv:
 
 
 def _stamp(env: PyEnv) -> str:
-    text = "\n".join([sys.version, *env.requirements])
-    return hashlib.sha256(text.encode()).hexdigest()
+    """The requirements only: the environment runs on the interpreter it was made with, so the one
+    running this script (the checkout's .venv, pyenv's or Debian's) does not matter."""
+    return hashlib.sha256("\n".join(env.requirements).encode()).hexdigest()
 
 
 def folder(env: PyEnv) -> Path:
@@ -66,7 +68,10 @@ def python(name: str) -> Path:
 def current(name: str) -> bool:
     env = _find(name)
     stamp = folder(env) / "fleetgen.stamp"
-    return python(name).is_file() and stamp.is_file() and stamp.read_text() == _stamp(env)
+    if not (python(name).is_file() and stamp.is_file() and stamp.read_text() == _stamp(env)):
+        return False
+    # its base interpreter may be gone (a removed pyenv version): then it is rebuilt
+    return subprocess.run([str(python(name)), "-c", ""], capture_output=True, check=False).returncode == 0
 
 
 def missing() -> list[str]:
