@@ -93,13 +93,38 @@ def _export(root: Path, commit: str, names: list[str], dest: Path, ref: str) -> 
     """`names` (top-level entries of the repository at `commit`) into `dest`; links refused."""
     if not names:
         return
-    data = _git(root, "archive", "--format=tar", commit, "--", *names)
+    extract(_git(root, "archive", "--format=tar", commit, "--", *names), dest, ref)
+
+
+def extract(data: bytes, dest: Path, ref: str) -> None:
+    """A tar archive of `ref`'s files into `dest`: regular files and folders only, all inside `dest`.
+
+    Python 3.11.4 and later do this with the `data` extraction filter. Debian 12's Python is 3.11.2,
+    which has no filters, so there every member is checked the same way first (links are refused
+    on both, like the work tree's)."""
+    def refuse(what: str) -> UsageError:
+        return UsageError(f"{ref} holds {what}; fleetgen does not follow links or write outside its temporary "
+                          "folder: compare with a ref without them")
+
     with tarfile.open(fileobj=io.BytesIO(data)) as archive:
-        links = [m.name for m in archive.getmembers() if m.issym() or m.islnk()]
-        if links:  # the same rule as the work tree: links are refused, never followed
-            raise UsageError(f"{ref} holds symbolic links among the inputs ({', '.join(sorted(links)[:5])}); "
-                             "fleetgen does not follow links: compare with a ref without them")
-        archive.extractall(dest, filter="data")
+        members = archive.getmembers()
+        links = [m.name for m in members if m.issym() or m.islnk()]
+        if links:
+            raise refuse(f"symbolic links among the inputs ({', '.join(sorted(links)[:5])})")
+        root = dest.resolve()
+        for member in members:
+            if Path(member.name).is_absolute() or not (root / member.name).resolve().is_relative_to(root):
+                raise refuse(f"a path outside the repository ({member.name})")
+        if hasattr(tarfile, "data_filter"):
+            try:
+                archive.extractall(dest, filter="data")
+            except tarfile.FilterError as err:
+                raise refuse(f"a path it cannot extract safely ({err})") from None
+            return
+        special = [m.name for m in members if not (m.isfile() or m.isdir())]
+        if special:
+            raise refuse(f"a special file among the inputs ({special[0]})")
+        archive.extractall(dest)
 
 
 def code_key(package: Path) -> str:
