@@ -112,19 +112,18 @@ def render(ctx: click.Context, clusters: tuple[str, ...], check: bool, jobs: int
     """Compile the fleet into rendered/<cluster>/ (atomically; nothing is written on any error)."""
     import signal
 
-    from generator import emit
+    from generator.render import render_fleet
+    from generator.validate.pipeline import Options
 
     def stop(signum: int, frame: object) -> None:
         raise KeyboardInterrupt  # unwinds through the stage's cleanup; held during the switch itself
     signal.signal(signal.SIGTERM, stop)
-    root = _root(ctx)
-    with emit.locked(root, wait=lock_timeout, writing=not check):
-        if not check:
-            emit.recover(root)  # finish (or drop) a render that was killed
-        elif emit.read_journal(root) is not None:  # --check moves nothing, but refuses a planted journal
-            echo(f"note: a render was interrupted during its switch ({emit.WORK}/{emit.JOURNAL}); "
-                 "`fleetgen render` finishes it, --check compares the tree as it is", err=True)
-        _render_locked(root, clusters, check, jobs, schema_location, crd_location)
+    outcome = render_fleet(_root(ctx), list(clusters), check, jobs, Options(schema_location, crd_location),
+                           lock_timeout, lambda line: echo(line, err=True), _progress())
+    for line in outcome.said:
+        echo(line)
+    if outcome.stale:
+        sys.exit(EXIT_DIFF)
 
 
 def _report(result: Any) -> None:
@@ -133,44 +132,6 @@ def _report(result: Any) -> None:
         echo(f"note: {note}", err=True)
     for warning in result.warnings:
         echo(f"warning: {warning}", err=True)
-
-
-def _render_locked(root: Path, clusters: tuple[str, ...], check: bool, jobs: int, schema_location: str | None,
-                   crd_location: str | None) -> None:
-    from generator import incremental
-    from generator import render as pipeline
-    from generator.validate.pipeline import Options
-
-    key = incremental.inputs_key(root, f"{schema_location}|{crd_location}")  # the whole-fleet no-op key
-    if not check and not clusters and incremental.up_to_date(root, key):
-        echo("rendered/ already up to date (inputs, generator and tree unchanged since the last render)")
-        return
-    options_key = f"{schema_location}|{crd_location}"
-    result = pipeline.build(root, list(clusters) or None, Options(schema_location, crd_location, network=False),
-                            jobs=jobs, progress=_progress(), reuse=None if check or clusters else options_key)
-    _report(result)
-    if check:
-        diff = pipeline.check(result)
-        if diff:
-            echo("rendered/ is out of date:")
-            for line in diff.lines():
-                echo(f"  {line}")
-            echo("run `fleetgen render` and commit the result")
-            sys.exit(EXIT_DIFF)
-        echo(f"rendered/ is up to date ({len(result.tree)} files)")
-        return
-    diff = pipeline.write(result)
-    if not clusters:
-        incremental.remember(root, key, result.tree)
-        incremental.remember_clusters(root, result.keys, result.tree)
-    objects = pipeline.object_count(result)
-    kept = f" ({len(result.reused)} unchanged clusters not compiled again)" if result.reused else ""
-    if diff:
-        echo(f"rendered {objects} objects in {len(result.compiled) + len(result.reused)} clusters: "
-             f"{len(diff.added)} added, {len(diff.changed)} changed, {len(diff.removed)} removed files{kept}")
-    else:
-        echo(f"rendered/ already up to date ({objects} objects in "
-             f"{len(result.compiled) + len(result.reused)} clusters){kept}")
 
 
 @cli.command()
@@ -289,7 +250,7 @@ def schema(ctx: click.Context, which: str | None, write: bool, check: bool) -> N
 @click.option("--format", "fmt", type=click.Choice(["text", "markdown", "json"]), default="text", show_default=True)
 @click.option("--ignore", multiple=True, metavar="KIND:PATH",
               help="Ignore field changes matching a glob, e.g. 'Application:spec.source.targetRevision'.")
-@click.option("--output-dir", type=click.Path(file_okay=False), metavar="DIR",
+@click.option("--output-dir", "output_dir_given", type=click.Path(file_okay=False), metavar="DIR",
               help="Write comment-N.md parts, diff.txt (complete) and diff.json to DIR; when the fleet does "
                    "not load, comment-1.md says why (exit 2).")
 @click.option("--max-comment-chars", type=click.IntRange(min=4_000), default=60_000, show_default=True,
@@ -302,28 +263,29 @@ def schema(ctx: click.Context, which: str | None, write: bool, check: bool) -> N
 @click.pass_context
 @_guard
 def diff(ctx: click.Context, base: str | None, from_dir: str | None, to_dir: str | None, fmt: str,
-         ignore: tuple[str, ...], output_dir: str | None, max_comment_chars: int, head_sha: str | None,
+         ignore: tuple[str, ...], output_dir_given: str | None, max_comment_chars: int, head_sha: str | None,
          committed: bool, color: bool | None) -> None:
     """What a change does to every cluster: objects, GPU capacity per team, risks. Exit 1 when anything
     changes (an object, or a pool's size)."""
-    from generator.diff.comment import Stamp, error_comment, markdown_parts
-    from generator.diff.report import full_text, to_text
+    from generator.diff.comment import Stamp, markdown_parts
+    from generator.diff.outputs import now, output_dir, write_failure, write_report
+    from generator.diff.report import to_text
     from generator.diff.run import run_diff
 
-    stamp = Stamp(head_sha or "", _now())
-    out = _output_dir(_root(ctx), output_dir) if output_dir else None
+    stamp = Stamp(head_sha or "", now())
+    out = output_dir(_root(ctx), output_dir_given) if output_dir_given else None
     try:
         result = run_diff(_root(ctx), base, from_dir, to_dir, list(ignore), committed)
     except Exception as exc:
         if out is not None:
             from generator.failures import describe
 
-            _write_outputs(out, [error_comment(describe(exc, "diff"), stamp, max_comment_chars)], {})
+            write_failure(out, describe(exc, "diff"), stamp, max_comment_chars)
         raise
     parts = markdown_parts(result, max_comment_chars, stamp) if fmt == "markdown" or out else []
     report = result.to_json().model_dump_json(indent=2) + "\n"
     if out is not None:
-        _write_outputs(out, parts, {"diff.txt": full_text(result), "diff.json": report})
+        write_report(out, result, parts, report)
         echo(f"wrote {len(parts)} comment part(s), diff.txt and diff.json to {out}", err=True)
     if fmt == "json":
         echo(report, nl=False)
@@ -333,47 +295,6 @@ def diff(ctx: click.Context, base: str | None, from_dir: str | None, to_dir: str
         use_color = sys.stdout.isatty() if color is None else color
         echo(to_text(result, use_color), nl=False, color=use_color)
     sys.exit(EXIT_DIFF if result.changed else EXIT_OK)
-
-
-def _now() -> str:
-    """UTC now to the minute, or SOURCE_DATE_EPOCH's time (reproducible output, as in reproducible builds)."""
-    import os
-    from datetime import UTC, datetime
-
-    epoch = os.environ.get("SOURCE_DATE_EPOCH", "")
-    when = datetime.fromtimestamp(int(epoch), UTC) if epoch.isdigit() else datetime.now(UTC)
-    return when.strftime("%Y-%m-%d %H:%M UTC")
-
-
-def _write_outputs(out: Path, parts: list[str], files: dict[str, str]) -> None:
-    """comment-N.md parts (the old ones removed first) and the other files, each replaced by rename."""
-    from generator import repofiles
-    from generator.terminal import safe_text
-
-    for old in out.glob("comment-*.md"):
-        old.unlink()  # a link is removed itself, never what it points to
-    for name in ("diff.txt", "diff.json"):  # a stale report never sits beside an error comment;
-        if (out / name).is_file() and not (out / name).is_symlink():  # a planted link is refused below
-            (out / name).unlink()
-    named = {f"comment-{i}.md": part for i, part in enumerate(parts, 1)} | files
-    for name, text in named.items():
-        repofiles.write_bytes(out, name, safe_text(text).encode())
-
-
-def _output_dir(root: Path, given: str) -> Path:
-    """The folder for diff's files: inside the repository no part of it may be a link; outside it,
-    the folder the user named. Files in it are replaced by rename, never written through a link."""
-    import os
-
-    from generator import repofiles
-
-    folder = Path(os.path.abspath(given))
-    if folder == root or root in folder.parents:
-        folder = repofiles.inside(root, folder.relative_to(root).as_posix())
-    elif os.path.islink(folder):
-        raise repofiles.UnsafePath(given, repofiles.LINK_REASON, "name the real folder")
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder
 
 
 def _connection_options(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -641,6 +562,8 @@ def _reconciler(ctx: click.Context, config_path: str | None, cluster: str | None
 @_guard
 def health_once(ctx: click.Context, **options: Any) -> None:
     """Run one reconcile loop and print what was decided."""
+    from generator.reconciler.status import decision_lines
+
     rec = _reconciler(ctx, **options)
     # A fresh process has never seen the Lease: it watches a foreign one for a Lease duration.
     decision = rec.once() if rec.lease is None or rec.lease.acquire_patiently() else None
@@ -649,12 +572,8 @@ def health_once(ctx: click.Context, **options: Any) -> None:
     if decision is None:
         echo("another replica holds the lease: nothing done")
         return
-    for action in decision.actions:
-        echo(f"{'would ' if rec.executor.dry_run else ''}{type(action).__name__}: {action}")
-    for line in decision.skipped:
-        echo(f"skipped: {line}")
-    tripped = {pool: b for pool, b in sorted(decision.breakers.items()) if b.tripped}
-    echo("breaker: " + ("; ".join(f"TRIPPED in {pool} ({b.reason})" for pool, b in tripped.items()) or "ok"))
+    for line in decision_lines(decision, rec.executor.dry_run):
+        echo(line)
 
 
 @health.command("run")
@@ -693,46 +612,10 @@ def health_run(ctx: click.Context, listen: str, **options: Any) -> None:
 @_guard
 def health_status(ctx: click.Context, **options: Any) -> None:
     """Each pool (nodes down, breaker), and the nodes the reconciler holds, why and since when."""
-    from generator.reconciler.decide import breaker_limit
-    from generator.reconciler.model import breaker_of, drain_breaker_of
+    from generator.reconciler.status import status_lines
 
-    rec = _reconciler(ctx, **options)
-    nodes = rec.executor.read(rec.pools)
-    held = [n for n in nodes.values() if n.owned and n.unschedulable]
-    breakers = rec.breaker.load()
-    tripped = sorted(pool for pool in {p.name for p in rec.pools} | {k for k in breakers if ":" not in k}
-                     if breaker_of(breakers, pool).tripped)
-    echo("breaker: " + (f"TRIPPED in {', '.join(tripped)}" if tripped else "ok"))
-    for pool in rec.pools:
-        members = [n for n in nodes.values() if n.pool == pool.name]
-        down = sum(n.unschedulable for n in members)
-        ours = sum(n.unschedulable and n.owned for n in members)
-        state = breaker_of(breakers, pool.name)
-        limit = breaker_limit(len(members), rec.policy.max_unhealthy_percent) if members else 0
-        verdict = f"TRIPPED since {_utc(state.since)}: {state.reason}" if state.tripped else "ok"
-        echo(f"pool {pool.name}: {down} of {len(members)} nodes unschedulable ({ours} by the reconciler), "
-             f"limit {limit}; breaker {verdict}")
-        if rec.policy.drain:
-            draining = sum(n.owned and n.unschedulable and not n.drained for n in members)
-            drain_state = drain_breaker_of(breakers, pool.name)
-            verdict = (f"TRIPPED since {_utc(drain_state.since)}: {drain_state.reason}" if drain_state.tripped
-                       else "ok")
-            echo(f"  drain: {draining} node(s) draining, limit "
-                 f"{breaker_limit(len(members), rec.policy.drain_max_percent) if members else 0}; "
-                 f"drain breaker {verdict}")
-    echo(f"{len(held)} of {len(nodes)} GPU nodes cordoned by the reconciler")
-    for node in sorted(held, key=lambda n: n.name):
-        repair = " (needs repair)" if node.needs_repair else ""
-        drained = ", drained" if node.drained else ""
-        echo(f"  {node.name} [{node.pool}]: {node.reason}, {node.healthy_checks} healthy checks{drained}{repair}")
-
-
-def _utc(seconds: float | None) -> str:
-    import datetime
-
-    if seconds is None:
-        return "?"
-    return datetime.datetime.fromtimestamp(float(seconds), tz=datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    for line in status_lines(_reconciler(ctx, **options)):
+        echo(line)
 
 
 @health.command("reset-breaker")

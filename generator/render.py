@@ -202,3 +202,59 @@ def write(result: Build) -> emit.TreeDiff:
         files = {rel: result.extra_files[rel].encode("utf-8") for rel in _stale_extra(result)}
         emit.write_tree(result.fleet.root, result.tree, tops, files)
     return diff
+
+
+@dataclass
+class Outcome:
+    """What one `fleetgen render` did, for the command line to say."""
+
+    said: list[str] = field(default_factory=list)
+    """Lines for standard output: what was written, or what is stale."""
+    stale: bool = False
+    """`--check` found files that differ (exit 1)."""
+
+
+def render_fleet(root: Path, clusters: list[str], check_only: bool, jobs: int, options: Options,
+                 lock_timeout: float, note: Callable[[str], None],
+                 progress: Callable[[str], None] | None = None) -> Outcome:
+    """`fleetgen render`: under the repository's lock, finish a killed render, skip a no-op one
+    (inputs, generator and tree unchanged since the last), else build and write or compare.
+
+    `note` gets checks that could not run, then warnings, as soon as the build has them: before
+    the write, so a render interrupted while writing has said them."""
+    from generator import incremental
+
+    out = Outcome()
+    with emit.locked(root, wait=lock_timeout, writing=not check_only):
+        if not check_only:
+            emit.recover(root)  # finish (or drop) a render that was killed
+        elif emit.read_journal(root) is not None:  # --check moves nothing, but refuses a planted journal
+            note(f"note: a render was interrupted during its switch ({emit.WORK}/{emit.JOURNAL}); "
+                 "`fleetgen render` finishes it, --check compares the tree as it is")
+        options_key = f"{options.schema_location}|{options.crd_location}"
+        key = incremental.inputs_key(root, options_key)  # the whole-fleet no-op key
+        if not check_only and not clusters and incremental.up_to_date(root, key):
+            out.said.append("rendered/ already up to date (inputs, generator and tree unchanged since the last "
+                            "render)")
+            return out
+        result = build(root, clusters or None, options, jobs=jobs, progress=progress,
+                       reuse=None if check_only or clusters else options_key)
+        for line in [*(f"note: {n}" for n in result.report.notes), *(f"warning: {w}" for w in result.warnings)]:
+            note(line)
+        if check_only:
+            diff = check(result)
+            out.stale = bool(diff)
+            out.said += (["rendered/ is out of date:", *(f"  {line}" for line in diff.lines()),
+                          "run `fleetgen render` and commit the result"] if diff else
+                         [f"rendered/ is up to date ({len(result.tree)} files)"])
+            return out
+        diff = write(result)
+        if not clusters:
+            incremental.remember(root, key, result.tree)
+            incremental.remember_clusters(root, result.keys, result.tree)
+        objects, count = object_count(result), len(result.compiled) + len(result.reused)
+        kept = f" ({len(result.reused)} unchanged clusters not compiled again)" if result.reused else ""
+        out.said.append(f"rendered {objects} objects in {count} clusters: {len(diff.added)} added, "
+                        f"{len(diff.changed)} changed, {len(diff.removed)} removed files{kept}" if diff else
+                        f"rendered/ already up to date ({objects} objects in {count} clusters){kept}")
+    return out
