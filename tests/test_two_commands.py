@@ -1,4 +1,5 @@
-"""The README's first command on a fresh checkout, with Debian's externally managed Python first on PATH.
+"""The README's first command on a fresh checkout, with Debian's externally managed Python first on PATH,
+then a diff on that Python (the floor fleetgen claims, 3.11, as Debian 12 ships it: 3.11.2).
 
 The second command is what CI runs (`.ci/run` execs it, and test_cli holds the three equal), so it is
 proved by every CI run; this test proves the first where PEP 668 refuses `pip install`."""
@@ -49,3 +50,16 @@ def test_first_command_renders_on_an_externally_managed_system_python(tmp_path: 
     again = subprocess.run(["./fleetgen", "render", "--check"], cwd=root, env=env, capture_output=True, text=True,
                            timeout=300)
     assert again.returncode == 0 and "installing" not in again.stderr  # made once, reused
+
+    # A reviewer's next step on the same Python: a change, and the diff against the commit before it
+    # (Debian 12's 3.11.2 has no tar extraction filters: this once failed with a TypeError there).
+    git_env = {**env, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@acme.com", "GIT_COMMITTER_NAME": "t",
+               "GIT_COMMITTER_EMAIL": "t@acme.com"}
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "base"]):
+        subprocess.run(["git", *args], cwd=root, env=git_env, check=True, capture_output=True)
+    team = root / "teams/speech.yaml"
+    team.write_text(team.read_text().replace("l4: {gpus: 6,", "l4: {gpus: 5,"))
+    diff = subprocess.run(["./fleetgen", "diff", "--base", "HEAD", "--format", "json"], cwd=root, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert diff.returncode == 1, diff.stderr[-3000:]
+    assert '"rule": "quota-reduced"' in diff.stdout and "speech loses 1 guaranteed l4 GPUs" in diff.stdout
