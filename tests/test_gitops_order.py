@@ -206,13 +206,27 @@ def test_argocd_judges_a_child_application_by_its_health(upstream_tools: None, t
     assert settings["metadata"]["labels"]["app.kubernetes.io/part-of"] == "argocd"  # Argo CD reads only these
     script = tmp_path / "health.lua"
     script.write_text(settings["data"]["resource.customizations.health.argoproj.io_Application"])
+    unfetchable = "Failed to load target state: failed to generate manifest: chart kueue not found"
     apps = [{"apiVersion": "argoproj.io/v1alpha1", "kind": "Application", "metadata": {"name": "kueue"},
              **({"status": status} if status is not None else {})}
             for status in ({"health": {"status": "Healthy"}}, {"health": {"status": "Degraded", "message": "crash"}},
-                           {"sync": {"status": "OutOfSync"}}, None)]
+                           {"sync": {"status": "OutOfSync"}}, None,
+                           # Issue 30: a chart that cannot be fetched leaves a child with no resources, so
+                           # Argo CD calls it Healthy, with a ComparisonError and sync status Unknown.
+                           {"health": {"status": "Healthy"}, "sync": {"status": "Unknown"},
+                            "conditions": [{"type": "ComparisonError", "message": unfetchable}]},
+                           {"health": {"status": "Healthy"}, "sync": {"status": "Unknown"}},
+                           {"health": {"status": "Healthy"}, "sync": {"status": "Synced"},
+                            "conditions": [{"type": "OrphanedResourceWarning", "message": "1 orphan"}]},
+                           {"health": {"status": "Healthy"}, "sync": {"status": "Synced"},
+                            "conditions": [{"type": "InvalidSpecError", "message": "repo not permitted"}]})]
     (tmp_path / "apps.json").write_text(json.dumps(apps))
     proc = subprocess.run([str(tools.binary("argocd-health")), str(script), str(tmp_path / "apps.json")],
                           capture_output=True, text=True, check=False, timeout=60)
     assert proc.returncode == 0, proc.stderr
-    assert json.loads(proc.stdout) == [{"status": "Healthy"}, {"status": "Degraded", "message": "crash"},
-                                       {"status": "Progressing"}, {"status": "Progressing"}]
+    assert json.loads(proc.stdout) == [
+        {"status": "Healthy"}, {"status": "Degraded", "message": "crash"}, {"status": "Progressing"},
+        {"status": "Progressing"}, {"status": "Degraded", "message": f"ComparisonError: {unfetchable}"},
+        {"status": "Progressing", "message": "sync status Unknown: its manifests are not generated yet"},
+        {"status": "Healthy"},  # a warning is no error
+        {"status": "Degraded", "message": "InvalidSpecError: repo not permitted"}]

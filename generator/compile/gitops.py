@@ -145,7 +145,22 @@ def _flux(cluster: Loaded[ClusterConfig]) -> list[Manifest]:
 APPLICATION_HEALTH = """hs = {}
 hs.status = "Progressing"
 hs.message = ""
+local errors = {DeletionError = true, InvalidSpecError = true, ComparisonError = true, SyncError = true,
+                UnknownError = true}
 if obj.status ~= nil then
+  if obj.status.conditions ~= nil then
+    for _, condition in ipairs(obj.status.conditions) do
+      if errors[condition.type] then
+        hs.status = "Degraded"
+        hs.message = condition.type .. ": " .. (condition.message or "")
+        return hs
+      end
+    end
+  end
+  if obj.status.sync ~= nil and obj.status.sync.status == "Unknown" then
+    hs.message = "sync status Unknown: its manifests are not generated yet"
+    return hs
+  end
   if obj.status.health ~= nil then
     hs.status = obj.status.health.status
     if obj.status.health.message ~= nil then
@@ -155,9 +170,13 @@ if obj.status ~= nil then
 end
 return hs
 """
-"""Argo CD's health check for an Application, as its operator manual gives it (health.md, "Argocd
-App"): without it (removed in Argo CD 1.8) a child Application counts as healthy at once, so the
-platform Applications' sync waves gate nothing."""
+"""Argo CD's health check for an Application, from its operator manual (health.md, "Argocd App":
+without one, removed in Argo CD 1.8, a child Application is healthy at once and the platform's sync
+waves gate nothing), plus what that check misses: a child whose manifests cannot be generated (a
+chart that cannot be fetched) has no resources, so its own health is Healthy. An error condition
+makes it Degraded (the types of Argo CD v3.6.1, pkg/apis/application/v1alpha1/types.go:1908-1916,
+whose IsError is the "Error" suffix, types.go:3797; listed because Argo CD runs health Lua without
+the string library, util/lua/lua.go:141-147), and a sync status of Unknown keeps it Progressing."""
 SETTINGS = "argocd-settings"
 
 
