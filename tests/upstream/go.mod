@@ -9,6 +9,7 @@ tool (
 	go.etcd.io/etcd/server/v3
 	k8s.io/kubernetes/cmd/kube-apiserver
 	k8s.io/kubernetes/cmd/kube-controller-manager
+	k8s.io/kubernetes/cmd/kube-scheduler
 	sigs.k8s.io/jobset
 	sigs.k8s.io/kueue/cmd/kueue
 )

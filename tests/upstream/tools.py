@@ -77,11 +77,16 @@ TOOLS: tuple[Tool, ...] = (
          "sigs.k8s.io/kustomize/kustomize/v5", via_go_mod=False),
     # `helm template` of the Kueue and JobSet charts shipped inside their Go modules (charts/).
     Tool("helm", "helm.sh/helm/v3", "v3.22.0", "helm.sh/helm/v3/cmd/helm", via_go_mod=False),
+    # Nodes and pod lifecycles without kubelets (its stages: Ready nodes, pods Running, then done).
+    Tool("kwok", "sigs.k8s.io/kwok", "v0.8.0", "sigs.k8s.io/kwok/cmd/kwok", via_go_mod=False),
     Tool("etcd", "go.etcd.io/etcd/server/v3", "v3.6.8", "go.etcd.io/etcd/server/v3", via_go_mod=True),
     Tool("kube-apiserver", "k8s.io/kubernetes", K8S, "k8s.io/kubernetes/cmd/kube-apiserver", via_go_mod=True,
          stamps=_k8s_stamps(K8S)),
     Tool("kube-controller-manager", "k8s.io/kubernetes", K8S, "k8s.io/kubernetes/cmd/kube-controller-manager",
          via_go_mod=True, stamps=_k8s_stamps(K8S)),
+    # Binds pods to nodes: the fleet twin's pods land on nodes shaped like the cluster file.
+    Tool("kube-scheduler", "k8s.io/kubernetes", K8S, "k8s.io/kubernetes/cmd/kube-scheduler", via_go_mod=True,
+         stamps=_k8s_stamps(K8S)),
     Tool("kueue", "sigs.k8s.io/kueue", "v0.19.2", "sigs.k8s.io/kueue/cmd/kueue", via_go_mod=True, manifests=True,
          stamps=("-X sigs.k8s.io/kueue/pkg/version.GitVersion=v0.19.2",
                  "-X sigs.k8s.io/kueue/pkg/version.GitCommit=8eab68778fc1b52affe165fdf5af29d1e9b4f3cb")),

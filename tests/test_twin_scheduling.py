@@ -1,0 +1,128 @@
+"""Issue 30, user story 2 (first part): a team member's job runs on nodes shaped like the cluster file.
+
+The dev cluster as rendered, on the real API server with Kueue, JobSet and the Job controller;
+its Nodes made from clusters/dev.yaml; kube-scheduler binds pods and kwok runs them (no kubelet).
+A member submits the speech team's profile: Kueue admits it to the profile's pool, kube-scheduler
+binds every pod to a node of that pool, kwok runs them to completion and the JobSet completes.
+Then a node is cordoned and tainted as the health reconciler does: new pods avoid it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from generator.checks import load_fleet
+from generator.config.fleet import Fleet
+from generator.reconciler.model import TAINT_KEY
+from generator.reconciler.nodes import taint_value
+from tests.conftest import REPO, SHARED, run
+from tests.upstream.cluster import Stack
+from tests.upstream.fleet import (
+    JOBSET,
+    condition,
+    create_nodes,
+    custom,
+    deploy,
+    fake_nodes,
+    kustomize_build,
+    rendered_kueue_config,
+    workload_of,
+)
+from tests.upstream.processes import wait_for
+from tests.upstream.twin import MANAGED, Twin, pods
+
+pytestmark = pytest.mark.upstream
+
+CLUSTER, TEAM, PROFILE = "dev", "speech", "asr-2node"
+UNHEALTHY = {"key": TAINT_KEY, "value": taint_value("xid-79"), "effect": "NoSchedule"}
+"""The taint the health reconciler puts on a node with a faulty GPU (reconciler/nodes.py)."""
+
+
+@pytest.fixture(scope="module")
+def twin(upstream_etcd: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Stack, Fleet, Twin]]:
+    objects = kustomize_build(REPO / "rendered" / CLUSTER) + kustomize_build(REPO / "rendered" / "gitops" / CLUSTER)
+    stack = Stack.start(tmp_path_factory.mktemp(f"twin-{CLUSTER}"), upstream_etcd,
+                        kueue_config=rendered_kueue_config(objects), extra_controllers=("job-controller",))
+    try:
+        fleet = load_fleet(REPO)
+        cluster = fleet.clusters[CLUSTER].config
+        create_nodes(stack, fake_nodes(cluster))
+        refused, _ = deploy(stack, cluster, objects, SHARED / "schemas")
+        assert not refused, refused
+        running = Twin.start(stack)
+        try:
+            yield stack, fleet, running
+        finally:
+            running.stop()
+    finally:
+        stack.stop()
+
+
+def _submit(stack: Stack, fleet: Fleet, name: str, tmp_path: Path) -> tuple[str, dict[str, Any]]:
+    team = fleet.teams[TEAM].config
+    who = stack.identity(f"twin-member@{TEAM}.test", (team.members.groups[0],))
+    path = tmp_path / f"{name}.yaml"
+    made = run(REPO, "job", "new", TEAM, PROFILE, "--name", name, "-o", str(path))
+    assert made.code == 0, made.err
+    submitted = run(REPO, "job", "submit", str(path), "--kubeconfig", str(who.kubeconfig))
+    assert submitted.code == 0, submitted.err
+    body = yaml.safe_load(path.read_text())
+    return body["metadata"]["namespace"], body
+
+
+def _completed(stack: Stack, namespace: str, name: str) -> bool:
+    jobset = custom(stack).get_namespaced_custom_object(JOBSET, "v1alpha2", namespace, "jobsets", name)
+    return condition(jobset, "Completed").get("status") == "True"
+
+
+def test_a_members_job_is_admitted_bound_to_its_pool_and_runs_to_completion(
+        twin: tuple[Stack, Fleet, Twin], tmp_path: Path) -> None:
+    stack, fleet, running = twin
+    profile = next(p for p in fleet.teams[TEAM].config.job_profiles if p.name == PROFILE)
+    ns, body = _submit(stack, fleet, "twin-asr", tmp_path)
+    assert wait_for(lambda: condition(workload_of(stack, ns, "twin-asr"), "Admitted").get("status") == "True", 60), \
+        condition(workload_of(stack, ns, "twin-asr"), "QuotaReserved")
+    selector = "jobset.sigs.k8s.io/jobset-name=twin-asr"
+    bound = wait_for(lambda: [p for p in pods(stack, ns, selector) if p.spec.node_name]
+                     if len([p for p in pods(stack, ns, selector) if p.spec.node_name]) == profile.nodes else [], 90)
+    assert bound, f"pods not bound: {[(p.metadata.name, p.status.phase) for p in pods(stack, ns, selector)]}\n" \
+                  f"{running.logs()}"
+    pool_of = {n["metadata"]["name"]: n["metadata"]["labels"][MANAGED] for n in fake_nodes(
+        fleet.clusters[CLUSTER].config)}
+    assert {pool_of[p.spec.node_name] for p in bound} == {profile.pool}
+    gpus = [int(c.resources.limits.get("nvidia.com/gpu", 0)) for p in bound for c in p.spec.containers]
+    assert sum(gpus) == profile.nodes * profile.gpus_per_node
+    assert wait_for(lambda: _completed(stack, ns, "twin-asr"), 90), \
+        f"{[(p.metadata.name, p.status.phase) for p in pods(stack, ns, selector)]}\n{running.logs()}"
+    assert wait_for(lambda: condition(workload_of(stack, ns, "twin-asr"), "Finished").get("status") == "True", 60)
+
+
+def test_a_cordoned_and_tainted_node_gets_no_new_pods(twin: tuple[Stack, Fleet, Twin], tmp_path: Path) -> None:
+    from kubernetes import client
+
+    stack, fleet, running = twin
+    core = client.CoreV1Api(stack.client())
+    profile = next(p for p in fleet.teams[TEAM].config.job_profiles if p.name == PROFILE)
+    nodes = [n["metadata"]["name"] for n in fake_nodes(fleet.clusters[CLUSTER].config)
+             if n["metadata"]["labels"][MANAGED] == profile.pool]
+    faulty = nodes[0]
+    taints = core.read_node(faulty).spec.taints or []
+    core.patch_node(faulty, {"spec": {"unschedulable": True, "taints": [
+        *[{"key": t.key, "value": t.value, "effect": t.effect} for t in taints], UNHEALTHY]}})
+    try:
+        ns, _ = _submit(stack, fleet, "twin-avoid", tmp_path)
+        selector = "jobset.sigs.k8s.io/jobset-name=twin-avoid"
+        placed = wait_for(lambda: {p.spec.node_name for p in pods(stack, ns, selector) if p.spec.node_name}
+                          if sum(1 for p in pods(stack, ns, selector) if p.spec.node_name) == profile.nodes
+                          else set(), 90)
+        assert placed, f"{[(p.metadata.name, p.status.phase) for p in pods(stack, ns, selector)]}\n{running.logs()}"
+        assert faulty not in placed and placed <= set(nodes[1:]), placed
+        assert wait_for(lambda: _completed(stack, ns, "twin-avoid"), 90)
+    finally:
+        core.patch_node(faulty, {"spec": {"unschedulable": False, "taints": [
+            {"key": t.key, "value": t.value, "effect": t.effect} for t in taints] or None}})

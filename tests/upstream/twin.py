@@ -1,0 +1,89 @@
+"""Nodes that take pods, for the test stack: kube-scheduler binds, kwok plays every kubelet.
+
+The Stack runs the API server, Kueue and JobSet; Nodes made from a cluster file (fleet.fake_nodes)
+exist only as objects. Here kube-scheduler (the Kubernetes release the API server is) binds pods to
+those Nodes by their real fit (GPUs per node, labels, taints, cordons), and kwok, the Kubernetes
+SIGs' kubelet simulator, runs each bound pod through its own stages: Running and Ready, then
+Succeeded for pods of a Job, after `pod-complete.stage.kwok.x-k8s.io/delay` (default 1 s plus up to
+5 s jitter). Stages are the ones kwok v0.8.0 ships (kustomize/stage/node/fast, pod/general).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tests.upstream import tools
+from tests.upstream.cluster import Stack
+from tests.upstream.processes import Process, spawn, wait_until
+
+MANAGED = "node.fleetgen.io/test-pool"
+"""The label every fake Node carries (fleet.fake_nodes): kwok manages the Nodes that have it."""
+STAGES = ("node/fast", "pod/general")
+
+
+def _kwok_dir() -> Path:
+    """kwok's module folder (its stage definitions), from the module cache `go install` filled."""
+    kwok = tools.BY_NAME["kwok"]
+    proc = subprocess.run(["go", "mod", "download", "-json", f"{kwok.module}@{kwok.version}"], capture_output=True,
+                          text=True, check=False, cwd=tools.HERE)
+    if proc.returncode != 0:
+        raise RuntimeError(f"kwok's module is not in the module cache: {proc.stderr.strip()}")
+    return Path(json.loads(proc.stdout)["Dir"])
+
+
+def kwok_config(dest: Path) -> Path:
+    """One file of every Stage kwok v0.8.0 ships for Ready nodes and the pod lifecycle."""
+    module = _kwok_dir()
+    documents = []
+    for stage in STAGES:
+        folder = module / "kustomize" / "stage" / stage
+        listed = yaml.safe_load((folder / "kustomization.yaml").read_text())["resources"]
+        documents += [(folder / name).read_text() for name in listed]
+    dest.write_text("---\n".join(documents))
+    return dest
+
+
+@dataclass
+class Twin:
+    """kube-scheduler and kwok beside a Stack (stopped with `stop`, before the Stack)."""
+
+    stack: Stack
+    processes: dict[str, Process] = field(default_factory=dict)
+
+    @classmethod
+    def start(cls, stack: Stack) -> Twin:
+        twin = cls(stack)
+        work, kubeconfig = stack.workdir, stack.workdir / "admin.kubeconfig"
+        try:
+            twin.processes["kube-scheduler"] = spawn("kube-scheduler", [
+                str(tools.binary("kube-scheduler")), f"--kubeconfig={kubeconfig}", "--leader-elect=false",
+                "--secure-port=0"], work / "kube-scheduler.log")
+            twin.processes["kwok"] = spawn("kwok", [
+                str(tools.binary("kwok")), f"--kubeconfig={kubeconfig}", f"--config={kwok_config(work / 'kwok.yaml')}",
+                f"--manage-nodes-with-label-selector={MANAGED}", "--cidr=10.200.0.0/16", "--node-ip=127.0.0.1"],
+                work / "kwok.log")
+            for proc in twin.processes.values():
+                wait_until(proc, lambda: True, 5, "started")
+        except BaseException:
+            twin.stop()
+            raise
+        return twin
+
+    def stop(self) -> None:
+        for proc in self.processes.values():
+            proc.stop()
+
+    def logs(self) -> str:
+        return "\n".join(f"--- {name}\n{proc.tail(40)}" for name, proc in self.processes.items())
+
+
+def pods(stack: Stack, namespace: str, selector: str) -> list[Any]:
+    from kubernetes import client
+
+    return list(client.CoreV1Api(stack.client()).list_namespaced_pod(namespace, label_selector=selector).items)
