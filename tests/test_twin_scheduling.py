@@ -4,12 +4,15 @@ The dev cluster as rendered, on the real API server with Kueue, JobSet and the J
 its Nodes made from clusters/dev.yaml; kube-scheduler binds pods and kwok runs them (no kubelet).
 A member submits the speech team's profile: Kueue admits it to the profile's pool, kube-scheduler
 binds every pod to a node of that pool, kwok runs them to completion and the JobSet completes.
-Then a node is cordoned and tainted as the health reconciler does: new pods avoid it.
+Then a node is cordoned and tainted as the health reconciler does: new pods avoid it. On prod-east,
+a 16-node job under topology-aware scheduling is bound host for host where Kueue placed it, in one
+block.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +34,7 @@ from tests.upstream.fleet import (
     fake_nodes,
     kustomize_build,
     rendered_kueue_config,
+    topology_domains,
     workload_of,
 )
 from tests.upstream.processes import wait_for
@@ -43,14 +47,15 @@ UNHEALTHY = {"key": TAINT_KEY, "value": taint_value("xid-79"), "effect": "NoSche
 """The taint the health reconciler puts on a node with a faulty GPU (reconciler/nodes.py)."""
 
 
-@pytest.fixture(scope="module")
-def twin(upstream_etcd: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Stack, Fleet, Twin]]:
-    objects = kustomize_build(REPO / "rendered" / CLUSTER) + kustomize_build(REPO / "rendered" / "gitops" / CLUSTER)
-    stack = Stack.start(tmp_path_factory.mktemp(f"twin-{CLUSTER}"), upstream_etcd,
-                        kueue_config=rendered_kueue_config(objects), extra_controllers=("job-controller",))
+@contextmanager
+def running_twin(name: str, etcd: Any, workdir: Path) -> Iterator[tuple[Stack, Fleet, Twin]]:
+    """Cluster `name` as rendered, its Nodes from its cluster file, kube-scheduler and kwok."""
+    objects = kustomize_build(REPO / "rendered" / name) + kustomize_build(REPO / "rendered" / "gitops" / name)
+    stack = Stack.start(workdir, etcd, kueue_config=rendered_kueue_config(objects),
+                        extra_controllers=("job-controller",))
     try:
         fleet = load_fleet(REPO)
-        cluster = fleet.clusters[CLUSTER].config
+        cluster = fleet.clusters[name].config
         create_nodes(stack, fake_nodes(cluster))
         refused, _ = deploy(stack, cluster, objects, SHARED / "schemas")
         assert not refused, refused
@@ -63,11 +68,18 @@ def twin(upstream_etcd: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterat
         stack.stop()
 
 
-def _submit(stack: Stack, fleet: Fleet, name: str, tmp_path: Path) -> tuple[str, dict[str, Any]]:
-    team = fleet.teams[TEAM].config
-    who = stack.identity(f"twin-member@{TEAM}.test", (team.members.groups[0],))
+@pytest.fixture(scope="module")
+def twin(upstream_etcd: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Stack, Fleet, Twin]]:
+    with running_twin(CLUSTER, upstream_etcd, tmp_path_factory.mktemp(f"twin-{CLUSTER}")) as running:
+        yield running
+
+
+def _submit(stack: Stack, fleet: Fleet, name: str, tmp_path: Path, team_name: str = TEAM,
+            profile: str = PROFILE) -> tuple[str, dict[str, Any]]:
+    team = fleet.teams[team_name].config
+    who = stack.identity(f"twin-member@{team_name}.test", (team.members.groups[0],))
     path = tmp_path / f"{name}.yaml"
-    made = run(REPO, "job", "new", TEAM, PROFILE, "--name", name, "-o", str(path))
+    made = run(REPO, "job", "new", team_name, profile, "--name", name, "-o", str(path))
     assert made.code == 0, made.err
     submitted = run(REPO, "job", "submit", str(path), "--kubeconfig", str(who.kubeconfig))
     assert submitted.code == 0, submitted.err
@@ -126,3 +138,27 @@ def test_a_cordoned_and_tainted_node_gets_no_new_pods(twin: tuple[Stack, Fleet, 
     finally:
         core.patch_node(faulty, {"spec": {"unschedulable": False, "taints": [
             {"key": t.key, "value": t.value, "effect": t.effect} for t in taints] or None}})
+
+
+def test_a_topology_job_runs_in_one_block_where_kueue_placed_it(upstream_etcd: Any, tmp_path: Path) -> None:
+    """prod-east's 16-node pretraining profile (leader and workers, one topology block required):
+    Kueue's topology-aware scheduling picks the hosts and ungates the pods with them; kube-scheduler
+    binds every pod to exactly its host, all 16 in one block, and kwok runs them to completion."""
+    with running_twin("prod-east", upstream_etcd, tmp_path / "stack") as (stack, fleet, running):
+        team = fleet.teams["llm-pretrain"].config
+        profile = next(p for p in team.job_profiles if p.name == "pretrain-70b")
+        assert profile.topology is not None
+        ns, _ = _submit(stack, fleet, "twin-70b", tmp_path, "llm-pretrain", "pretrain-70b")
+        assert wait_for(lambda: condition(workload_of(stack, ns, "twin-70b"), "Admitted").get("status") == "True",
+                        90), condition(workload_of(stack, ns, "twin-70b"), "QuotaReserved")
+        assigned = sorted(h for hosts in topology_domains(workload_of(stack, ns, "twin-70b"),
+                                                          "kubernetes.io/hostname").values() for h in hosts)
+        selector = "jobset.sigs.k8s.io/jobset-name=twin-70b"
+        bound = wait_for(lambda: sorted(p.spec.node_name for p in pods(stack, ns, selector) if p.spec.node_name)
+                         if sum(1 for p in pods(stack, ns, selector) if p.spec.node_name) == profile.nodes else [], 120)
+        assert bound, f"{[(p.metadata.name, p.status.phase) for p in pods(stack, ns, selector)]}\n{running.logs()}"
+        assert bound == assigned, (bound, assigned)  # one pod per host Kueue chose, and only there
+        block_of = {n["metadata"]["name"]: n["metadata"]["labels"].get(profile.topology.level)
+                    for n in fake_nodes(fleet.clusters["prod-east"].config)}
+        assert len({block_of[h] for h in bound}) == 1 and len(set(bound)) == profile.nodes, bound
+        assert wait_for(lambda: _completed(stack, ns, "twin-70b"), 120), running.logs()
