@@ -126,14 +126,6 @@ def render(ctx: click.Context, clusters: tuple[str, ...], check: bool, jobs: int
         sys.exit(EXIT_DIFF)
 
 
-def _report(result: Any) -> None:
-    """Notes on checks that could not run, then warnings (inputs Kueue will read otherwise than they seem)."""
-    for note in result.report.notes:
-        echo(f"note: {note}", err=True)
-    for warning in result.warnings:
-        echo(f"warning: {warning}", err=True)
-
-
 @cli.command()
 @click.option("--cluster", "clusters", multiple=True, metavar="NAME", help="Validate only this cluster.")
 @_schema_opt
@@ -159,7 +151,8 @@ def validate(ctx: click.Context, clusters: tuple[str, ...], schema_location: str
         echo(str(exc), err=True)
         echo(f"{len(exc.findings)} findings", err=True)
         sys.exit(EXIT_DIFF)
-    _report(result)
+    for line in result.notices():  # checks that could not run, then inputs Kueue reads otherwise
+        echo(line, err=True)
     objects = pipeline.object_count(result)
     echo(f"valid: {objects} objects in {len(result.compiled)} clusters")
 

@@ -44,6 +44,10 @@ class Build:
     warnings: list[Finding] = field(default_factory=list)
     """What Kueue will do differently from what the inputs seem to say (`config/advice.py`)."""
 
+    def notices(self) -> list[str]:
+        """Checks that could not run, then the warnings: what `render` and `validate` print to stderr."""
+        return [*(f"note: {n}" for n in self.report.notes), *(f"warning: {w}" for w in self.warnings)]
+
 
 AUTO_PARALLEL_CLUSTERS = 8
 """From this many clusters on, `--jobs auto` renders in parallel (measured: 1.8x on 2 cores at 50)."""
@@ -239,7 +243,7 @@ def render_fleet(root: Path, clusters: list[str], check_only: bool, jobs: int, o
             return out
         result = build(root, clusters or None, options, jobs=jobs, progress=progress,
                        reuse=None if check_only or clusters else options_key)
-        for line in [*(f"note: {n}" for n in result.report.notes), *(f"warning: {w}" for w in result.warnings)]:
+        for line in result.notices():
             note(line)
         if check_only:
             diff = check(result)

@@ -38,7 +38,7 @@ from tests.upstream.fleet import (
     workload_of,
 )
 from tests.upstream.processes import wait_for
-from tests.upstream.twin import MANAGED, Twin, pods
+from tests.upstream.twin import MANAGED, Twin, bound_pods, pods
 
 pytestmark = pytest.mark.upstream
 
@@ -100,8 +100,7 @@ def test_a_members_job_is_admitted_bound_to_its_pool_and_runs_to_completion(
     assert wait_for(lambda: condition(workload_of(stack, ns, "twin-asr"), "Admitted").get("status") == "True", 60), \
         condition(workload_of(stack, ns, "twin-asr"), "QuotaReserved")
     selector = "jobset.sigs.k8s.io/jobset-name=twin-asr"
-    bound = wait_for(lambda: [p for p in pods(stack, ns, selector) if p.spec.node_name]
-                     if len([p for p in pods(stack, ns, selector) if p.spec.node_name]) == profile.nodes else [], 90)
+    bound = bound_pods(stack, ns, "twin-asr", profile.nodes)
     assert bound, f"pods not bound: {[(p.metadata.name, p.status.phase) for p in pods(stack, ns, selector)]}\n" \
                   f"{running.logs()}"
     pool_of = {n["metadata"]["name"]: n["metadata"]["labels"][MANAGED] for n in fake_nodes(
@@ -129,9 +128,7 @@ def test_a_cordoned_and_tainted_node_gets_no_new_pods(twin: tuple[Stack, Fleet, 
     try:
         ns, _ = _submit(stack, fleet, "twin-avoid", tmp_path)
         selector = "jobset.sigs.k8s.io/jobset-name=twin-avoid"
-        placed = wait_for(lambda: {p.spec.node_name for p in pods(stack, ns, selector) if p.spec.node_name}
-                          if sum(1 for p in pods(stack, ns, selector) if p.spec.node_name) == profile.nodes
-                          else set(), 90)
+        placed = {p.spec.node_name for p in bound_pods(stack, ns, "twin-avoid", profile.nodes)}
         assert placed, f"{[(p.metadata.name, p.status.phase) for p in pods(stack, ns, selector)]}\n{running.logs()}"
         assert faulty not in placed and placed <= set(nodes[1:]), placed
         assert wait_for(lambda: _completed(stack, ns, "twin-avoid"), 90)
@@ -154,8 +151,7 @@ def test_a_topology_job_runs_in_one_block_where_kueue_placed_it(upstream_etcd: A
         assigned = sorted(h for hosts in topology_domains(workload_of(stack, ns, "twin-70b"),
                                                           "kubernetes.io/hostname").values() for h in hosts)
         selector = "jobset.sigs.k8s.io/jobset-name=twin-70b"
-        bound = wait_for(lambda: sorted(p.spec.node_name for p in pods(stack, ns, selector) if p.spec.node_name)
-                         if sum(1 for p in pods(stack, ns, selector) if p.spec.node_name) == profile.nodes else [], 120)
+        bound = sorted(p.spec.node_name for p in bound_pods(stack, ns, "twin-70b", profile.nodes, 120))
         assert bound, f"{[(p.metadata.name, p.status.phase) for p in pods(stack, ns, selector)]}\n{running.logs()}"
         assert bound == assigned, (bound, assigned)  # one pod per host Kueue chose, and only there
         block_of = {n["metadata"]["name"]: n["metadata"]["labels"].get(profile.topology.level)

@@ -531,10 +531,6 @@ class _TeamCauses:
         return None
 
 
-def _names(items: Iterable[str]) -> str:
-    return ", ".join(sorted(set(items)))
-
-
 def _plural(word: str, items: Iterable[str]) -> str:
     names = sorted(set(items))
     return f"{word}{'s' if len(names) > 1 else ''} {', '.join(names)}"
@@ -549,7 +545,7 @@ def _grants(bindings: list[Change]) -> str:
     return f"{_subjects(subjects)} get {_plural('role', roles)} there"
 
 
-def _team_lines(causes: _TeamCauses, owned: dict[tuple[str, str, str], list[Change]]) -> Iterator[Risk]:
+def _team_lines(owned: dict[tuple[str, str, str], list[Change]]) -> Iterator[Risk]:
     for (kind, cluster, team), covered in sorted(owned.items()):
         namespaces = [c.obj.key[4] for c in covered if c.obj.key[2] == "Namespace"]
         queues = [c.obj.key[4] for c in covered if c.obj.key[2] == "ClusterQueue"]
@@ -684,7 +680,7 @@ def risks(changes: list[Change], capacity: list[PoolImpact], extra: list[Risk] |
             owned.setdefault(owner, []).append(change)
         else:
             found.extend(risk for rule in OBJECT_RULES for risk in rule(change))
-    found.extend(_team_lines(causes, owned))
+    found.extend(_team_lines(owned))
     found.extend(_member_lines(changes))
     found.extend(_gitops_engine(changes))
     found.extend(_capacity_lines(capacity, causes.left))

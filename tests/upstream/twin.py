@@ -20,7 +20,7 @@ import yaml
 
 from tests.upstream import tools
 from tests.upstream.cluster import Stack
-from tests.upstream.processes import Process, spawn, wait_until
+from tests.upstream.processes import Process, StartError, spawn, wait_for
 
 MANAGED = "node.fleetgen.io/test-pool"
 """The label every fake Node carries (fleet.fake_nodes): kwok manages the Nodes that have it."""
@@ -68,8 +68,11 @@ class Twin:
                 str(tools.binary("kwok")), f"--kubeconfig={kubeconfig}", f"--config={kwok_config(work / 'kwok.yaml')}",
                 f"--manage-nodes-with-label-selector={MANAGED}", "--cidr=10.200.0.0/16", "--node-ip=127.0.0.1"],
                 work / "kwok.log")
+            # Neither serves a health endpoint here (kube-scheduler's secure port is off): up means not
+            # exited at once; the tests then wait for pods to be bound and run.
             for proc in twin.processes.values():
-                wait_until(proc, lambda: True, 5, "started")
+                if not proc.alive():
+                    raise StartError(f"{proc.name} exited ({proc.popen.returncode}):\n{proc.tail()}")
         except BaseException:
             twin.stop()
             raise
@@ -87,3 +90,11 @@ def pods(stack: Stack, namespace: str, selector: str) -> list[Any]:
     from kubernetes import client
 
     return list(client.CoreV1Api(stack.client()).list_namespaced_pod(namespace, label_selector=selector).items)
+
+
+def bound_pods(stack: Stack, namespace: str, jobset: str, count: int, seconds: float = 90) -> list[Any]:
+    """The JobSet's pods once `count` of them are bound to nodes (one list per look); [] after `seconds`."""
+    def look() -> list[Any]:
+        found = [p for p in pods(stack, namespace, f"jobset.sigs.k8s.io/jobset-name={jobset}") if p.spec.node_name]
+        return found if len(found) == count else []
+    return list(wait_for(look, seconds) or [])
