@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import resources
 
 import yaml
@@ -34,6 +34,10 @@ class Component:
     @property
     def chart_name(self) -> str:
         return self.chart.rpartition("/")[2]
+
+    def mirrored(self, mirror: str | None) -> Component:
+        """The same chart and version from a Helm repository that mirrors every pinned chart."""
+        return replace(self, chart=self.chart_name, repo=mirror) if mirror and self.chart else self
 
 
 @functools.lru_cache(maxsize=1)

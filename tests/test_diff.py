@@ -286,13 +286,23 @@ def test_gitops_wiring() -> None:
     assert app["spec"]["source"]["path"] == "rendered/prod-east" and app["spec"]["project"] == "prod-east"
     assert "ServerSideApply=true" in app["spec"]["syncPolicy"]["syncOptions"]
     assert {d["kind"] for d in app["spec"]["ignoreDifferences"]} == {"ClusterQueue", "LocalQueue"}
+    # The bootstrap folder keeps itself in sync from git, in a project that may hold only Argo CD's own
+    # objects in its namespace, and never prunes (removing a cluster is a person's act).
+    own = yaml.safe_load((REPO / "rendered/gitops/prod-east/application-prod-east-gitops.yaml").read_text())
+    assert own["spec"]["source"]["path"] == "rendered/gitops/prod-east" and own["spec"]["project"] == "prod-east-gitops"
+    assert own["spec"]["syncPolicy"]["automated"]["prune"] is False
+    own_project = yaml.safe_load((REPO / "rendered/gitops/prod-east/appproject-prod-east-gitops.yaml").read_text())
+    assert own_project["spec"]["destinations"] == [{"server": "https://kubernetes.default.svc", "namespace": "argocd"}]
+    assert {k["kind"] for k in own_project["spec"]["namespaceResourceWhitelist"]} == {"Application", "AppProject"}
+    assert "clusterResourceWhitelist" not in own_project["spec"]  # none: Argo CD's default for a project
     flux = {p.stem.removeprefix("kustomization-"): yaml.safe_load(p.read_text())
             for p in (REPO / "rendered/gitops/prod-west").glob("kustomization-prod-west-fleet-*.yaml")}
     deps = {name: [d["name"] for d in k["spec"].get("dependsOn", [])] for name, k in flux.items()}
     f = "prod-west-fleet"
     assert deps == {f"{f}-platform": [], f"{f}-kueue": [f"{f}-platform"], f"{f}-teams": [f"{f}-kueue"],
-                    f"{f}-monitoring": [f"{f}-platform"], f"{f}-health": [f"{f}-monitoring"]}
-    assert all(k["spec"]["prune"] is True for k in flux.values())
+                    f"{f}-monitoring": [f"{f}-platform"], f"{f}-health": [f"{f}-monitoring"], f"{f}-gitops": []}
+    assert all(k["spec"]["prune"] is (name != f"{f}-gitops") for name, k in flux.items())
+    assert flux[f"{f}-gitops"]["spec"]["path"] == "./rendered/gitops/prod-west"
 
 
 def test_codeowners(repo: Path) -> None:

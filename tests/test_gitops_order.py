@@ -219,7 +219,12 @@ def test_argocd_judges_a_child_application_by_its_health(upstream_tools: None, t
                            {"health": {"status": "Healthy"}, "sync": {"status": "Synced"},
                             "conditions": [{"type": "OrphanedResourceWarning", "message": "1 orphan"}]},
                            {"health": {"status": "Healthy"}, "sync": {"status": "Synced"},
-                            "conditions": [{"type": "InvalidSpecError", "message": "repo not permitted"}]})]
+                            "conditions": [{"type": "InvalidSpecError", "message": "repo not permitted"}]},
+                           # The fleet twin: Healthy with only its Namespace applied, its sync still running.
+                           {"health": {"status": "Healthy"}, "sync": {"status": "OutOfSync"},
+                            "operationState": {"phase": "Running", "message": "one or more tasks are running"}},
+                           {"health": {"status": "Healthy"}, "sync": {"status": "Synced"},
+                            "operationState": {"phase": "Succeeded", "message": "successfully synced"}})]
     (tmp_path / "apps.json").write_text(json.dumps(apps))
     proc = subprocess.run([str(tools.binary("argocd-health")), str(script), str(tmp_path / "apps.json")],
                           capture_output=True, text=True, check=False, timeout=60)
@@ -229,4 +234,6 @@ def test_argocd_judges_a_child_application_by_its_health(upstream_tools: None, t
         {"status": "Progressing"}, {"status": "Degraded", "message": f"ComparisonError: {unfetchable}"},
         {"status": "Progressing", "message": "sync status Unknown: its manifests are not generated yet"},
         {"status": "Healthy"},  # a warning is no error
-        {"status": "Degraded", "message": "InvalidSpecError: repo not permitted"}]
+        {"status": "Degraded", "message": "InvalidSpecError: repo not permitted"},
+        {"status": "Progressing", "message": "sync running: one or more tasks are running"},
+        {"status": "Healthy"}]

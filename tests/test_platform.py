@@ -239,6 +239,45 @@ def test_monitoring_can_be_disabled(fleet_root: Path) -> None:
     assert [d["name"] for d in kueue["spec"]["dependsOn"]] == ["jobset"]
 
 
+MIRROR = "https://charts.acme.internal/fleet"
+
+
+def test_a_chart_mirror_serves_every_platform_chart(fleet_root: Path) -> None:
+    """Air-gapped clusters: with `gitops.chartMirror` every chart comes from the mirror at its pinned
+    version (Argo CD and Flux alike) and the AppProjects allow no other chart source."""
+    for cluster in ("prod-east", "prod-west"):
+        path = fleet_root / f"clusters/{cluster}.yaml"
+        path.write_text(re.sub(r"(\n  repoUrl: .*\n)", rf"\1  chartMirror: {MIRROR}\n", path.read_text()))
+    assert run(fleet_root, "render").code == 0
+    pinned = lock()
+    apps = [yaml.safe_load(p.read_text()) for p in (fleet_root / "rendered/prod-east/platform").glob("application-*")]
+    assert len(apps) == 5
+    for app in apps:
+        source = app["spec"]["source"]
+        component = pinned[source["helm"]["releaseName"]]
+        assert (source["repoURL"], source["chart"]) == (MIRROR, component.chart_name)
+        assert source["targetRevision"] in (component.version, component.version.removeprefix("v"))
+    projects = {p.name: yaml.safe_load(p.read_text())["spec"]["sourceRepos"]
+                for p in (fleet_root / "rendered/gitops/prod-east").glob("appproject-*")}
+    assert projects == {"appproject-prod-east.yaml": ["https://github.com/acme/gpu-fleet.git", MIRROR],
+                        "appproject-prod-east-platform.yaml": [MIRROR],
+                        "appproject-prod-east-gitops.yaml": ["https://github.com/acme/gpu-fleet.git"]}
+    west = fleet_root / "rendered/prod-west/platform"
+    assert not list(west.glob("ocirepository-*"))
+    assert {yaml.safe_load(p.read_text())["spec"]["url"] for p in west.glob("helmrepository-*")} == {MIRROR}
+    for path in west.glob("helmrelease-*"):
+        spec = yaml.safe_load(path.read_text())["spec"]["chart"]["spec"]
+        assert spec["sourceRef"]["kind"] == "HelmRepository" and spec["chart"] == path.stem.split("-", 1)[1]
+
+
+def test_a_placeholder_chart_mirror_is_refused(fleet_root: Path) -> None:
+    path = fleet_root / "clusters/dev.yaml"
+    path.write_text(path.read_text().replace("  engine: flux\n", "  engine: flux\n  chartMirror: https://charts.example.com\n"))
+    result = run(fleet_root, "render")
+    assert result.code == 2
+    assert "clusters/dev.yaml:20" in result.err and "gitops.chartMirror" in result.err and "chart mirror" in result.err
+
+
 def test_dashboards_are_valid_grafana_json() -> None:
     import json
 
@@ -263,7 +302,7 @@ def test_argocd_applications_stay_inside_their_clusters_projects() -> None:
     projects = {p["metadata"]["name"]: p["spec"] for p in map(read, sorted(gitops.glob("appproject-*.yaml")))}
     platform = REPO / "rendered" / "prod-east" / "platform"
     apps = [read(f) for f in [*sorted(gitops.glob("application-*.yaml")), *sorted(platform.glob("application-*"))]]
-    assert len(apps) == 6 and set(projects) == {"prod-east", "prod-east-platform"}
+    assert len(apps) == 7 and set(projects) == {"prod-east", "prod-east-platform", "prod-east-gitops"}
     for app in apps:
         spec = app["spec"]
         project = projects[spec["project"]]

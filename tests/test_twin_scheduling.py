@@ -4,13 +4,14 @@ The dev cluster as rendered, on the real API server with Kueue, JobSet and the J
 its Nodes made from clusters/dev.yaml; kube-scheduler binds pods and kwok runs them (no kubelet).
 A member submits the speech team's profile: Kueue admits it to the profile's pool, kube-scheduler
 binds every pod to a node of that pool, kwok runs them to completion and the JobSet completes.
-Then a node is cordoned and tainted as the health reconciler does: new pods avoid it. On prod-east,
-a 16-node job under topology-aware scheduling is bound host for host where Kueue placed it, in one
-block.
+Then a node is cordoned and tainted as the health reconciler does: new pods avoid it. And every job
+profile of the fleet, on its cluster's twin: bound to its pool, host for host where Kueue's
+topology-aware scheduling placed it (in one block, or each slice in one domain), run to completion.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -137,24 +138,55 @@ def test_a_cordoned_and_tainted_node_gets_no_new_pods(twin: tuple[Stack, Fleet, 
             {"key": t.key, "value": t.value, "effect": t.effect} for t in taints] or None}})
 
 
-def test_a_topology_job_runs_in_one_block_where_kueue_placed_it(upstream_etcd: Any, tmp_path: Path) -> None:
-    """prod-east's 16-node pretraining profile (leader and workers, one topology block required):
-    Kueue's topology-aware scheduling picks the hosts and ungates the pods with them; kube-scheduler
-    binds every pod to exactly its host, all 16 in one block, and kwok runs them to completion."""
-    with running_twin("prod-east", upstream_etcd, tmp_path / "stack") as (stack, fleet, running):
-        team = fleet.teams["llm-pretrain"].config
-        profile = next(p for p in team.job_profiles if p.name == "pretrain-70b")
-        assert profile.topology is not None
-        ns, _ = _submit(stack, fleet, "twin-70b", tmp_path, "llm-pretrain", "pretrain-70b")
-        assert wait_for(lambda: condition(workload_of(stack, ns, "twin-70b"), "Admitted").get("status") == "True",
-                        90), condition(workload_of(stack, ns, "twin-70b"), "QuotaReserved")
-        assigned = sorted(h for hosts in topology_domains(workload_of(stack, ns, "twin-70b"),
+PROFILES = sorted((team, profile.name) for team, loaded in load_fleet(REPO).teams.items()
+                  for profile in loaded.config.job_profiles)
+"""Every job profile of the example fleet (team, profile), each submitted on its cluster's twin."""
+
+
+@pytest.fixture(scope="module")
+def twins(upstream_etcd: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """One running twin per cluster, started when a profile first needs it."""
+    from contextlib import ExitStack
+
+    with ExitStack() as stack_of_twins:
+        started: dict[str, Any] = {}
+
+        def get(name: str) -> tuple[Stack, Fleet, Twin]:
+            if name not in started:
+                started[name] = stack_of_twins.enter_context(
+                    running_twin(name, upstream_etcd, tmp_path_factory.mktemp(f"twin-{name}")))
+            return started[name]  # type: ignore[no-any-return]
+
+        yield {"get": get}
+
+
+@pytest.mark.parametrize(("team_name", "profile_name"), PROFILES)
+def test_every_profile_runs_on_its_pool_where_kueue_placed_it(twins: dict[str, Any], team_name: str,
+                                                             profile_name: str, tmp_path: Path) -> None:
+    """User story 2 for each profile: a member submits it; Kueue admits it to the profile's pool;
+    kube-scheduler binds every pod to a node of that pool (with topology: to exactly the hosts Kueue's
+    topology-aware scheduling chose, in one block, or each slice in one domain of its level); kwok runs
+    them to completion."""
+    team = load_fleet(REPO).teams[team_name].config
+    profile = next(p for p in team.job_profiles if p.name == profile_name)
+    stack, fleet, running = twins["get"](profile.cluster)
+    name = f"twin-{profile_name}"
+    ns, _ = _submit(stack, fleet, name, tmp_path, team_name, profile_name)
+    assert wait_for(lambda: condition(workload_of(stack, ns, name), "Admitted").get("status") == "True", 90), \
+        condition(workload_of(stack, ns, name), "QuotaReserved")
+    selector = f"jobset.sigs.k8s.io/jobset-name={name}"
+    bound = bound_pods(stack, ns, name, profile.nodes, 120)  # one pod per node
+    assert bound, f"{[(p.metadata.name, p.status.phase) for p in pods(stack, ns, selector)]}\n{running.logs()}"
+    nodes = {n["metadata"]["name"]: n["metadata"]["labels"] for n in fake_nodes(fleet.clusters[profile.cluster].config)}
+    assert {nodes[p.spec.node_name][MANAGED] for p in bound} == {profile.pool}
+    if profile.topology is not None:
+        assigned = sorted(h for hosts in topology_domains(workload_of(stack, ns, name),
                                                           "kubernetes.io/hostname").values() for h in hosts)
-        selector = "jobset.sigs.k8s.io/jobset-name=twin-70b"
-        bound = sorted(p.spec.node_name for p in bound_pods(stack, ns, "twin-70b", profile.nodes, 120))
-        assert bound, f"{[(p.metadata.name, p.status.phase) for p in pods(stack, ns, selector)]}\n{running.logs()}"
-        assert bound == assigned, (bound, assigned)  # one pod per host Kueue chose, and only there
-        block_of = {n["metadata"]["name"]: n["metadata"]["labels"].get(profile.topology.level)
-                    for n in fake_nodes(fleet.clusters["prod-east"].config)}
-        assert len({block_of[h] for h in bound}) == 1 and len(set(bound)) == profile.nodes, bound
-        assert wait_for(lambda: _completed(stack, ns, "twin-70b"), 120), running.logs()
+        hosts = sorted(p.spec.node_name for p in bound)
+        assert hosts == assigned, (hosts, assigned)  # one pod per host Kueue chose, and only there
+        if profile.topology.slice is None:
+            assert len({nodes[h].get(profile.topology.level) for h in hosts}) == 1, hosts
+        else:
+            per_domain = Counter(nodes[h].get(profile.topology.slice.level) for h in hosts)
+            assert all(n % profile.topology.slice.size == 0 for n in per_domain.values()), per_domain
+    assert wait_for(lambda: _completed(stack, ns, name), 150), running.logs()

@@ -46,6 +46,16 @@ KUEUE_DEFAULTED = [
 PLATFORM_NEEDED = ("jobset", "kueue", "kube-prometheus-stack")
 """Releases whose CRDs and controllers the other folders need (Kueue and JobSet objects; the
 monitoring CRDs): the platform Kustomization is healthy when they are."""
+READY_AT_ANY_REVISION = ("has(dep.status.observedGeneration)"
+                         " && dep.status.observedGeneration == dep.metadata.generation && has(dep.status.conditions)"
+                         " && dep.status.conditions.exists(c, c.type == 'Ready' && c.status == 'True')")
+"""A dependency is ready when Ready at whatever revision it last applied. Flux's own check also wants
+it to have applied the new commit first, so a team change waited `--requeue-dependency` (30 s) once
+per dependsOn hop (kustomize-controller v1.9.5 internal/controller/kustomization_controller.go:601-630;
+the fleet twin measured 61 s for a quota change). Ordering still holds where it matters, at bootstrap:
+nothing is applied before what it depends on has been applied once. The cost: in a commit that
+upgrades a chart and uses its new fields at once, the objects may be tried first and retried after
+`retryInterval`. `readyExpr` needs Flux 2.7 or later."""
 FLUX_FOLDERS = [("platform", []), ("kueue", ["platform"]), ("teams", ["kueue"]), ("monitoring", ["platform"]),
                 ("health", ["monitoring"])]
 
@@ -53,7 +63,8 @@ FLUX_FOLDERS = [("platform", []), ("kueue", ["platform"]), ("teams", ["kueue"]),
 def _argocd(cluster: Loaded[ClusterConfig]) -> list[Manifest]:
     cfg, gitops = cluster.config, cluster.config.gitops
     ns, name = gitops.controller_namespace, cfg.name
-    charts = sorted({c.oci_repository if c.is_oci else c.repo for c in lock().values() if c.chart})
+    pinned = [c.mirrored(gitops.chart_mirror) for c in lock().values() if c.chart]
+    charts = sorted({c.oci_repository if c.is_oci else c.repo for c in pinned})
     project = {
         "apiVersion": "argoproj.io/v1alpha1", "kind": "AppProject",
         "metadata": {"name": name, "namespace": ns, "labels": labels(name)},
@@ -94,7 +105,45 @@ def _argocd(cluster: Loaded[ClusterConfig]) -> list[Manifest]:
             "clusterResourceWhitelist": [{"group": "*", "kind": "*"}],
         },
     }
-    return [Manifest((name,), m, cluster.at("gitops")) for m in (project, platform, app)]
+    return [Manifest((name,), m, cluster.at("gitops")) for m in (project, platform, app, *_argocd_self(cluster))]
+
+
+IN_CLUSTER = "https://kubernetes.default.svc"
+
+
+def _argocd_self(cluster: Loaded[ClusterConfig]) -> list[dict[str, Any]]:
+    """An AppProject and Application that keep `rendered/gitops/<cluster>` itself in sync from git, so a
+    new permitted kind, chart source or revision reaches a running Argo CD (applied by hand once, the
+    folder was never updated). They live on the Argo CD control plane, beside the objects they own, and
+    may hold only Applications and AppProjects in its namespace."""
+    cfg, gitops = cluster.config, cluster.config.gitops
+    ns, name = gitops.controller_namespace, cfg.name
+    project = {
+        "apiVersion": "argoproj.io/v1alpha1", "kind": "AppProject",
+        "metadata": {"name": f"{name}-gitops", "namespace": ns, "labels": labels(name)},
+        "spec": {
+            "description": f"fleetgen: the GitOps bootstrap of cluster {name}, synced from git",
+            "sourceRepos": [gitops.repo_url],
+            "destinations": [{"server": IN_CLUSTER, "namespace": ns}],
+            "namespaceResourceWhitelist": [{"group": "argoproj.io", "kind": "Application"},
+                                           {"group": "argoproj.io", "kind": "AppProject"}],
+        },
+    }
+    app = {
+        "apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+        "metadata": {"name": f"{name}-gitops", "namespace": ns, "labels": labels(name)},
+        "spec": {
+            "project": f"{name}-gitops",
+            "source": {"repoURL": gitops.repo_url, "targetRevision": gitops.revision,
+                       "path": f"rendered/gitops/{name}"},
+            "destination": {"server": IN_CLUSTER, "namespace": ns},
+            # No prune: removing a cluster from the fleet must not delete its running Applications
+            # (whose finalizers would delete everything they synced); the diff shows it, a person acts.
+            "syncPolicy": {"automated": {"prune": False, "selfHeal": True},
+                           "syncOptions": ["ServerSideApply=true"], "retry": ARGOCD_RETRY},
+        },
+    }
+    return [project, app]
 
 
 def platform_project(cluster: str) -> str:
@@ -114,8 +163,14 @@ def _flux(cluster: Loaded[ClusterConfig]) -> list[Manifest]:
     source = {"apiVersion": "source.toolkit.fluxcd.io/v1", "kind": "GitRepository",
               "metadata": {"name": source_name, "namespace": ns, "labels": labels(name)},
               "spec": {"interval": "1m", "url": gitops.repo_url, "ref": {"branch": gitops.revision},
-                       "ignore": "/*\n!/rendered/" + name + "/\n"}}
-    out = [Manifest((name,), source, cluster.at("gitops"))]
+                       "ignore": f"/*\n!/rendered/{name}/\n!/rendered/gitops/{name}/\n"}}
+    # This folder itself, synced from git like the rest (as `flux bootstrap` keeps its own); no
+    # prune, so a cluster removed from the fleet keeps running until a person removes it.
+    own = {"apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
+           "metadata": {"name": f"{source_name}-gitops", "namespace": ns, "labels": labels(name)},
+           "spec": {"interval": "10m", "retryInterval": "1m", "path": f"./rendered/gitops/{name}", "prune": False,
+                    "sourceRef": {"kind": "GitRepository", "name": source_name}}}
+    out = [Manifest((name,), source, cluster.at("gitops")), Manifest((name,), own, cluster.at("gitops"))]
     present = {"platform", "kueue", "teams"}
     if cfg.monitoring.enabled:
         present.add("monitoring")
@@ -134,7 +189,7 @@ def _flux(cluster: Loaded[ClusterConfig]) -> list[Manifest]:
                                      "name": release, "namespace": ns} for release in PLATFORM_NEEDED
                                     if release != "kube-prometheus-stack" or cfg.monitoring.enabled]
         if deps:
-            spec["dependsOn"] = [{"name": f"{source_name}-{dep}"} for dep in deps]
+            spec["dependsOn"] = [{"name": f"{source_name}-{dep}", "readyExpr": READY_AT_ANY_REVISION} for dep in deps]
         body = {"apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
                 "metadata": {"name": f"{source_name}-{folder}", "namespace": ns, "labels": labels(name)},
                 "spec": spec}
@@ -161,6 +216,10 @@ if obj.status ~= nil then
     hs.message = "sync status Unknown: its manifests are not generated yet"
     return hs
   end
+  if obj.status.operationState ~= nil and obj.status.operationState.phase == "Running" then
+    hs.message = "sync running: " .. (obj.status.operationState.message or "")
+    return hs
+  end
   if obj.status.health ~= nil then
     hs.status = obj.status.health.status
     if obj.status.health.message ~= nil then
@@ -176,7 +235,9 @@ waves gate nothing), plus what that check misses: a child whose manifests cannot
 chart that cannot be fetched) has no resources, so its own health is Healthy. An error condition
 makes it Degraded (the types of Argo CD v3.6.1, pkg/apis/application/v1alpha1/types.go:1908-1916,
 whose IsError is the "Error" suffix, types.go:3797; listed because Argo CD runs health Lua without
-the string library, util/lua/lua.go:141-147), and a sync status of Unknown keeps it Progressing."""
+the string library, util/lua/lua.go:141-147), and a sync status of Unknown keeps it Progressing. So does
+a sync still running: the fleet twin saw a child Healthy with only its Namespace applied, mid-sync, and
+the next wave's ClusterQueues created before Kueue's CRDs were established."""
 SETTINGS = "argocd-settings"
 
 

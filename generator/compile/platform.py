@@ -261,13 +261,23 @@ def installs(cfg: ClusterConfig, teams: list[Loaded[TeamConfig]]) -> list[Instal
 
 # --- engines -----------------------------------------------------------------------------------
 
+WRITTEN_BY_THE_CONTROLLER: dict[str, list[dict[str, Any]]] = {
+    # charts/jobset/templates/internalcert/secret.yaml at v0.12.0 declares the four keys empty; JobSet's
+    # cert-controller fills them. Compared, the Secret is always OutOfSync and self-heal empties it
+    # (the fleet twin saw Argo CD v3.6.1 do so), leaving the webhooks without a certificate until the
+    # controller writes it again. Kueue's chart declares no data, so server-side apply leaves it alone.
+    "jobset": [{"group": "", "kind": "Secret", "name": "jobset-webhook-server-cert", "jsonPointers": ["/data"]}],
+}
+"""Per release, fields its own controller writes into objects its chart declares: Argo CD ignores
+them in the diff and, with `RespectIgnoreDifferences`, in the sync."""
+
 def _argocd(cluster: Loaded[ClusterConfig], inst: Install) -> list[Manifest]:
     cfg = cluster.config
-    chart = inst.chart
+    chart = inst.chart.mirrored(cfg.gitops.chart_mirror)
     source: dict[str, Any] = {"repoURL": chart.oci_repository if chart.is_oci else chart.repo,
                               "chart": chart.chart_name, "targetRevision": chart.version,
                               "helm": {"releaseName": inst.name, "valuesObject": inst.values}}
-    body = {
+    body: dict[str, Any] = {
         "apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
         "metadata": {"name": f"{cfg.name}-{inst.name}", "namespace": cfg.gitops.controller_namespace,
                      "labels": labels(cfg.name),
@@ -279,12 +289,17 @@ def _argocd(cluster: Loaded[ClusterConfig], inst: Install) -> list[Manifest]:
                                 "syncOptions": ["CreateNamespace=true", "ServerSideApply=true"],
                                 "retry": ARGOCD_RETRY}},
     }
+    ignored = WRITTEN_BY_THE_CONTROLLER.get(inst.name)
+    if ignored:
+        spec = body["spec"]
+        spec["syncPolicy"]["syncOptions"].append("RespectIgnoreDifferences=true")
+        spec["ignoreDifferences"] = [{**rule, "namespace": inst.namespace} for rule in ignored]
     return [Manifest(FOLDER, body, cluster.at("gitops"))]
 
 
 def _flux(cluster: Loaded[ClusterConfig], inst: Install) -> list[Manifest]:
     cfg = cluster.config
-    chart, ns = inst.chart, cfg.gitops.controller_namespace
+    chart, ns = inst.chart.mirrored(cfg.gitops.chart_mirror), cfg.gitops.controller_namespace
     meta = {"name": inst.name, "namespace": ns, "labels": labels(cfg.name)}
     if chart.is_oci:
         source = {"apiVersion": "source.toolkit.fluxcd.io/v1", "kind": "OCIRepository", "metadata": dict(meta),

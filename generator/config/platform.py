@@ -6,7 +6,7 @@ import re
 from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
-from pydantic import Field, StrictBool, StrictStr, field_validator
+from pydantic import Field, StrictBool, StrictStr, ValidationInfo, field_validator
 
 from generator.config.base import ConfigModel
 from generator.config.types import DnsLabel, DnsSubdomain, LabelKey, LabelValue, Quantity
@@ -47,17 +47,22 @@ class GitOps(ConfigModel):
     destination: StrictStr = Field(default="https://kubernetes.default.svc", pattern=r"^https://[A-Za-z0-9.:/_-]+$")
     """Argo CD: API server URL of the cluster as registered in Argo CD (in-cluster by default). Flux runs in
     each cluster and applies to its own."""
+    chart_mirror: StrictStr | None = Field(default=None, pattern=r"^https://[A-Za-z0-9._~:/@%+-]+$")
+    """Helm repository (HTTPS, with an `index.yaml`) that mirrors every chart fleetgen installs at its
+    pinned version, for clusters that cannot reach the public chart repositories (air-gapped). Set, every
+    platform chart comes from it and the AppProjects allow it alone; unset, each chart comes from its
+    upstream repository (`generator/versions.yaml`)."""
 
     @property
     def controller_namespace(self) -> str:
         return self.namespace or ("argocd" if self.engine == "argocd" else "flux-system")
 
-    @field_validator("repo_url")
+    @field_validator("repo_url", "chart_mirror")
     @classmethod
-    def _not_a_placeholder(cls, value: str) -> str:
-        if placeholder_host(_url_host(value)):
-            raise ValueError(f"{value} is on a name reserved for examples: set the URL of this fleet's own "
-                             "git repository")
+    def _not_a_placeholder(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is not None and placeholder_host(_url_host(value)):
+            what = "this fleet's own git repository" if info.field_name == "repo_url" else "your chart mirror"
+            raise ValueError(f"{value} is on a name reserved for examples: set the URL of {what}")
         return value
 
 

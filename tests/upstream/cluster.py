@@ -169,6 +169,9 @@ class Stack:
     kueue_config: dict[str, Any] = field(default_factory=dict)
     visibility: str = ""
     """Empty when Kueue's visibility API is served through the aggregator; else why it is not."""
+    service_cidr: str = SERVICE_CIDR
+    """Where Services get their ClusterIPs. The fleet twin uses a loopback range: the API server calls a
+    chart's webhook at its Service's ClusterIP, where the twin runs the manager."""
     extra_controllers: tuple[str, ...] = ()
     """kube-controller-manager controllers beyond CONTROLLERS (e.g. job-controller, whose pods
     then exist as objects but never start: no scheduler, no kubelet)."""
@@ -177,16 +180,20 @@ class Stack:
 
     @classmethod
     def start(cls, workdir: Path, etcd: Etcd, kueue_config: dict[str, Any] | None = None,
-              extra_controllers: tuple[str, ...] = (), crds: tuple[dict[str, Any], ...] = ()) -> Stack:
+              extra_controllers: tuple[str, ...] = (), crds: tuple[dict[str, Any], ...] = (),
+              platform: bool = True, service_cidr: str = SERVICE_CIDR) -> Stack:
         """Everything up and answering; on any failure everything started so far is stopped.
-        `crds` are installed before Kueue starts (it only runs controllers whose APIs are served)."""
+        `crds` are installed before Kueue starts (it only runs controllers whose APIs are served).
+        Without `platform`, only the control plane: a GitOps engine installs Kueue and JobSet."""
         workdir.mkdir(parents=True, exist_ok=True)
         authority = pki.ca("fleetgen-test-ca")
         authority.write(workdir, "ca")
-        stack = cls(workdir, "", authority, extra_controllers=extra_controllers)
+        stack = cls(workdir, "", authority, extra_controllers=extra_controllers, service_cidr=service_cidr)
         try:
             stack._start_apiserver(etcd)
             stack._start_controller_manager()
+            if not platform:
+                return stack
             stack._install_manifests()
             if crds:
                 from kubernetes import utils
@@ -229,7 +236,7 @@ class Stack:
                 "--authorization-mode=RBAC", "--anonymous-auth=false",
                 "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
                 f"--service-account-key-file={sa_pub}", f"--service-account-signing-key-file={sa_key}",
-                f"--service-cluster-ip-range={SERVICE_CIDR}", "--allow-privileged=true", "--profiling=false",
+                f"--service-cluster-ip-range={self.service_cidr}", "--allow-privileged=true", "--profiling=false",
                 f"--audit-policy-file={work / 'audit-policy.yaml'}", f"--audit-log-path={work / 'audit.log'}",
                 "--audit-log-format=json", "--audit-log-mode=blocking",
                 f"--cert-dir={work / 'apiserver-certs'}",

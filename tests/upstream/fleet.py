@@ -204,6 +204,19 @@ def fake_nodes(cluster: ClusterConfig) -> list[dict[str, Any]]:
                         "status": {"capacity": capacity, "allocatable": capacity,
                                    "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
                                                    "message": "fake node for tests"}]}})
+    cpu = cluster.cpu_pool
+    for i in range(cpu.nodes if cpu else 0):  # where CPU-only pods go (the charts' controllers among them)
+        assert cpu is not None
+        name = f"{cluster.name}-{cpu.name}-{i}"
+        capacity = {"cpu": str(cpu.cpu_per_node), "memory": str(cpu.memory_per_node), "pods": "110"}
+        out.append({"apiVersion": "v1", "kind": "Node",
+                    "metadata": {"name": name, "labels": {**cpu.node_labels, "kubernetes.io/hostname": name,
+                                                          "node.fleetgen.io/test-pool": cpu.name}},
+                    "spec": {"taints": [{k: v for k, v in (("key", t.key), ("value", t.value), ("effect", t.effect))
+                                         if v} for t in cpu.taints]},
+                    "status": {"capacity": capacity, "allocatable": capacity,
+                               "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
+                                               "message": "fake node for tests"}]}})
     return out
 
 

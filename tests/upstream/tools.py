@@ -13,7 +13,9 @@ to run when the two disagree. etcd is the release Kubernetes v1.36.3 itself requ
 
 Binaries go to `$FLEETGEN_TOOLS_DIR` (default `~/.cache/fleetgen/tools`), one folder per
 `<name>-<version>`, with a stamp of everything the build depended on (Go version, go.mod, go.sum);
-a folder whose stamp matches is reused without running Go. The folder lives outside the checkout
+a folder whose stamp matches is reused without running Go. A tool whose module needs a newer Go than
+the machine's names it in `toolchain` (Argo CD: go1.27.0); Go fetches that toolchain through the
+module proxy (`GOTOOLCHAIN`), and the stamp records it instead. The folder lives outside the checkout
 so that fresh clones (CI) reuse it; `.tools/` is gitignored for those who point it inside.
 Beside the Kueue and JobSet binaries, `manifests.yaml` is `kustomize build config/default` of the
 same module: the install manifests upstream releases, which the test cluster installs.
@@ -56,6 +58,9 @@ class Tool:
     directory: str = ""
     """A small program of ours beside this file (its own go.mod requires `module` at `version`):
     built there, so its dependencies never move the Kubernetes family's."""
+    toolchain: str = ""
+    """A Go release newer than the machine's that the module needs (`GOTOOLCHAIN`: Go fetches that
+    toolchain through the module proxy); empty for the machine's Go."""
 
 
 def _k8s_stamps(version: str) -> tuple[str, ...]:
@@ -87,6 +92,9 @@ TOOLS: tuple[Tool, ...] = (
     # Binds pods to nodes: the fleet twin's pods land on nodes shaped like the cluster file.
     Tool("kube-scheduler", "k8s.io/kubernetes", K8S, "k8s.io/kubernetes/cmd/kube-scheduler", via_go_mod=True,
          stamps=_k8s_stamps(K8S)),
+    # Applies the GitOps bootstrap exactly as the README tells a platform team (`kubectl apply -k`).
+    Tool("kubectl", "k8s.io/kubernetes", K8S, "k8s.io/kubernetes/cmd/kubectl", via_go_mod=True,
+         stamps=_k8s_stamps(K8S)),
     Tool("kueue", "sigs.k8s.io/kueue", "v0.19.2", "sigs.k8s.io/kueue/cmd/kueue", via_go_mod=True, manifests=True,
          stamps=("-X sigs.k8s.io/kueue/pkg/version.GitVersion=v0.19.2",
                  "-X sigs.k8s.io/kueue/pkg/version.GitCommit=8eab68778fc1b52affe165fdf5af29d1e9b4f3cb")),
@@ -107,6 +115,25 @@ TOOLS += (
     # directives, so it is built from ours, which restates them and names it as a `tool`).
     Tool("loki", "github.com/grafana/loki/v3", "v3.7.8", "github.com/grafana/loki/v3/cmd/loki", via_go_mod=False,
          directory="loki", stamps=("-X github.com/grafana/loki/v3/pkg/util/build.Version=3.7.8",)),
+)
+TOOLS += (
+    # The fleet twin's GitOps engines. Argo CD v3.6.1 needs Go 1.27; its go.mod has replace directives,
+    # restated in ours, which links only the application controller and the repo server (and miniredis
+    # for their cache).
+    Tool("argocd", "github.com/argoproj/argo-cd/v3", "v3.6.1", ".", via_go_mod=False, directory="argocd",
+         toolchain="go1.27.0",
+         stamps=("-X github.com/argoproj/argo-cd/v3/common.version=3.6.1",
+                 "-X github.com/argoproj/argo-cd/v3/common.gitTag=v3.6.1",
+                 "-X github.com/argoproj/argo-cd/v3/common.gitTreeState=clean")),
+    # The twin's git host and chart mirror: `git http-backend` and a Helm repository over HTTPS.
+    Tool("git-https", STD, "go", ".", via_go_mod=False, directory="git-https"),
+    # Flux: the controllers flux2 v2.9.5 installs, each from a go.mod of ours restating its replaces.
+    Tool("source-controller", "github.com/fluxcd/source-controller", "v1.9.5", "github.com/fluxcd/source-controller",
+         via_go_mod=False, directory="flux-source"),
+    Tool("kustomize-controller", "github.com/fluxcd/kustomize-controller", "v1.9.5",
+         "github.com/fluxcd/kustomize-controller", via_go_mod=False, directory="flux-kustomize"),
+    Tool("helm-controller", "github.com/fluxcd/helm-controller", "v1.6.4", "github.com/fluxcd/helm-controller",
+         via_go_mod=False, directory="flux-helm"),
 )
 BY_NAME = {t.name: t for t in TOOLS}
 
@@ -157,6 +184,10 @@ def missing() -> list[str]:
             if not binary(t.name).is_file() or (t.manifests and not manifests(t.name).is_file())]
 
 
+def _toolchain_env(tool: Tool) -> dict[str, str]:
+    return {"GOTOOLCHAIN": tool.toolchain} if tool.toolchain else {}
+
+
 def _go(*args: str, cwd: Path = HERE, env: dict[str, str] | None = None) -> str:
     if shutil.which("go") is None:
         raise ToolError("`go` is not on PATH: install Go 1.26 or later (the tools are built from Go modules)")
@@ -199,6 +230,11 @@ def _fingerprint(tool: Tool, go_version: str) -> str:
     return digest.hexdigest()
 
 
+def _go_version(tool: Tool, machine: str) -> str:
+    """The Go release that builds `tool`: its toolchain, else the machine's."""
+    return tool.toolchain or machine
+
+
 def _stamp(tool: Tool) -> Path:
     return folder(tool) / "stamp.json"
 
@@ -228,7 +264,7 @@ def build(names: list[str] | None = None, log: bool = True) -> dict[str, float]:
     wanted = [BY_NAME[n] for n in names] if names else list(TOOLS)
     check_go_mod()
     go_version = _go("env", "GOVERSION").strip()
-    todo = [t for t in wanted if not _current(t, _fingerprint(t, go_version))]
+    todo = [t for t in wanted if not _current(t, _fingerprint(t, _go_version(t, go_version)))]
     if any(t.manifests for t in todo) and "kustomize" not in [t.name for t in todo] \
             and not _current(BY_NAME["kustomize"], _fingerprint(BY_NAME["kustomize"], go_version)):
         todo.insert(0, BY_NAME["kustomize"])  # the manifests are built with our kustomize
@@ -244,9 +280,10 @@ def build(names: list[str] | None = None, log: bool = True) -> dict[str, float]:
             _say(log, f"building {tool.name} against {tool.module} {tool.version} (tests/upstream/{tool.directory})")
             ldflags = " ".join(tool.stamps)
             _go("build", "-trimpath", f"-ldflags={ldflags}", "-o", str(staged / tool.name), tool.package,
-                cwd=HERE / tool.directory)
+                cwd=HERE / tool.directory, env=_toolchain_env(tool))
             spent[tool.name] = time.monotonic() - started
-            _install(tool, staged, staged / tool.name, _fingerprint(tool, go_version), spent[tool.name])
+            _install(tool, staged, staged / tool.name, _fingerprint(tool, _go_version(tool, go_version)),
+                     spent[tool.name])
         for tool in [t for t in todo if not t.via_go_mod and not t.directory]:
             started = time.monotonic()
             _say(log, f"building {tool.name} {tool.version} (go install {tool.package}@{tool.version})")

@@ -1,0 +1,379 @@
+"""Issue 30, user stories 1 and 3 under the real Argo CD: a cluster bootstrapped from git as the docs tell
+a platform team, and a quota change pushed to git reaching the live ClusterQueue.
+
+The example fleet's prod-east (engine argocd), with its repository and chart mirror on the twin's git
+host (HTTPS on loopback) and monitoring off (its charts, kube-prometheus-stack, Loki and NVIDIA's, are
+in no Go module, so no mirror here can serve them). A bare control plane (no Kueue, no JobSet), Nodes
+from the cluster file, kube-scheduler and kwok; Argo CD v3.6.1 installed as its own manifests ship it.
+Then exactly the two commands of docs/how-to/gitops.md. Argo CD installs JobSet's and Kueue's charts
+from the mirror in their sync waves; their controller pods run under kwok while `Managers` runs the
+real managers with the configuration the engine applied; then the queues and the teams. A quota raise
+committed and pushed reaches the live ClusterQueue (timed, after the refresh a git webhook triggers),
+and a hand edit of that ClusterQueue is put back by self-heal.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from generator.checks import load_fleet
+from tests.conftest import REPO, run
+from tests.upstream import pki
+from tests.upstream.cluster import Stack
+from tests.upstream.fleet import create_nodes, fake_nodes
+from tests.upstream.gitops import ArgoCD, Flux, GitHost, Managers, chart_mirror, ready, wait_healthy
+from tests.upstream.processes import wait_for
+from tests.upstream.twin import Twin
+
+pytestmark = pytest.mark.upstream
+
+SERVICE_RANGE = "127.64.0.0/16"
+"""The twin's ClusterIPs: on loopback, so the API server's calls to a chart's webhook Service arrive."""
+CONTROLLERS = ("job-controller", "deployment-controller", "replicaset-controller", "endpointslice-controller",
+               "endpoints-controller")
+"""Beyond the stack's own: the charts' Deployments get ReplicaSets and pods (which kwok runs), and their
+Services endpoints (the aggregator calls an APIService only when its Service has some)."""
+
+
+def _git(repo: Path, *args: str) -> str:
+    proc = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=False,
+                          env={"GIT_AUTHOR_NAME": "twin", "GIT_AUTHOR_EMAIL": "twin@fleet.test",
+                               "GIT_COMMITTER_NAME": "twin", "GIT_COMMITTER_EMAIL": "twin@fleet.test",
+                               "PATH": "/usr/bin:/bin", "HOME": str(repo)})
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+@dataclass(frozen=True)
+class Case:
+    """One cluster of the example fleet per engine, and the quota a story changes there."""
+
+    engine: str
+    cluster: str
+    team: str
+    pool: str
+    floor: int
+    """The team's lendingLimit in that pool: a hand edit must stay at or above it (Kueue's webhook)."""
+
+
+CASES = {"argocd": Case("argocd", "prod-east", "llm-pretrain", "h100", 64),
+         "flux": Case("flux", "prod-west", "recsys", "a100", 24)}
+
+
+@dataclass
+class Bootstrapped:
+    case: Case
+    stack: Stack
+    engine: Any
+    """ArgoCD or Flux."""
+    fleet: Path
+    remote: Path
+    ready_after: dict[str, float]
+    """Application or Kustomization -> seconds from `kubectl apply -k` until Synced/Healthy or Ready."""
+    early_queues: list[str]
+    """Observations of ClusterQueues live while what installs Kueue was not yet Healthy/Ready."""
+
+    def sync_now(self, bootstrap: bool = False) -> None:
+        """What a git webhook (Argo CD) or a Receiver (Flux) does on a push: look at git now."""
+        c = self.case
+        if c.engine == "argocd":
+            self.engine.refresh(f"{c.cluster}-gitops" if bootstrap else f"{c.cluster}-fleet")
+        else:
+            self.engine.reconcile("gitrepository.source.toolkit.fluxcd.io", f"{c.cluster}-fleet")
+
+
+def _fleet_repo(root: Path, git: GitHost, cluster: str) -> Path:
+    """The example fleet, its cluster file pointing at the twin's git host and mirror, rendered."""
+    root.mkdir()
+    for name in ("teams", "clusters"):
+        shutil.copytree(REPO / name, root / name)
+    path = root / "clusters" / f"{cluster}.yaml"
+    text = path.read_text()
+    text = text.replace("  repoUrl: https://github.com/acme/gpu-fleet.git\n",
+                        f"  repoUrl: {git.repo_url('fleet')}\n  chartMirror: {git.chart_url}\n")
+    text = text.replace("\nmonitoring:\n", "\nmonitoring:\n  enabled: false\n")
+    path.write_text(text)
+    rendered = run(root, "render")
+    assert rendered.code == 0, rendered.err
+    _git(root, "init", "-q", "-b", "main")
+    _git(root, "add", "-A")
+    _git(root, "commit", "-q", "-m", "fleet")
+    return root
+
+
+def _argocd_names(cluster: str) -> list[str]:
+    return [f"{cluster}-gitops", f"{cluster}-jobset", f"{cluster}-kueue", f"{cluster}-fleet"]
+
+
+def _flux_ready(flux: Flux, names: list[str], seconds: float,
+                each_look: Callable[[], None] | None = None) -> dict[str, float]:
+    """Seconds until each named Kustomization or HelmRelease is Ready (missing: it was not)."""
+    started, done = time.monotonic(), {}
+
+    def look() -> bool:
+        if each_look is not None:
+            each_look()
+        now = time.monotonic() - started
+        found = flux.objects("kustomize.toolkit.fluxcd.io", "v1", "kustomizations") + \
+            flux.objects("helm.toolkit.fluxcd.io", "v2", "helmreleases")
+        for obj in found:
+            name = obj["metadata"]["name"]
+            if name in names and name not in done and ready(obj):
+                done[name] = now
+        return all(n in done for n in names)
+
+    wait_for(look, seconds, step=1.0)
+    return done
+
+
+def _flux_names(cluster: str) -> list[str]:
+    f = f"{cluster}-fleet"
+    return [f"{f}-gitops", "jobset", "kueue", f"{f}-platform", f"{f}-kueue", f"{f}-teams"]
+
+
+@pytest.fixture(scope="module", params=sorted(CASES))
+def bootstrapped(request: pytest.FixtureRequest, upstream_etcd: Any,
+                 tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bootstrapped]:
+    case = CASES[request.param]
+    work = tmp_path_factory.mktemp(f"twin-{case.engine}")
+    git = GitHost.start(work / "git", pki.ca("twin-git-ca"))
+    try:
+        fleet = _fleet_repo(work / "fleet", git, case.cluster)
+        cluster = load_fleet(fleet).clusters[case.cluster].config
+        chart_mirror(git.charts, {"kueue": cluster.kueue.version, "jobset": "v0.12.0"})
+        remote = git.create("fleet")
+        _git(fleet, "push", "-q", str(remote), "main")
+        stack = Stack.start(work / "stack", upstream_etcd, platform=False, service_cidr=SERVICE_RANGE,
+                            extra_controllers=CONTROLLERS)
+        managers, twin, engine = Managers(stack), None, None
+        try:
+            create_nodes(stack, fake_nodes(cluster))
+            twin = Twin.start(stack)
+            managers.start()
+            early: list[str] = []
+            if case.engine == "argocd":
+                engine = ArgoCD.start(stack, git)
+                installer, names = f"{case.cluster}-kueue", _argocd_names(case.cluster)
+
+                def installer_state() -> str:
+                    return _health(engine, installer)
+            else:
+                engine = Flux.start(stack, git)
+                installer, names = "kueue", _flux_names(case.cluster)
+
+                def installer_state() -> str:
+                    found = [r for r in engine.objects("helm.toolkit.fluxcd.io", "v2", "helmreleases")
+                             if r["metadata"]["name"] == installer]
+                    return "Healthy" if found and ready(found[0]) else "not Ready"
+
+            def gated() -> None:
+                """Queues read first, the installer after: queues live while it is not done were
+                applied before their turn."""
+                queues = _cluster_queues(stack)
+                state = installer_state()
+                if queues and state != "Healthy":
+                    early.append(f"{len(queues)} ClusterQueues while {installer} is {state}")
+
+            started = time.monotonic()
+            # docs/how-to/gitops.md, as a platform team runs it.
+            if case.engine == "argocd":
+                engine.kubectl("apply", "--server-side", "-k", str(fleet / "rendered/gitops/argocd-settings/argocd"))
+            engine.kubectl("apply", "-k", str(fleet / "rendered/gitops" / case.cluster))
+            if case.engine == "argocd":
+                done = wait_healthy(engine, names, 480, gated)
+                states = "\n".join(f"{a['metadata']['name']}: {yaml.safe_dump(_brief(a))}"
+                                   for a in engine.applications())
+            else:
+                done = _flux_ready(engine, names, 480, gated)
+                states = "\n".join(f"{o['metadata']['name']}: {(o.get('status') or {}).get('conditions')}"
+                                   for plural in (("kustomize.toolkit.fluxcd.io", "v1", "kustomizations"),
+                                                  ("helm.toolkit.fluxcd.io", "v2", "helmreleases"))
+                                   for o in engine.objects(*plural))
+            assert len(done) == len(names), (
+                f"ready: {done} after {time.monotonic() - started:.0f} s\n{states}\n{engine.logs()}\n"
+                f"{managers.logs()}")
+            yield Bootstrapped(case, stack, engine, fleet, remote, done, early)
+        finally:
+            for part in (engine, managers, twin):
+                if part is not None:
+                    part.stop()
+            stack.stop()
+    finally:
+        git.stop()
+
+
+def _health(argocd: ArgoCD, name: str) -> str:
+    from kubernetes.client.exceptions import ApiException
+
+    try:
+        return str(((argocd.application(name).get("status") or {}).get("health") or {}).get("status", ""))
+    except ApiException as exc:
+        if exc.status == 404:
+            return "(not yet created)"
+        raise
+
+
+def _brief(app: dict[str, Any]) -> dict[str, Any]:
+    status = app.get("status") or {}
+    return {"sync": (status.get("sync") or {}).get("status"), "health": status.get("health"),
+            "conditions": status.get("conditions"),
+            "operation": {k: v for k, v in (status.get("operationState") or {}).items() if k in ("phase", "message")},
+            "unhealthy": [r for r in status.get("resources") or []
+                          if (r.get("health") or {}).get("status") not in (None, "Healthy")][:5]}
+
+
+def _cluster_queues(stack: Stack) -> list[str]:
+    """The live ClusterQueues ([] while Kueue's CRDs are not there yet)."""
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+
+    try:
+        items = client.CustomObjectsApi(stack.client()).list_cluster_custom_object(
+            "kueue.x-k8s.io", "v1beta2", "clusterqueues")["items"]
+    except ApiException as exc:
+        if exc.status == 404:
+            return []
+        raise
+    return sorted(q["metadata"]["name"] for q in items)
+
+
+def _nominal(stack: Stack, queue: str, flavor: str) -> str:
+    from kubernetes import client
+
+    cq = client.CustomObjectsApi(stack.client()).get_cluster_custom_object(
+        "kueue.x-k8s.io", "v1beta2", "clusterqueues", queue)
+    for group in cq["spec"]["resourceGroups"]:
+        for f in group["flavors"]:
+            if f["name"] == flavor:
+                return str(next(r["nominalQuota"] for r in f["resources"] if r["name"] == "nvidia.com/gpu"))
+    raise AssertionError(f"{queue} has no flavor {flavor}")
+
+
+def _rendered_queue(fleet: Path, case: Case) -> tuple[str, str, str]:
+    """The team's ClusterQueue on the cluster, its GPU flavor for the pool, and its rendered quota."""
+    for path in sorted((fleet / "rendered" / case.cluster).rglob("clusterqueue-*.yaml")):
+        cq = yaml.safe_load(path.read_text())
+        if cq["metadata"].get("labels", {}).get("fleetgen.io/team") != case.team:
+            continue
+        for group in cq["spec"]["resourceGroups"]:
+            for f in group["flavors"]:
+                for r in f["resources"]:
+                    if r["name"] == "nvidia.com/gpu" and case.pool in f["name"]:
+                        return cq["metadata"]["name"], f["name"], str(r["nominalQuota"])
+    raise AssertionError(f"no rendered ClusterQueue of {case.team} with a {case.pool} flavor")
+
+
+def test_the_engine_installs_the_platform_then_the_queues_and_teams(bootstrapped: Bootstrapped) -> None:
+    case, done = bootstrapped.case, bootstrapped.ready_after
+    print(f"\n{case.engine} bootstrap of {case.cluster}, seconds from `kubectl apply -k` to ready: "
+          + ", ".join(f"{name} {seconds:.0f}" for name, seconds in sorted(done.items(), key=lambda kv: kv[1])))
+    if case.engine == "argocd":
+        c = case.cluster
+        assert done[f"{c}-jobset"] <= done[f"{c}-kueue"] <= done[f"{c}-fleet"], done
+    else:
+        f = f"{case.cluster}-fleet"
+        assert done["jobset"] <= done[f"{f}-platform"] and done["kueue"] <= done[f"{f}-platform"], done
+        assert done[f"{f}-platform"] <= done[f"{f}-kueue"] <= done[f"{f}-teams"], done
+    assert not bootstrapped.early_queues, bootstrapped.early_queues[:3]
+    rendered = sorted(yaml.safe_load(p.read_text())["metadata"]["name"]
+                      for p in (bootstrapped.fleet / "rendered" / case.cluster).rglob("clusterqueue-*.yaml"))
+    assert _cluster_queues(bootstrapped.stack) == rendered
+    from kubernetes import client
+
+    namespaces = {n.metadata.name for n in client.CoreV1Api(bootstrapped.stack.client()).list_namespace().items}
+    team_namespaces = {yaml.safe_load(p.read_text())["metadata"]["name"]
+                       for p in (bootstrapped.fleet / "rendered" / case.cluster / "teams").rglob("namespace-*.yaml")}
+    assert team_namespaces and team_namespaces <= namespaces, team_namespaces - namespaces
+
+
+def test_a_quota_change_pushed_to_git_reaches_the_live_cluster_queue(bootstrapped: Bootstrapped) -> None:
+    case, fleet, stack = bootstrapped.case, bootstrapped.fleet, bootstrapped.stack
+    queue, flavor, before = _rendered_queue(fleet, case)
+    assert _nominal(stack, queue, flavor) == before
+    team_file = fleet / "teams" / f"{case.team}.yaml"
+    text = team_file.read_text()
+    raised = str(int(before) + 8)
+    edited = text.replace(f"{case.pool}: {{gpus: {before},", f"{case.pool}: {{gpus: {raised},", 1)
+    assert edited != text, f"no '{case.pool}: {{gpus: {before},' in {team_file.name}"
+    team_file.write_text(edited)
+    assert run(fleet, "render").code == 0
+    assert _rendered_queue(fleet, case)[2] == raised
+    _git(fleet, "commit", "-q", "-am", f"{case.team}: {case.pool} {before} -> {raised}")
+    pushed = time.monotonic()
+    _git(fleet, "push", "-q", str(bootstrapped.remote), "main")
+    bootstrapped.sync_now()
+    assert wait_for(lambda: _nominal(stack, queue, flavor) == raised, 240), \
+        f"{queue} still {_nominal(stack, queue, flavor)}\n{bootstrapped.engine.logs()}"
+    print(f"\n{case.engine}: commit pushed -> live ClusterQueue {queue} {flavor} {before}->{raised}: "
+          f"{time.monotonic() - pushed:.1f} s")
+
+    # A hand edit of the live object is put back from git: Argo CD's self-heal at once, Flux at the
+    # Kustomization's next reconcile (its interval; here asked for, as `flux reconcile` does).
+    bootstrapped.engine.kubectl("patch", "clusterqueue.kueue.x-k8s.io", queue, "--type=json", "-p",
+                                _quota_patch(stack, queue, flavor, str(case.floor)))
+    edited_at = time.monotonic()
+    if case.engine == "flux":
+        assert wait_for(lambda: _nominal(stack, queue, flavor) == str(case.floor), 5)
+        bootstrapped.engine.reconcile("kustomization.kustomize.toolkit.fluxcd.io", f"{case.cluster}-fleet-teams")
+    assert wait_for(lambda: _nominal(stack, queue, flavor) == raised, 120), \
+        f"hand edit not reverted: {_nominal(stack, queue, flavor)}\n{bootstrapped.engine.logs()}"
+    print(f"{case.engine}: hand edit of {queue} reverted: {time.monotonic() - edited_at:.1f} s")
+
+
+def _quota_patch(stack: Stack, queue: str, flavor: str, value: str) -> str:
+    import json
+
+    from kubernetes import client
+
+    cq = client.CustomObjectsApi(stack.client()).get_cluster_custom_object(
+        "kueue.x-k8s.io", "v1beta2", "clusterqueues", queue)
+    for g, group in enumerate(cq["spec"]["resourceGroups"]):
+        for f, fl in enumerate(group["flavors"]):
+            for r, res in enumerate(fl["resources"]):
+                if fl["name"] == flavor and res["name"] == "nvidia.com/gpu":
+                    path = f"/spec/resourceGroups/{g}/flavors/{f}/resources/{r}/nominalQuota"
+                    return json.dumps([{"op": "replace", "path": path, "value": value}])
+    raise AssertionError(f"{queue} has no {flavor} GPU quota")
+
+
+def test_a_change_to_the_bootstrap_itself_arrives_through_git(bootstrapped: Bootstrapped) -> None:
+    """`rendered/gitops/<cluster>` is applied by hand once; after that it keeps itself in sync: the
+    cluster file switched to follow another branch moves the running engine's objects."""
+    case, fleet, engine = bootstrapped.case, bootstrapped.fleet, bootstrapped.engine
+    path = fleet / "clusters" / f"{case.cluster}.yaml"
+    path.write_text(path.read_text().replace(f"  engine: {case.engine}\n",
+                                             f"  engine: {case.engine}\n  revision: release\n"))
+    assert run(fleet, "render").code == 0
+    _git(fleet, "commit", "-q", "-am", f"{case.cluster}: follow the release branch")
+    _git(fleet, "push", "-q", str(bootstrapped.remote), "main", "main:release")
+    pushed = time.monotonic()
+    bootstrapped.sync_now(bootstrap=True)
+
+    def following() -> str:
+        if case.engine == "argocd":
+            return str(engine.application(f"{case.cluster}-fleet")["spec"]["source"]["targetRevision"])
+        (repo,) = [r for r in engine.objects("source.toolkit.fluxcd.io", "v1", "gitrepositories")
+                   if r["metadata"]["name"] == f"{case.cluster}-fleet"]
+        return str(repo["spec"]["ref"].get("branch"))
+
+    if case.engine == "flux":  # the bootstrap Kustomization applies what the source fetched
+        assert wait_for(lambda: _flux_ready(engine, [f"{case.cluster}-fleet-gitops"], 1), 60)
+        engine.reconcile("kustomization.kustomize.toolkit.fluxcd.io", f"{case.cluster}-fleet-gitops")
+    assert wait_for(lambda: following() == "release", 120), f"still {following()}\n{engine.logs()}"
+    print(f"\n{case.engine}: bootstrap change pushed -> live objects follow 'release': "
+          f"{time.monotonic() - pushed:.1f} s")
+    if case.engine == "argocd":
+        done = wait_healthy(engine, [f"{case.cluster}-gitops", f"{case.cluster}-fleet"], 180)
+        assert len(done) == 2, [_brief(a) for a in engine.applications()]
+    else:
+        names = [f"{case.cluster}-fleet-gitops", f"{case.cluster}-fleet-teams"]
+        assert len(_flux_ready(engine, names, 180)) == 2, engine.logs()

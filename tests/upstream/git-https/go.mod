@@ -1,0 +1,3 @@
+module fleetgen.test/git-https
+
+go 1.26

@@ -1,0 +1,457 @@
+"""The fleet twin's GitOps side: a git host and a chart mirror over HTTPS, the real Argo CD, and the
+platform's managers run where the engine installed them.
+
+- `GitHost`: `git http-backend` and a Helm repository behind TLS on loopback (`git-https`, ours, Go's
+  standard library), with a certificate from the test CA. Argo CD refuses plain-HTTP git.
+- `chart_mirror`: the Kueue and JobSet charts of their Go modules, `helm package`d at the versions a
+  cluster file pins, with `helm repo index`: what `gitops.chartMirror` names.
+- `ArgoCD`: v3.6.1's application controller and repo server (one binary of ours, tests/upstream/argocd),
+  its CRDs and the ConfigMaps and Secrets of its own `manifests/install.yaml` (not its workloads), and
+  miniredis for their cache. The controller runs with `ARGOCD_FAKE_IN_CLUSTER`, so the in-cluster
+  destination `https://kubernetes.default.svc` is the twin's API server.
+- `Managers`: what a kubelet would do for the charts' controller pods, which kwok only pretends to run.
+  Once the engine has applied a chart's Deployment, its configuration ConfigMap and its webhook Service,
+  the real manager starts with that configuration, listening on the Service's ClusterIP and port (the
+  twin's Service range is on loopback, so the API server's webhook calls reach it), and the certificate
+  Secret its own cert-controller fills is written into its certDir as a Secret volume would be.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tests.upstream import pki, tools
+from tests.upstream.cluster import Stack
+from tests.upstream.processes import Process, StartError, free_port, spawn, wait_for, wait_until
+
+ARGOCD_NAMESPACE = "argocd"
+INSTALL_KINDS = ("ConfigMap", "Secret")
+"""What the twin takes from Argo CD's `manifests/install.yaml`: its settings, not its workloads."""
+
+
+def _run(argv: list[str], what: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> str:
+    proc = subprocess.run(argv, capture_output=True, text=True, check=False, env={**os.environ, **(env or {})},
+                          cwd=cwd)
+    if proc.returncode != 0:
+        raise StartError(f"{what} failed ({proc.returncode}):\n{proc.stderr.strip() or proc.stdout.strip()}")
+    return proc.stdout
+
+
+def module_dir(name: str) -> Path:
+    """The module folder of a directory-built tool (Argo CD): its manifests and scripts."""
+    tool = tools.BY_NAME[name]
+    env = {"GOTOOLCHAIN": tool.toolchain} if tool.toolchain else {}
+    out = _run(["go", "mod", "download", "-json", f"{tool.module}@{tool.version}"], "go mod download", env=env,
+               cwd=tools.HERE / tool.directory)
+    return Path(json.loads(out)["Dir"])
+
+
+# ------------------------------------------------------------------------------------------ git host
+
+def chart_mirror(dest: Path, versions: dict[str, str]) -> Path:
+    """`helm package` each named chart of its module at `versions[name]` (a module tag), then index."""
+    dest.mkdir(parents=True, exist_ok=True)
+    helm = str(tools.binary("helm"))
+    for name, version in sorted(versions.items()):
+        _run([helm, "package", str(tools.chart(name, version)), "--destination", str(dest)], f"helm package {name}")
+    _run([helm, "repo", "index", str(dest)], "helm repo index")
+    return dest
+
+
+@dataclass
+class GitHost:
+    """Bare repositories at `<url>/git/<name>.git` and a chart repository at `<url>/charts`."""
+
+    process: Process
+    url: str
+    repos: Path
+    charts: Path
+    ca_file: Path
+
+    @classmethod
+    def start(cls, workdir: Path, authority: pki.KeyPair) -> GitHost:
+        workdir.mkdir(parents=True, exist_ok=True)
+        repos, charts = workdir / "repos", workdir / "charts"
+        repos.mkdir(exist_ok=True)
+        charts.mkdir(exist_ok=True)
+        crt, key = pki.issue(authority, "git-host", server=True, dns=("localhost",), ips=("127.0.0.1",)).write(
+            workdir, "git-host")
+        ca_file = workdir / "git-host-ca.crt"
+        ca_file.write_bytes(authority.cert_pem)
+        port = free_port()
+        proc = spawn("git-https", [str(tools.binary("git-https")), f"-listen=127.0.0.1:{port}", f"-repos={repos}",
+                                   f"-charts={charts}", f"-cert={crt}", f"-key={key}"], workdir / "git-https.log")
+        host = cls(proc, f"https://127.0.0.1:{port}", repos, charts, ca_file)
+        try:
+            wait_until(proc, host._answers, 30, "serving")
+        except BaseException:
+            proc.stop()
+            raise
+        return host
+
+    def _answers(self) -> bool:
+        import ssl
+        import urllib.request
+
+        context = ssl.create_default_context(cafile=str(self.ca_file))
+        try:
+            with urllib.request.urlopen(f"{self.url}/charts/", timeout=2, context=context) as resp:
+                return bool(resp.status == 200)
+        except OSError:
+            return False
+
+    def repo_url(self, name: str) -> str:
+        return f"{self.url}/git/{name}.git"
+
+    @property
+    def chart_url(self) -> str:
+        return f"{self.url}/charts"
+
+    def create(self, name: str) -> Path:
+        """An empty bare repository; push to the returned path (the engine fetches over HTTPS)."""
+        path = self.repos / f"{name}.git"
+        _run(["git", "init", "-q", "--bare", "-b", "main", str(path)], "git init --bare")
+        return path
+
+    def stop(self) -> None:
+        self.process.stop()
+
+
+# ----------------------------------------------------------------------------------------- Argo CD
+
+@dataclass
+class Engine:
+    """A GitOps engine's processes beside a Stack: installed as its project ships it, then started."""
+
+    stack: Stack
+    workdir: Path
+    processes: dict[str, Process] = field(default_factory=dict)
+
+    @classmethod
+    def start(cls, stack: Stack, git: GitHost) -> Engine:
+        engine = cls(stack, stack.workdir / cls.__name__.lower())
+        engine.workdir.mkdir(exist_ok=True)
+        try:
+            engine._install()
+            engine._start(git)
+        except BaseException:
+            engine.stop()
+            raise
+        return engine
+
+    def _install(self) -> None:
+        raise NotImplementedError
+
+    def _start(self, git: GitHost) -> None:
+        raise NotImplementedError
+
+    def kubectl(self, *args: str) -> str:
+        return _run([str(tools.binary("kubectl")), f"--kubeconfig={self.stack.workdir / 'admin.kubeconfig'}", *args],
+                    f"kubectl {' '.join(args)}")
+
+    def logs(self) -> str:
+        return "\n".join(f"--- {name}\n{proc.tail(25)}" for name, proc in self.processes.items())
+
+    def stop(self) -> None:
+        for proc in reversed(list(self.processes.values())):
+            proc.stop()
+
+
+@dataclass
+class ArgoCD(Engine):
+    """Argo CD v3.6.1's application controller and repo server for one twin cluster."""
+
+    def _install(self) -> None:
+        """Its CRDs, then its settings as its install manifest ships them (the platform team's step 0)."""
+        module = module_dir("argocd")
+        self.kubectl("apply", "--server-side", "-k", str(module / "manifests" / "crds"))
+        self.stack._wait_established(["applications.argoproj.io", "appprojects.argoproj.io"])
+        settings = [d for d in yaml.safe_load_all((module / "manifests" / "install.yaml").read_text())
+                    if d and d["kind"] in INSTALL_KINDS]
+        path = self.workdir / "settings.yaml"
+        path.write_text(yaml.safe_dump_all(settings))
+        self.kubectl("create", "namespace", ARGOCD_NAMESPACE)
+        self.kubectl("apply", "--server-side", "-n", ARGOCD_NAMESPACE, "-f", str(path))
+        # The scripts and programs the repo server runs, as its image has them.
+        bin_dir = self.workdir / "bin"
+        bin_dir.mkdir(exist_ok=True)
+        wrapper = bin_dir / "git-verify-wrapper.sh"
+        shutil.copyfile(module / "hack" / "git-verify-wrapper.sh", wrapper)
+        wrapper.chmod(0o755)
+        for name in ("helm", "kustomize"):
+            (bin_dir / name).symlink_to(tools.binary(name))
+
+    def _start(self, git: GitHost) -> None:
+        work, binary = self.workdir, str(tools.binary("argocd"))
+        tls = work / "tls"
+        tls.mkdir(exist_ok=True)
+        (tls / "127.0.0.1").write_bytes(git.ca_file.read_bytes())  # Argo CD's TLS store: one file per host
+        redis = f"127.0.0.1:{free_port()}"
+        self.processes["redis"] = spawn("argocd-redis", [binary, redis], work / "redis.log",
+                                        env={"ARGOCD_BINARY_NAME": "argocd-redis"})
+        repo_port = free_port()
+        path = f"{work / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"
+        self.processes["repo-server"] = spawn("argocd-repo-server", [
+            binary, f"--port={repo_port}", "--address=127.0.0.1", f"--metrics-port={free_port()}",
+            "--metrics-address=127.0.0.1", "--disable-tls", "--client-ca-path=", f"--redis={redis}", "--loglevel=info"],
+            work / "repo-server.log",
+            env={"ARGOCD_BINARY_NAME": "argocd-repo-server", "ARGOCD_GPG_ENABLED": "false",
+                 "ARGOCD_TLS_DATA_PATH": str(tls), "PATH": path, "HOME": str(work)})
+        wait_until(self.processes["repo-server"], lambda: _port_open(repo_port), 60, "listening")
+        self.processes["application-controller"] = spawn("argocd-application-controller", [
+            binary, f"--kubeconfig={self.stack.workdir / 'admin.kubeconfig'}", f"--namespace={ARGOCD_NAMESPACE}",
+            f"--repo-server=127.0.0.1:{repo_port}", "--repo-server-plaintext", f"--redis={redis}",
+            f"--metrics-port={free_port()}", "--loglevel=info"],
+            work / "application-controller.log",
+            # In-cluster, it reads the default kubeconfig (KUBECONFIG), not its --kubeconfig flag.
+            env={"ARGOCD_BINARY_NAME": "argocd-application-controller", "ARGOCD_FAKE_IN_CLUSTER": "true",
+                 "KUBECONFIG": str(self.stack.workdir / "admin.kubeconfig"), "HOME": str(work)})
+        for proc in self.processes.values():
+            if not proc.alive():
+                raise StartError(f"{proc.name} exited ({proc.popen.returncode}):\n{proc.tail()}")
+
+    def application(self, name: str) -> dict[str, Any]:
+        from kubernetes import client
+
+        api = client.CustomObjectsApi(self.stack.client())
+        return dict(api.get_namespaced_custom_object("argoproj.io", "v1alpha1", ARGOCD_NAMESPACE, "applications",
+                                                     name))
+
+    def applications(self) -> list[dict[str, Any]]:
+        from kubernetes import client
+
+        api = client.CustomObjectsApi(self.stack.client())
+        return list(api.list_namespaced_custom_object("argoproj.io", "v1alpha1", ARGOCD_NAMESPACE,
+                                                      "applications")["items"])
+
+    def refresh(self, name: str) -> None:
+        """What a git webhook does: the Application is compared with git now, not at the next poll."""
+        self.kubectl("annotate", "--overwrite", "-n", ARGOCD_NAMESPACE, f"application/{name}",
+                     "argocd.argoproj.io/refresh=normal")
+
+
+# -------------------------------------------------------------------------------------------- Flux
+
+FLUX_NAMESPACE = "flux-system"
+FLUX_CONTROLLERS = ("source-controller", "kustomize-controller", "helm-controller")
+REQUEUE_DEPENDENCY = "30s"
+"""kustomize- and helm-controller's `--requeue-dependency`, at flux2's default (what teams run)."""
+"""What flux2 v2.9.5 installs that fleetgen's objects use (GitRepository, HelmRepository, OCIRepository;
+Kustomization; HelmRelease)."""
+
+
+@dataclass
+class Flux(Engine):
+    """Flux's source-, kustomize- and helm-controllers, with their CRDs from their own modules, run as
+    flux2 v2.9.5 deploys them (leader election off, their namespace in RUNTIME_NAMESPACE)."""
+
+    def _install(self) -> None:
+        names = []
+        for controller in FLUX_CONTROLLERS:
+            crds = module_dir(controller) / "config" / "crd"
+            self.kubectl("apply", "--server-side", "-k", str(crds))
+            names += [yaml.safe_load(p.read_text())["metadata"]["name"] for p in (crds / "bases").glob("*.yaml")]
+        self.stack._wait_established(names)
+        self.kubectl("create", "namespace", FLUX_NAMESPACE)
+
+    def _start(self, git: GitHost) -> None:
+        work, kubeconfig = self.workdir, str(self.stack.workdir / "admin.kubeconfig")
+        env = {"RUNTIME_NAMESPACE": FLUX_NAMESPACE, "KUBECONFIG": kubeconfig, "SSL_CERT_FILE": str(git.ca_file),
+               "HOME": str(work)}
+        storage = free_port()
+        (work / "storage").mkdir(exist_ok=True)
+        extra = {"source-controller": [f"--storage-path={work / 'storage'}", f"--storage-addr=127.0.0.1:{storage}",
+                                       f"--storage-adv-addr=127.0.0.1:{storage}"],
+                 "kustomize-controller": [f"--requeue-dependency={REQUEUE_DEPENDENCY}"],
+                 "helm-controller": [f"--requeue-dependency={REQUEUE_DEPENDENCY}"]}
+        for controller in FLUX_CONTROLLERS:
+            health = free_port()
+            self.processes[controller] = spawn(controller, [
+                str(tools.binary(controller)), "--enable-leader-election=false", "--metrics-addr=127.0.0.1:0",
+                f"--health-addr=127.0.0.1:{health}", "--log-level=info", *extra[controller]],
+                work / f"{controller}.log", env=env)
+            wait_until(self.processes[controller], lambda h=health: _http_ready(h), 60, "ready")
+
+    def objects(self, group: str, version: str, plural: str) -> list[dict[str, Any]]:
+        from kubernetes import client
+
+        api = client.CustomObjectsApi(self.stack.client())
+        return list(api.list_namespaced_custom_object(group, version, FLUX_NAMESPACE, plural)["items"])
+
+    def reconcile(self, kind: str, name: str) -> None:
+        """What a Flux Receiver does on a git push (and `flux reconcile`): reconcile now, not at the interval."""
+        self.kubectl("annotate", "--overwrite", "-n", FLUX_NAMESPACE, f"{kind}/{name}",
+                     f"reconcile.fluxcd.io/requestedAt={time.time_ns()}")
+
+def ready(obj: dict[str, Any]) -> bool:
+    """A Flux object's Ready condition is True for its current generation."""
+    status = obj.get("status") or {}
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in status.get("conditions") or []) \
+        and status.get("observedGeneration") == obj["metadata"].get("generation")
+
+
+def _http_ready(port: int) -> bool:
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as resp:
+            return bool(resp.status == 200)
+    except OSError:
+        return False
+
+
+def _port_open(port: int) -> bool:
+    import socket
+
+    with socket.socket() as sock:
+        sock.settimeout(0.5)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+# ---------------------------------------------------------------------------------------- managers
+
+@dataclass(frozen=True)
+class Manager:
+    """How a chart's controller pod is run in the twin."""
+
+    name: str
+    namespace: str
+    deployment: str
+    config_map: str
+    config_key: str
+    secret: str
+    services: dict[str, str]
+    """configuration section -> Service whose ClusterIP and port it listens on."""
+
+
+MANAGERS = (
+    Manager("jobset", "jobset-system", "jobset-controller", "jobset-controller-config",
+            "controller_manager_config.yaml", "jobset-webhook-server-cert", {"webhook": "jobset-webhook-service"}),
+    Manager("kueue", "kueue-system", "kueue-controller-manager", "kueue-manager-config",
+            "controller_manager_config.yaml", "kueue-webhook-server-cert",
+            {"webhook": "kueue-webhook-service", "visibilityServer": "kueue-visibility-server"}),
+)
+
+
+@dataclass
+class Managers:
+    """Starts each chart's real manager once the engine has applied what its pod would be given."""
+
+    stack: Stack
+    processes: dict[str, Process] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def start(self) -> Managers:
+        self._thread = threading.Thread(target=self._loop, name="twin-managers", daemon=True)
+        self._thread.start()
+        return self
+
+    def _loop(self) -> None:
+        while not self._stop.wait(0.5):
+            for manager in MANAGERS:
+                try:
+                    self._step(manager)
+                except Exception as exc:  # noqa: BLE001 - kept for the test's failure message
+                    self.problems.append(f"{manager.name}: {exc}")
+
+    def _get(self, path: str) -> dict[str, Any] | None:
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            return self.stack._get(path)
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def _step(self, m: Manager) -> None:
+        certs = self.stack.workdir / f"{m.name}-managed-certs"
+        secret = self._get(f"/api/v1/namespaces/{m.namespace}/secrets/{m.secret}")
+        if secret and (secret.get("data") or {}).get("tls.crt"):
+            _write_secret_volume(certs, secret["data"])
+        if m.name in self.processes:
+            return
+        deployment = self._get(f"/apis/apps/v1/namespaces/{m.namespace}/deployments/{m.deployment}")
+        config_map = self._get(f"/api/v1/namespaces/{m.namespace}/configmaps/{m.config_map}")
+        services = {section: self._get(f"/api/v1/namespaces/{m.namespace}/services/{name}")
+                    for section, name in m.services.items()}
+        if not deployment or not config_map or not all(services.values()) or secret is None:
+            return
+        config = yaml.safe_load(config_map["data"][m.config_key])
+        certs.mkdir(exist_ok=True)
+        health = free_port()
+        for section, service in services.items():
+            assert service is not None
+            ip, port = service["spec"]["clusterIP"], service["spec"]["ports"][0]["port"]
+            if section == "webhook":
+                config["webhook"] = {**(config.get("webhook") or {}), "host": ip, "port": port,
+                                     "certDir": str(certs)}
+            else:
+                config[section] = {**(config.get(section) or {}), "bindAddress": ip, "bindPort": port}
+        config.update({"health": {"healthProbeBindAddress": f"127.0.0.1:{health}"},
+                       "metrics": {**(config.get("metrics") or {}), "bindAddress": "0"},
+                       "leaderElection": {"leaderElect": False}})
+        path = self.stack.workdir / f"{m.name}-managed-config.yaml"
+        path.write_text(yaml.safe_dump(config))
+        kubeconfig = str(self.stack.workdir / "admin.kubeconfig")
+        self.processes[m.name] = spawn(f"{m.name} (chart)", [
+            str(tools.binary(m.name)), f"--config={path}", f"--kubeconfig={kubeconfig}", "--zap-log-level=info"],
+            self.stack.workdir / f"{m.name}-managed.log", env={"KUBECONFIG": kubeconfig, "POD_NAMESPACE": m.namespace})
+
+    def logs(self) -> str:
+        return "\n".join([*self.problems[-5:], *(f"--- {n}\n{p.tail(25)}" for n, p in self.processes.items())])
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        for proc in self.processes.values():
+            proc.stop()
+
+
+def _write_secret_volume(folder: Path, data: dict[str, str]) -> None:
+    """A Secret's keys as files, replaced whole when they change (as the kubelet updates a volume)."""
+    import base64
+
+    folder.mkdir(parents=True, exist_ok=True)
+    for key, value in data.items():
+        target = folder / key
+        content = base64.b64decode(value)
+        if not target.is_file() or target.read_bytes() != content:
+            staged = folder / f".{key}.tmp"
+            staged.write_bytes(content)
+            os.replace(staged, target)
+
+
+def wait_healthy(argocd: ArgoCD, names: list[str], seconds: float,
+                 each_look: Callable[[], None] | None = None) -> dict[str, float]:
+    """Seconds until each named Application is Synced and Healthy (missing from the result: it was not).
+    Applications found so in the same look get the same time; `each_look` runs before every look."""
+    started, done = time.monotonic(), {}
+
+    def look() -> bool:
+        if each_look is not None:
+            each_look()
+        now = time.monotonic() - started
+        for app in argocd.applications():
+            name, status = app["metadata"]["name"], app.get("status") or {}
+            if name in names and name not in done and (status.get("sync") or {}).get("status") == "Synced" \
+                    and (status.get("health") or {}).get("status") == "Healthy":
+                done[name] = now
+        return all(n in done for n in names)
+
+    wait_for(look, seconds, step=1.0)
+    return done
