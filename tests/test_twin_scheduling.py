@@ -76,12 +76,20 @@ def twin(upstream_etcd: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterat
 
 
 def _submit(stack: Stack, fleet: Fleet, name: str, tmp_path: Path, team_name: str = TEAM,
-            profile: str = PROFILE) -> tuple[str, dict[str, Any]]:
+            profile: str = PROFILE, runs_for: str = "") -> tuple[str, dict[str, Any]]:
+    """`fleetgen job new` and `job submit` as a member; with `runs_for`, kwok keeps its pods running
+    that long (`pod-complete.stage.kwok.x-k8s.io/delay`) instead of a few seconds."""
     team = fleet.teams[team_name].config
     who = stack.identity(f"twin-member@{team_name}.test", (team.members.groups[0],))
     path = tmp_path / f"{name}.yaml"
     made = run(REPO, "job", "new", team_name, profile, "--name", name, "-o", str(path))
     assert made.code == 0, made.err
+    if runs_for:
+        body = yaml.safe_load(path.read_text())
+        for replicated in body["spec"]["replicatedJobs"]:
+            meta = replicated["template"]["spec"]["template"].setdefault("metadata", {})
+            meta.setdefault("annotations", {})["pod-complete.stage.kwok.x-k8s.io/delay"] = runs_for
+        path.write_text(yaml.safe_dump(body))
     submitted = run(REPO, "job", "submit", str(path), "--kubeconfig", str(who.kubeconfig))
     assert submitted.code == 0, submitted.err
     body = yaml.safe_load(path.read_text())
@@ -190,3 +198,88 @@ def test_every_profile_runs_on_its_pool_where_kueue_placed_it(twins: dict[str, A
             per_domain = Counter(nodes[h].get(profile.topology.slice.level) for h in hosts)
             assert all(n % profile.topology.slice.size == 0 for n in per_domain.values()), per_domain
     assert wait_for(lambda: _completed(stack, ns, name), 150), running.logs()
+
+
+def test_kueue_moves_a_topology_job_off_a_node_the_reconciler_tainted(upstream_etcd: Any, tmp_path: Path) -> None:
+    """What Kueue v0.19.2 does with the health reconciler's taint on a node of a running topology-aware
+    job (TASReplaceNodeOnNodeTaints and TASReplaceNodeOnPodTermination, on by default since v0.17 and
+    v0.14: pkg/features/kube_features.go:723-726, 814-816; pkg/controller/tas/node_controller.go:376-411):
+    the job keeps running while its pod there runs (the taint is NoSchedule); once that pod ends (a
+    drain, or the GPU failing it), Kueue needs a replacement host in the job's block. prod-east's
+    16-node profile fills a block of 16, so there is none: Kueue evicts the workload and admits it
+    again in the other block, away from the tainted node. On a twin of its own: both blocks free."""
+    with running_twin("prod-east", upstream_etcd, tmp_path / "stack") as (stack, fleet, running):
+        _taint_story(stack, fleet, running, tmp_path)
+
+
+def _taint_story(stack: Stack, fleet: Fleet, running: Twin, tmp_path: Path) -> None:
+    from kubernetes import client
+
+    team, profile_name, name = "llm-pretrain", "pretrain-70b", "twin-taint"
+    profile = next(p for p in fleet.teams[team].config.job_profiles if p.name == profile_name)
+    assert profile.topology is not None and profile.topology.slice is None
+    ns, _ = _submit(stack, fleet, name, tmp_path, team, profile_name, runs_for="30m")
+    assert wait_for(lambda: condition(workload_of(stack, ns, name), "Admitted").get("status") == "True", 90)
+    before = bound_pods(stack, ns, name, profile.nodes, 120)
+    assert before, running.logs()
+    block_of = {n["metadata"]["name"]: n["metadata"]["labels"].get(profile.topology.level)
+                for n in fake_nodes(fleet.clusters["prod-east"].config)}
+    first_block = {block_of[p.spec.node_name] for p in before}
+    assert len(first_block) == 1
+    victim = sorted(before, key=lambda p: p.metadata.name)[-1]
+    faulty = victim.spec.node_name
+    core = client.CoreV1Api(stack.client())
+    taints = core.read_node(faulty).spec.taints or []
+    core.patch_node(faulty, {"spec": {"unschedulable": True, "taints": [
+        *[{"key": t.key, "value": t.value, "effect": t.effect} for t in taints], UNHEALTHY]}})
+    try:
+        # While its pod there runs, the job is left alone.
+        assert not wait_for(lambda: condition(workload_of(stack, ns, name), "Evicted").get("status") == "True", 10)
+        assert condition(workload_of(stack, ns, name), "Admitted").get("status") == "True"
+        # The pod on the tainted node ends (the reconciler's drain evicts it): no replacement host in
+        # the block, so Kueue evicts the workload, naming the node.
+        core.delete_namespaced_pod(victim.metadata.name, ns, grace_period_seconds=0)
+
+        def node_failure() -> dict[str, Any]:
+            workload = workload_of(stack, ns, name)
+            return next((c for c in ((workload or {}).get("status") or {}).get("conditions") or []
+                         if c.get("reason") == "NodeFailures" and faulty in (c.get("message") or "")), {})
+
+        failure = wait_for(node_failure, 120)
+        assert failure, _brief_workload(workload_of(stack, ns, name))
+        assert "no replacement for unhealthy node" in failure["message"], failure
+
+        # Admitted again, the job is placed away from the tainted node, in one block.
+        def readmitted() -> set[str]:
+            workload = workload_of(stack, ns, name)
+            now = _hosts_of(workload)
+            admitted = condition(workload, "Admitted").get("status") == "True"
+            return now if admitted and len(now) == profile.nodes and faulty not in now else set()
+
+        hosts = wait_for(readmitted, 180)
+        assert hosts, _brief_workload(workload_of(stack, ns, name))
+        print(f"\nnode {faulty} tainted, its pod ended: {failure['type']} ({failure['reason']}: "
+              f"{failure['message']}); admitted again in {sorted({block_of[h] for h in hosts})}, "
+              f"first in {sorted(first_block)}")
+        assert len({block_of[h] for h in hosts}) == 1
+    finally:
+        core.patch_node(faulty, {"spec": {"unschedulable": False, "taints": [
+            {"key": t.key, "value": t.value, "effect": t.effect} for t in taints] or None}})
+        custom(stack).delete_namespaced_custom_object(JOBSET, "v1alpha2", ns, "jobsets", name)
+
+
+def _hosts(stack: Stack, namespace: str, name: str) -> set[str]:
+    """The hosts Kueue's topology assignment names for the job now."""
+    return _hosts_of(workload_of(stack, namespace, name))
+
+
+def _hosts_of(workload: dict[str, Any] | None) -> set[str]:
+    return {h for hosts in topology_domains(workload, "kubernetes.io/hostname").values() for h in hosts}
+
+
+def _brief_workload(workload: dict[str, Any] | None) -> str:
+    status = (workload or {}).get("status") or {}
+    return yaml.safe_dump({"conditions": [{k: c.get(k) for k in ("type", "status", "reason", "message")}
+                                          for c in status.get("conditions") or []],
+                           "unhealthyNodes": status.get("unhealthyNodes"),
+                           "hosts": sorted(_hosts_of(workload))})
