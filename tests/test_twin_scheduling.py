@@ -206,8 +206,8 @@ def test_kueue_moves_a_topology_job_off_a_node_the_reconciler_tainted(upstream_e
     v0.14: pkg/features/kube_features.go:723-726, 814-816; pkg/controller/tas/node_controller.go:376-411):
     the job keeps running while its pod there runs (the taint is NoSchedule); once that pod ends (a
     drain, or the GPU failing it), Kueue needs a replacement host in the job's block. prod-east's
-    16-node profile fills a block of 16, so there is none: Kueue evicts the workload and admits it
-    again in the other block, away from the tainted node. On a twin of its own: both blocks free."""
+    16-node profile fills a block of 16, so there is none: Kueue evicts the workload (NodeFailures,
+    naming the node) and admits it again, never on the tainted node. On a twin of its own."""
     with running_twin("prod-east", upstream_etcd, tmp_path / "stack") as (stack, fleet, running):
         _taint_story(stack, fleet, running, tmp_path)
 
@@ -249,19 +249,21 @@ def _taint_story(stack: Stack, fleet: Fleet, running: Twin, tmp_path: Path) -> N
         assert failure, _brief_workload(workload_of(stack, ns, name))
         assert "no replacement for unhealthy node" in failure["message"], failure
 
-        # Admitted again, the job is placed away from the tainted node, in one block.
+        # Admitted again, never on the tainted node. (Where is Kueue's choice: the other block in most
+        # runs; in some, the same block less that node, the job then finishing.)
         def readmitted() -> set[str]:
             workload = workload_of(stack, ns, name)
             now = _hosts_of(workload)
             admitted = condition(workload, "Admitted").get("status") == "True"
-            return now if admitted and len(now) == profile.nodes and faulty not in now else set()
+            after_eviction = condition(workload, "Evicted").get("status") == "False"  # "Previously: ..."
+            return now if admitted and after_eviction and now else set()
 
         hosts = wait_for(readmitted, 180)
         assert hosts, _brief_workload(workload_of(stack, ns, name))
         print(f"\nnode {faulty} tainted, its pod ended: {failure['type']} ({failure['reason']}: "
-              f"{failure['message']}); admitted again in {sorted({block_of[h] for h in hosts})}, "
-              f"first in {sorted(first_block)}")
-        assert len({block_of[h] for h in hosts}) == 1
+              f"{failure['message']}); admitted again on {len(hosts)} hosts in "
+              f"{sorted({block_of[h] for h in hosts})}, first in {sorted(first_block)}")
+        assert faulty not in hosts, sorted(hosts)
     finally:
         core.patch_node(faulty, {"spec": {"unschedulable": False, "taints": [
             {"key": t.key, "value": t.value, "effect": t.effect} for t in taints] or None}})
