@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import ssl
 import subprocess
 import threading
 import time
@@ -32,7 +33,7 @@ from typing import Any
 import yaml
 
 from tests.upstream import pki, tools
-from tests.upstream.cluster import Stack
+from tests.upstream.cluster import Stack, _http_ok
 from tests.upstream.processes import Process, StartError, free_port, spawn, wait_for, wait_until
 
 ARGOCD_NAMESPACE = "argocd"
@@ -94,22 +95,12 @@ class GitHost:
                                    f"-charts={charts}", f"-cert={crt}", f"-key={key}"], workdir / "git-https.log")
         host = cls(proc, f"https://127.0.0.1:{port}", repos, charts, ca_file)
         try:
-            wait_until(proc, host._answers, 30, "serving")
+            context = ssl.create_default_context(cafile=str(ca_file))
+            wait_until(proc, lambda: _http_ok(f"{host.url}/charts/", context), 30, "serving")
         except BaseException:
             proc.stop()
             raise
         return host
-
-    def _answers(self) -> bool:
-        import ssl
-        import urllib.request
-
-        context = ssl.create_default_context(cafile=str(self.ca_file))
-        try:
-            with urllib.request.urlopen(f"{self.url}/charts/", timeout=2, context=context) as resp:
-                return bool(resp.status == 200)
-        except OSError:
-            return False
 
     def repo_url(self, name: str) -> str:
         return f"{self.url}/git/{name}.git"
@@ -281,7 +272,8 @@ class Flux(Engine):
                 str(tools.binary(controller)), "--enable-leader-election=false", "--metrics-addr=127.0.0.1:0",
                 f"--health-addr=127.0.0.1:{health}", "--log-level=info", *extra[controller]],
                 work / f"{controller}.log", env=env)
-            wait_until(self.processes[controller], lambda h=health: _http_ready(h), 60, "ready")
+            readyz = f"http://127.0.0.1:{health}/readyz"
+            wait_until(self.processes[controller], lambda u=readyz: _http_ok(u), 60, "ready")
 
     def objects(self, group: str, version: str, plural: str) -> list[dict[str, Any]]:
         from kubernetes import client
@@ -299,16 +291,6 @@ def ready(obj: dict[str, Any]) -> bool:
     status = obj.get("status") or {}
     return any(c["type"] == "Ready" and c["status"] == "True" for c in status.get("conditions") or []) \
         and status.get("observedGeneration") == obj["metadata"].get("generation")
-
-
-def _http_ready(port: int) -> bool:
-    import urllib.request
-
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as resp:
-            return bool(resp.status == 200)
-    except OSError:
-        return False
 
 
 def _port_open(port: int) -> bool:
