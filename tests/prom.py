@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
 import shutil
 from pathlib import Path
@@ -92,7 +93,9 @@ class MetricsEndpoint:
                 self.send_header("Content-Type", "text/plain; version=0.0.4")
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
-                self.wfile.write(body)
+                # Prometheus may have given up on a scrape past its timeout (a busy machine): `up` says so.
+                with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                    self.wfile.write(body)
 
             def log_message(self, *args: object) -> None:
                 pass
@@ -117,6 +120,20 @@ def exposition(samples: list[tuple[str, dict[str, str], float]]) -> str:
         inner = ",".join(f'{k}="{v}"' for k, v in labels.items())
         lines.append(f"{metric}{{{inner}}} {value:g}")
     return "\n".join(lines) + "\n"
+
+
+def dcgm_node(node: str, gpus: int, model: str, xid: tuple[int, int] | None = None,
+              temperature: float = 50.0) -> str:
+    """What dcgm-exporter serves for a healthy node's GPUs (temperature, health status, DBE count), and
+    with `xid` (gpu, code) an XID on that GPU."""
+    samples = []
+    for gpu in range(gpus):
+        base = {"gpu": str(gpu), "UUID": f"GPU-{node}-{gpu}", "modelName": model}
+        samples += [("DCGM_FI_DEV_GPU_TEMP", base, temperature), ("DCGM_EXP_GPU_HEALTH_STATUS", base, 0.0),
+                    ("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", base, 0.0)]
+        if xid is not None and xid[0] == gpu:
+            samples.append(("DCGM_EXP_XID_ERRORS_COUNT", {**base, "xid": str(xid[1])}, 1.0))
+    return exposition(samples)
 
 
 class PrometheusServer:

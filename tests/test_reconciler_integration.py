@@ -30,7 +30,7 @@ from generator.reconciler.loop import Reconciler
 from generator.reconciler.model import ANNOTATION_OWNED, CONDITION_TYPE, TAINT_KEY, Policy, Release, SetCondition
 from generator.reconciler.nodes import Executor
 from generator.reconciler.sources import PrometheusSource, SourceError
-from tests.prom import MetricsEndpoint, PrometheusServer, exposition, tool
+from tests.prom import MetricsEndpoint, PrometheusServer, dcgm_node, tool
 from tests.reconciler_env import (
     NAMESPACE,
     Pool,
@@ -55,14 +55,7 @@ class Fleet:
 
     def render(self, node: str) -> str:
         with self.lock:
-            samples = []
-            for gpu in range(8):
-                base = {"gpu": str(gpu), "UUID": f"GPU-{node}-{gpu}", "modelName": "NVIDIA H100 80GB HBM3"}
-                samples += [("DCGM_FI_DEV_GPU_TEMP", base, 50.0), ("DCGM_EXP_GPU_HEALTH_STATUS", base, 0.0),
-                            ("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", base, 0.0)]
-                if self.xids.get(node, (None,))[0] == gpu:
-                    samples.append(("DCGM_EXP_XID_ERRORS_COUNT", {**base, "xid": str(self.xids[node][1])}, 1.0))
-            return exposition(samples)
+            return dcgm_node(node, 8, "NVIDIA H100 80GB HBM3", self.xids.get(node))
 
 
 @contextmanager

@@ -2,8 +2,9 @@
 a platform team, and a quota change pushed to git reaching the live ClusterQueue.
 
 The example fleet's prod-east (engine argocd), with its repository and chart mirror on the twin's git
-host (HTTPS on loopback) and monitoring off (its charts, kube-prometheus-stack, Loki and NVIDIA's, are
-in no Go module, so no mirror here can serve them). A bare control plane (no Kueue, no JobSet), Nodes
+host (HTTPS on loopback) and monitoring off, and with it health (kube-prometheus-stack's chart, whose
+CRDs both folders use, and NVIDIA's are in no module the Go module proxy serves, so no mirror here can
+hold them; the reconciler's story is tests/test_twin_health.py). A bare control plane (no Kueue, no JobSet), Nodes
 from the cluster file, kube-scheduler and kwok; Argo CD v3.6.1 installed as its own manifests ship it.
 Then exactly the two commands of docs/how-to/gitops.md. Argo CD installs JobSet's and Kueue's charts
 from the mirror in their sync waves; their controller pods run under kwok while `Managers` runs the
@@ -88,7 +89,7 @@ class Bootstrapped:
         if c.engine == "argocd":
             self.engine.refresh(f"{c.cluster}-gitops" if bootstrap else f"{c.cluster}-fleet")
         else:
-            self.engine.reconcile("gitrepository.source.toolkit.fluxcd.io", f"{c.cluster}-fleet")
+            self.engine.reconcile("source", "git", f"{c.cluster}-fleet")
 
 
 def _fleet_repo(root: Path, git: GitHost, cluster: str) -> Path:
@@ -323,7 +324,7 @@ def test_a_quota_change_pushed_to_git_reaches_the_live_cluster_queue(bootstrappe
     edited_at = time.monotonic()
     if case.engine == "flux":
         assert wait_for(lambda: _nominal(stack, queue, flavor) == str(case.floor), 5)
-        bootstrapped.engine.reconcile("kustomization.kustomize.toolkit.fluxcd.io", f"{case.cluster}-fleet-teams")
+        bootstrapped.engine.reconcile("kustomization", f"{case.cluster}-fleet-teams")
     assert wait_for(lambda: _nominal(stack, queue, flavor) == raised, 120), \
         f"hand edit not reverted: {_nominal(stack, queue, flavor)}\n{bootstrapped.engine.logs()}"
     print(f"{case.engine}: hand edit of {queue} reverted: {time.monotonic() - edited_at:.1f} s")
@@ -367,7 +368,7 @@ def test_a_change_to_the_bootstrap_itself_arrives_through_git(bootstrapped: Boot
 
     if case.engine == "flux":  # the bootstrap Kustomization applies what the source fetched
         assert wait_for(lambda: _flux_ready(engine, [f"{case.cluster}-fleet-gitops"], 1), 60)
-        engine.reconcile("kustomization.kustomize.toolkit.fluxcd.io", f"{case.cluster}-fleet-gitops")
+        engine.reconcile("kustomization", f"{case.cluster}-fleet-gitops")
     assert wait_for(lambda: following() == "release", 120), f"still {following()}\n{engine.logs()}"
     print(f"\n{case.engine}: bootstrap change pushed -> live objects follow 'release': "
           f"{time.monotonic() - pushed:.1f} s")

@@ -185,7 +185,8 @@ def fake_nodes(cluster: ClusterConfig) -> list[dict[str, Any]]:
     """Node objects for every pool: its labels, taints and allocatable, topology labels in blocks.
 
     No kubelet runs: they are what Kueue's topology-aware scheduling reads (labels, allocatable,
-    Ready), nothing more.
+    Ready) and the bootID every kubelet reports (the health reconciler waits for it to change after a
+    reset-class fault), nothing more.
     """
     out = []
     for pool in cluster.node_pools:
@@ -202,6 +203,7 @@ def fake_nodes(cluster: ClusterConfig) -> list[dict[str, Any]]:
                                                                ("effect", t.effect)) if v}
                                             for t in pool.taints]},
                         "status": {"capacity": capacity, "allocatable": capacity,
+                                   "nodeInfo": {"bootID": f"{name}-boot-0"},
                                    "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
                                                    "message": "fake node for tests"}]}})
     cpu = cluster.cpu_pool

@@ -281,10 +281,16 @@ class Flux(Engine):
         api = client.CustomObjectsApi(self.stack.client())
         return list(api.list_namespaced_custom_object(group, version, FLUX_NAMESPACE, plural)["items"])
 
-    def reconcile(self, kind: str, name: str) -> None:
-        """What a Flux Receiver does on a git push (and `flux reconcile`): reconcile now, not at the interval."""
-        self.kubectl("annotate", "--overwrite", "-n", FLUX_NAMESPACE, f"{kind}/{name}",
-                     f"reconcile.fluxcd.io/requestedAt={time.time_ns()}")
+    def flux(self, *args: str) -> str:
+        """The flux CLI (v2.9.5, built from its module) against the twin, as a platform engineer runs it."""
+        return _run([str(tools.binary("flux")), f"--kubeconfig={self.stack.workdir / 'admin.kubeconfig'}",
+                     f"--namespace={FLUX_NAMESPACE}", *args], f"flux {' '.join(args)}")
+
+    def reconcile(self, *what: str) -> str:
+        """`flux reconcile source git NAME` or `flux reconcile kustomization NAME`: what a Flux Receiver does
+        on a git push, reconcile now rather than at the interval. It returns once that object has handled
+        the request and is Ready again (it fails, saying why, if it does not become Ready)."""
+        return self.flux("reconcile", *what)
 
 def ready(obj: dict[str, Any]) -> bool:
     """A Flux object's Ready condition is True for its current generation."""

@@ -61,6 +61,10 @@ class Tool:
     toolchain: str = ""
     """A Go release newer than the machine's that the module needs (`GOTOOLCHAIN`: Go fetches that
     toolchain through the module proxy); empty for the machine's Go."""
+    generated: tuple[tuple[str, str], ...] = ()
+    """(path in the module, text): files upstream's release build writes into its tree before compiling,
+    which the module zip lacks. The build then compiles a copy of the module with them written (a
+    replace directive added to a copy of `directory`'s go.mod); the module cache stays untouched."""
 
 
 def _k8s_stamps(version: str) -> tuple[str, ...]:
@@ -134,6 +138,15 @@ TOOLS += (
          "github.com/fluxcd/kustomize-controller", via_go_mod=False, directory="flux-kustomize"),
     Tool("helm-controller", "github.com/fluxcd/helm-controller", "v1.6.4", "github.com/fluxcd/helm-controller",
          via_go_mod=False, directory="flux-helm"),
+    # The flux CLI: `flux reconcile`, `flux get`, as a platform engineer runs them against the twin. It
+    # embeds the install manifests flux2's release generates (`make build`); the twin installs Flux from
+    # the controllers' own modules instead, so one file saying so stands in for them (only `flux install`
+    # and `flux bootstrap` read them).
+    Tool("flux", "github.com/fluxcd/flux2/v2", "v2.9.5", "github.com/fluxcd/flux2/v2/cmd/flux", via_go_mod=False,
+         directory="flux-cli", stamps=("-X main.VERSION=2.9.5",),
+         generated=(("cmd/flux/manifests/not-embedded.yaml",
+                     "# This flux CLI was built for tests without flux2's generated install manifests:\n"
+                     "# `flux install` and `flux bootstrap` are not available from it.\n"),)),
 )
 BY_NAME = {t.name: t for t in TOOLS}
 
@@ -227,6 +240,8 @@ def _fingerprint(tool: Tool, go_version: str) -> str:
     if tool.directory:
         for source in sorted((HERE / tool.directory).iterdir()):
             digest.update(source.name.encode() + b"\0" + source.read_bytes())
+    for rel, text in tool.generated:
+        digest.update(f"{rel}\0{text}\0".encode())
     return digest.hexdigest()
 
 
@@ -280,7 +295,7 @@ def build(names: list[str] | None = None, log: bool = True) -> dict[str, float]:
             _say(log, f"building {tool.name} against {tool.module} {tool.version} (tests/upstream/{tool.directory})")
             ldflags = " ".join(tool.stamps)
             _go("build", "-trimpath", f"-ldflags={ldflags}", "-o", str(staged / tool.name), tool.package,
-                cwd=HERE / tool.directory, env=_toolchain_env(tool))
+                cwd=_with_generated(tool, staged), env=_toolchain_env(tool))
             spent[tool.name] = time.monotonic() - started
             _install(tool, staged, staged / tool.name, _fingerprint(tool, _go_version(tool, go_version)),
                      spent[tool.name])
@@ -310,6 +325,25 @@ def build(names: list[str] | None = None, log: bool = True) -> dict[str, float]:
                 spent[tool.name] = elapsed
                 _install(tool, staged, out / _exe_name(tool.package), _fingerprint(tool, go_version), elapsed)
     return spent
+
+
+def _with_generated(tool: Tool, staged: Path) -> Path:
+    """Where to build a `directory` tool: that folder, or for one with `generated` files a copy of it
+    whose go.mod replaces the module with a copy of its tree that has them."""
+    if not tool.generated:
+        return HERE / tool.directory
+    module_dir = Path(json.loads(_go("mod", "download", "-json", f"{tool.module}@{tool.version}",
+                                     cwd=HERE / tool.directory))["Dir"])
+    tree, work = staged / f"{tool.name}-module", staged / f"{tool.name}-build"
+    shutil.copytree(module_dir, tree)
+    for path in [tree, *tree.rglob("*")]:  # the module cache is read-only
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    for rel, text in tool.generated:
+        (tree / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tree / rel).write_text(text)
+    shutil.copytree(HERE / tool.directory, work)
+    _go("mod", "edit", f"-replace={tool.module}={tree}", cwd=work)
+    return work
 
 
 def _exe_name(package: str) -> str:

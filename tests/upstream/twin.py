@@ -5,7 +5,8 @@ exist only as objects. Here kube-scheduler (the Kubernetes release the API serve
 those Nodes by their real fit (GPUs per node, labels, taints, cordons), and kwok, the Kubernetes
 SIGs' kubelet simulator, runs each bound pod through its own stages: Running and Ready, then
 Succeeded for pods of a Job, after `pod-complete.stage.kwok.x-k8s.io/delay` (default 1 s plus up to
-5 s jitter). Stages are the ones kwok v0.8.0 ships (kustomize/stage/node/fast, pod/general).
+5 s jitter). Stages are the ones kwok v0.8.0 ships (kustomize/stage/node/fast, pod/general), plus
+the kubelet's ending of a deleted pod (TERMINATE).
 """
 
 from __future__ import annotations
@@ -37,14 +38,51 @@ def _kwok_dir() -> Path:
     return Path(json.loads(proc.stdout)["Dir"])
 
 
+TERMINATE = {
+    "apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "Stage", "metadata": {"name": "pod-terminate"},
+    "spec": {
+        "resourceRef": {"apiGroup": "v1", "kind": "Pod"},
+        "selector": {"matchExpressions": [
+            {"key": ".metadata.deletionTimestamp", "operator": "Exists"},
+            {"key": ".metadata.finalizers", "operator": "Exists"},
+            {"key": ".spec.nodeName", "operator": "Exists"},
+            {"key": ".status.phase", "operator": "In", "values": ["Pending", "Running"]}]},
+        # Within the grace period, as pod-delete times its own step.
+        "delay": {"durationMilliseconds": 1000,
+                  "jitterDurationFrom": {"expressionFrom": ".metadata.deletionTimestamp"}},
+        "next": {"statusTemplate": "\n".join([
+            "{{ $now := Now }}",
+            "containerStatuses:",
+            "{{ range .spec.containers }}",
+            "- image: {{ .image | Quote }}",
+            "  name: {{ .name | Quote }}",
+            "  ready: false",
+            "  restartCount: 0",
+            "  started: false",
+            "  state:",
+            "    terminated:",
+            "      exitCode: 143",
+            "      finishedAt: {{ $now | Quote }}",
+            "      reason: Error",
+            "{{ end }}",
+            "phase: Failed"])}}}
+"""What a kubelet does with a deleted pod that has finalizers (a Job's pods carry the job-tracking one):
+it stops the containers (SIGTERM: exit 143) and reports the pod Failed before it goes
+(pkg/kubelet/kubelet_pods.go:1828-1840 at v1.36.3). kwok v0.8.0's general stages have no such step:
+their pod-delete waits for the finalizers to go, and the Job controller, for a Job with a pod failure
+policy (every rendered one), keeps them until the pod is terminal, so a deleted pod of a running job
+stayed Running forever and its replacement was never created."""
+
+
 def kwok_config(dest: Path) -> Path:
-    """One file of every Stage kwok v0.8.0 ships for Ready nodes and the pod lifecycle."""
+    """One file of every Stage kwok v0.8.0 ships for Ready nodes and the pod lifecycle, and TERMINATE."""
     module = _kwok_dir()
     documents = []
     for stage in STAGES:
         folder = module / "kustomize" / "stage" / stage
         listed = yaml.safe_load((folder / "kustomization.yaml").read_text())["resources"]
         documents += [(folder / name).read_text() for name in listed]
+    documents.append(yaml.safe_dump(TERMINATE, sort_keys=False))
     dest.write_text("---\n".join(documents))
     return dest
 
