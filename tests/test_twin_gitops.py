@@ -1,16 +1,17 @@
-"""Issue 30, user stories 1 and 3 under the real Argo CD: a cluster bootstrapped from git as the docs tell
-a platform team, and a quota change pushed to git reaching the live ClusterQueue.
+"""Issue 30, user stories 1 to 3 under the real engines: a cluster bootstrapped from git as the docs tell a
+platform team, a member's job run on what the engine synced, and a quota change pushed to git reaching the
+live ClusterQueue.
 
-The example fleet's prod-east (engine argocd), with its repository and chart mirror on the twin's git
-host (HTTPS on loopback) and monitoring off, and with it health (kube-prometheus-stack's chart, whose
-CRDs both folders use, and NVIDIA's are in no module the Go module proxy serves, so no mirror here can
-hold them; the reconciler's story is tests/test_twin_health.py). A bare control plane (no Kueue, no JobSet), Nodes
-from the cluster file, kube-scheduler and kwok; Argo CD v3.6.1 installed as its own manifests ship it.
-Then exactly the two commands of docs/how-to/gitops.md. Argo CD installs JobSet's and Kueue's charts
-from the mirror in their sync waves; their controller pods run under kwok while `Managers` runs the
-real managers with the configuration the engine applied; then the queues and the teams. A quota raise
-committed and pushed reaches the live ClusterQueue (timed, after the refresh a git webhook triggers),
-and a hand edit of that ClusterQueue is put back by self-heal.
+prod-east under Argo CD v3.6.1 and prod-west under Flux (flux2 v2.9.5's controllers), each with its
+repository and chart mirror on the twin's git host (HTTPS on loopback) and monitoring off, and with it
+health (the GPU exporter's chart, NVIDIA's, is refused by the Go module proxy, so no mirror here can hold
+it; the reconciler's story is tests/test_twin_health.py). A bare control plane (no Kueue, no JobSet),
+Nodes from the cluster file, kube-scheduler and kwok; the engine installed as its project ships it, then
+exactly the commands of docs/how-to/gitops.md. The engine installs JobSet's and Kueue's charts from the
+mirror; their controller pods run under kwok while `Managers` runs the real managers with the
+configuration the engine applied; then the queues and the teams. A member's job profile is admitted and
+runs there. A quota raise committed and pushed reaches the live ClusterQueue (timed, after what a git
+webhook or a Flux Receiver triggers), and a hand edit of that ClusterQueue is put back.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,12 +30,13 @@ import yaml
 
 from generator.checks import load_fleet
 from tests.conftest import REPO, run
+from tests.test_twin_scheduling import completed, submit
 from tests.upstream import pki
 from tests.upstream.cluster import Stack
-from tests.upstream.fleet import create_nodes, fake_nodes
+from tests.upstream.fleet import condition, create_nodes, fake_nodes, workload_of
 from tests.upstream.gitops import ArgoCD, Flux, GitHost, Managers, chart_mirror, ready, wait_healthy
 from tests.upstream.processes import wait_for
-from tests.upstream.twin import Twin
+from tests.upstream.twin import MANAGED, Twin, bound_pods, pods
 
 pytestmark = pytest.mark.upstream
 
@@ -64,10 +67,12 @@ class Case:
     pool: str
     floor: int
     """The team's lendingLimit in that pool: a hand edit must stay at or above it (Kueue's webhook)."""
+    job: tuple[str, str]
+    """A job profile of the cluster (team, profile) a member submits once the engine has synced it."""
 
 
-CASES = {"argocd": Case("argocd", "prod-east", "llm-pretrain", "h100", 64),
-         "flux": Case("flux", "prod-west", "recsys", "a100", 24)}
+CASES = {"argocd": Case("argocd", "prod-east", "llm-pretrain", "h100", 64, ("llm-pretrain", "pretrain-70b")),
+         "flux": Case("flux", "prod-west", "recsys", "a100", 24, ("ml-research", "pretrain-4node"))}
 
 
 @dataclass
@@ -294,6 +299,31 @@ def test_the_engine_installs_the_platform_then_the_queues_and_teams(bootstrapped
     team_namespaces = {yaml.safe_load(p.read_text())["metadata"]["name"]
                        for p in (bootstrapped.fleet / "rendered" / case.cluster / "teams").rglob("namespace-*.yaml")}
     assert team_namespaces and team_namespaces <= namespaces, team_namespaces - namespaces
+
+
+def test_a_members_job_runs_on_the_cluster_the_engine_synced(bootstrapped: Bootstrapped, tmp_path: Path) -> None:
+    """User story 2 on the engine's own cluster: with the queues, teams and RBAC the engine applied and
+    Kueue and JobSet configured as their charts were, a member's profile is admitted, every pod is bound
+    to a node of its pool (in one topology domain where the profile asks), and it runs to completion."""
+    stack, (team, profile_name) = bootstrapped.stack, bootstrapped.case.job
+    fleet = load_fleet(REPO)
+    profile = next(p for p in fleet.teams[team].config.job_profiles if p.name == profile_name)
+    assert profile.cluster == bootstrapped.case.cluster
+    name = f"synced-{profile_name}"
+    ns, _ = submit(stack, fleet, name, tmp_path, team, profile_name)
+    assert wait_for(lambda: condition(workload_of(stack, ns, name), "Admitted").get("status") == "True", 90), \
+        condition(workload_of(stack, ns, name), "QuotaReserved")
+    bound = bound_pods(stack, ns, name, profile.nodes, 120)
+    assert bound, pods(stack, ns, f"jobset.sigs.k8s.io/jobset-name={name}")
+    nodes = {n["metadata"]["name"]: n["metadata"]["labels"] for n in fake_nodes(fleet.clusters[profile.cluster].config)}
+    assert {nodes[p.spec.node_name][MANAGED] for p in bound} == {profile.pool}
+    topology = profile.topology
+    if topology is not None and topology.slice is None:  # one domain of its level
+        assert len({nodes[p.spec.node_name].get(topology.level) for p in bound}) == 1
+    elif topology is not None and topology.slice is not None:  # whole slices per domain of the slice level
+        per_domain = Counter(nodes[p.spec.node_name].get(topology.slice.level) for p in bound)
+        assert all(n % topology.slice.size == 0 for n in per_domain.values()), per_domain
+    assert wait_for(lambda: completed(stack, ns, name), 150)
 
 
 def test_a_quota_change_pushed_to_git_reaches_the_live_cluster_queue(bootstrapped: Bootstrapped) -> None:

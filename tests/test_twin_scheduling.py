@@ -99,7 +99,7 @@ def submit(stack: Stack, fleet: Fleet, name: str, tmp_path: Path, team_name: str
     return body["metadata"]["namespace"], body
 
 
-def _completed(stack: Stack, namespace: str, name: str) -> bool:
+def completed(stack: Stack, namespace: str, name: str) -> bool:
     jobset = custom(stack).get_namespaced_custom_object(JOBSET, "v1alpha2", namespace, "jobsets", name)
     return condition(jobset, "Completed").get("status") == "True"
 
@@ -120,7 +120,7 @@ def test_a_members_job_is_admitted_bound_to_its_pool_and_runs_to_completion(
     assert {pool_of[p.spec.node_name] for p in bound} == {profile.pool}
     gpus = [int(c.resources.limits.get("nvidia.com/gpu", 0)) for p in bound for c in p.spec.containers]
     assert sum(gpus) == profile.nodes * profile.gpus_per_node
-    assert wait_for(lambda: _completed(stack, ns, "twin-asr"), 90), \
+    assert wait_for(lambda: completed(stack, ns, "twin-asr"), 90), \
         f"{[(p.metadata.name, p.status.phase) for p in pods(stack, ns, selector)]}\n{running.logs()}"
     assert wait_for(lambda: condition(workload_of(stack, ns, "twin-asr"), "Finished").get("status") == "True", 60)
 
@@ -143,7 +143,7 @@ def test_a_cordoned_and_tainted_node_gets_no_new_pods(twin: tuple[Stack, Fleet, 
         placed = {p.spec.node_name for p in bound_pods(stack, ns, "twin-avoid", profile.nodes)}
         assert placed, f"{[(p.metadata.name, p.status.phase) for p in pods(stack, ns, selector)]}\n{running.logs()}"
         assert faulty not in placed and placed <= set(nodes[1:]), placed
-        assert wait_for(lambda: _completed(stack, ns, "twin-avoid"), 90)
+        assert wait_for(lambda: completed(stack, ns, "twin-avoid"), 90)
     finally:
         core.patch_node(faulty, {"spec": {"unschedulable": False, "taints": [
             {"key": t.key, "value": t.value, "effect": t.effect} for t in taints] or None}})
@@ -200,7 +200,7 @@ def test_every_profile_runs_on_its_pool_where_kueue_placed_it(twins: dict[str, A
         else:
             per_domain = Counter(nodes[h].get(profile.topology.slice.level) for h in hosts)
             assert all(n % profile.topology.slice.size == 0 for n in per_domain.values()), per_domain
-    assert wait_for(lambda: _completed(stack, ns, name), 150), running.logs()
+    assert wait_for(lambda: completed(stack, ns, name), 150), running.logs()
 
 
 def hosts_of(workload: dict[str, Any] | None) -> set[str]:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import ssl
 import subprocess
@@ -385,8 +386,7 @@ class Managers:
             assert service is not None
             ip, port = service["spec"]["clusterIP"], service["spec"]["ports"][0]["port"]
             if section == "webhook":
-                config["webhook"] = {**(config.get("webhook") or {}), "host": ip, "port": port,
-                                     "certDir": str(certs)}
+                config["webhook"] = {**(config.get("webhook") or {}), "host": ip, "port": port}
             else:
                 config[section] = {**(config.get(section) or {}), "bindAddress": ip, "bindPort": port}
         config.update({"health": {"healthProbeBindAddress": f"127.0.0.1:{health}"},
@@ -395,8 +395,10 @@ class Managers:
         path = self.stack.workdir / f"{m.name}-managed-config.yaml"
         path.write_text(yaml.safe_dump(config))
         kubeconfig = str(self.stack.workdir / "admin.kubeconfig")
-        self.processes[m.name] = spawn(f"{m.name} (chart)", [
-            str(tools.binary(m.name)), f"--config={path}", f"--kubeconfig={kubeconfig}", "--zap-log-level=info"],
+        argv = [str(tools.binary(m.name)), f"--config={path}", f"--kubeconfig={kubeconfig}", "--zap-log-level=info"]
+        self.processes[m.name] = spawn(
+            f"{m.name} (chart)", _in_pod_filesystem(_volumes(deployment, m.secret, certs, self.stack.workdir / m.name),
+                                                    argv),
             self.stack.workdir / f"{m.name}-managed.log", env={"KUBECONFIG": kubeconfig, "POD_NAMESPACE": m.namespace})
 
     def logs(self) -> str:
@@ -408,6 +410,37 @@ class Managers:
             self._thread.join(timeout=10)
         for proc in self.processes.values():
             proc.stop()
+
+
+def _volumes(deployment: dict[str, Any], secret: str, certs: Path, scratch: Path) -> dict[str, Path]:
+    """mountPath -> folder for the manager container's volumes, as its kubelet would mount them: the
+    certificate Secret's (kept current by `_write_secret_volume`) and each emptyDir (a fresh folder).
+    ConfigMap mounts are left out: the manager gets the ConfigMap's content by --config."""
+    spec = deployment["spec"]["template"]["spec"]
+    volumes = {v["name"]: v for v in spec.get("volumes") or []}
+    mounts: dict[str, Path] = {}
+    for mount in spec["containers"][0].get("volumeMounts") or []:
+        volume = volumes.get(mount["name"]) or {}
+        if (volume.get("secret") or {}).get("secretName") == secret:
+            mounts[mount["mountPath"]] = certs
+        elif "emptyDir" in volume:
+            mounts[mount["mountPath"]] = scratch / mount["name"]
+            mounts[mount["mountPath"]].mkdir(parents=True, exist_ok=True)
+    return mounts
+
+
+def _in_pod_filesystem(mounts: dict[str, Path], argv: list[str]) -> list[str]:
+    """argv run in a mount namespace of its own where each folder is bind-mounted at its mountPath, so
+    paths a manager has built in find their volumes and two twins never share them. JobSet v0.12.0's
+    certificate rotator, for one, waits for its certificates at a fixed /tmp/k8s-webhook-server/serving-certs
+    (pkg/util/cert/cert.go:30,61), whatever the configuration's webhook.certDir says. Needs root (CI is)."""
+    if not mounts:
+        return argv
+    if os.geteuid() != 0:
+        raise StartError("the chart managers need root: their volumes are bind-mounted in a mount namespace")
+    script = " && ".join(f"mkdir -p {shlex.quote(target)} && mount --bind {shlex.quote(str(source))} "
+                         f"{shlex.quote(target)}" for target, source in sorted(mounts.items()))
+    return ["unshare", "--mount", "--propagation", "private", "sh", "-c", f'{script} && exec "$@"', "sh", *argv]
 
 
 def _write_secret_volume(folder: Path, data: dict[str, str]) -> None:
