@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import copy
 import json
-import shutil
 import subprocess
 import threading
 import time
@@ -42,10 +41,7 @@ def _chart_source(tmp_path: Path) -> Path:
     source = tools.chart("loki")
     copied = tmp_path / "loki-chart"
     if not copied.exists():
-        shutil.copytree(source, copied)
-        copied.chmod(0o755)
-        for path in copied.rglob("*"):
-            path.chmod(0o755 if path.is_dir() else 0o644)
+        tools.writable_copy(source, copied)
     return copied
 
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 import shutil
 import subprocess
 import time
-from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,13 +29,13 @@ import yaml
 
 from generator.checks import load_fleet
 from tests.conftest import REPO, run
-from tests.test_twin_scheduling import completed, submit
+from tests.test_twin_scheduling import completed, placed_where_kueue_chose, submit
 from tests.upstream import pki
 from tests.upstream.cluster import Stack
 from tests.upstream.fleet import condition, create_nodes, fake_nodes, workload_of
 from tests.upstream.gitops import ArgoCD, Flux, GitHost, Managers, chart_mirror, ready, wait_healthy
 from tests.upstream.processes import wait_for
-from tests.upstream.twin import MANAGED, Twin, bound_pods, pods
+from tests.upstream.twin import Twin
 
 pytestmark = pytest.mark.upstream
 
@@ -304,7 +303,7 @@ def test_the_engine_installs_the_platform_then_the_queues_and_teams(bootstrapped
 def test_a_members_job_runs_on_the_cluster_the_engine_synced(bootstrapped: Bootstrapped, tmp_path: Path) -> None:
     """User story 2 on the engine's own cluster: with the queues, teams and RBAC the engine applied and
     Kueue and JobSet configured as their charts were, a member's profile is admitted, every pod is bound
-    to a node of its pool (in one topology domain where the profile asks), and it runs to completion."""
+    to a node of its pool (with topology, on exactly the hosts Kueue chose), and it runs to completion."""
     stack, (team, profile_name) = bootstrapped.stack, bootstrapped.case.job
     fleet = load_fleet(REPO)
     profile = next(p for p in fleet.teams[team].config.job_profiles if p.name == profile_name)
@@ -313,16 +312,8 @@ def test_a_members_job_runs_on_the_cluster_the_engine_synced(bootstrapped: Boots
     ns, _ = submit(stack, fleet, name, tmp_path, team, profile_name)
     assert wait_for(lambda: condition(workload_of(stack, ns, name), "Admitted").get("status") == "True", 90), \
         condition(workload_of(stack, ns, name), "QuotaReserved")
-    bound = bound_pods(stack, ns, name, profile.nodes, 120)
-    assert bound, pods(stack, ns, f"jobset.sigs.k8s.io/jobset-name={name}")
-    nodes = {n["metadata"]["name"]: n["metadata"]["labels"] for n in fake_nodes(fleet.clusters[profile.cluster].config)}
-    assert {nodes[p.spec.node_name][MANAGED] for p in bound} == {profile.pool}
-    topology = profile.topology
-    if topology is not None and topology.slice is None:  # one domain of its level
-        assert len({nodes[p.spec.node_name].get(topology.level) for p in bound}) == 1
-    elif topology is not None and topology.slice is not None:  # whole slices per domain of the slice level
-        per_domain = Counter(nodes[p.spec.node_name].get(topology.slice.level) for p in bound)
-        assert all(n % topology.slice.size == 0 for n in per_domain.values()), per_domain
+    placed_where_kueue_chose(stack, fleet.clusters[profile.cluster].config, ns, name, profile,
+                             bootstrapped.engine.logs)
     assert wait_for(lambda: completed(stack, ns, name), 150)
 
 

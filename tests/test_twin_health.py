@@ -55,17 +55,21 @@ FAULT = 79
 
 
 class Exporters:
-    """dcgm-exporter's series for every GPU of the given nodes; an XID can be raised on one GPU."""
+    """dcgm-exporter's series for every GPU of the cluster's GPU nodes; an XID can be raised on one GPU."""
 
-    def __init__(self, nodes: dict[str, int], model: str) -> None:
-        self.nodes, self.model = nodes, model
+    def __init__(self, cluster: ClusterConfig) -> None:
+        pools = {pool.name: pool for pool in cluster.node_pools}
+        self.nodes = {n["metadata"]["name"]: pools[n["metadata"]["labels"][MANAGED]] for n in fake_nodes(cluster)
+                      if n["metadata"]["labels"][MANAGED] in pools}
+        """GPU node -> its pool (GPUs per node, product)."""
         self.lock = threading.Lock()
         self.xids: dict[str, tuple[int, int]] = {}
         """node -> (gpu, xid) it reports."""
 
     def render(self, node: str) -> str:
+        gpu = self.nodes[node].gpu
         with self.lock:
-            return dcgm_node(node, self.nodes[node], self.model, self.xids.get(node), temperature=52.0)
+            return dcgm_node(node, gpu.per_node, gpu.product.replace("-", " "), self.xids.get(node), temperature=52.0)
 
 
 @dataclass
@@ -93,14 +97,10 @@ def _policy(stack: Stack, loki: str, prometheus: str) -> dict[str, Any]:
 def health_loop(stack: Stack, cluster: ClusterConfig, workdir: Path) -> Iterator[Health]:
     """Exporters, Prometheus and Loki as the cluster has them, and the reconciler running against them."""
     tool("prometheus")
-    gpu_nodes = {n["metadata"]["name"]: int(n["status"]["capacity"][pool.gpu.resource])
-                 for pool in cluster.node_pools for n in fake_nodes(cluster)
-                 if n["metadata"]["labels"][MANAGED] == pool.name}
-    model = cluster.node_pools[0].gpu.product.replace("-", " ")
-    exporters = Exporters(gpu_nodes, model)
+    exporters = Exporters(cluster)
     with ExitStack() as running:
         targets = {}
-        for name in gpu_nodes:
+        for name in exporters.nodes:
             endpoint = running.enter_context(MetricsEndpoint(lambda n=name: exporters.render(n)))
             targets[f"{EXPORTER_JOB}-{name}"] = (endpoint.port, {"node": name, "job": EXPORTER_JOB})
         (workdir / "prometheus").mkdir()
@@ -191,6 +191,7 @@ def test_a_gpu_fault_is_cordoned_the_job_moves_and_the_hold_lifts_after_a_reset(
         assert not wait_for(lambda: condition(workload_of(stack, ns, JOB), "Evicted").get("status") == "True", 10), \
             f"{brief_workload(workload_of(stack, ns, JOB))}\n" \
             f"{[(p.metadata.name, p.spec.node_name, p.status.phase) for p in pods(stack, ns, SELECTOR)]}"
+        assert condition(workload_of(stack, ns, JOB), "Admitted").get("status") == "True"
         # ... and once the failing GPU has ended that pod, finds no replacement host in the job's block
         # (16 hosts of 16): it evicts the workload, naming the node, and admits it again elsewhere.
         core.delete_namespaced_pod(victim.metadata.name, ns, grace_period_seconds=0)
@@ -202,6 +203,7 @@ def test_a_gpu_fault_is_cordoned_the_job_moves_and_the_hold_lifts_after_a_reset(
 
         failure = wait_for(node_failure, 120)
         assert failure, brief_workload(workload_of(stack, ns, JOB))
+        assert "no replacement for unhealthy node" in failure["message"], failure
 
         def readmitted() -> set[str]:
             workload = workload_of(stack, ns, JOB)

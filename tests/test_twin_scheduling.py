@@ -12,7 +12,7 @@ topology-aware scheduling placed it (in one block, or each slice in one domain),
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -21,7 +21,9 @@ import pytest
 import yaml
 
 from generator.checks import load_fleet
+from generator.config.cluster import ClusterConfig
 from generator.config.fleet import Fleet
+from generator.config.jobs import JobProfile
 from generator.reconciler.model import TAINT_KEY
 from generator.reconciler.nodes import taint_value
 from tests.conftest import REPO, SHARED, run
@@ -185,13 +187,22 @@ def test_every_profile_runs_on_its_pool_where_kueue_placed_it(twins: dict[str, A
     ns, _ = submit(stack, fleet, name, tmp_path, team_name, profile_name)
     assert wait_for(lambda: condition(workload_of(stack, ns, name), "Admitted").get("status") == "True", 90), \
         condition(workload_of(stack, ns, name), "QuotaReserved")
+    placed_where_kueue_chose(stack, fleet.clusters[profile.cluster].config, ns, name, profile, running.logs)
+    assert wait_for(lambda: completed(stack, ns, name), 150), running.logs()
+
+
+def placed_where_kueue_chose(stack: Stack, cluster: ClusterConfig, namespace: str, name: str, profile: JobProfile,
+                             logs: Callable[[], str] = str) -> list[Any]:
+    """The admitted job's pods, once one is bound per node, after checking where: every pod on a node
+    of the profile's pool; with topology, on exactly the hosts Kueue's topology-aware scheduling chose,
+    all in one domain of its level, or whole slices in each domain of the slice level."""
     selector = f"jobset.sigs.k8s.io/jobset-name={name}"
-    bound = bound_pods(stack, ns, name, profile.nodes, 120)  # one pod per node
-    assert bound, f"{[(p.metadata.name, p.status.phase) for p in pods(stack, ns, selector)]}\n{running.logs()}"
-    nodes = {n["metadata"]["name"]: n["metadata"]["labels"] for n in fake_nodes(fleet.clusters[profile.cluster].config)}
+    bound = bound_pods(stack, namespace, name, profile.nodes, 120)  # one pod per node
+    assert bound, f"{[(p.metadata.name, p.status.phase) for p in pods(stack, namespace, selector)]}\n{logs()}"
+    nodes = {n["metadata"]["name"]: n["metadata"]["labels"] for n in fake_nodes(cluster)}
     assert {nodes[p.spec.node_name][MANAGED] for p in bound} == {profile.pool}
     if profile.topology is not None:
-        assigned = sorted(h for hosts in topology_domains(workload_of(stack, ns, name),
+        assigned = sorted(h for hosts in topology_domains(workload_of(stack, namespace, name),
                                                           "kubernetes.io/hostname").values() for h in hosts)
         hosts = sorted(p.spec.node_name for p in bound)
         assert hosts == assigned, (hosts, assigned)  # one pod per host Kueue chose, and only there
@@ -200,7 +211,7 @@ def test_every_profile_runs_on_its_pool_where_kueue_placed_it(twins: dict[str, A
         else:
             per_domain = Counter(nodes[h].get(profile.topology.slice.level) for h in hosts)
             assert all(n % profile.topology.slice.size == 0 for n in per_domain.values()), per_domain
-    assert wait_for(lambda: completed(stack, ns, name), 150), running.logs()
+    return bound
 
 
 def hosts_of(workload: dict[str, Any] | None) -> set[str]:

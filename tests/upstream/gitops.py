@@ -18,7 +18,6 @@ platform's managers run where the engine installed them.
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
 import shutil
@@ -48,15 +47,6 @@ def _run(argv: list[str], what: str, env: dict[str, str] | None = None, cwd: Pat
     if proc.returncode != 0:
         raise StartError(f"{what} failed ({proc.returncode}):\n{proc.stderr.strip() or proc.stdout.strip()}")
     return proc.stdout
-
-
-def module_dir(name: str) -> Path:
-    """The module folder of a directory-built tool (Argo CD): its manifests and scripts."""
-    tool = tools.BY_NAME[name]
-    env = {"GOTOOLCHAIN": tool.toolchain} if tool.toolchain else {}
-    out = _run(["go", "mod", "download", "-json", f"{tool.module}@{tool.version}"], "go mod download", env=env,
-               cwd=tools.HERE / tool.directory)
-    return Path(json.loads(out)["Dir"])
 
 
 # ------------------------------------------------------------------------------------------ git host
@@ -166,7 +156,7 @@ class ArgoCD(Engine):
 
     def _install(self) -> None:
         """Its CRDs, then its settings as its install manifest ships them (the platform team's step 0)."""
-        module = module_dir("argocd")
+        module = tools.module_dir("argocd")
         self.kubectl("apply", "--server-side", "-k", str(module / "manifests" / "crds"))
         self.stack._wait_established(["applications.argoproj.io", "appprojects.argoproj.io"])
         settings = [d for d in yaml.safe_load_all((module / "manifests" / "install.yaml").read_text())
@@ -251,7 +241,7 @@ class Flux(Engine):
     def _install(self) -> None:
         names = []
         for controller in FLUX_CONTROLLERS:
-            crds = module_dir(controller) / "config" / "crd"
+            crds = tools.module_dir(controller) / "config" / "crd"
             self.kubectl("apply", "--server-side", "-k", str(crds))
             names += [yaml.safe_load(p.read_text())["metadata"]["name"] for p in (crds / "bases").glob("*.yaml")]
         self.stack._wait_established(names)

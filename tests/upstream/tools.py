@@ -173,12 +173,28 @@ CHART_FOLDERS = {"loki": "production/helm"}
 """Where a module keeps its charts when not in `charts/`."""
 
 
+def module_dir(name: str, version: str | None = None) -> Path:
+    """A tool's module folder (its manifests, charts, stages and scripts) at the pinned version or
+    `version`, resolved as its build resolves it (in its own folder, with its toolchain); Go downloads
+    it into its module cache if needed."""
+    tool = BY_NAME[name]
+    out = _go("mod", "download", "-json", f"{tool.module}@{version or tool.version}",
+              cwd=HERE / tool.directory if tool.directory else HERE, env=_toolchain_env(tool))
+    return Path(json.loads(out)["Dir"])
+
+
+def writable_copy(source: Path, dest: Path) -> Path:
+    """A copy of a folder of the module cache (read-only there) that may be changed."""
+    shutil.copytree(source, dest)
+    for path in [dest, *dest.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    return dest
+
+
 def chart(name: str, version: str | None = None) -> Path:
     """The Helm chart a tool's module ships (`charts/<name>`) at the pinned version or `version`
     (another release of the same module: Go downloads it into its module cache)."""
-    tool = BY_NAME[name]
-    module_dir = json.loads(_go("mod", "download", "-json", f"{tool.module}@{version or tool.version}"))["Dir"]
-    return Path(module_dir) / CHART_FOLDERS.get(name, "charts") / name
+    return module_dir(name, version) / CHART_FOLDERS.get(name, "charts") / name
 
 
 def module_file(module: str, rel: str) -> Path:
@@ -332,12 +348,8 @@ def _with_generated(tool: Tool, staged: Path) -> Path:
     whose go.mod replaces the module with a copy of its tree that has them."""
     if not tool.generated:
         return HERE / tool.directory
-    module_dir = Path(json.loads(_go("mod", "download", "-json", f"{tool.module}@{tool.version}",
-                                     cwd=HERE / tool.directory))["Dir"])
-    tree, work = staged / f"{tool.name}-module", staged / f"{tool.name}-build"
-    shutil.copytree(module_dir, tree)
-    for path in [tree, *tree.rglob("*")]:  # the module cache is read-only
-        path.chmod(0o755 if path.is_dir() else 0o644)
+    tree = writable_copy(module_dir(tool.name), staged / f"{tool.name}-module")
+    work = staged / f"{tool.name}-build"
     for rel, text in tool.generated:
         (tree / rel).parent.mkdir(parents=True, exist_ok=True)
         (tree / rel).write_text(text)

@@ -11,8 +11,6 @@ the kubelet's ending of a deleted pod (TERMINATE).
 
 from __future__ import annotations
 
-import json
-import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,16 +24,6 @@ from tests.upstream.processes import Process, StartError, spawn, wait_for
 MANAGED = "node.fleetgen.io/test-pool"
 """The label every fake Node carries (fleet.fake_nodes): kwok manages the Nodes that have it."""
 STAGES = ("node/fast", "pod/general")
-
-
-def _kwok_dir() -> Path:
-    """kwok's module folder (its stage definitions), from the module cache `go install` filled."""
-    kwok = tools.BY_NAME["kwok"]
-    proc = subprocess.run(["go", "mod", "download", "-json", f"{kwok.module}@{kwok.version}"], capture_output=True,
-                          text=True, check=False, cwd=tools.HERE)
-    if proc.returncode != 0:
-        raise RuntimeError(f"kwok's module is not in the module cache: {proc.stderr.strip()}")
-    return Path(json.loads(proc.stdout)["Dir"])
 
 
 TERMINATE = {
@@ -76,7 +64,7 @@ stayed Running forever and its replacement was never created."""
 
 def kwok_config(dest: Path) -> Path:
     """One file of every Stage kwok v0.8.0 ships for Ready nodes and the pod lifecycle, and TERMINATE."""
-    module = _kwok_dir()
+    module = tools.module_dir("kwok")
     documents = []
     for stage in STAGES:
         folder = module / "kustomize" / "stage" / stage
