@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -328,23 +329,34 @@ def test_pre_commit_hooks() -> None:
 
 def test_every_rendered_kind_is_permitted_by_its_argo_cd_project() -> None:
     """Argo CD refuses a whole sync when one task's kind is not in the AppProject's whitelists
-    (issue 30: a PodDisruptionBudget stopped prod-east). Every synced object of every Argo CD
-    cluster must be permitted, in its scope."""
+    (issue 30: a PodDisruptionBudget stopped prod-east). Every object that an Application of
+    `rendered/gitops` syncs from a folder of this repository (a cluster's tree, a bootstrap folder, the
+    Argo CD settings) must be permitted by that Application's project, in its scope and namespace."""
     from tests.upstream.fleet import group_of
 
-    for project_file in sorted((REPO / "rendered/gitops").glob("*/appproject-*.yaml")):
-        project = yaml.safe_load(project_file.read_text())
-        if project["metadata"]["name"] != project_file.parent.name:
-            continue  # the platform project permits every kind
-        spec = project["spec"]
-        cluster = {(k["group"], k["kind"]) for k in spec["clusterResourceWhitelist"]}
-        namespaced = {(k["group"], k["kind"]) for k in spec["namespaceResourceWhitelist"]}
-        for path in sorted((REPO / "rendered" / project_file.parent.name).rglob("*.yaml")):
+    def docs(folder: Path) -> Iterator[tuple[Path, dict[str, Any]]]:
+        for path in sorted(folder.rglob("*.yaml")):
             doc = yaml.safe_load(path.read_text())
-            if not isinstance(doc, dict) or "apiVersion" not in doc or doc.get("kind") == "Kustomization":
-                continue
-            if "/templates/" in path.as_posix() or doc["apiVersion"].startswith("kustomize."):
-                continue
-            key = (group_of(doc), doc["kind"])
-            allowed = namespaced if doc["metadata"].get("namespace") else cluster
-            assert key in allowed, f"{path.relative_to(REPO)}: {key} is not permitted by {project_file.name}"
+            if isinstance(doc, dict) and "apiVersion" in doc and "/templates/" not in path.as_posix() \
+                    and not doc["apiVersion"].startswith("kustomize."):
+                yield path, doc
+
+    gitops = list(docs(REPO / "rendered/gitops"))
+    projects = {(d["metadata"]["namespace"], d["metadata"]["name"]): d["spec"] for _, d in gitops
+                if d["kind"] == "AppProject"}
+    checked = set()
+    for app_path, app in gitops:
+        path = app["spec"]["source"].get("path") if app["kind"] == "Application" else None
+        if path is None:
+            continue  # a platform chart's Application: its project permits every kind
+        spec = projects[(app["metadata"]["namespace"], app["spec"]["project"])]
+        cluster = {(k["group"], k["kind"]) for k in spec.get("clusterResourceWhitelist") or []}
+        namespaced = {(k["group"], k["kind"]) for k in spec.get("namespaceResourceWhitelist") or []}
+        namespaces = {d["namespace"] for d in spec["destinations"]}
+        for obj_path, doc in docs(REPO / path):
+            key, ns = (group_of(doc), doc["kind"]), doc["metadata"].get("namespace")
+            where = f"{obj_path.relative_to(REPO)} (synced by {app_path.name})"
+            assert key in (namespaced if ns else cluster), f"{where}: {key} is not permitted by its project"
+            assert ns is None or "*" in namespaces or ns in namespaces, f"{where}: namespace {ns} not a destination"
+            checked.add(path)
+    assert {"rendered/prod-east", "rendered/gitops/prod-east", "rendered/gitops/argocd-settings/argocd"} <= checked

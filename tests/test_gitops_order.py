@@ -201,7 +201,8 @@ def test_argocd_judges_a_child_application_by_its_health(upstream_tools: None, t
 
     from tests.upstream import tools
 
-    (settings,) = objects(REPO / "rendered" / "gitops" / "argocd-settings" / "argocd")
+    (settings,) = [o for o in objects(REPO / "rendered" / "gitops" / "argocd-settings" / "argocd")
+                   if o["kind"] == "ConfigMap"]
     assert settings["metadata"]["name"] == "argocd-cm"
     assert settings["metadata"]["labels"]["app.kubernetes.io/part-of"] == "argocd"  # Argo CD reads only these
     script = tmp_path / "health.lua"

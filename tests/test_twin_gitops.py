@@ -11,7 +11,10 @@ exactly the commands of docs/how-to/gitops.md. The engine installs JobSet's and 
 mirror; their controller pods run under kwok while `Managers` runs the real managers with the
 configuration the engine applied; then the queues and the teams. A member's job profile is admitted and
 runs there. A quota raise committed and pushed reaches the live ClusterQueue (timed, after what a git
-webhook or a Flux Receiver triggers), and a hand edit of that ClusterQueue is put back.
+webhook or a Flux Receiver triggers), and a hand edit of that ClusterQueue is put back. The bootstrap
+folders keep themselves in sync (a branch switch arrives through git; under Argo CD a hand edit of the
+settings is put back). And with monitoring on and its charts missing from the mirror, Argo CD holds every
+later sync wave while the first platform chart cannot be fetched.
 """
 
 from __future__ import annotations
@@ -96,16 +99,21 @@ class Bootstrapped:
             self.engine.reconcile("source", "git", f"{c.cluster}-fleet")
 
 
-def _fleet_repo(root: Path, git: GitHost, cluster: str) -> Path:
-    """The example fleet, its cluster file pointing at the twin's git host and mirror, rendered."""
+def _fleet_repo(root: Path, git: GitHost, cluster: str, monitoring: bool = False) -> Path:
+    """The example fleet, its cluster file pointing at the twin's git host and mirror, rendered; monitoring
+    (and with it health) off unless asked for: no mirror here can hold its charts."""
     root.mkdir()
     for name in ("teams", "clusters"):
         shutil.copytree(REPO / name, root / name)
+    example_repo = "  repoUrl: https://github.com/acme/gpu-fleet.git\n"
+    for other in (root / "clusters").glob("*.yaml"):  # one fleet repository (Argo CD's settings follow hub's)
+        other.write_text(other.read_text().replace(example_repo, f"  repoUrl: {git.repo_url('fleet')}\n"))
     path = root / "clusters" / f"{cluster}.yaml"
     text = path.read_text()
-    text = text.replace("  repoUrl: https://github.com/acme/gpu-fleet.git\n",
+    text = text.replace(f"  repoUrl: {git.repo_url('fleet')}\n",
                         f"  repoUrl: {git.repo_url('fleet')}\n  chartMirror: {git.chart_url}\n")
-    text = text.replace("\nmonitoring:\n", "\nmonitoring:\n  enabled: false\n")
+    if not monitoring:
+        text = text.replace("\nmonitoring:\n", "\nmonitoring:\n  enabled: false\n")
     path.write_text(text)
     rendered = run(root, "render")
     assert rendered.code == 0, rendered.err
@@ -115,8 +123,13 @@ def _fleet_repo(root: Path, git: GitHost, cluster: str) -> Path:
     return root
 
 
+SETTINGS_APP = "fleetgen-argocd-settings"
+"""The Application that keeps rendered/gitops/argocd-settings/argocd (argocd-cm's health check) in sync."""
+HEALTH_KEY = "resource.customizations.health.argoproj.io_Application"
+
+
 def _argocd_names(cluster: str) -> list[str]:
-    return [f"{cluster}-gitops", f"{cluster}-jobset", f"{cluster}-kueue", f"{cluster}-fleet"]
+    return [SETTINGS_APP, f"{cluster}-gitops", f"{cluster}-jobset", f"{cluster}-kueue", f"{cluster}-fleet"]
 
 
 def _flux_ready(flux: Flux, names: list[str], seconds: float,
@@ -217,14 +230,8 @@ def bootstrapped(request: pytest.FixtureRequest, upstream_etcd: Any,
 
 
 def _health(argocd: ArgoCD, name: str) -> str:
-    from kubernetes.client.exceptions import ApiException
-
-    try:
-        return str(((argocd.application(name).get("status") or {}).get("health") or {}).get("status", ""))
-    except ApiException as exc:
-        if exc.status == 404:
-            return "(not yet created)"
-        raise
+    app = _app_or_empty(argocd, name)
+    return str(((app.get("status") or {}).get("health") or {}).get("status", "")) if app else "(not yet created)"
 
 
 def _brief(app: dict[str, Any]) -> dict[str, Any]:
@@ -396,6 +403,95 @@ def test_a_change_to_the_bootstrap_itself_arrives_through_git(bootstrapped: Boot
     if case.engine == "argocd":
         done = wait_healthy(engine, [f"{case.cluster}-gitops", f"{case.cluster}-fleet"], 180)
         assert len(done) == 2, [_brief(a) for a in engine.applications()]
+        _settings_put_back(bootstrapped)
     else:
         names = [f"{case.cluster}-fleet-gitops", f"{case.cluster}-fleet-teams"]
         assert len(_flux_ready(engine, names, 180)) == 2, engine.logs()
+
+
+def test_argocd_holds_every_later_wave_while_a_chart_cannot_be_fetched(upstream_etcd: Any, tmp_path: Path) -> None:
+    """Issue 30: a child Application whose chart cannot be fetched has no resources, so Argo CD itself calls
+    it Healthy and the fleet's next sync wave used to start on a platform that is not there (Kueue objects
+    before Kueue). Here, as on a cluster whose mirror lacks a chart: prod-east with monitoring on and a
+    mirror holding only Kueue's and JobSet's charts (the monitoring charts are in no Go module, so no mirror
+    here can hold them). The real Argo CD, with the rendered argocd-settings, must report the first
+    platform Application, kube-prometheus-stack (wave -30), Degraded with the repo server's error, and hold
+    the fleet there: JobSet's and Kueue's Applications (waves -25, -20) never created, no ClusterQueue."""
+    git = GitHost.start(tmp_path / "git", pki.ca("twin-git-ca"))
+    try:
+        fleet = _fleet_repo(tmp_path / "fleet", git, "prod-east", monitoring=True)
+        cluster = load_fleet(fleet).clusters["prod-east"].config
+        assert cluster.monitoring.enabled
+        chart_mirror(git.charts, {"kueue": cluster.kueue.version, "jobset": "v0.12.0"})
+        _git(fleet, "push", "-q", str(git.create("fleet")), "main")
+        stack = Stack.start(tmp_path / "stack", upstream_etcd, platform=False, service_cidr=SERVICE_RANGE)
+        engine = None
+        try:
+            engine = ArgoCD.start(stack, git)
+            engine.kubectl("apply", "--server-side", "-k", str(fleet / "rendered/gitops/argocd-settings/argocd"))
+            engine.kubectl("apply", "-k", str(fleet / "rendered/gitops/prod-east"))
+            unfetchable = "prod-east-kube-prometheus-stack"
+
+            def degraded() -> dict[str, Any] | None:
+                health = ((_app_or_empty(engine, unfetchable).get("status") or {}).get("health") or {})
+                return health if health.get("status") == "Degraded" else None
+
+            health = wait_for(degraded, 240, step=1.0)
+            assert health, f"{unfetchable} never Degraded:\n" + "\n".join(
+                f"{a['metadata']['name']}: {_brief(a)}" for a in engine.applications()) + engine.logs()
+            assert "kube-prometheus-stack" in health.get("message", ""), health
+
+            def fleet_held() -> str | None:
+                state = (_app_or_empty(engine, "prod-east-fleet").get("status") or {}).get("operationState") or {}
+                message = str(state.get("message", ""))
+                return message if unfetchable in message or state.get("phase") in ("Failed", "Error") else None
+
+            held = wait_for(fleet_held, 120, step=1.0)
+            assert held, _brief(_app_or_empty(engine, "prod-east-fleet"))
+            # Without the gate the next wave starts within seconds of the child's health; watch well past that.
+            later = {"prod-east-jobset", "prod-east-kueue", "prod-east-loki", "prod-east-dcgm-exporter"}
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                created = later & {a["metadata"]["name"] for a in engine.applications()}
+                assert not created, f"created while {unfetchable} is Degraded: {sorted(created)}; fleet: {held}"
+                assert not _cluster_queues(stack)
+                time.sleep(1.0)
+            print(f"\nArgo CD holds prod-east at {unfetchable}: {health['message'][:160]}; fleet: {held[:160]}")
+        finally:
+            if engine is not None:
+                engine.stop()
+            stack.stop()
+    finally:
+        git.stop()
+
+
+def _app_or_empty(argocd: ArgoCD, name: str) -> dict[str, Any]:
+    from kubernetes.client.exceptions import ApiException
+
+    try:
+        return argocd.application(name)
+    except ApiException as exc:
+        if exc.status == 404:
+            return {}
+        raise
+
+
+def _settings_put_back(bootstrapped: Bootstrapped) -> None:
+    """The Argo CD settings folder syncs itself too: argocd-cm's health check removed by hand (the rest of
+    argocd-cm, which the install owns, untouched) is put back by the settings Application's self-heal."""
+    from kubernetes import client
+
+    engine, api = bootstrapped.engine, client.CoreV1Api(bootstrapped.stack.client())
+
+    def data() -> dict[str, str]:
+        return dict(api.read_namespaced_config_map("argocd-cm", "argocd").data or {})
+
+    before = data()
+    assert HEALTH_KEY in before and len(before) > 1, sorted(before)
+    engine.kubectl("patch", "-n", "argocd", "configmap", "argocd-cm", "--type=json", "-p",
+                   f'[{{"op": "remove", "path": "/data/{HEALTH_KEY.replace("/", "~1")}"}}]')
+    removed = time.monotonic()
+    assert HEALTH_KEY not in data()
+    assert wait_for(lambda: data() == before, 120), \
+        f"argocd-cm not put back: {sorted(data())}\n{_brief(engine.application(SETTINGS_APP))}\n{engine.logs()}"
+    print(f"argocd: argocd-cm's health check removed by hand, put back: {time.monotonic() - removed:.1f} s")

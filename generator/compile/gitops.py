@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from generator.compile.manifest import Manifest, labels
+from generator.compile.manifest import MANAGED_BY, Manifest, labels
 from generator.config.cluster import ClusterConfig
 from generator.config.fleet import Fleet, Loaded
 from generator.versions import lock
@@ -111,31 +111,42 @@ def _argocd(cluster: Loaded[ClusterConfig]) -> list[Manifest]:
 IN_CLUSTER = "https://kubernetes.default.svc"
 
 
+SELF_KINDS = [("argoproj.io", "Application"), ("argoproj.io", "AppProject")]
+"""What a bootstrap folder on the Argo CD control plane holds (the settings folder adds argocd-cm)."""
+
+
 def _argocd_self(cluster: Loaded[ClusterConfig]) -> list[dict[str, Any]]:
     """An AppProject and Application that keep `rendered/gitops/<cluster>` itself in sync from git, so a
     new permitted kind, chart source or revision reaches a running Argo CD (applied by hand once, the
     folder was never updated). They live on the Argo CD control plane, beside the objects they own, and
     may hold only Applications and AppProjects in its namespace."""
-    cfg, gitops = cluster.config, cluster.config.gitops
-    ns, name = gitops.controller_namespace, cfg.name
+    name = cluster.config.name
+    return _synced_from_git(cluster, f"{name}-gitops", f"rendered/{GITOPS}/{name}", SELF_KINDS, labels(name),
+                            f"the GitOps bootstrap of cluster {name}")
+
+
+def _synced_from_git(cluster: Loaded[ClusterConfig], name: str, path: str, kinds: list[tuple[str, str]],
+                     meta_labels: dict[str, str], what: str) -> list[dict[str, Any]]:
+    """An AppProject and an Application, both `name`, that sync `path` of the cluster's repository into
+    Argo CD's own namespace: server-side apply (fields others own stay theirs), self-heal, no prune."""
+    gitops = cluster.config.gitops
+    ns = gitops.controller_namespace
     project = {
         "apiVersion": "argoproj.io/v1alpha1", "kind": "AppProject",
-        "metadata": {"name": f"{name}-gitops", "namespace": ns, "labels": labels(name)},
+        "metadata": {"name": name, "namespace": ns, "labels": meta_labels},
         "spec": {
-            "description": f"fleetgen: the GitOps bootstrap of cluster {name}, synced from git",
+            "description": f"fleetgen: {what}, synced from git",
             "sourceRepos": [gitops.repo_url],
             "destinations": [{"server": IN_CLUSTER, "namespace": ns}],
-            "namespaceResourceWhitelist": [{"group": "argoproj.io", "kind": "Application"},
-                                           {"group": "argoproj.io", "kind": "AppProject"}],
+            "namespaceResourceWhitelist": [{"group": group, "kind": kind} for group, kind in kinds],
         },
     }
     app = {
         "apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
-        "metadata": {"name": f"{name}-gitops", "namespace": ns, "labels": labels(name)},
+        "metadata": {"name": name, "namespace": ns, "labels": meta_labels},
         "spec": {
-            "project": f"{name}-gitops",
-            "source": {"repoURL": gitops.repo_url, "targetRevision": gitops.revision,
-                       "path": f"rendered/gitops/{name}"},
+            "project": name,
+            "source": {"repoURL": gitops.repo_url, "targetRevision": gitops.revision, "path": path},
             "destination": {"server": IN_CLUSTER, "namespace": ns},
             # No prune: removing a cluster from the fleet must not delete its running Applications
             # (whose finalizers would delete everything they synced); the diff shows it, a person acts.
@@ -241,9 +252,16 @@ the next wave's ClusterQueues created before Kueue's CRDs were established."""
 SETTINGS = "argocd-settings"
 
 
+SETTINGS_APP = "fleetgen-argocd-settings"
+"""The AppProject and Application that keep `rendered/gitops/argocd-settings/<namespace>` in sync."""
+
+
 def _argocd_settings(fleet: Fleet) -> list[Manifest]:
     """One `argocd-cm` fragment per Argo CD namespace the fleet uses, carrying only the Application
-    health check: applied server-side it adds that key and leaves the rest of argocd-cm alone."""
+    health check: applied server-side it adds that key and leaves the rest of argocd-cm alone. Beside
+    it, an Application (and its AppProject) that keeps the folder in sync from git, so a changed health
+    check reaches a running Argo CD; it follows the repository and revision of the first cluster (by
+    name) that uses that namespace."""
     out = []
     by_namespace: dict[str, Loaded[ClusterConfig]] = {}
     for name in sorted(fleet.clusters):
@@ -257,6 +275,10 @@ def _argocd_settings(fleet: Fleet) -> list[Manifest]:
                              "labels": {"app.kubernetes.io/name": "argocd-cm", "app.kubernetes.io/part-of": "argocd"}},
                 "data": {"resource.customizations.health.argoproj.io_Application": APPLICATION_HEALTH}}
         out.append(Manifest((SETTINGS, ns), body, cluster.at("gitops")))
+        synced = _synced_from_git(cluster, SETTINGS_APP, f"rendered/{GITOPS}/{SETTINGS}/{ns}",
+                                  [("", "ConfigMap"), *SELF_KINDS], dict(MANAGED_BY),
+                                  f"the Argo CD settings fleetgen needs in namespace {ns}")
+        out += [Manifest((SETTINGS, ns), m, cluster.at("gitops")) for m in synced]
     return out
 
 

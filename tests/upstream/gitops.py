@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import yaml
 
@@ -121,7 +121,7 @@ class Engine:
     processes: dict[str, Process] = field(default_factory=dict)
 
     @classmethod
-    def start(cls, stack: Stack, git: GitHost) -> Engine:
+    def start(cls, stack: Stack, git: GitHost) -> Self:
         engine = cls(stack, stack.workdir / cls.__name__.lower())
         engine.workdir.mkdir(exist_ok=True)
         try:
