@@ -31,6 +31,7 @@ import pytest
 import yaml
 
 from generator.checks import load_fleet
+from generator.compile.gitops import SETTINGS_APP
 from tests.conftest import REPO, run
 from tests.test_twin_scheduling import completed, placed_where_kueue_chose, submit
 from tests.upstream import pki
@@ -123,8 +124,6 @@ def _fleet_repo(root: Path, git: GitHost, cluster: str, monitoring: bool = False
     return root
 
 
-SETTINGS_APP = "fleetgen-argocd-settings"
-"""The Application that keeps rendered/gitops/argocd-settings/argocd (argocd-cm's health check) in sync."""
 HEALTH_KEY = "resource.customizations.health.argoproj.io_Application"
 
 
@@ -459,7 +458,7 @@ def test_argocd_holds_every_later_wave_while_a_chart_cannot_be_fetched(upstream_
             deadline = time.monotonic() + 30
             while time.monotonic() < deadline:
                 created = later & {a["metadata"]["name"] for a in engine.applications()}
-                assert not created, f"created while {unfetchable} is Degraded: {sorted(created)}; {fleet_health}"
+                assert not created, f"created while {unfetchable} holds the fleet: {sorted(created)}; {fleet_health}"
                 assert not _cluster_queues(stack)
                 time.sleep(1.0)
             print(f"\nArgo CD holds prod-east at {unfetchable}: {fleet_health}; {errors[0][-120:]}")
