@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 import yaml
-from kubernetes import dynamic
 from kubernetes.client.exceptions import ApiException
 
 from tests.conftest import REPO
@@ -58,7 +57,7 @@ def test_the_jobset_webhook_refuses_the_old_hyphenated_failure_policy_rule_name(
 def _as_member(stack: Stack, namespace: str) -> Any:
     team = load(TEAM_FOLDER / "rolebinding-vision-members.yaml")
     group = team["subjects"][0]["name"]
-    return dynamic.DynamicClient(stack.client(f"member-{namespace}", (group,))).resources.get(
+    return stack.dynamic(stack.client(f"member-{namespace}", (group,))).resources.get(
         api_version="jobset.x-k8s.io/v1alpha2", kind="JobSet")
 
 

@@ -8,6 +8,7 @@ listed subjects, none of them a `system:` subject, and no cluster-wide binding a
 
 from __future__ import annotations
 
+import atexit
 import shutil
 import tempfile
 from pathlib import Path
@@ -56,6 +57,7 @@ def grants(result: render.Build) -> set[Grant]:
 class _Fleet:
     def __init__(self) -> None:
         self.root = Path(tempfile.mkdtemp(prefix="fleetgen-grants-"))
+        atexit.register(shutil.rmtree, self.root, True)  # hypothesis tests take no tmp_path
         for name in ("teams", "clusters"):
             shutil.copytree(REPO / name, self.root / name)
         self.baseline = grants(render.build(self.root, ["dev"]))

@@ -89,7 +89,10 @@ def pod_process(container: dict[str, Any], index: int, bin_dir: Path, port: int,
     assert stand_ins.keys() <= env.keys()
     env.update(stand_ins)
     argv = [expand(part, env) for part in [*container["command"], *container["args"]]]
-    process_env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": os.environ.get("HOME", "/tmp"), **env, **extra}
+    tmp = bin_dir.parent / f"tmp-{index}"  # each pod its own /tmp, as in its container (torchelastic's files)
+    tmp.mkdir(exist_ok=True)
+    process_env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": os.environ.get("HOME", "/tmp"), "TMPDIR": str(tmp),
+                   **env, **extra}
     return argv, process_env
 
 

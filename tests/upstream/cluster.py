@@ -459,6 +459,14 @@ class Stack:
 
         return config.new_client_from_config(config_file=str(self.identity(user, groups).kubeconfig))
 
+    def dynamic(self, api: Any = None) -> Any:
+        """The official client's DynamicClient over `api` (default admin), its discovery cache in this
+        stack's folder: the client's default is a file in /tmp named after host and port, which outlives
+        the run and may be read by a later server on the same port."""
+        from kubernetes import dynamic
+
+        return dynamic.DynamicClient(api or self.client(), cache_file=str(self.workdir / "discovery.json"))
+
     def _admin_tls(self) -> ssl.SSLContext:
         context = ssl.create_default_context(cafile=str(self.workdir / "ca.crt"))
         context.load_cert_chain(str(self.workdir / "admin.crt"), str(self.workdir / "admin.key"))
@@ -473,9 +481,7 @@ class Stack:
 
     def create(self, obj: dict[str, Any], *, dry_run: bool = False) -> dict[str, Any]:
         """POST an object as admin (any kind the server serves)."""
-        from kubernetes import dynamic
-
-        resource = dynamic.DynamicClient(self.client()).resources.get(api_version=obj["apiVersion"], kind=obj["kind"])
+        resource = self.dynamic().resources.get(api_version=obj["apiVersion"], kind=obj["kind"])
         kwargs: dict[str, Any] = {"dry_run": "All"} if dry_run else {}
         namespace = obj["metadata"].get("namespace")
         return dict(resource.create(body=obj, namespace=namespace, **kwargs).to_dict())

@@ -69,11 +69,10 @@ def _status_message(exc: Exception) -> str:
 
 def apply(stack: Stack, obj: dict[str, Any], *, dry_run: bool = False, api: Any = None) -> dict[str, Any]:
     """Server-side apply with strict field validation, as Argo CD (ServerSideApply=true) and Flux do."""
-    from kubernetes import dynamic
     from kubernetes.client.exceptions import ApiException
     from kubernetes.dynamic.exceptions import DynamicApiError, ResourceNotFoundError
 
-    client = dynamic.DynamicClient(api or stack.client())
+    client = stack.dynamic(api)
     try:
         resource = client.resources.get(api_version=obj["apiVersion"], kind=obj["kind"])
     except ResourceNotFoundError as exc:

@@ -23,6 +23,7 @@ import shlex
 import shutil
 import ssl
 import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -184,12 +185,21 @@ class ArgoCD(Engine):
                                         env={"ARGOCD_BINARY_NAME": "argocd-redis"})
         repo_port = free_port()
         path = f"{work / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"
+        # Its checkouts, git and helm wrappers go to TMPDIR, and its git ask-pass socket would be
+        # /tmp/reposerver-ask-pass.sock, shared by every Argo CD on the machine (util/askpass/common.go:7-19
+        # at v3.6.1): both in this twin's folder instead. A Unix socket's path holds at most 107 bytes.
+        tmp = work / "tmp"
+        tmp.mkdir(exist_ok=True)
+        ask_pass = work / "askpass.sock"
+        if len(os.fsencode(ask_pass)) > 100:
+            ask_pass = Path(tempfile.mkdtemp(prefix="argocd-")) / "askpass.sock"
         self.processes["repo-server"] = spawn("argocd-repo-server", [
             binary, f"--port={repo_port}", "--address=127.0.0.1", f"--metrics-port={free_port()}",
             "--metrics-address=127.0.0.1", "--disable-tls", "--client-ca-path=", f"--redis={redis}", "--loglevel=info"],
             work / "repo-server.log",
             env={"ARGOCD_BINARY_NAME": "argocd-repo-server", "ARGOCD_GPG_ENABLED": "false",
-                 "ARGOCD_TLS_DATA_PATH": str(tls), "PATH": path, "HOME": str(work)})
+                 "ARGOCD_TLS_DATA_PATH": str(tls), "PATH": path, "HOME": str(work), "TMPDIR": str(tmp),
+                 "ARGOCD_ASK_PASS_SOCK": str(ask_pass)})
         wait_until(self.processes["repo-server"], lambda: _port_open(repo_port), 60, "listening")
         self.processes["application-controller"] = spawn("argocd-application-controller", [
             binary, f"--kubeconfig={self.stack.workdir / 'admin.kubeconfig'}", f"--namespace={ARGOCD_NAMESPACE}",
@@ -198,7 +208,7 @@ class ArgoCD(Engine):
             work / "application-controller.log",
             # In-cluster, it reads the default kubeconfig (KUBECONFIG), not its --kubeconfig flag.
             env={"ARGOCD_BINARY_NAME": "argocd-application-controller", "ARGOCD_FAKE_IN_CLUSTER": "true",
-                 "KUBECONFIG": str(self.stack.workdir / "admin.kubeconfig"), "HOME": str(work)})
+                 "KUBECONFIG": str(self.stack.workdir / "admin.kubeconfig"), "HOME": str(work), "TMPDIR": str(tmp)})
         for proc in self.processes.values():
             if not proc.alive():
                 raise StartError(f"{proc.name} exited ({proc.popen.returncode}):\n{proc.tail()}")
