@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from generator.capacity import TeamShare, pool_capacities
-from generator.config.cluster import PROVISIONING_CLASSES, AdmissionCheck
+from generator.config.cluster import PROVISIONING_CLASSES, AdmissionCheck, ClusterConfig
 from generator.config.fleet import Fleet, fair_sharing
+from generator.config.team import TeamConfig
 
 RECLAIM = {
     "Any": "takes its guaranteed GPUs back from borrowers by preempting their workloads, whatever their priority",
@@ -57,14 +58,38 @@ def explain_team(fleet: Fleet, name: str) -> str:
             workers = mk.workers_for(team.quotas)
             head += (f"\nin {cluster_name}: jobs are dispatched by MultiKueue to {', '.join(workers)} (the workers "
                      "where the team has quota; its quota here bounds what is dispatched at once)")
+        if cluster is not None and mk is None:
+            head += f"\nin {cluster_name}: {unlabelled_jobs(cluster.config, team)}"
         for check, pools in cluster.config.checks_for(name, list(team.quotas[cluster_name])) if cluster else []:
-            where = f"on {', '.join(pools)}" if pools is not None else "on every pool"
+            where = f"on {', '.join(pools)}" if pools is not None else "on every GPU pool"
             head += f"\nin {cluster_name}: jobs {where} wait for admission check {check.name} ({_check_effect(check)})"
     if not rows:
         return head + "\nno GPU quota in any cluster"
     preempt = ["\n".join(preemption(fleet, name, cluster, shares)) for cluster, shares in sorted(lenders.items())]
     return head + "\n\n" + table(["cluster", "pool", "guaranteed", "borrowable (limit)", "lendable",
                                   "pool allocated", "pool used"], rows) + "\n\n" + "\n\n".join(preempt)
+
+
+def unlabelled_jobs(cfg: ClusterConfig, team: TeamConfig) -> str:
+    """Where a team's jobs without a queue label, and its CPU-only jobs, run in one cluster."""
+    head = "jobs without a queue label get LocalQueue default, on the team's queue (its quota)"
+    pool = cfg.cpu_pool
+    if pool is None:
+        return head + "; CPU-only jobs run on GPU nodes, in the CPU share of the team's GPU quota (no cpuPool)"
+    if not cfg.cpu_flavor_for(list(team.quotas[cfg.name])):
+        return (head + f"; CPU-only jobs run on its GPU pools, in the CPU share of its GPU quota: its queue is "
+                f"topology-aware and cpuPool {pool.name} is not (it is when every GPU pool of the cluster declares "
+                "topologyLevels)")
+    limit = pool.limit_for(team.name)
+    cap = f"up to {limit.cpu} CPUs and {limit.memory} of it" if limit else "all of it while others leave it idle"
+    fungibility = team.flavor_fungibility or cfg.kueue.flavor_fungibility
+    if fungibility is not None and fungibility.when_can_borrow == "TryNextFlavor":
+        return (head + f"; CPU-only jobs prefer the CPU share of the team's GPU quota to cpuPool {pool.name}: "
+                "all of the CPU pool is borrowed, and whenCanBorrow: TryNextFlavor looks for a flavor without "
+                "borrowing first")
+    full = "the team's limit is reached or the pool is full" if limit else "the pool is full"
+    return (head + f"; CPU-only jobs run on cpuPool {pool.name} first ({cap}), and on the CPU share of the "
+            f"team's GPU quota only when {full}")
 
 
 def _check_effect(check: AdmissionCheck) -> str:

@@ -60,10 +60,11 @@ def test_checks_render_on_exactly_the_pools_and_teams_they_name(fleet_root: Path
     # check on every pool, no provisioning check; vision (L40S only): the provisioning check.
     assert _strategy(fleet_root, "prod-west", "inference") == {
         "admissionChecks": [{"name": "l40s-capacity", "onFlavors": ["l40s"]}]}
-    assert _strategy(fleet_root, "prod-west", "recsys") == {"admissionChecks": [{"name": "budget"}]}
+    # On the GPU pools only: CPU-only work, on the CPU pool's flavor, never waits for a check.
+    assert _strategy(fleet_root, "prod-west", "recsys") == {
+        "admissionChecks": [{"name": "budget", "onFlavors": ["a100"]}]}
     assert _strategy(fleet_root, "prod-west", "vision") == {
         "admissionChecks": [{"name": "l40s-capacity", "onFlavors": ["l40s"]}]}
-    assert _strategy(fleet_root, "prod-west", "vision", "vision-cpu") is None  # CPU-only work never waits
     assert _strategy(fleet_root, "prod-east", "vision") is None  # another cluster
     explained = run(fleet_root, "explain", "team", "inference")
     assert "in prod-west: jobs on l40s wait for admission check l40s-capacity (the cluster autoscaler admits the " \
@@ -170,9 +171,9 @@ def test_check_changes_flavor_order_and_fungibility_are_risks_in_the_diff(repo: 
         ("medium", "admission-checks-changed", "prod-west: ClusterQueue inference now waits for admission check "
          "l40s-capacity before admitting jobs on l40s"),
         ("medium", "admission-checks-changed", "prod-west: ClusterQueue recsys now waits for admission check budget "
-         "before admitting jobs on every pool"),
+         "before admitting jobs on a100"),  # its GPU pools: never on the CPU pool's flavor
         ("low", "flavor-order-changed", "prod-west: ClusterQueue inference tries its pools in another order "
-         "(a100, l40s → l40s, a100): new jobs may land on other GPUs"),
+         "(cpu, a100, l40s → cpu, l40s, a100): new jobs may land on other GPUs"),
         ("low", "flavor-fungibility-changed", "prod-west: ClusterQueue inference flavorFungibility Kueue's defaults → "
          "whenCanBorrow TryNextFlavor, whenCanPreempt TryNextFlavor: whether a job borrows or preempts in one pool "
          "or moves on to the next changes"),

@@ -105,7 +105,7 @@ def test_new_team(repo: Path) -> None:
     code, report = diff_json(repo)
     assert code == 1
     added = sorted((c["kind"], c["namespace"], c["name"]) for c in report["changes"] if c["action"] == "add")
-    assert added == [("ClusterQueue", "", "genomics"), ("ClusterQueue", "", "genomics-cpu"),
+    assert added == [("ClusterQueue", "", "genomics"),
                      ("LimitRange", "genomics", "fleetgen-defaults"), ("LocalQueue", "genomics", "default"),
                      ("LocalQueue", "genomics", "genomics"), ("Namespace", "", "genomics"),
                      ("NetworkPolicy", "genomics", "fleetgen-team-isolation"),
@@ -115,7 +115,7 @@ def test_new_team(repo: Path) -> None:
     assert report["summary"]["destroy"] == 0
     # One cause, one line: the team's arrival, not a line per object it adds (issue 29).
     assert [(r["severity"], r["rule"], r["message"]) for r in report["risks"]] == [
-        ("low", "team-added", "prod-west: team genomics arrives: queues genomics, genomics-cpu, namespace genomics; "
+        ("low", "team-added", "prod-west: team genomics arrives: queue genomics, namespace genomics; "
                               "Group 'genomics' get roles edit, fleetgen-team-member there")]
     row = next(r for r in report["capacity"] if r["team"] == "genomics")
     assert row["before"] is None and row["after"]["guaranteed"] == 16
@@ -152,7 +152,7 @@ def test_a_routine_pull_request_reads_calm(repo: Path) -> None:
         ("medium", "pool-overcommitted", "dev: pool l4 guarantees 16 GPUs (audio +1, speech +1) of 8 that exist "
                                          "(overcommit 2 allows 16): 8 guaranteed GPUs have no node (was 6), so Kueue "
                                          "can admit work that cannot be scheduled"),
-        ("low", "team-added", "dev: team audio arrives: queues audio, audio-cpu, namespace audio; Group 'audio' get "
+        ("low", "team-added", "dev: team audio arrives: queue audio, namespace audio; Group 'audio' get "
                               "roles edit, fleetgen-team-member there")]
     assert report["risks"][0]["clusters"] == ["dev", "hub", "prod-east", "prod-west"]
     (page,) = markdown(repo)

@@ -8,8 +8,10 @@ objects matching each pool, so topology-aware scheduling has domains to place po
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -772,24 +774,15 @@ def test_an_admission_check_asks_the_autoscaler_before_kueue_admits(deployed: De
         assert wait_for(lambda: all(gone(stack, ns, name) for name in names.values()), 60)
 
 
-def test_a_cpu_only_job_without_a_queue_runs_on_the_cpu_pool(deployed: Deployed) -> None:
-    """Issue 16: Kueue gives a Job without a queue label in a team namespace the `default` LocalQueue
-    (kueue v0.19.2 pkg/controller/jobframework/defaults.go:79-97), which sent CPU-only jobs to a GPU
-    flavor, onto GPU nodes. With the cluster's cpuPool the real Kueue admits a member's plain CPU
-    Job to the CPU flavor and puts the CPU pool's node labels in its pods."""
-    from kubernetes import client
-
-    cluster = deployed.fleet.clusters[deployed.name].config
-    if cluster.cpu_pool is None:
-        pytest.skip(f"{deployed.name} declares no cpuPool")
-    stack, team = deployed.stack, deployed.teams[0]
-    api = stack.client(member(stack, team).user, tuple(team.members.groups[:1]))
-    batch, ns, name = client.BatchV1Api(api), team.namespace_names[0], f"cpu-{uuid.uuid4().hex[:6]}"
+def _unlabelled_job(stack: Stack, batch: Any, ns: str, name: str, requests: dict[str, str],
+                    limits: dict[str, str]) -> Callable[[], dict[str, Any] | None]:
+    """A member's plain Job without a queue label: Kueue's webhook gives it LocalQueue `default`; waits
+    until Kueue admits it and returns a reader of its Workload."""
+    resources = {"requests": requests, **({"limits": limits} if limits else {})}
     job = batch.create_namespaced_job(ns, {
         "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name},
         "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [
-            {"name": "c", "image": "registry.example/etl:1",
-             "resources": {"requests": {"cpu": "2", "memory": "4Gi"}}}]}}}})
+            {"name": "c", "image": "registry.example/work:1", "resources": resources}]}}}})
     assert job.metadata.labels.get("kueue.x-k8s.io/queue-name") == "default"
 
     def workload() -> dict[str, Any] | None:
@@ -800,20 +793,67 @@ def test_a_cpu_only_job_without_a_queue_runs_on_the_cpu_pool(deployed: Deployed)
     try:
         assert wait_for(lambda: condition(workload(), "Admitted").get("status") == "True", 60), \
             (condition(workload(), "QuotaReserved").get("message"), workload())
+    except BaseException:
+        batch.delete_namespaced_job(name, ns, propagation_policy="Foreground")
+        raise
+    return workload
+
+
+def test_a_cpu_only_job_without_a_queue_runs_on_the_cpu_pool(deployed: Deployed) -> None:
+    """Issue 16: Kueue gives a Job without a queue label in a team namespace the `default` LocalQueue
+    (kueue v0.19.2 pkg/controller/jobframework/defaults.go:79-97), which sent CPU-only jobs to a GPU
+    flavor, onto GPU nodes. With the cluster's cpuPool the real Kueue admits a member's plain CPU
+    Job to the CPU flavor, the first of the team's queue (issue 31), and puts the CPU pool's node
+    labels in its pods."""
+    from kubernetes import client
+
+    cluster = deployed.fleet.clusters[deployed.name].config
+    if cluster.cpu_pool is None:
+        pytest.skip(f"{deployed.name} declares no cpuPool")
+    stack, team = deployed.stack, deployed.teams[0]
+    api = stack.client(member(stack, team).user, tuple(team.members.groups[:1]))
+    batch, ns, name = client.BatchV1Api(api), team.namespace_names[0], f"cpu-{uuid.uuid4().hex[:6]}"
+    workload = _unlabelled_job(stack, batch, ns, name, {"cpu": "2", "memory": "4Gi"}, {})
+    try:
         assert flavors(workload()) == {cluster.cpu_pool.name}
-        assert (workload() or {})["status"]["admission"]["clusterQueue"] == f"{team.name}-cpu"
+        assert (workload() or {})["status"]["admission"]["clusterQueue"] == team.name
         assert wait_for(lambda: (batch.read_namespaced_job(name, ns).spec.template.spec.node_selector or {})
                         == cluster.cpu_pool.node_labels, 30)
     finally:
         batch.delete_namespaced_job(name, ns, propagation_policy="Foreground")
 
 
+def test_a_gpu_job_without_a_queue_is_charged_to_the_team(deployed: Deployed) -> None:
+    """Issue 31: a GPU Job without the queue label got the `default` LocalQueue, which pointed at the
+    team's CPU-only queue: "resource nvidia.com/gpu unavailable in ClusterQueue", pending forever, on
+    every cluster with a cpuPool. Now `default` is on the team's own queue: the real Kueue admits a
+    member's plain GPU Job to a GPU pool of the team's (never the CPU flavor), charged to its queue."""
+    from kubernetes import client
+
+    cluster = deployed.fleet.clusters[deployed.name].config
+    if cluster.multikueue is not None:
+        pytest.skip(f"{deployed.name} dispatches to its workers (tests/test_multikueue.py)")
+    stack, team = deployed.stack, deployed.teams[0]
+    pool = next(p for p in cluster.node_pools if p.name in team.quotas[cluster.name])
+    api = stack.client(member(stack, team).user, tuple(team.members.groups[:1]))
+    batch, ns, name = client.BatchV1Api(api), team.namespace_names[0], f"gpu-{uuid.uuid4().hex[:6]}"
+    workload = _unlabelled_job(stack, batch, ns, name, {"cpu": "1", "memory": "1Gi", pool.gpu.resource: "1"},
+                               {pool.gpu.resource: "1"})
+    try:
+        assert (workload() or {})["status"]["admission"]["clusterQueue"] == team.name
+        gpu_pools = {p for p in team.quotas[cluster.name] if cluster.pool(p) is not None}
+        assert flavors(workload()) <= gpu_pools and flavors(workload()), flavors(workload())
+    finally:
+        batch.delete_namespaced_job(name, ns, propagation_policy="Foreground")
+
 
 def test_a_teams_cpu_limit_holds_on_the_real_kueue(deployed: Deployed) -> None:
     """Issue 16: the CPU pool was one pool for all teams. With `cpuPool.teamLimit` (prod-west: 124
-    CPUs, two nodes' worth) the real Kueue admits a member's 100-CPU job to the team's CPU queue,
-    keeps a 30-CPU one pending ("insufficient") while 248 CPUs of the pool are idle, and admits it
-    once the first is gone."""
+    CPUs, two nodes' worth) the real Kueue admits a member's 100-CPU job to the CPU flavor of the
+    team's queue; a 30-CPU one does not get the CPU pool while 248 CPUs of it are idle. Kueue then
+    tries the team's next flavor (issue 31: one queue per team): it is admitted there, in the CPU
+    share of the team's own GPU quota, or waits when that share is smaller. Once the first job is
+    gone, a third one gets the CPU pool again."""
     from kubernetes import client
 
     from generator import quantity
@@ -827,10 +867,11 @@ def test_a_teams_cpu_limit_holds_on_the_real_kueue(deployed: Deployed) -> None:
     api = stack.client(member(stack, team).user, tuple(team.members.groups[:1]))
     batch, ns = client.BatchV1Api(api), team.namespace_names[0]
     cap = int(quantity.value_of(limit.cpu))
-    sizes = {"big": cap - cap // 5, "small": cap // 5 + 6}
+    sizes = {"big": cap - cap // 5, "small": cap // 5 + 6, "later": cap // 5 + 6}
     names = {key: f"cpu-{key}-{uuid.uuid4().hex[:5]}" for key in sizes}
-    uids = {}
-    for key, cpus in sizes.items():
+    uids: dict[str, str] = {}
+
+    def submit(key: str, cpus: int) -> None:
         job = batch.create_namespaced_job(ns, {
             "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": names[key]},
             "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [
@@ -843,18 +884,34 @@ def test_a_teams_cpu_limit_holds_on_the_real_kueue(deployed: Deployed) -> None:
             KUEUE, "v1beta2", ns, "workloads", label_selector=f"kueue.x-k8s.io/job-uid={uids[key]}")
         return found["items"][0] if found["items"] else None
 
+    pool = cluster.cpu_pool.name if cluster.cpu_pool else ""
+    gpu_pools = {p for p in team.quotas[cluster.name] if cluster.pool(p) is not None}
+
+    def settled(key: str) -> bool:
+        reserved = condition(workload(key), "QuotaReserved")
+        return reserved.get("status") == "True" or "insufficient" in str(reserved.get("message"))
+
     try:
+        submit("big", sizes["big"])
         assert wait_for(lambda: condition(workload("big"), "Admitted").get("status") == "True", 60), \
             condition(workload("big"), "QuotaReserved")
-        assert wait_for(lambda: "insufficient" in str(condition(workload("small"), "QuotaReserved").get("message")),
-                        30), condition(workload("small"), "QuotaReserved")
-        batch.delete_namespaced_job(names.pop("big"), ns, propagation_policy="Foreground")
-        assert wait_for(lambda: condition(workload("small"), "Admitted").get("status") == "True", 60), \
-            condition(workload("small"), "QuotaReserved")
-        assert (workload("small") or {})["status"]["admission"]["clusterQueue"] == f"{team.name}-cpu"
+        assert flavors(workload("big")) == {pool}
+        submit("small", sizes["small"])
+        assert wait_for(lambda: settled("small"), 60), condition(workload("small"), "QuotaReserved")
+        # Admitted on one of the team's GPU pools (its CPU share there), or waiting: never the CPU pool.
+        assert flavors(workload("small")) <= gpu_pools, flavors(workload("small"))
+        admission = (workload("small") or {})["status"].get("admission") or {}
+        assert admission.get("clusterQueue", team.name) == team.name
+        batch.delete_namespaced_job(names["big"], ns, propagation_policy="Foreground")
+        submit("later", sizes["later"])
+        assert wait_for(lambda: condition(workload("later"), "Admitted").get("status") == "True", 60), \
+            condition(workload("later"), "QuotaReserved")
+        assert flavors(workload("later")) == {pool}
+        assert (workload("later") or {})["status"]["admission"]["clusterQueue"] == team.name
     finally:
-        for name in names.values():
-            batch.delete_namespaced_job(name, ns, propagation_policy="Foreground")
+        for key in uids:
+            with contextlib.suppress(client.exceptions.ApiException):
+                batch.delete_namespaced_job(names[key], ns, propagation_policy="Foreground")
 
 
 def test_plain_pods_without_a_queue_are_queued_too(deployed: Deployed) -> None:
@@ -864,7 +921,6 @@ def test_plain_pods_without_a_queue_are_queued_too(deployed: Deployed) -> None:
     until admitted; on the real Kueue a member's bare Pod is held, then admitted by the team's queue."""
     from kubernetes import client
 
-    cluster = deployed.fleet.clusters[deployed.name].config
     if deployed.name != "prod-west":
         pytest.skip("one cluster shows it (the pod integration is the same everywhere)")
     stack, team = deployed.stack, deployed.teams[0]
@@ -884,8 +940,7 @@ def test_plain_pods_without_a_queue_are_queued_too(deployed: Deployed) -> None:
 
         assert wait_for(lambda: condition(workload(), "Admitted").get("status") == "True", 60), \
             condition(workload(), "QuotaReserved")
-        expected = f"{team.name}-cpu" if cluster.cpu_pool else team.name
-        assert (workload() or {})["status"]["admission"]["clusterQueue"] == expected
+        assert (workload() or {})["status"]["admission"]["clusterQueue"] == team.name
         assert wait_for(lambda: not core.read_namespaced_pod(name, ns).spec.scheduling_gates, 30)
     finally:
         core.delete_namespaced_pod(name, ns, grace_period_seconds=0)

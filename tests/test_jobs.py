@@ -328,7 +328,7 @@ def test_dry_run_checks_and_goes_through_the_webhooks_without_creating(cluster: 
     assert result.code == 0, result.err
     lines = result.out.splitlines()
     assert lines[0].startswith("ok      rights: you may create JobSets in namespace ml-research")
-    assert "ok      queue: LocalQueue ml-research/ml-research is active" in lines
+    assert "ok      queue: LocalQueue ml-research/ml-research is active (ClusterQueue ml-research)" in lines
     # A member reads no cluster-scoped objects: the priority was checked in the fleet files instead.
     assert "skipped priority: cannot read WorkloadPriorityClass 'standard' (403)" in lines
     assert "ok      capacity: 32 GPUs of at most 32 in prod-west/a100 (borrows 16 while others are idle)" in lines
@@ -365,6 +365,15 @@ def test_a_job_that_cannot_run_is_refused_before_anything_is_created(cluster: Cl
     path.write_text(yaml.safe_dump(made.body))
     typo = run(REPO, "job", "submit", str(path), *c.kc())
     assert typo.code == 2 and "queue: no LocalQueue 'research' in namespace ml-research" in typo.err, typo.err
+
+    # Without a queue label Kueue gives the job the namespace's LocalQueue `default`, on the team's
+    # own queue (issue 31: `job submit` used to refuse it, saying Kueue would never admit it).
+    del made.body["metadata"]["labels"]["kueue.x-k8s.io/queue-name"]
+    path.write_text(yaml.safe_dump(made.body))
+    unlabelled = run(REPO, "job", "submit", str(path), "--dry-run", *c.kc())
+    assert unlabelled.code == 0 and "ok      queue: no kueue.x-k8s.io/queue-name label: Kueue gives the job " \
+        "LocalQueue ml-research/default (ClusterQueue ml-research), as every job without one in the namespace" \
+        in unlabelled.out, (unlabelled.out, unlabelled.err)
 
     # An admin can read WorkloadPriorityClasses, so a missing one is caught on the cluster itself.
     admin = connect(kubeconfig=str(c.stack.identity().kubeconfig))

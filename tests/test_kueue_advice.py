@@ -82,4 +82,6 @@ def test_without_a_cpu_pool_cpu_only_jobs_are_said_to_land_on_gpu_nodes(fleet_ro
            "GPU nodes and use the GPU pools' CPU quota [warning]" in result.err, result.err
     lq = yaml.safe_load((fleet_root / "rendered/prod-west/teams/recsys/recsys/localqueue-default.yaml").read_text())
     assert lq["spec"] == {"clusterQueue": "recsys"}
-    assert not (fleet_root / "rendered/prod-west/teams/recsys/clusterqueue-recsys-cpu.yaml").exists()
+    (group,) = yaml.safe_load((fleet_root / "rendered/prod-west/teams/recsys/clusterqueue-recsys.yaml").read_text())[
+        "spec"]["resourceGroups"]
+    assert [f["name"] for f in group["flavors"]] == ["a100"]  # no CPU flavor without a CPU pool

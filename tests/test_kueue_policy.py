@@ -121,7 +121,7 @@ def test_stop_policy_stops_the_teams_queue_in_the_named_cluster_only(fleet_root:
     assert "stopPolicy" not in spec("prod-west") and "stopPolicy" not in spec("dev")  # None is Kueue's default
     explained = run(fleet_root, "explain", "team", "vision").out
     assert "in prod-east: queue stopped (HoldAndDrain: admitted jobs evicted, nothing admitted)" in explained
-    assert "\nin dev:" not in explained
+    assert "\nin dev: queue stopped" not in explained
 
 
 def test_stop_policy_must_name_a_cluster_the_team_queues_in(fleet_root: Path) -> None:
@@ -166,13 +166,13 @@ def _flavors(spec: dict[str, Any]) -> list[str]:
 
 def test_a_team_orders_its_own_pools(fleet_root: Path) -> None:
     """The cluster's pool order was every team's; `flavorOrder` puts inference's L40S first in
-    prod-west only."""
-    assert _flavors(_queue(fleet_root, "prod-west", "inference")) == ["a100", "l40s"]
+    prod-west only (after the CPU pool's flavor, always first)."""
+    assert _flavors(_queue(fleet_root, "prod-west", "inference")) == ["cpu", "a100", "l40s"]
     edit(fleet_root, "teams/inference.yaml", "quotas:\n", "flavorOrder: {prod-west: [l40s, a100]}\nquotas:\n")
     result = run(fleet_root, "render")
     assert result.code == 0, result.err
-    assert _flavors(_queue(fleet_root, "prod-west", "inference")) == ["l40s", "a100"]
-    assert _flavors(_queue(fleet_root, "prod-west", "platform-ci")) == ["a100", "l40s"]
+    assert _flavors(_queue(fleet_root, "prod-west", "inference")) == ["cpu", "l40s", "a100"]
+    assert _flavors(_queue(fleet_root, "prod-west", "platform-ci")) == ["cpu", "a100", "l40s"]
 
 
 @pytest.mark.parametrize(("order", "message"), [
@@ -303,10 +303,12 @@ def test_explain_says_who_can_preempt_whom(fleet_root: Path) -> None:
     assert "- while borrowing, it preempts nobody else's workloads" in out[out.index("preemption in prod-west:"):]
 
 
-def test_a_cpu_pool_gives_each_team_a_cpu_queue_behind_its_default_local_queue(fleet_root: Path) -> None:
+def test_a_cpu_pool_is_the_first_flavor_of_every_teams_queue(fleet_root: Path) -> None:
     """The CPU pool's flavor, lent whole by the root cohort (in the GPU pools' resource group: Kueue's
-    webhook allows a resource in one group only), and per team a `<team>-cpu` queue that holds
-    nothing, in the team's cohort and namespaces, fed by the namespaces' `default` LocalQueue."""
+    webhook allows a resource in one group only), is the first flavor of each team's queue, holding
+    nothing and no GPUs; both LocalQueues of every team namespace feed that queue, `default` marked
+    as the namespace's default queue for CodeFlare. No `<team>-cpu` queue any more: it left GPU jobs
+    without a queue label waiting forever (issue 31)."""
     flavor = yaml.safe_load((fleet_root / "rendered/prod-west/kueue/resourceflavor-cpu.yaml").read_text())
     assert flavor["spec"] == {"nodeLabels": {"node.fleetgen.io/pool": "cpu"}}
     root = yaml.safe_load((fleet_root / "rendered/prod-west/kueue/cohort-prod-west.yaml").read_text())
@@ -314,29 +316,71 @@ def test_a_cpu_pool_gives_each_team_a_cpu_queue_behind_its_default_local_queue(f
     assert group["flavors"][-1] == {"name": "cpu", "resources": [
         {"name": "cpu", "nominalQuota": "372"}, {"name": "memory", "nominalQuota": "1440Gi"},
         {"name": "nvidia.com/gpu", "nominalQuota": "0"}]}
-    queue = _queue(fleet_root, "prod-west", "vision")
-    cpu = yaml.safe_load((fleet_root / "rendered/prod-west/teams/vision/clusterqueue-vision-cpu.yaml").read_text())
-    assert cpu["spec"]["cohortName"] == queue["cohortName"] == "research-vision"
-    assert cpu["spec"]["namespaceSelector"] == queue["namespaceSelector"]
-    assert cpu["spec"]["resourceGroups"] == [{"coveredResources": ["cpu", "memory"], "flavors": [
-        {"name": "cpu", "resources": [{"name": "cpu", "nominalQuota": "0", "borrowingLimit": "124"},
-                                      {"name": "memory", "nominalQuota": "0", "borrowingLimit": "480Gi"}]}]}]
+    (group,) = _queue(fleet_root, "prod-west", "vision")["resourceGroups"]
+    assert group["coveredResources"] == ["cpu", "memory", "nvidia.com/gpu"]
+    assert [f["name"] for f in group["flavors"]] == ["cpu", "l40s"]
+    assert group["flavors"][0]["resources"] == [
+        {"name": "cpu", "nominalQuota": "0", "borrowingLimit": "124"},
+        {"name": "memory", "nominalQuota": "0", "borrowingLimit": "480Gi"},
+        {"name": "nvidia.com/gpu", "nominalQuota": "0"}]
+    assert not list(fleet_root.glob("rendered/*/teams/*/clusterqueue-*-cpu.yaml"))
     for ns in ("vision", "vision-eval"):
         lqs = {name: yaml.safe_load((fleet_root / f"rendered/prod-west/teams/vision/{ns}/localqueue-{name}.yaml")
-                                    .read_text())["spec"] for name in ("vision", "default")}
-        assert lqs == {"vision": {"clusterQueue": "vision"}, "default": {"clusterQueue": "vision-cpu"}}
+                                    .read_text()) for name in ("vision", "default")}
+        assert {n: q["spec"] for n, q in lqs.items()} == {"vision": {"clusterQueue": "vision"},
+                                                          "default": {"clusterQueue": "vision"}}
+        assert lqs["default"]["metadata"]["annotations"] == {"kueue.x-k8s.io/default-queue": "true"}
+        assert "annotations" not in lqs["vision"]["metadata"]
+    explained = run(fleet_root, "explain", "team", "vision").out
+    assert ("in prod-west: jobs without a queue label get LocalQueue default, on the team's queue (its quota); "
+            "CPU-only jobs run on cpuPool cpu first (up to 124 CPUs and 480Gi of it), and on the CPU share of the "
+            "team's GPU quota only when the team's limit is reached or the pool is full") in explained
 
 
-def test_cpu_pool_names_cannot_collide(fleet_root: Path) -> None:
+def test_cpu_only_jobs_prefer_gpu_pools_when_the_queue_avoids_borrowing(fleet_root: Path) -> None:
+    """All of the CPU pool is borrowed from the root cohort, so `whenCanBorrow: TryNextFlavor` makes
+    Kueue look past it to a GPU pool where the team's own CPU share fits: `explain` and a warning say so."""
+    edit(fleet_root, "teams/vision.yaml", "quotas:\n",
+         "flavorFungibility: {whenCanBorrow: TryNextFlavor, whenCanPreempt: TryNextFlavor}\nquotas:\n")
+    result = run(fleet_root, "render")
+    assert result.code == 0, result.err
+    assert "teams/vision.yaml:" in result.err and "flavorFungibility.whenCanBorrow: in prod-west CPU-only jobs " \
+        "prefer the CPU share of the team's GPU quota to cpuPool cpu" in result.err, result.err
+    explained = run(fleet_root, "explain", "team", "vision").out
+    assert "in prod-west: jobs without a queue label get LocalQueue default, on the team's queue (its quota); " \
+        "CPU-only jobs prefer the CPU share of the team's GPU quota to cpuPool cpu" in explained
+
+
+def test_the_cpu_pool_keeps_a_topology_aware_queue_topology_aware(fleet_root: Path) -> None:
+    """Kueue places a job that asks for no topology by topology only in a queue whose flavors are all
+    topology-aware (kueue v0.19.2 pkg/scheduler/flavorassigner/tas_flavorassigner.go:198-220): on the
+    real Kueue a plain GPU Job in prod-east (H100, topology-aware) was refused "Flavor h100 supports
+    only TopologyAwareScheduling" once a CPU flavor without a topology joined the queue. So the CPU
+    pool is topology-aware (the host) where every GPU pool is; in a cluster where only some are, a
+    queue on topology-aware pools alone gets no CPU flavor, and `explain` says where its CPU-only jobs go."""
+    flavor = yaml.safe_load((fleet_root / "rendered/prod-east/kueue/resourceflavor-cpu.yaml").read_text())
+    assert flavor["spec"]["topologyName"] == "cpu"
+    topology = yaml.safe_load((fleet_root / "rendered/prod-east/kueue/topology-cpu.yaml").read_text())
+    assert topology["spec"] == {"levels": [{"nodeLabel": "kubernetes.io/hostname"}]}
+    assert _flavors(_queue(fleet_root, "prod-east", "vision")) == ["cpu", "h100"]
+    assert "topologyName" not in yaml.safe_load((fleet_root / "rendered/prod-west/kueue/resourceflavor-cpu.yaml")
+                                                .read_text())["spec"]
+    edit(fleet_root, "clusters/prod-west.yaml", "    nodeLabels: {nvidia.com/gpu.product: NVIDIA-L40S}\n",
+         "    nodeLabels: {nvidia.com/gpu.product: NVIDIA-L40S}\n    topologyLevels: [kubernetes.io/hostname]\n")
+    result = run(fleet_root, "render")
+    assert result.code == 0, result.err
+    assert _flavors(_queue(fleet_root, "prod-west", "vision")) == ["l40s"]  # L40S only: topology-aware
+    assert _flavors(_queue(fleet_root, "prod-west", "inference")) == ["cpu", "a100", "l40s"]  # mixed already
+    assert "in prod-west: jobs without a queue label get LocalQueue default, on the team's queue (its quota); " \
+        "CPU-only jobs run on its GPU pools, in the CPU share of its GPU quota: its queue is topology-aware and " \
+        "cpuPool cpu is not" in run(fleet_root, "explain", "team", "vision").out
+
+
+def test_a_cpu_pool_must_not_take_a_gpu_pools_name(fleet_root: Path) -> None:
     edit(fleet_root, "clusters/prod-west.yaml", "cpuPool:\n  nodes: 6", "cpuPool:\n  name: a100\n  nodes: 6")
-    (fleet_root / "teams/vision-cpu.yaml").write_text(
-        "name: vision-cpu\nowners: ['@acme/x']\nmembers: {users: [x@acme.com]}\nquotas:\n  prod-west:\n"
-        "    l40s: {gpus: 0}\n")
     result = run(fleet_root, "render")
     assert result.code == 2
     assert "cpuPool.name: 'a100' is also a GPU pool's name" in result.err
-    assert "teams/vision-cpu.yaml:1: name: in cluster 'prod-west' the team's ClusterQueue would be team 'vision''s " \
-           "queue for CPU-only jobs" in result.err, result.err
 
 
 def test_a_cohorts_quota_change_is_a_risk_in_the_diff(repo: Path) -> None:
@@ -351,11 +395,13 @@ def test_a_cohorts_quota_change_is_a_risk_in_the_diff(repo: Path) -> None:
 
 
 def test_a_cpu_pool_caps_each_teams_cpu_only_jobs(fleet_root: Path) -> None:
-    """prod-west's `cpuPool.teamLimit` on every `<team>-cpu` queue (its borrowingLimit: the queue
-    holds nothing, all it uses is lent by the root cohort); `teamLimits` overrides it per team."""
+    """prod-west's `cpuPool.teamLimit` on the CPU flavor of every team's queue (its borrowingLimit: the
+    flavor holds nothing, all it uses is lent by the root cohort); `teamLimits` overrides it per team."""
     def cpu_limits(team: str) -> list[Any]:
-        doc = yaml.safe_load((fleet_root / f"rendered/prod-west/teams/{team}/clusterqueue-{team}-cpu.yaml").read_text())
-        return [r.get("borrowingLimit") for r in doc["spec"]["resourceGroups"][0]["flavors"][0]["resources"]]
+        doc = yaml.safe_load((fleet_root / f"rendered/prod-west/teams/{team}/clusterqueue-{team}.yaml").read_text())
+        cpu = doc["spec"]["resourceGroups"][0]["flavors"][0]
+        assert cpu["name"] == "cpu"
+        return [r.get("borrowingLimit") for r in cpu["resources"] if r["name"] in ("cpu", "memory")]
 
     assert cpu_limits("vision") == cpu_limits("recsys") == ["124", "480Gi"]
     edit(fleet_root, "clusters/prod-west.yaml", "  teamLimit: {cpu: \"124\", memory: 480Gi}\n",

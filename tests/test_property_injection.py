@@ -12,6 +12,7 @@ render fails with located findings and writes nothing, or it succeeds and:
 
 from __future__ import annotations
 
+import atexit
 import shutil
 import tempfile
 from pathlib import Path
@@ -72,8 +73,7 @@ def _outside(root: Path) -> set[Path]:
 
 
 def _own_cohort(tree: dict[str, bytes], rel: str) -> bool:
-    """A cohort only the team's ClusterQueues (GPU and CPU) are in carries the team's weight: the
-    team's own object."""
+    """A cohort only the team's ClusterQueue is in carries the team's weight: the team's own object."""
     cluster, folder, name = rel.split("/")[0], rel.split("/")[1], Path(rel).name
     if folder != "kueue" or not name.startswith("cohort-"):
         return False
@@ -81,7 +81,7 @@ def _own_cohort(tree: dict[str, bytes], rel: str) -> bool:
     members = [q["metadata"]["name"] for q in (yaml.safe_load(v) for k, v in tree.items()
                                                if k.startswith(f"{cluster}/teams/") and "/clusterqueue-" in k)
                if (q["spec"].get("cohortName") or q["spec"].get("cohort")) == cohort]
-    return bool(members) and set(members) <= {"vision", "vision-cpu"}
+    return members == ["vision"]
 
 
 def _root_share(rel: str, old: bytes | None, new: bytes) -> bool:
@@ -145,6 +145,7 @@ class _Workspace:
     def fresh(self) -> Path:
         if self.root is None:
             self.root = Path(tempfile.mkdtemp(prefix="fleetgen-prop-"))
+            atexit.register(shutil.rmtree, self.root, True)  # hypothesis tests take no tmp_path
             for name in ("teams", "clusters", "rendered"):
                 shutil.copytree(REPO / name, self.root / name)
         (self.root / TEAM).write_text(self.team_text)

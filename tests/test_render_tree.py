@@ -57,7 +57,11 @@ def test_golden_cluster_queue(fleet_root: Path) -> None:
     group = cq["spec"]["resourceGroups"][0]
     assert group["coveredResources"] == ["cpu", "memory", "nvidia.com/gpu"]
     # 64 of 256 H100s: a quarter of 32 nodes x 192 CPUs and 1800Gi.
-    assert group["flavors"] == [{"name": "h100", "resources": [
+    # The CPU pool's flavor first (issue 31): nothing of its own, no GPUs, no limit in prod-east.
+    assert group["flavors"][0] == {"name": "cpu", "resources": [
+        {"name": "cpu", "nominalQuota": "0"}, {"name": "memory", "nominalQuota": "0"},
+        {"name": "nvidia.com/gpu", "nominalQuota": "0"}]}
+    assert group["flavors"][1:] == [{"name": "h100", "resources": [
         {"name": "cpu", "nominalQuota": "1536", "borrowingLimit": "768", "lendingLimit": "384"},
         {"name": "memory", "nominalQuota": "14400Gi", "borrowingLimit": "7200Gi", "lendingLimit": "3600Gi"},
         {"name": "nvidia.com/gpu", "nominalQuota": "64", "borrowingLimit": "32", "lendingLimit": "16"}]}]
@@ -66,9 +70,9 @@ def test_golden_cluster_queue(fleet_root: Path) -> None:
 def test_golden_multi_pool_queue_and_fractional_cpu(fleet_root: Path) -> None:
     cq = _load(fleet_root, "prod-west/teams/platform-ci/clusterqueue-platform-ci.yaml")
     flavors = cq["spec"]["resourceGroups"][0]["flavors"]
-    assert [f["name"] for f in flavors] == ["a100", "l40s"]  # the cluster's pool order
+    assert [f["name"] for f in flavors] == ["cpu", "a100", "l40s"]  # the CPU pool, then the cluster's pool order
     # 4 L40S of a 4-GPU node with 62500m CPU: the whole node, canonical quantities.
-    assert flavors[1]["resources"][:2] == [{"name": "cpu", "nominalQuota": "62500m"},
+    assert flavors[2]["resources"][:2] == [{"name": "cpu", "nominalQuota": "62500m"},
                                            {"name": "memory", "nominalQuota": "480Gi"}]
 
 
@@ -92,8 +96,8 @@ def test_golden_flavor_topology_cohorts_and_tenancy(fleet_root: Path) -> None:
         {"coveredResources": ["cpu", "memory", "nvidia.com/gpu"], "flavors": [{"name": "h100", "resources": [
             {"name": "cpu", "nominalQuota": "768"}, {"name": "memory", "nominalQuota": "7200Gi"},
             {"name": "nvidia.com/gpu", "nominalQuota": "32"}]},
-        # ... and the whole cpuPool, for the teams' CPU-only queues (in the same group: Kueue's webhook
-        # allows each resource in one group only).
+        # ... and the whole cpuPool, lent to the CPU flavor of the teams' queues (in the same group: Kueue's
+        # webhook allows each resource in one group only).
         {"name": "cpu", "resources": [{"name": "cpu", "nominalQuota": "496"},
                                       {"name": "memory", "nominalQuota": "1920Gi"},
                                       {"name": "nvidia.com/gpu", "nominalQuota": "0"}]}]}]}
@@ -101,7 +105,7 @@ def test_golden_flavor_topology_cohorts_and_tenancy(fleet_root: Path) -> None:
     # ... holding ml-research alone, so it carries the team's weight (see test_kueue_advice.py).
     assert implicit["spec"] == {"parentName": "prod-west", "fairSharing": {"weight": "1"}}
     for ns in ("vision", "vision-eval"):
-        for queue, target in (("vision", "vision"), ("default", "vision-cpu")):
+        for queue, target in (("vision", "vision"), ("default", "vision")):
             lq = _load(fleet_root, f"prod-east/teams/vision/{ns}/localqueue-{queue}.yaml")
             assert lq["metadata"]["namespace"] == ns and lq["spec"] == {"clusterQueue": target}
         rb = _load(fleet_root, f"prod-east/teams/vision/{ns}/rolebinding-vision-members.yaml")

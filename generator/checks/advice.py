@@ -92,7 +92,31 @@ def _cpu_jobs_on_gpu_flavors(fleet: Fleet) -> Iterator[Warning]:
                                 "jobs without a queue label in team namespaces, CPU-only ones included, are queued "
                                 "to the team's GPU queue: Kueue admits them to a GPU flavor, so they run on GPU "
                                 "nodes and use the GPU pools' CPU quota",
-                                "declare cpuPool (nodes without GPUs) so they go to a CPU-only queue", WARNING)
+                                "declare cpuPool (nodes without GPUs): CPU-only jobs then run there first", WARNING)
+
+
+def _cpu_pool_passed_over(fleet: Fleet) -> Iterator[Warning]:
+    """A team's queue holds none of the CPU pool (the root cohort lends it all), so taking it is always
+    borrowing; `whenCanBorrow: TryNextFlavor` makes Kueue go on to a GPU pool where the team's own CPU
+    share fits without borrowing (kueue v0.19.2 pkg/scheduler/flavorassigner/flavorassigner.go), and
+    CPU-only jobs run on GPU nodes while the CPU pool is idle."""
+    for cluster in fleet.clusters.values():
+        cfg = cluster.config
+        if cfg.cpu_pool is None:
+            continue
+        for team in fleet.teams_in(cfg.name):
+            own = team.config.flavor_fungibility
+            chosen, loaded, path = (own, team, ("flavorFungibility", "whenCanBorrow")) if own is not None else \
+                (cfg.kueue.flavor_fungibility, cluster, ("kueue", "flavorFungibility", "whenCanBorrow"))
+            if chosen is None or chosen.when_can_borrow != "TryNextFlavor":
+                continue
+            file, line = loaded.at(*path)
+            yield cfg.name, Finding(file, line, ".".join(path),
+                                    f"in {cfg.name} CPU-only jobs prefer the CPU share of the team's GPU quota to "
+                                    f"cpuPool {cfg.cpu_pool.name}: all of the CPU pool is borrowed, and TryNextFlavor "
+                                    f"looks for a flavor without borrowing first (team {team.config.name})",
+                                    "use whenCanBorrow: MayStopSearch (Kueue's default) to keep CPU-only jobs on the "
+                                    "CPU pool", WARNING)
 
 
 def _admission_check_reach(fleet: Fleet) -> Iterator[Warning]:
@@ -118,7 +142,8 @@ def _admission_check_reach(fleet: Fleet) -> Iterator[Warning]:
 
 
 WARNINGS: list[Callable[[Fleet], Iterator[Warning]]] = [_weight_alone_in_cohort, _overcommitted_pools,
-                                                        _cpu_jobs_on_gpu_flavors, _admission_check_reach]
+                                                        _cpu_jobs_on_gpu_flavors, _cpu_pool_passed_over,
+                                                        _admission_check_reach]
 
 
 def advise(fleet: Fleet, clusters: list[str] | None = None) -> list[Finding]:

@@ -274,7 +274,7 @@ def _cohort_quotas(fleet: Fleet) -> Iterator[Finding]:
 
 
 def _cpu_pool(fleet: Fleet) -> Iterator[Finding]:
-    """The CPU pool's flavor and the teams' CPU queues (`<team>-cpu`) must not take existing names."""
+    """The CPU pool's flavor must not take a GPU pool's name; its per-team limits name teams of the cluster."""
     for cluster in fleet.clusters.values():
         cfg = cluster.config
         if cfg.cpu_pool is None:
@@ -289,12 +289,6 @@ def _cpu_pool(fleet: Fleet) -> Iterator[Finding]:
                 file, line = cluster.at("cpuPool", "teamLimits", name)
                 yield Finding(file, line, f"cpuPool.teamLimits.{name}", f"team {name!r} has no queue in cluster "
                               f"{cfg.name!r}", f"use one of: {', '.join(sorted(teams)) or '(none)'}")
-        for team in fleet.teams_in(cfg.name):
-            if f"{team.config.name}-cpu" in teams:
-                file, line = fleet.teams[f"{team.config.name}-cpu"].at("name")
-                yield Finding(file, line, "name", f"in cluster {cfg.name!r} the team's ClusterQueue would be team "
-                              f"{team.config.name!r}'s queue for CPU-only jobs", "choose a team name not ending "
-                              "in -cpu")
 
 
 def _admission_checks(fleet: Fleet) -> Iterator[Finding]:

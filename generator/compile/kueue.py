@@ -17,6 +17,8 @@ from generator.config.fleet import Loaded, held_gpus
 from generator.config.team import PoolQuota, TeamConfig
 
 SHARED = ("kueue",)
+HOSTNAME = "kubernetes.io/hostname"
+"""The one topology level of a topology-aware CPU pool: every node has it."""
 
 
 def team_folder(team: str) -> tuple[str, ...]:
@@ -69,7 +71,12 @@ def cpu_flavor(cluster: Loaded[ClusterConfig]) -> list[Manifest]:
         return []
     body = _obj(cfg, "ResourceFlavor", pool.name)
     body["spec"] = _flavor_spec(pool.node_labels, pool.taints)
-    return [Manifest(SHARED, body, cluster.at("cpuPool"))]
+    if not cfg.cpu_pool_topology_aware:
+        return [Manifest(SHARED, body, cluster.at("cpuPool"))]
+    body["spec"]["topologyName"] = pool.name
+    topo = _obj(cfg, "Topology", pool.name)
+    topo["spec"] = {"levels": [{"nodeLabel": HOSTNAME}]}
+    return [Manifest(SHARED, body, cluster.at("cpuPool")), Manifest(SHARED, topo, cluster.at("cpuPool"))]
 
 
 def admission_checks(cluster: Loaded[ClusterConfig]) -> list[Manifest]:
@@ -108,15 +115,13 @@ def _admission_checks_strategy(cfg: ClusterConfig, team: TeamConfig) -> dict[str
         rules.append({"name": MultiKueue.check_name(team.name)})
     for check, pools in cfg.checks_for(team.name, list(team.quotas[cfg.name])):
         rule: dict[str, Any] = {"name": check.name}
+        # On the GPU pools only: CPU-only work, on the CPU pool's flavor, never waits for a check.
+        if pools is None and cfg.cpu_flavor_for(list(team.quotas[cfg.name])):
+            pools = [p.name for p in cfg.node_pools if p.name in team.quotas[cfg.name]]
         if pools is not None:
             rule["onFlavors"] = pools
         rules.append(rule)
     return {"admissionChecks": rules} if rules else {}
-
-
-def cpu_queue_name(team: str) -> str:
-    """The ClusterQueue of a team's CPU-only jobs (the checks keep it from naming another team)."""
-    return f"{team}-cpu"
 
 
 def resource_flavor(cluster: Loaded[ClusterConfig], index: int) -> Manifest:
@@ -160,7 +165,7 @@ def cohorts(cluster: Loaded[ClusterConfig], teams: list[Loaded[TeamConfig]]) -> 
     root = _obj(cfg, "Cohort", cfg.name)
     root["spec"] = {}
     groups = _unallocated_groups(cfg, teams) if cfg.kueue.share_unallocated else []
-    if cfg.cpu_pool is not None:  # all of it lent to the teams' CPU queues, which hold nothing
+    if cfg.cpu_pool is not None:  # all of it lent to the teams' queues, whose CPU flavor holds nothing
         # One group per resource in an object (Kueue's webhook): the GPU pools' group gains the flavor.
         cpu, memory = cpu_pool_resources(cfg.cpu_pool)
         group: dict[str, Any] = groups[0] if groups else {"coveredResources": ["cpu", "memory"], "flavors": []}
@@ -227,7 +232,28 @@ def _resource_groups(cfg: ClusterConfig, team: TeamConfig) -> list[dict[str, Any
     order = team.flavor_order.get(cfg.name)
     if order:  # the checks make it a permutation of the team's pools in the cluster
         pools.sort(key=lambda p: order.index(p.name) if p.name in order else len(order))
-    return quota_groups(pools, team.quotas[cfg.name])
+    groups = quota_groups(pools, team.quotas[cfg.name])
+    if cfg.cpu_flavor_for(list(team.quotas[cfg.name])) and groups:
+        groups[0]["flavors"].insert(0, _cpu_flavor_quota(cfg, team, groups[0]["coveredResources"]))
+    return groups
+
+
+def _cpu_flavor_quota(cfg: ClusterConfig, team: TeamConfig, covered: list[str]) -> dict[str, Any]:
+    """The CPU pool's flavor in the team's queue, tried first: nothing of its own (the root cohort
+    lends the whole pool), its CPU and memory capped by the team's limit, no GPUs. Kueue takes the
+    first flavor that fits (kueue v0.19.2 pkg/scheduler/flavorassigner/flavorassigner.go:1330-1380), so
+    CPU-only work lands on the CPU pool while it has room and a GPU request, which this flavor can
+    never fit, goes on to the team's GPU pools."""
+    assert cfg.cpu_pool is not None
+    limit = cfg.cpu_pool.limit_for(team.name)
+    borrowing = {"cpu": quantity.normalise(limit.cpu), "memory": quantity.normalise(limit.memory)} if limit else {}
+    resources: list[dict[str, Any]] = []
+    for name in covered:
+        entry: dict[str, Any] = {"name": name, "nominalQuota": "0"}
+        if name in borrowing:
+            entry["borrowingLimit"] = borrowing[name]
+        resources.append(entry)
+    return {"name": cfg.cpu_pool.name, "resources": resources}
 
 
 def quota_groups(pools: list[NodePool], quotas: Mapping[str, PoolQuota | CohortQuota]) -> list[dict[str, Any]]:
@@ -319,43 +345,24 @@ def cluster_queue(cluster: Loaded[ClusterConfig], team: Loaded[TeamConfig]) -> M
     return Manifest(team_folder(tcfg.name), body, team.at("quotas", cfg.name), origins)
 
 
-def cpu_cluster_queue(cluster: Loaded[ClusterConfig], team: Loaded[TeamConfig]) -> list[Manifest]:
-    """The team's queue for CPU-only jobs: the CPU pool's flavor only, no quota of its own (the
-    root cohort lends the pool), in the team's cohort, namespaces and stop policy."""
-    cfg, tcfg = cluster.config, team.config
-    if cfg.cpu_pool is None:
-        return []
-    queue = cluster_queue(cluster, team)
-    spec = queue.body["spec"]
-    spec.pop("flavorFungibility", None)  # one flavor: nothing to fall back to
-    spec.pop("admissionChecksStrategy", None)  # checks run on GPU pools only
-    resources: list[dict[str, Any]] = [{"name": "cpu", "nominalQuota": "0"}, {"name": "memory", "nominalQuota": "0"}]
-    limit = cfg.cpu_pool.limit_for(tcfg.name)
-    if limit is not None:  # all it uses is borrowed from the root cohort: its borrowingLimit caps the team
-        for entry, value in zip(resources, (limit.cpu, limit.memory), strict=True):
-            entry["borrowingLimit"] = quantity.normalise(value)
-    spec["resourceGroups"] = [{"coveredResources": ["cpu", "memory"], "flavors": [
-        {"name": cfg.cpu_pool.name, "resources": resources}]}]
-    body = _obj(cfg, "ClusterQueue", cpu_queue_name(tcfg.name), team=tcfg.name)
-    body["spec"] = spec
-    where = ("cpuPool", "teamLimits", tcfg.name) if tcfg.name in cfg.cpu_pool.team_limits else \
-        ("cpuPool", "teamLimit") if cfg.cpu_pool.team_limit is not None else ("cpuPool",)
-    origins = {**queue.origins, "spec.resourceGroups": cluster.at(*where)}
-    return [Manifest(team_folder(tcfg.name), body, queue.source, origins)]
+DEFAULT_QUEUE_ANNOTATION = {"kueue.x-k8s.io/default-queue": "true"}
+"""What CodeFlare's SDK looks for to pick a namespace's queue for a RayCluster or job it labels."""
 
 
 def local_queues(cluster: Loaded[ClusterConfig], team: Loaded[TeamConfig]) -> list[Manifest]:
-    """In each team namespace: a LocalQueue named after the team and one named `default`."""
+    """In each team namespace: a LocalQueue named after the team and one named `default`, both on the
+    team's ClusterQueue. Kueue gives every job without a queue label in a managed namespace the
+    LocalQueue `default` (kueue v0.19.2 pkg/controller/jobframework/defaults.go:79-97), so unlabelled
+    work, GPU or CPU-only, is charged to the team's quota."""
     cfg, tcfg = cluster.config, team.config
     out = []
-    # Kueue gives every Job without a queue in a managed namespace the LocalQueue `default`
-    # (kueue v0.19.2 pkg/controller/jobframework/defaults.go:79-97): with a CPU pool it feeds the
-    # team's CPU queue, so CPU-only work does not take a GPU flavor.
-    default = cpu_queue_name(tcfg.name) if cfg.cpu_pool is not None else tcfg.name
     for ns in tcfg.namespace_names:
-        for name, target in ((tcfg.name, tcfg.name), ("default", default)):
+        for name in (tcfg.name, "default"):
             body = _obj(cfg, "LocalQueue", name, team=tcfg.name, namespace=ns)
-            body["spec"] = {"clusterQueue": target}
+            if name == "default":
+                meta = body["metadata"]
+                meta["annotations"] = {**meta.get("annotations", {}), **DEFAULT_QUEUE_ANNOTATION}
+            body["spec"] = {"clusterQueue": tcfg.name}
             out.append(Manifest(team_folder(tcfg.name) + (ns,), body, team.at("namespaces") if tcfg.namespaces
                                 else team.at("name")))
     return out
@@ -375,6 +382,5 @@ def compile_kueue(cluster: Loaded[ClusterConfig], teams: list[Loaded[TeamConfig]
     out.extend(cohorts(cluster, teams))
     for team in teams:
         out.append(cluster_queue(cluster, team))
-        out.extend(cpu_cluster_queue(cluster, team))
         out.extend(local_queues(cluster, team))
     return out

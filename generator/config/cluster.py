@@ -256,10 +256,13 @@ class CpuLimit(ConfigModel):
 class CpuPool(ConfigModel):
     """Nodes without GPUs for the CPU-only jobs of team namespaces.
 
-    Kueue gives every Job without a queue in a team namespace the namespace's `default` LocalQueue;
-    with a CPU pool that queue feeds a per-team `<team>-cpu` ClusterQueue on this pool's flavor, so
-    CPU-only work never lands on GPU nodes nor uses the GPU pools' CPU quota. Without one it goes
-    to the team's GPU queue (with a warning)."""
+    Its ResourceFlavor is the first flavor of every team's ClusterQueue, with no quota of its own:
+    the root cohort lends the whole pool. Kueue takes the first flavor that fits, so a CPU-only job
+    (with the team's queue label, or none: the namespace's `default` LocalQueue is on the same
+    queue) runs here while the pool has room for it within the team's limit; a job requesting GPUs
+    never fits this flavor and goes on to the team's GPU pools. When the pool cannot take a CPU-only
+    job, Kueue tries the team's GPU pools next, where it uses the CPU share of the team's own GPU
+    quota (`explain team` says so). Without a CPU pool, CPU-only jobs run on GPU nodes (a warning)."""
 
     name: DnsLabel = "cpu"
     """ResourceFlavor name; must differ from every GPU pool's."""
@@ -274,13 +277,14 @@ class CpuPool(ConfigModel):
     taints: list[Taint] = []
     """Taints of the pool's nodes (ResourceFlavor nodeTaints and tolerations)."""
     team_limit: CpuLimit | None = None
-    """At most this much of the pool for one team's CPU-only jobs at a time (the `<team>-cpu`
-    queue's borrowingLimit); omitted: a team may use the whole pool while others leave it idle."""
+    """At most this much of the pool for one team's CPU-only jobs at a time (the borrowingLimit of
+    the pool's flavor in the team's queue); omitted: a team may use the whole pool while others leave
+    it idle."""
     team_limits: dict[DnsLabel, CpuLimit] = {}
     """Per team (team name -> limit), instead of `teamLimit`."""
 
     def limit_for(self, team: str) -> CpuLimit | None:
-        """The CPU pool limit of one team's CPU queue, if any."""
+        """The most of the pool one team's jobs may hold, if limited."""
         return self.team_limits.get(team, self.team_limit)
 
 
@@ -554,7 +558,7 @@ class ClusterConfig(ConfigModel):
     """GPU node pools; the order is Kueue's flavor preference order. Required, except on a
     MultiKueue manager, whose pools are its workers'."""
     cpu_pool: CpuPool | None = None
-    """Nodes without GPUs where the teams' CPU-only jobs (their namespaces' `default` LocalQueue) run."""
+    """Nodes without GPUs where the teams' CPU-only jobs run first (a flavor of every team's queue)."""
     priorities: list[Priority] = []
     """Workload priority classes of the cluster."""
     cohorts: list[Cohort] = []
@@ -633,6 +637,23 @@ class ClusterConfig(ConfigModel):
     def pool(self, name: str) -> NodePool | None:
         """The node pool called `name`, if any."""
         return next((p for p in self.node_pools if p.name == name), None)
+
+    @property
+    def cpu_pool_topology_aware(self) -> bool:
+        """Whether the CPU pool's flavor is topology-aware (one level, the host): when every GPU pool
+        is. Kueue places a job that asks for no topology by topology only in a ClusterQueue whose
+        flavors are all topology-aware (kueue v0.19.2 pkg/scheduler/flavorassigner/tas_flavorassigner.go:
+        198-220); one flavor without a topology in such a queue leaves those jobs no GPU pool at all."""
+        return self.cpu_pool is not None and bool(self.node_pools) and \
+            all(p.topology_levels is not None for p in self.node_pools)
+
+    def cpu_flavor_for(self, pools: list[str]) -> bool:
+        """Whether the CPU pool's flavor goes into the queue of a team with quota in `pools`: not when
+        it would be the one flavor without a topology in a queue that is otherwise topology-aware."""
+        if self.cpu_pool is None:
+            return False
+        mine = [p for p in self.node_pools if p.name in pools]
+        return self.cpu_pool_topology_aware or not mine or any(p.topology_levels is None for p in mine)
 
     def checks_for(self, team: str, pools: list[str]) -> list[tuple[AdmissionCheck, list[str] | None]]:
         """The admission checks of a team's queue with quota in `pools`: (check, the pools it runs

@@ -243,7 +243,7 @@ def _weight_jump(change: Change) -> Iterator[Risk]:
     old, new = _weight(_body(change.before)), _weight(_body(change.after))
     old_v, new_v = (old if old is not None else Decimal(1)), (new if new is not None else Decimal(1))  # Kueue: 1
     if old_v != new_v and weight_jumped(old_v, new_v):
-        # a team's queues (GPU and CPU) carry the team's one weight: one line for the team
+        # a team's queue carries the team's one weight: one line for the team
         owner = ("team", change.obj.team or change.obj.key[4]) if kind == "ClusterQueue" else ("cohort",
                                                                                                change.obj.key[4])
         yield _at(change, "high", "fair-sharing-weight-jump", f"{' '.join(owner)} fair-sharing weight "

@@ -18,6 +18,8 @@ if TYPE_CHECKING:
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+DEFAULT_QUEUE = "default"
+"""The LocalQueue Kueue gives a job without a queue label (every fleetgen team namespace has one)."""
 
 
 class SubmitRefused(ClusterError):
@@ -61,15 +63,21 @@ def local_queue(api: Any, namespace: str, queue: str | None) -> Outcome:
     from kubernetes import client
     from kubernetes.client.exceptions import ApiException
 
-    if not queue:
-        return Outcome("queue", False, f"the job has no {QUEUE_LABEL} label: Kueue would never admit it")
     version = preferred_version(api, KUEUE)
     if version is None:
         return Outcome("queue", False, "Kueue is not installed on this cluster (no kueue.x-k8s.io API)")
+    # Without a label Kueue's webhook gives the job the namespace's LocalQueue `default`, if there is
+    # one (kueue v0.19.2 pkg/controller/jobframework/defaults.go:79-97); without one Kueue ignores it.
+    unlabelled = not queue
+    queue = queue or DEFAULT_QUEUE
     try:
         found: Any = client.CustomObjectsApi(api).get_namespaced_custom_object(
             KUEUE, version, namespace, "localqueues", queue, _request_timeout=timeout(api))
     except ApiException as exc:
+        if exc.status == 404 and unlabelled:
+            return Outcome("queue", False, f"the job has no {QUEUE_LABEL} label and namespace {namespace} has no "
+                           f"LocalQueue {DEFAULT_QUEUE!r}: Kueue would not queue it, so it would run outside any "
+                           "quota; label it with the team's queue (named after the team)")
         if exc.status == 404:
             return Outcome("queue", False, f"no LocalQueue {queue!r} in namespace {namespace}: the team's queue is "
                            "named after the team; is the team's file merged and synced to this cluster?")
@@ -80,7 +88,11 @@ def local_queue(api: Any, namespace: str, queue: str | None) -> Outcome:
     if active and active.get("status") == "False":
         why = active.get("message") or active.get("reason")
         return Outcome("queue", False, f"LocalQueue {queue!r} is inactive: {why}")
-    return Outcome("queue", True, f"LocalQueue {namespace}/{queue} is active")
+    target = (found.get("spec") or {}).get("clusterQueue", "?")
+    if unlabelled:
+        return Outcome("queue", True, f"no {QUEUE_LABEL} label: Kueue gives the job LocalQueue {namespace}/{queue} "
+                       f"(ClusterQueue {target}), as every job without one in the namespace")
+    return Outcome("queue", True, f"LocalQueue {namespace}/{queue} is active (ClusterQueue {target})")
 
 
 def priority(api: Any, name: str | None) -> Outcome:

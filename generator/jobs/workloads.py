@@ -156,6 +156,11 @@ def why_pending(workload: dict[str, Any]) -> str:
         text = QUOTA_REASONS.get(reserved.get("reason", ""))
         message = reserved.get("message") or ""
         reasons.append(f"{text}: {message}" if text and message else text or message or "waiting in the queue")
+        # kueue v0.19.2 pkg/scheduler/flavorassigner/flavorassigner.go:1071
+        if "unavailable in ClusterQueue" in message:
+            reasons.append("its ClusterQueue has no quota at all for a resource it requests, so Kueue will never "
+                           "admit it there: request only the resources of the team's pools (`fleetgen explain team "
+                           "<team>` lists them), or label it with a queue that has them")
     elif reserved and reserved.get("status") == "True":
         admitted = condition(workload, "Admitted") or {}
         states = (workload.get("status") or {}).get("admissionChecks") or []

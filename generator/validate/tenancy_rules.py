@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from generator.checks.fleet import system_subject
-from generator.compile.kueue import cpu_queue_name
 from generator.compile.manifest import Manifest
 from generator.compile.multikueue import manager_grant
 from generator.config.cluster import ClusterConfig
@@ -36,8 +35,7 @@ def _team_object(m: Manifest, team: TeamConfig, cluster: ClusterConfig) -> Itera
     if m.kind == "Namespace" and m.name not in own:
         yield "metadata.name", f"Namespace {m.name!r} is not one of team {team.name!r}'s", \
             f"use one of: {', '.join(sorted(own))}"
-    queues = {team.name} | ({cpu_queue_name(team.name)} if cluster.cpu_pool is not None else set())
-    if m.kind == "ClusterQueue" and m.name not in queues:
+    if m.kind == "ClusterQueue" and m.name != team.name:
         yield "metadata.name", f"ClusterQueue {m.name!r} is not team {team.name!r}'s", "name it after the team"
     grants = [manager_grant(manager) for manager in cluster.managers]
     if m.kind == "RoleBinding" and any(m.body.get("subjects") == [subject] and m.body.get("roleRef", {}).get("name")
