@@ -93,7 +93,7 @@ def test_v1beta1_checks_match_that_releases_crds(fleet_root: Path, release: str,
                  "clusterqueues": _doc(fleet_root, "dev", "teams/vision/clusterqueue-vision.yaml")}
     assert documents["clusterqueues"]["apiVersion"] == "kueue.x-k8s.io/v1beta1"
     assert documents["clusterqueues"]["spec"]["admissionChecksStrategy"]["admissionChecks"] == [
-        {"name": "l4-capacity", "onFlavors": ["l4"]}, {"name": "budget"}]
+        {"name": "l4-capacity", "onFlavors": ["l4"]}, {"name": "budget", "onFlavors": ["l4"]}]  # not the CPU pool
     for plural, body in documents.items():
         crd = yaml.safe_load((crds / f"kueue.x-k8s.io_{plural}.yaml").read_text())
         version = next(v for v in crd["spec"]["versions"] if v["name"] == "v1beta1")

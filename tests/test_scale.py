@@ -22,9 +22,9 @@ from tests.conftest import run
 
 TEN_THOUSAND = 10_000
 RENDER_BOUND_S = 240
-"""10,000 teams in one pool (100,057 objects), every object rendered and written: measured 45 s on a busy 2-core
-machine (README, "Speed"); the bound leaves room for a loaded CI machine, not for quadratic growth
-(which took more than 900 s)."""
+"""10,000 teams in one pool (90,061 objects; 100,057 while each team had a CPU queue too), every object
+rendered and written: measured 45 s on a busy 2-core machine (README, "Speed"); the bound leaves room for
+a loaded CI machine, not for quadratic growth (which took more than 900 s)."""
 CAPACITY_BOUND_S = 10
 """The capacity model alone at 10,000 teams: measured 0.3 s; the quadratic walk took minutes."""
 
@@ -70,7 +70,8 @@ def test_ten_thousand_teams_in_one_pool_render_within_the_bound(tmp_path: Path) 
     elapsed = time.perf_counter() - start
     assert result.code == 0, result.err[-2000:]
     objects = int(re.match(r"rendered (\d+) objects in 1 clusters", result.out).group(1))  # type: ignore[union-attr]
-    assert objects >= 10 * TEN_THOUSAND and elapsed < RENDER_BOUND_S, (elapsed, result.out)
+    # Nine per team (its queue, two LocalQueues, namespace, policies, quotas, bindings) and the shared ones.
+    assert objects >= 9 * TEN_THOUSAND and elapsed < RENDER_BOUND_S, (elapsed, result.out)
 
 
 # --- the linear walk gives what the direct definition gives -------------------------------------
