@@ -82,11 +82,9 @@ def unlabelled_jobs(cfg: ClusterConfig, team: TeamConfig) -> str:
                 "topologyLevels)")
     limit = pool.limit_for(team.name)
     cap = f"up to {limit.cpu} CPUs and {limit.memory} of it" if limit else "all of it while others leave it idle"
-    fungibility = team.flavor_fungibility or cfg.kueue.flavor_fungibility
+    fungibility = team.fungibility_in(cfg)
     if fungibility is not None and fungibility.when_can_borrow == "TryNextFlavor":
-        return (head + f"; CPU-only jobs prefer the CPU share of the team's GPU quota to cpuPool {pool.name}: "
-                "all of the CPU pool is borrowed, and whenCanBorrow: TryNextFlavor looks for a flavor without "
-                "borrowing first")
+        return f"{head}; {cfg.cpu_pool_passed_over()}"
     full = "the team's limit is reached or the pool is full" if limit else "the pool is full"
     return (head + f"; CPU-only jobs run on cpuPool {pool.name} first ({cap}), and on the CPU share of the "
             f"team's GPU quota only when {full}")

@@ -374,6 +374,12 @@ def test_the_cpu_pool_keeps_a_topology_aware_queue_topology_aware(fleet_root: Pa
     assert "in prod-west: jobs without a queue label get LocalQueue default, on the team's queue (its quota); " \
         "CPU-only jobs run on its GPU pools, in the CPU share of its GPU quota: its queue is topology-aware and " \
         "cpuPool cpu is not" in run(fleet_root, "explain", "team", "vision").out
+    # No CPU pool flavor in vision's queue, so nothing for TryNextFlavor to pass over: no warning.
+    edit(fleet_root, "teams/vision.yaml", "quotas:\n", "flavorFungibility: {whenCanBorrow: TryNextFlavor}\nquotas:\n")
+    result = run(fleet_root, "render")
+    assert result.code == 0, result.err
+    assert "in prod-west CPU-only jobs prefer the CPU share" not in result.err, result.err
+    assert "in prod-east CPU-only jobs prefer the CPU share" in result.err, result.err  # H100 and a CPU flavor
 
 
 def test_a_cpu_pool_must_not_take_a_gpu_pools_name(fleet_root: Path) -> None:

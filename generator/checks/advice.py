@@ -105,16 +105,16 @@ def _cpu_pool_passed_over(fleet: Fleet) -> Iterator[Warning]:
         if cfg.cpu_pool is None:
             continue
         for team in fleet.teams_in(cfg.name):
-            own = team.config.flavor_fungibility
-            chosen, loaded, path = (own, team, ("flavorFungibility", "whenCanBorrow")) if own is not None else \
-                (cfg.kueue.flavor_fungibility, cluster, ("kueue", "flavorFungibility", "whenCanBorrow"))
+            if not cfg.cpu_flavor_for(list(team.config.quotas[cfg.name])):
+                continue  # the team's queue has no CPU pool flavor to pass over
+            chosen = team.config.fungibility_in(cfg)
             if chosen is None or chosen.when_can_borrow != "TryNextFlavor":
                 continue
+            loaded, path = (team, ("flavorFungibility", "whenCanBorrow")) if team.config.flavor_fungibility else \
+                (cluster, ("kueue", "flavorFungibility", "whenCanBorrow"))
             file, line = loaded.at(*path)
             yield cfg.name, Finding(file, line, ".".join(path),
-                                    f"in {cfg.name} CPU-only jobs prefer the CPU share of the team's GPU quota to "
-                                    f"cpuPool {cfg.cpu_pool.name}: all of the CPU pool is borrowed, and TryNextFlavor "
-                                    f"looks for a flavor without borrowing first (team {team.config.name})",
+                                    f"in {cfg.name} {cfg.cpu_pool_passed_over()} (team {team.config.name})",
                                     "use whenCanBorrow: MayStopSearch (Kueue's default) to keep CPU-only jobs on the "
                                     "CPU pool", WARNING)
 

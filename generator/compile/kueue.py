@@ -294,7 +294,7 @@ _V014_STOP = {"whenCanBorrow": "Borrow", "whenCanPreempt": "Preempt"}
 
 def _fungibility(cfg: ClusterConfig, team: TeamConfig) -> dict[str, str]:
     """The queue's flavorFungibility in the cluster's Kueue release's words; {} for Kueue's defaults."""
-    chosen = team.flavor_fungibility or cfg.kueue.flavor_fungibility
+    chosen = team.fungibility_in(cfg)
     if chosen is None:
         return {}
     out: dict[str, str] = {"whenCanBorrow": chosen.when_can_borrow, "whenCanPreempt": chosen.when_can_preempt}

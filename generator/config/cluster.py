@@ -655,6 +655,13 @@ class ClusterConfig(ConfigModel):
         mine = [p for p in self.node_pools if p.name in pools]
         return self.cpu_pool_topology_aware or not mine or any(p.topology_levels is None for p in mine)
 
+    def cpu_pool_passed_over(self) -> str:
+        """Why CPU-only jobs skip the CPU pool under `whenCanBorrow: TryNextFlavor`, in one sentence
+        for warnings and `explain`."""
+        pool = self.cpu_pool.name if self.cpu_pool is not None else "cpu"
+        return (f"CPU-only jobs prefer the CPU share of the team's GPU quota to cpuPool {pool}: all of the CPU "
+                "pool is borrowed, and whenCanBorrow: TryNextFlavor looks for a flavor without borrowing first")
+
     def checks_for(self, team: str, pools: list[str]) -> list[tuple[AdmissionCheck, list[str] | None]]:
         """The admission checks of a team's queue with quota in `pools`: (check, the pools it runs
         for, in the cluster's pool order; None for all of the queue's pools)."""

@@ -7,7 +7,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from generator.config.base import ConfigModel
-from generator.config.cluster import FlavorFungibility
+from generator.config.cluster import ClusterConfig, FlavorFungibility
 from generator.config.jobs import JobProfile
 from generator.config.types import Count, DnsLabel, DnsSubdomain, Owner, SubjectName, Weight
 
@@ -77,6 +77,11 @@ class TeamConfig(ConfigModel):
     """GPU quotas: cluster name -> pool name -> quota."""
     job_profiles: list[JobProfile] = []
     """Job templates for the team's ML engineers (rendered under rendered/<cluster>/templates/<team>/)."""
+
+    def fungibility_in(self, cluster: ClusterConfig) -> FlavorFungibility | None:
+        """The flavorFungibility of the team's queue in `cluster`: the team's own, else the cluster's
+        (None: Kueue's defaults)."""
+        return self.flavor_fungibility or cluster.kueue.flavor_fungibility
 
     @property
     def namespace_names(self) -> list[str]:
