@@ -159,10 +159,10 @@ class _Tree:
         return self._offers[name]
 
 
-def pool_capacities(fleet: Fleet) -> list[PoolCapacity]:
-    """Every pool of every cluster, sorted by cluster then pool order."""
+def pool_capacities(fleet: Fleet, cluster: str | None = None) -> list[PoolCapacity]:
+    """Every pool of every cluster (or of one), sorted by cluster then pool order."""
     out = []
-    for cname in sorted(fleet.clusters):
+    for cname in sorted(fleet.clusters) if cluster is None else [cluster]:
         cfg = fleet.clusters[cname].config
         for pool in cfg.node_pools:
             nodes = _tree(fleet, cname, pool.name)

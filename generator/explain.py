@@ -6,13 +6,19 @@ from generator.capacity import TeamShare, pool_capacities
 from generator.config.cluster import PROVISIONING_CLASSES, AdmissionCheck, ClusterConfig
 from generator.config.fleet import Fleet, fair_sharing
 from generator.config.team import TeamConfig
+from generator.guarantees import held_back
 
 RECLAIM = {
     "Any": "takes its guaranteed GPUs back from borrowers by preempting their workloads, whatever their priority",
-    "LowerPriority": "takes its guaranteed GPUs back by preempting borrowers' workloads of lower priority only",
-    "Never": "waits for borrowers to finish before it gets its guaranteed GPUs back",
+    "LowerPriority": "takes its guaranteed GPUs back by preempting borrowers' workloads of lower priority only; "
+                     "borrowers of its priority or above keep them until their jobs end",
+    "Never": "waits for borrowers to finish before it gets its guaranteed GPUs back (it preempts no borrower)",
 }
 """Kueue `reclaimWithinCohort` in the words of the team that lent."""
+FAIR_REACH = {"Any": "of any priority", "LowerPriority": "of lower priority only", "Never": None}
+"""Which borrowed workloads fair sharing may preempt: only those reclaimWithinCohort allows (kueue
+v0.19.2 pkg/scheduler/preemption/preemption.go:636-646 filters the candidates before the fair-sharing
+strategies rank them, lines 534-541)."""
 WITHIN = {
     "LowerPriority": "a job preempts the team's own jobs of lower priority",
     "LowerOrNewerEqualPriority": "a job preempts the team's own jobs of lower priority, or of equal priority "
@@ -98,6 +104,16 @@ def _check_effect(check: AdmissionCheck) -> str:
     return PROVISIONING_CLASSES.get(request.class_name, f"ProvisioningRequest class {request.class_name}")
 
 
+def default_priority_reach(cfg: ClusterConfig, team: TeamConfig) -> str:
+    """The team's default priority class in one cluster, and which workloads get it."""
+    if cfg.mutating_policies:
+        return (f"{team.default_priority}, given to every workload created in its namespaces that names no class "
+                "(label or pod priorityClassName)")
+    return (f"{team.default_priority} on fleetgen's job templates only: other workloads naming no class run at "
+            f"priority 0 (applying it to every workload needs Kubernetes 1.36, the cluster is "
+            f"{cfg.kubernetes_version})")
+
+
 def preemption(fleet: Fleet, team: str, cluster: str, shares: list[TeamShare]) -> list[str]:
     """Who can preempt whom, for one team in one cluster, as the cluster's Kueue policy decides it."""
     cfg = fleet.clusters[cluster].config
@@ -108,12 +124,22 @@ def preemption(fleet: Fleet, team: str, cluster: str, shares: list[TeamShare]) -
     classes = tcfg.allowed_priorities or sorted(values, key=lambda p: -values[p])
     lines = [f"preemption in {cluster}:"]
     lines.append(f"- its priority classes: {', '.join(f'{p} ({values[p]})' for p in classes if p in values)}"
-                 + (f"; default {tcfg.default_priority}" if tcfg.default_priority else ""))
+                 + (f"; default {default_priority_reach(cfg, tcfg)}" if tcfg.default_priority else ""))
     lines.append(f"- when others borrow what it lends, it {RECLAIM[policy.reclaim_within_cohort]}")
+    for held in (h for h in held_back(fleet, cluster) if h.lender == team):
+        at = "" if held.policy == "Never" else f" at {held.priority} or above"
+        lines.append(f"- its guaranteed {held.pool} GPUs are not guaranteed once lent: {', '.join(held.borrowers)} "
+                     f"can borrow them{at} and keep them until their jobs end")
     bwc = policy.borrow_within_cohort
-    if fair:
-        lines.append("- while borrowing, fair sharing decides: it may preempt workloads of teams above their "
-                     "weighted share (any priority), and teams below theirs may preempt its borrowed work")
+    reach = FAIR_REACH[policy.reclaim_within_cohort]
+    if fair and reach is None:
+        lines.append("- while borrowing, it preempts nobody else's workloads, nor do others preempt its borrowed "
+                     "work: under fair sharing Kueue still takes only what reclaimWithinCohort allows, and it is "
+                     "Never")
+    elif fair:
+        lines.append(f"- while borrowing, fair sharing decides: it may preempt the borrowed workloads of teams above "
+                     f"their weighted share ({reach}), and teams below theirs its borrowed work ({reach}, as "
+                     f"reclaimWithinCohort {policy.reclaim_within_cohort} allows)")
     elif bwc is None or bwc.policy == "Never":
         lines.append("- while borrowing, it preempts nobody else's workloads")
     else:

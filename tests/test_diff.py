@@ -107,7 +107,10 @@ def test_new_team(repo: Path) -> None:
     added = sorted((c["kind"], c["namespace"], c["name"]) for c in report["changes"] if c["action"] == "add")
     assert added == [("ClusterQueue", "", "genomics"),
                      ("LimitRange", "genomics", "fleetgen-defaults"), ("LocalQueue", "genomics", "default"),
-                     ("LocalQueue", "genomics", "genomics"), ("Namespace", "", "genomics"),
+                     ("LocalQueue", "genomics", "genomics"),
+                     ("MutatingAdmissionPolicy", "", "fleetgen-default-priority-genomics"),
+                     ("MutatingAdmissionPolicyBinding", "", "fleetgen-default-priority-genomics"),
+                     ("Namespace", "", "genomics"),
                      ("NetworkPolicy", "genomics", "fleetgen-team-isolation"),
                      ("ResourceQuota", "genomics", "fleetgen-gpus"),
                      ("RoleBinding", "genomics", "genomics-members"),
@@ -282,7 +285,8 @@ def test_gitops_wiring() -> None:
     assert kinds == {"Namespace", "ClusterQueue", "ResourceFlavor", "Cohort", "Topology", "WorkloadPriorityClass",
                      "AdmissionCheck", "ProvisioningRequestConfig", "MultiKueueCluster", "MultiKueueConfig",
                      "ClusterRole", "ClusterRoleBinding",  # the health reconciler's node rights
-                     "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}  # allowedPriorities
+                     "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding",  # allowedPriorities
+                     "MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding"}  # defaultPriority
     app = yaml.safe_load((REPO / "rendered/gitops/prod-east/application-prod-east-fleet.yaml").read_text())
     assert app["spec"]["source"]["path"] == "rendered/prod-east" and app["spec"]["project"] == "prod-east"
     assert "ServerSideApply=true" in app["spec"]["syncPolicy"]["syncOptions"]

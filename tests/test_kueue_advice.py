@@ -19,13 +19,19 @@ def _cohort(root: Path, cluster: str, name: str) -> dict[str, object]:
     return dict(yaml.safe_load((root / "rendered" / cluster / "kueue" / f"cohort-{name}.yaml").read_text())["spec"])
 
 
-def test_the_example_fleet_warns_only_of_devs_deliberate_overcommit(fleet_root: Path) -> None:
+def test_the_example_fleet_warns_of_devs_overcommit_and_prod_wests_lent_guarantees(fleet_root: Path) -> None:
+    """Both deliberate: dev overcommits its L4, and prod-west's `reclaimWithinCohort: LowerPriority`
+    lets borrowers of a lender's priority keep what it lends (issue 31)."""
     result = run(fleet_root, "render", "--check")
     assert result.code == 0
-    assert _warnings(result.err) == [
+    warnings = _warnings(result.err)
+    assert warnings[0] == (
         "warning: clusters/dev.yaml:7: overcommit: pool 'l4' has 8 GPUs but teams are guaranteed 14 (overcommit 2): "
         "Kueue admits up to 14 GPUs of jobs there; pods beyond 8 GPUs stay Pending, and after waitForPodsReady's "
-        "10m the job is evicted and requeued, again and again while the pool is full [warning]"]
+        "10m the job is evicted and requeued, again and again while the pool is full [warning]")
+    assert len(warnings) == 2 and warnings[1].startswith(
+        "warning: clusters/prod-west.yaml:9: kueue.preemption.reclaimWithinCohort: in prod-west guaranteed GPUs are "
+        "not guaranteed once lent"), warnings
     # Only the clusters asked for.
     assert _warnings(run(fleet_root, "render", "--check", "--cluster", "prod-east").err) == []
 
@@ -47,14 +53,14 @@ def test_a_declared_cohort_with_another_weight_is_warned_of(fleet_root: Path) ->
          "  - {name: platform}")
     result = run(fleet_root, "render")
     assert result.code == 0, result.err
-    assert _warnings(result.err)[-1] == (
+    assert (
         "warning: teams/platform-ci.yaml:10: fairSharingWeight: in cluster 'prod-east' the team's ClusterQueue is "
         "alone in cohort 'platform', so its weight 0.5 ranks it against nobody: the cohort competes for borrowed "
-        "GPUs with weight 1 (it sets none) [warning]")
+        "GPUs with weight 1 (it sets none) [warning]") in _warnings(result.err)
     assert "fix: set fairSharingWeight on cohort 'platform' in clusters/prod-east.yaml (cohorts:)" in result.err
     # The same weight on the cohort is what the team meant: no warning.
     edit(fleet_root, "clusters/prod-east.yaml", "  - {name: platform}", "  - {name: platform, fairSharingWeight: 0.5}")
-    assert not any("platform-ci" in w for w in _warnings(run(fleet_root, "render").err))
+    assert not any("platform-ci.yaml:10: fairSharingWeight" in w for w in _warnings(run(fleet_root, "render").err))
 
 
 def test_overcommit_on_a_topology_aware_pool_says_what_kueue_does_there(fleet_root: Path, shared_schemas: Path,

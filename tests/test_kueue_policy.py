@@ -285,15 +285,33 @@ def test_explain_says_who_can_preempt_whom(fleet_root: Path) -> None:
     (and fair sharing, which overrides borrowWithinCohort) lets it and others do."""
     out = run(fleet_root, "explain", "team", "platform-ci").out
     west = out[out.index("preemption in prod-west:"):]
-    assert west.splitlines()[:6] == [
+    assert west.splitlines()[:9] == [
         "preemption in prod-west:",
-        "- its priority classes: preemptible (10); default preemptible",
+        "- its priority classes: preemptible (10); default preemptible, given to every workload created in its "
+        "namespaces that names no class (label or pod priorityClassName)",
         "- when others borrow what it lends, it takes its guaranteed GPUs back by preempting borrowers' "
-        "workloads of lower priority only",
-        "- while borrowing, fair sharing decides: it may preempt workloads of teams above their weighted share "
-        "(any priority), and teams below theirs may preempt its borrowed work",
+        "workloads of lower priority only; borrowers of its priority or above keep them until their jobs end",
+        "- its guaranteed a100 GPUs are not guaranteed once lent: inference, ml-research, recsys can borrow them "
+        "at preemptible or above and keep them until their jobs end",
+        "- its guaranteed l40s GPUs are not guaranteed once lent: inference, vision can borrow them at "
+        "preemptible or above and keep them until their jobs end",
+        # Kueue filters fair sharing's candidates by reclaimWithinCohort (issue 31; kueue v0.19.2
+        # pkg/scheduler/preemption/preemption.go:636-646): not "any priority".
+        "- while borrowing, fair sharing decides: it may preempt the borrowed workloads of teams above their "
+        "weighted share (of lower priority only), and teams below theirs its borrowed work (of lower priority "
+        "only, as reclaimWithinCohort LowerPriority allows)",
         "- what it borrows can be taken back by preemption by: inference, ml-research, recsys, vision",
         "- a job preempts the team's own jobs of lower priority, or of equal priority and started later"]
+    edit(fleet_root, "clusters/prod-west.yaml", "reclaimWithinCohort: LowerPriority", "reclaimWithinCohort: Never")
+    west = run(fleet_root, "explain", "team", "platform-ci").out
+    west = west[west.index("preemption in prod-west:"):]
+    assert "- while borrowing, it preempts nobody else's workloads, nor do others preempt its borrowed work: " \
+        "under fair sharing Kueue still takes only what reclaimWithinCohort allows, and it is Never" in west, west
+    assert "- its guaranteed a100 GPUs are not guaranteed once lent: inference, ml-research, recsys can borrow " \
+        "them and keep them until their jobs end" in west, west  # under Never, whatever their priority
+    edit(fleet_root, "clusters/prod-west.yaml", "reclaimWithinCohort: Never", "reclaimWithinCohort: Any")
+    west = run(fleet_root, "explain", "team", "platform-ci").out
+    assert "not guaranteed once lent" not in west[west.index("preemption in prod-west:"):]
     edit(fleet_root, "clusters/prod-west.yaml", "kueue:\n", "kueue:\n  fairSharing: false\n")
     for team in ("ml-research", "vision", "platform-ci", "recsys", "llm-pretrain", "inference"):
         path = fleet_root / f"teams/{team}.yaml"
@@ -421,3 +439,24 @@ def test_a_cpu_pool_caps_each_teams_cpu_only_jobs(fleet_root: Path) -> None:
     assert result.code == 2
     assert "clusters/prod-west.yaml:" in result.err and "cpuPool.teamLimits.speech: team 'speech' has no queue in " \
         "cluster 'prod-west'" in result.err, result.err
+
+
+def test_a_guarantee_that_cannot_be_taken_back_is_warned(fleet_root: Path) -> None:
+    """Issue 31: under prod-west's `reclaimWithinCohort: LowerPriority` a lender waits while a borrower
+    of its priority or above keeps its GPUs (shown on the real Kueue in tests/test_e2e_fleet.py). One
+    warning per cluster at the policy's line lists each lender, pool and who can keep it; quota that
+    is never lent (`lendingLimit: 0`) is not listed, and `Any` warns of nothing."""
+    result = run(fleet_root, "render")
+    assert result.code == 0, result.err
+    assert "clusters/prod-west.yaml:9: kueue.preemption.reclaimWithinCohort: in prod-west guaranteed GPUs are " \
+        "not guaranteed once lent: reclaimWithinCohort LowerPriority takes them back only from lower " \
+        "priorities, so borrowers keep them until their jobs end: " in result.err, result.err
+    assert "vision's l40s (at standard) by inference" in result.err
+    assert "inference's l40s" not in result.err  # lendingLimit: 0
+    assert "fix: set reclaimWithinCohort: Any, or lendingLimit: 0 on quota that must be there at once" in result.err
+    edit(fleet_root, "teams/vision.yaml", "    l40s: {gpus: 8}", "    l40s: {gpus: 8, lendingLimit: 0}")
+    result = run(fleet_root, "render")
+    assert "vision's l40s" not in result.err and "not guaranteed once lent" in result.err
+    edit(fleet_root, "clusters/prod-west.yaml", "reclaimWithinCohort: LowerPriority", "reclaimWithinCohort: Any")
+    result = run(fleet_root, "render")
+    assert result.code == 0 and "not guaranteed once lent" not in result.err, result.err

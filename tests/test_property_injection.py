@@ -84,6 +84,12 @@ def _own_cohort(tree: dict[str, bytes], rel: str) -> bool:
     return members == ["vision"]
 
 
+def _own_policy(rel: str) -> bool:
+    """The team's admission policies (beside the shared objects in `teams/`, named after the team)."""
+    path = Path(rel)
+    return path.parent.name == "teams" and "admissionpolicy" in path.name and path.name.endswith("-vision.yaml")
+
+
 def _root_share(rel: str, old: bytes | None, new: bytes) -> bool:
     """The root Cohort holds the GPUs no team holds (`kueue.shareUnallocated`): any team's quota
     moves its nominalQuotas, by design (issue 16), and nothing else of it may change."""
@@ -126,6 +132,7 @@ def _check(root: Path, field_is_namespace: bool, value: Any) -> None:
         kinds.add(docs[0]["kind"])
         namespaces.add(docs[0]["metadata"].get("namespace"))
         if "/teams/vision/" not in rel and "/templates/vision/" not in rel and not _own_cohort(tree, rel) \
+                and not _own_policy(rel) \
                 and not _root_share(rel, BASE_TREE.get(rel), content):
             assert BASE_TREE.get(rel) == content, f"{rel} of another team or shared object changed"
     namespaces.discard(None)

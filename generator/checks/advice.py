@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 from generator.config.cluster import PROVISIONING_CLASSES
 from generator.config.fleet import Fleet, fair_sharing
 from generator.errors import Finding
+from generator.guarantees import held_back
 
 WARNING = "warning"
 """`Finding.check` of a warning: printed as `... [warning]`, never an error."""
@@ -119,6 +120,44 @@ def _cpu_pool_passed_over(fleet: Fleet) -> Iterator[Warning]:
                                     "CPU pool", WARNING)
 
 
+def _default_priority_reach(fleet: Fleet) -> Iterator[Warning]:
+    """Before Kubernetes 1.36 there is no MutatingAdmissionPolicy to give a team's defaultPriority to
+    workloads naming no class: Kueue runs them at priority 0, below every class of the example fleet,
+    so a borrowing team cannot preempt them and they can preempt nothing."""
+    for cluster in fleet.clusters.values():
+        cfg = cluster.config
+        teams = sorted(t.config.name for t in fleet.teams_in(cfg.name) if t.config.default_priority)
+        if cfg.mutating_policies or not teams:
+            continue
+        file, line = cluster.at("kubernetesVersion")
+        yield cfg.name, Finding(file, line, "kubernetesVersion",
+                                f"defaultPriority of {', '.join(teams)} reaches only fleetgen's job templates in "
+                                f"{cfg.name}: other workloads naming no priority class run at priority 0, as Kueue "
+                                "gives them", "upgrade the cluster to Kubernetes 1.36 and set kubernetesVersion: "
+                                "\"1.36\" (a MutatingAdmissionPolicy then labels them), or have every job name "
+                                "its class", WARNING)
+
+
+def _unreclaimable_guarantees(fleet: Fleet) -> Iterator[Warning]:
+    """Guaranteed GPUs lent out come back only as the lender's reclaimWithinCohort allows: a team
+    that reads its quota as a guarantee waits while a borrower of its priority or above keeps it."""
+    for cluster in fleet.clusters.values():
+        cfg = cluster.config
+        found = held_back(fleet, cfg.name)
+        if not found:
+            continue
+        policy = cfg.kueue.preemption.reclaim_within_cohort
+        rule = "takes them back from nobody" if policy == "Never" else "takes them back only from lower priorities"
+        where = "; ".join(f"{h.lender}'s {h.pool} (at {h.priority}) by {', '.join(h.borrowers)}" for h in found)
+        file, line = cluster.at("kueue", "preemption", "reclaimWithinCohort")
+        yield cfg.name, Finding(file, line, "kueue.preemption.reclaimWithinCohort",
+                                f"in {cfg.name} guaranteed GPUs are not guaranteed once lent: reclaimWithinCohort "
+                                f"{policy} {rule}, so borrowers keep them until their jobs end: {where}",
+                                "set reclaimWithinCohort: Any, or lendingLimit: 0 on quota that must be there at "
+                                "once, or give the lender's jobs a class above what its borrowers may use "
+                                "(allowedPriorities)", WARNING)
+
+
 def _admission_check_reach(fleet: Fleet) -> Iterator[Warning]:
     """A ProvisioningRequest of a class no known autoscaler serves is never answered: Kueue holds the
     job's quota (QuotaReserved) and never admits it. A check on pools no team queue uses does nothing."""
@@ -143,6 +182,7 @@ def _admission_check_reach(fleet: Fleet) -> Iterator[Warning]:
 
 WARNINGS: list[Callable[[Fleet], Iterator[Warning]]] = [_weight_alone_in_cohort, _overcommitted_pools,
                                                         _cpu_jobs_on_gpu_flavors, _cpu_pool_passed_over,
+                                                        _default_priority_reach, _unreclaimable_guarantees,
                                                         _admission_check_reach]
 
 

@@ -579,7 +579,8 @@ def _fair_sharing(fleet: Fleet) -> Iterator[Finding]:
                           "fair sharing is on (a team or cohort of this cluster sets a fairSharingWeight), and "
                           "then Kueue ignores borrowWithinCohort and its maxPriorityThreshold: preemption while "
                           "borrowing follows fair sharing's strategies and may reach workloads of any priority "
-                          "(Kueue v0.19.2 pkg/scheduler/preemption/preemption.go:155-160)",
+                          "reclaimWithinCohort allows (Kueue v0.19.2 pkg/scheduler/preemption/preemption.go:"
+                          "155-160, 636-646)",
                           "remove borrowWithinCohort, or remove the weights, or set kueue.fairSharing: true to "
                           "accept that it is ignored")
 

@@ -1,8 +1,11 @@
-"""Admission policies of a team: what the API server refuses in the team's namespaces.
+"""Admission policies of a team: what the API server changes or refuses in the team's namespaces.
 
-Today one: the priority classes the team's jobs may use (`allowedPriorities`). Kueue has no
-per-queue restriction on priorities, so a ValidatingAdmissionPolicy (admissionregistration.k8s.io/v1,
-GA since Kubernetes 1.30) enforces it in the team's namespaces only.
+- The priority classes the team's jobs may use (`allowedPriorities`). Kueue has no per-queue
+  restriction on priorities, so a ValidatingAdmissionPolicy (admissionregistration.k8s.io/v1, GA
+  since Kubernetes 1.30) enforces it in the team's namespaces only.
+- The team's `defaultPriority` for every workload that names no class. Kueue's own defaulting
+  (feature WorkloadPriorityClassDefaulting, alpha in v0.19) is one class for the whole cluster, so a
+  MutatingAdmissionPolicy (GA in Kubernetes 1.36) labels the team's jobs as they are created.
 """
 
 from __future__ import annotations
@@ -121,6 +124,126 @@ def priority_policy(cluster: Loaded[ClusterConfig], team: Loaded[TeamConfig]) ->
     return [Manifest(("teams",), policy, where), Manifest(("teams",), binding, where)]
 
 
+
+# Every Kueue integration's kind, and where it keeps pod templates ("[]": each item of a list, "{}":
+# each value of a map). Kueue takes a job's priority from its `kueue.x-k8s.io/priority-class` label,
+# else from the first pod template naming a priorityClassName (kueue v0.19.2
+# pkg/controller/jobframework/reconciler.go:1716-1733): a job naming either keeps its class. TrainJob
+# and AppWrapper keep their templates elsewhere (a runtime, embedded objects) and are always labelled.
+# Deployments' pods take the label from their template, where Kueue's webhook copies it (kueue v0.19.2
+# pkg/controller/jobs/deployment/deployment_webhook.go:103-105).
+_REPLICAS = ("template", "spec")
+INTEGRATION_KINDS: dict[str, tuple[str, str, tuple[tuple[str, ...], ...]]] = {
+    "batch/job": ("batch", "jobs", (("spec", "template", "spec"),)),
+    "pod": ("", "pods", (("spec",),)),
+    "deployment": ("apps", "deployments", (("spec", "template", "spec"),)),
+    "statefulset": ("apps", "statefulsets", (("spec", "template", "spec"),)),
+    "jobset.x-k8s.io/jobset": ("jobset.x-k8s.io", "jobsets",
+                               (("spec", "replicatedJobs", "[]", "template", "spec", "template", "spec"),)),
+    "leaderworkerset.x-k8s.io/leaderworkerset": (
+        "leaderworkerset.x-k8s.io", "leaderworkersets",
+        (("spec", "leaderWorkerTemplate", "leaderTemplate", "spec"),
+         ("spec", "leaderWorkerTemplate", "workerTemplate", "spec"))),
+    "ray.io/raycluster": ("ray.io", "rayclusters", (("spec", "headGroupSpec", *_REPLICAS),
+                                                    ("spec", "workerGroupSpecs", "[]", *_REPLICAS))),
+    "ray.io/rayjob": ("ray.io", "rayjobs", (("spec", "rayClusterSpec", "headGroupSpec", *_REPLICAS),
+                                            ("spec", "rayClusterSpec", "workerGroupSpecs", "[]", *_REPLICAS))),
+    "ray.io/rayservice": ("ray.io", "rayservices",
+                          (("spec", "rayClusterConfig", "headGroupSpec", *_REPLICAS),
+                           ("spec", "rayClusterConfig", "workerGroupSpecs", "[]", *_REPLICAS))),
+    "kubeflow.org/mpijob": ("kubeflow.org", "mpijobs", (("spec", "mpiReplicaSpecs", "{}", *_REPLICAS),)),
+    "kubeflow.org/pytorchjob": ("kubeflow.org", "pytorchjobs", (("spec", "pytorchReplicaSpecs", "{}", *_REPLICAS),)),
+    "kubeflow.org/tfjob": ("kubeflow.org", "tfjobs", (("spec", "tfReplicaSpecs", "{}", *_REPLICAS),)),
+    "kubeflow.org/xgboostjob": ("kubeflow.org", "xgboostjobs", (("spec", "xgbReplicaSpecs", "{}", *_REPLICAS),)),
+    "kubeflow.org/paddlejob": ("kubeflow.org", "paddlejobs", (("spec", "paddleReplicaSpecs", "{}", *_REPLICAS),)),
+    "kubeflow.org/jaxjob": ("kubeflow.org", "jaxjobs", (("spec", "jaxReplicaSpecs", "{}", *_REPLICAS),)),
+    "trainer.kubeflow.org/trainjob": ("trainer.kubeflow.org", "trainjobs", ()),
+    "workload.codeflare.dev/appwrapper": ("workload.codeflare.dev", "appwrappers", ()),
+}
+
+
+def _names_class(expr: str, steps: tuple[str, ...], depth: int = 0) -> str:
+    """CEL: whether the pod spec(s) at `steps` under `expr` name a priorityClassName."""
+    if not steps:
+        return f"has({expr}.priorityClassName)"
+    step, rest = steps[0], steps[1:]
+    if step == "[]":
+        var = f"i{depth}"
+        return f"{expr}.exists({var}, {_names_class(var, rest, depth + 1)})"
+    if step == "{}":
+        var = f"k{depth}"
+        return f"{expr}.exists({var}, {_names_class(f'{expr}[{var}]', rest, depth + 1)})"
+    return f"has({expr}.{step}) && {_names_class(f'{expr}.{step}', rest, depth)}"
+
+
+def _unclassed(group: str, resource: str, paths: tuple[tuple[str, ...], ...]) -> str:
+    """CEL: the request is for this kind and the object's pod templates name no class. A pod that
+    something owns is left alone: its owner is the workload (or it is not Kueue's)."""
+    parts = [f"request.resource.group == '{group}'", f"request.resource.resource == '{resource}'"]
+    parts += [f"!({_names_class('object', path)})" for path in paths]
+    if resource == "pods" and group == "":
+        parts.append("!has(object.metadata.ownerReferences)")
+    return "(" + " && ".join(parts) + ")"
+
+
+def integration_kinds(cfg: ClusterConfig) -> list[str]:
+    """The cluster's Kueue integrations whose kinds the default-priority policy knows, in order."""
+    return [f for f in cfg.frameworks if f in INTEGRATION_KINDS]
+
+
+def default_priority_policy(cluster: Loaded[ClusterConfig], team: Loaded[TeamConfig]) -> list[Manifest]:
+    """The team's defaultPriority on every workload created in its namespaces that names no class,
+    as the `kueue.x-k8s.io/priority-class` label, so Kueue orders and preempts it as the team file
+    says instead of at priority 0. Only on creation: a class is the submitter's to change after that
+    (Kueue's webhooks check the label's updates). Mutating policies run before webhooks (kubernetes
+    v1.36.3 pkg/kubeapiserver/options/plugins.go:114-115), so Kueue's webhooks see the label, and
+    the team's ValidatingAdmissionPolicy checks it like any other."""
+    cfg, tcfg = cluster.config, team.config
+    if tcfg.default_priority is None or not cfg.mutating_policies:
+        return []
+    kinds = [INTEGRATION_KINDS[f] for f in integration_kinds(cfg)]
+    if not kinds:
+        return []
+    name = f"fleetgen-default-priority-{tcfg.name}"
+    rules: dict[str, list[str]] = {}
+    for group, resource, _ in kinds:
+        rules.setdefault(group, []).append(resource)
+    policy = {
+        "apiVersion": ADMISSION, "kind": "MutatingAdmissionPolicy",
+        "metadata": {"name": name, "labels": labels(cfg.name, tcfg.name)},
+        "spec": {
+            "failurePolicy": "Fail",
+            "reinvocationPolicy": "Never",
+            "matchConstraints": {"resourceRules": [
+                {"apiGroups": [group], "apiVersions": ["*"], "operations": ["CREATE"], "resources": sorted(found)}
+                for group, found in sorted(rules.items())]},
+            "matchConditions": [
+                {"name": "names-no-class", "expression": (
+                    f"!(has(object.metadata.labels) && '{PRIORITY_LABEL}' in object.metadata.labels)")},
+                {"name": "pod-templates-name-no-class", "expression": " || ".join(
+                    _unclassed(group, resource, paths) for group, resource, paths in kinds)},
+            ],
+            "mutations": [{"patchType": "ApplyConfiguration", "applyConfiguration": {"expression": (
+                f"Object{{metadata: Object.metadata{{labels: {{'{PRIORITY_LABEL}': "
+                f"{_cel_string(tcfg.default_priority)}}}}}}}")}}],
+        },
+    }
+    binding = {
+        "apiVersion": ADMISSION, "kind": "MutatingAdmissionPolicyBinding",
+        "metadata": {"name": name, "labels": labels(cfg.name, tcfg.name)},
+        "spec": {
+            "policyName": name,
+            # kubernetes.io/metadata.name is set by the API server: no other namespace can match.
+            "matchResources": {"namespaceSelector": {"matchExpressions": [
+                {"key": "kubernetes.io/metadata.name", "operator": "In", "values": sorted(tcfg.namespace_names)}]}},
+        },
+    }
+    where = team.at("defaultPriority")
+    # Beside the priority policy, not in the team's folder: a cluster-scoped policy that rewrites objects
+    # is the platform team's to own (CODEOWNERS), and tenancy allows a team's folder no such kind.
+    return [Manifest(("teams",), policy, where), Manifest(("teams",), binding, where)]
+
+
 def compile_admission(cluster: Loaded[ClusterConfig], teams: list[Loaded[TeamConfig]]) -> list[Manifest]:
     """Every team's admission policies in the cluster."""
-    return [m for team in teams for m in priority_policy(cluster, team)]
+    return [m for team in teams for m in [*priority_policy(cluster, team), *default_priority_policy(cluster, team)]]

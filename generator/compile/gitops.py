@@ -30,7 +30,9 @@ CLUSTER_KINDS = [("", "Namespace"), ("rbac.authorization.k8s.io", "ClusterRole")
                  ("kueue.x-k8s.io", "ProvisioningRequestConfig"), ("kueue.x-k8s.io", "MultiKueueCluster"),
                  ("kueue.x-k8s.io", "MultiKueueConfig"),
                  ("admissionregistration.k8s.io", "ValidatingAdmissionPolicy"),
-                 ("admissionregistration.k8s.io", "ValidatingAdmissionPolicyBinding")]
+                 ("admissionregistration.k8s.io", "ValidatingAdmissionPolicyBinding"),
+                 ("admissionregistration.k8s.io", "MutatingAdmissionPolicy"),
+                 ("admissionregistration.k8s.io", "MutatingAdmissionPolicyBinding")]
 NAMESPACED_KINDS = [("kueue.x-k8s.io", "LocalQueue"), ("rbac.authorization.k8s.io", "RoleBinding"),
                     ("rbac.authorization.k8s.io", "Role"), ("apps", "Deployment"), ("", "Service"),
                     ("", "ConfigMap"), ("", "ServiceAccount"), ("", "Secret"), ("apps", "DaemonSet"),

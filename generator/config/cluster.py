@@ -78,6 +78,8 @@ KUEUE_CHART_FRAMEWORKS: dict[tuple[int, int], tuple[str, ...]] = {
               "jobset.x-k8s.io/jobset", "workload.codeflare.dev/appwrapper", "trainer.kubeflow.org/trainjob", "pod",
               "deployment", "statefulset", "leaderworkerset.x-k8s.io/leaderworkerset"),
 }
+MUTATING_POLICY_KUBERNETES = (1, 36)
+"""The first Kubernetes minor that serves MutatingAdmissionPolicy without a feature gate."""
 FLEETGEN_FRAMEWORKS = ("batch/job", "jobset.x-k8s.io/jobset", "kubeflow.org/pytorchjob", "pod")
 """What fleetgen's own job templates and the health of its queues rely on."""
 MULTIKUEUE_FRAMEWORKS = ("batch/job", "jobset.x-k8s.io/jobset")
@@ -549,7 +551,9 @@ class ClusterConfig(ConfigModel):
     name: DnsLabel
     """Cluster name; must equal the file name without `.yaml`."""
     kubernetes_version: KubernetesVersion
-    """Kubernetes minor version, used to pick the built-in object schemas, e.g. "1.33"."""
+    """Kubernetes minor version of the cluster's API server, e.g. "1.36": picks the built-in object
+    schemas, the Pod Security version and whether team defaults can be applied by a
+    MutatingAdmissionPolicy (1.36 on)."""
     kueue: Kueue = Kueue()
     """Kueue release and queueing policy."""
     overcommit: float = Field(default=1.0, gt=0, le=100)
@@ -654,6 +658,14 @@ class ClusterConfig(ConfigModel):
             return False
         mine = [p for p in self.node_pools if p.name in pools]
         return self.cpu_pool_topology_aware or not mine or any(p.topology_levels is None for p in mine)
+
+    @property
+    def mutating_policies(self) -> bool:
+        """Whether the API server serves MutatingAdmissionPolicy (admissionregistration.k8s.io/v1): GA and
+        on by default from Kubernetes 1.36, off by default before (kubernetes v1.36.3
+        pkg/features/kube_features.go:2270-2274)."""
+        major, minor = (int(x) for x in self.kubernetes_version.split("."))
+        return (major, minor) >= MUTATING_POLICY_KUBERNETES
 
     def cpu_pool_passed_over(self) -> str:
         """Why CPU-only jobs skip the CPU pool under `whenCanBorrow: TryNextFlavor`, in one sentence

@@ -57,7 +57,10 @@ class TeamConfig(ConfigModel):
     cohort: DnsLabel | None = None
     """Org unit: a cohort under the cluster's root cohort (or declared in the cluster's `cohorts`)."""
     default_priority: DnsSubdomain | None = None
-    """Priority class for the team's job profiles; must exist in every cluster the team uses."""
+    """Priority class of the team's workloads that name none: its job profiles, and (in clusters on
+    Kubernetes 1.36 or later, by a MutatingAdmissionPolicy) every workload created in its namespaces
+    without a `kueue.x-k8s.io/priority-class` label or a pod priorityClassName; before 1.36 those run
+    at priority 0 (a warning). Must exist in every cluster the team uses."""
     allowed_priorities: list[DnsSubdomain] | None = Field(default=None, min_length=1)
     """Priority classes the team's jobs may use (label `kueue.x-k8s.io/priority-class`); omitted:
     any. Enforced by a ValidatingAdmissionPolicy on the team's namespaces; defaultPriority and every

@@ -84,6 +84,9 @@ RULEBOOK: dict[str, Rule] = {
     "priority-changed": Rule("medium", "A WorkloadPriorityClass is added, removed or changes value."),
     "admission-policy-changed": Rule("medium", "A team's allowed priority classes (its ValidatingAdmissionPolicy) "
                                                "change."),
+    "default-priority-changed": Rule("medium", "The class a team's workloads get when they name none (its "
+                                               "MutatingAdmissionPolicy) changes, appears or goes: how they "
+                                               "queue and preempt against other teams changes."),
     "admission-checks-changed": Rule("medium", "A queue gains, loses or moves an admission check."),
     "admission-check-changed": Rule("medium", "A ProvisioningRequestConfig changes what the autoscaler is "
                                               "asked for."),
@@ -401,6 +404,16 @@ def _admission_policy(change: Change) -> Iterator[Risk]:
               "admits in the team's namespaces (allowed priority classes)")
 
 
+def _default_priority(change: Change) -> Iterator[Risk]:
+    """The class a team's workloads without one get (its MutatingAdmissionPolicy) changes."""
+    if change.obj.key[2] != "MutatingAdmissionPolicy":
+        return
+    verb = {"add": "now gives", "destroy": "no longer gives", "change": "changes"}[change.action]
+    yield _at(change, "medium", "default-priority-changed", f"{change.obj.label} {verb} the priority class of "
+              "workloads created without one in the team's namespaces: how they queue and preempt against other "
+              "teams changes")
+
+
 def _spec(obj: Any) -> dict[str, Any]:
     return dict(((obj.body if obj else None) or {}).get("spec") or {})
 
@@ -477,7 +490,7 @@ def _dispatch(change: Change) -> Iterator[Risk]:
 
 OBJECT_RULES: list[Callable[[Change], Iterator[Risk]]] = [
     _deleted_kueue, _namespace_deleted, _preemption_or_priority, _rbac, _platform_subjects, _weight_jump,
-    _namespace_claimed, _cluster_scoped, _immutable, _gitops, _admission_policy, _stop_policy,
+    _namespace_claimed, _cluster_scoped, _immutable, _gitops, _admission_policy, _default_priority, _stop_policy,
     _cohort_limits, _admission_checks, _placement, _dispatch,
 ]
 """Rules that read one object's change (a change a team cause covers is read by that cause instead)."""

@@ -46,7 +46,7 @@ class FleetSpec:
     cpu_per_node: str
     memory_per_node: str
     engine: str = "argocd"
-    kubernetes_version: str = "1.33"
+    kubernetes_version: str = "1.36"
 
     def cluster_values(self) -> dict[str, Any]:
         pool = self.gpu_product.lower().removeprefix("nvidia-").split("-")[0] or "gpu"

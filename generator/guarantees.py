@@ -1,0 +1,69 @@
+"""Whether a team's guaranteed GPUs come back to it once lent.
+
+Kueue lends a team's idle quota to others in its cohort tree and takes it back by preemption only
+as the lending queue's `reclaimWithinCohort` allows: `Any` from any borrower, `LowerPriority` only
+from borrowers' workloads of lower priority, `Never` not at all (kueue v0.19.2
+pkg/scheduler/preemption/preemption.go:636-646, the same filter under fair sharing). A borrower
+running at the lender's priority or above then keeps the GPUs until its jobs end: the guarantee
+holds only against lower priorities, or not at all.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from generator.capacity import pool_capacities
+from generator.config.cluster import ClusterConfig
+from generator.config.fleet import Fleet
+from generator.config.team import TeamConfig
+
+
+@dataclass(frozen=True)
+class HeldBack:
+    """Guaranteed GPUs of `lender` in `pool` that `borrowers` can keep once they borrow them."""
+
+    lender: str
+    pool: str
+    policy: str
+    priority: str
+    """The class the lender's jobs run at (its defaultPriority, else its highest)."""
+    borrowers: tuple[str, ...]
+
+
+def classes(cfg: ClusterConfig, team: TeamConfig) -> dict[str, int]:
+    """The priority classes a team's jobs may use in a cluster, with their values."""
+    values = {p.name: p.value for p in cfg.priorities}
+    allowed = team.allowed_priorities or list(values)
+    return {p: values[p] for p in allowed if p in values}
+
+
+def usual_class(cfg: ClusterConfig, team: TeamConfig) -> str | None:
+    """The class a team's jobs run at when they name none: its defaultPriority, else its highest."""
+    mine = classes(cfg, team)
+    if team.default_priority in mine:
+        return team.default_priority
+    return max(mine, key=lambda p: (mine[p], p)) if mine else None
+
+
+def held_back(fleet: Fleet, cluster: str) -> list[HeldBack]:
+    """Per lender and pool, the teams that can borrow its guaranteed GPUs and keep them: any borrower
+    under `Never`; under `LowerPriority` those whose highest class is at or above the lender's usual
+    one. Nothing under `Any`, nor for quota with `lendingLimit: 0`."""
+    cfg = fleet.clusters[cluster].config
+    policy = cfg.kueue.preemption.reclaim_within_cohort
+    if policy == "Any":
+        return []
+    teams = {t.config.name: t.config for t in fleet.teams_in(cluster)}
+    top = {name: max(classes(cfg, t).values(), default=0) for name, t in teams.items()}
+    out = []
+    for pool in pool_capacities(fleet, cluster):
+        borrowers = [s.team for s in pool.teams if s.borrowable > 0]
+        for share in pool.teams:
+            usual = usual_class(cfg, teams[share.team])
+            if share.lendable <= 0 or usual is None:
+                continue
+            mine = classes(cfg, teams[share.team])[usual]
+            keep = tuple(sorted(b for b in borrowers if b != share.team and (policy == "Never" or top[b] >= mine)))
+            if keep:
+                out.append(HeldBack(share.team, pool.pool, policy, usual, keep))
+    return out
