@@ -26,6 +26,11 @@ WITHIN = {
     "Never": "the team's own jobs never preempt each other",
 }
 """Kueue `withinClusterQueue`."""
+QUEUEING = {
+    "StrictFIFO": "StrictFIFO: its oldest workload that does not fit blocks its later ones",
+    "BestEffortFIFO": "BestEffortFIFO: its later workloads that fit are admitted while older ones wait",
+}
+"""Kueue `queueingStrategy`."""
 
 
 def table(header: list[str], rows: list[list[str]]) -> str:
@@ -115,16 +120,25 @@ def default_priority_reach(cfg: ClusterConfig, team: TeamConfig) -> str:
 
 
 def preemption(fleet: Fleet, team: str, cluster: str, shares: list[TeamShare]) -> list[str]:
-    """Who can preempt whom, for one team in one cluster, as the cluster's Kueue policy decides it."""
+    """Who can preempt whom, for one team in one cluster, as its queue's Kueue policy (the cluster's,
+    or the team's own `policy`) and the other teams' decide it."""
     cfg = fleet.clusters[cluster].config
-    policy = cfg.kueue.preemption
-    fair = fair_sharing(cfg, fleet.teams_in(cluster))
     tcfg = fleet.teams[team].config
+    policy = tcfg.preemption_in(cfg)
+    fair = fair_sharing(cfg, fleet.teams_in(cluster))
+    others = {t.config.name: t.config.preemption_in(cfg).reclaim_within_cohort for t in fleet.teams_in(cluster)
+              if t.config.name != team}
     values = {p.name: p.value for p in cfg.priorities}
     classes = tcfg.allowed_priorities or sorted(values, key=lambda p: -values[p])
     lines = [f"preemption in {cluster}:"]
     lines.append(f"- its priority classes: {', '.join(f'{p} ({values[p]})' for p in classes if p in values)}"
                  + (f"; default {default_priority_reach(cfg, tcfg)}" if tcfg.default_priority else ""))
+    if tcfg.queueing_in(cfg) != cfg.kueue.queueing_strategy:
+        lines.append(f"- its queue is {QUEUEING[tcfg.queueing_in(cfg)]} (its own policy; the cluster's is "
+                     f"{cfg.kueue.queueing_strategy})")
+    if tcfg.policy is not None and tcfg.policy.never_preempted:
+        lines.append("- its workloads are never preempted: it never borrows (borrowingLimit 0 in every pool), Kueue "
+                     "takes back only what a queue borrowed, and its own jobs never preempt each other")
     lines.append(f"- when others borrow what it lends, it {RECLAIM[policy.reclaim_within_cohort]}")
     for held in (h for h in held_back(fleet, cluster) if h.lender == team):
         at = "" if held.policy == "Never" else f" at {held.priority} or above"
@@ -132,21 +146,29 @@ def preemption(fleet: Fleet, team: str, cluster: str, shares: list[TeamShare]) -
                      f"can borrow them{at} and keep them until their jobs end")
     bwc = policy.borrow_within_cohort
     reach = FAIR_REACH[policy.reclaim_within_cohort]
-    if fair and reach is None:
+    theirs = set(others.values()) or {policy.reclaim_within_cohort}
+    if tcfg.policy is not None and tcfg.policy.never_preempted:
+        pass  # it never borrows
+    elif fair and reach is None and theirs == {"Never"}:
         lines.append("- while borrowing, it preempts nobody else's workloads, nor do others preempt its borrowed "
                      "work: under fair sharing Kueue still takes only what reclaimWithinCohort allows, and it is "
                      "Never")
     elif fair:
+        mine = f"({reach})" if reach else "(none: its reclaimWithinCohort is Never)"
+        if len(theirs) == 1:
+            (other,) = theirs
+            them = f"({FAIR_REACH[other] or 'none'}, as reclaimWithinCohort {other} allows)"
+        else:
+            them = "(as each one's reclaimWithinCohort allows)"
         lines.append(f"- while borrowing, fair sharing decides: it may preempt the borrowed workloads of teams above "
-                     f"their weighted share ({reach}), and teams below theirs its borrowed work ({reach}, as "
-                     f"reclaimWithinCohort {policy.reclaim_within_cohort} allows)")
+                     f"their weighted share {mine}, and teams below theirs its borrowed work {them}")
     elif bwc is None or bwc.policy == "Never":
         lines.append("- while borrowing, it preempts nobody else's workloads")
     else:
         cap = "" if bwc.max_priority_threshold is None else f", at most priority {bwc.max_priority_threshold}"
         lines.append(f"- while borrowing, it may preempt other teams' workloads of lower priority{cap}")
-    lenders = sorted({s.team for s in shares if s.team != team and s.lendable > 0})
-    if policy.reclaim_within_cohort != "Never" and lenders:
+    lenders = sorted({s.team for s in shares if s.team != team and s.lendable > 0 and others.get(s.team) != "Never"})
+    if lenders and not (tcfg.policy is not None and tcfg.policy.never_preempted):
         lines.append(f"- what it borrows can be taken back by preemption by: {', '.join(lenders)}")
     lines.append(f"- {WITHIN[policy.within_cluster_queue]}")
     return lines

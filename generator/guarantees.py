@@ -1,7 +1,8 @@
 """Whether a team's guaranteed GPUs come back to it once lent.
 
 Kueue lends a team's idle quota to others in its cohort tree and takes it back by preemption only
-as the lending queue's `reclaimWithinCohort` allows: `Any` from any borrower, `LowerPriority` only
+as the lending queue's `reclaimWithinCohort` (the cluster's, or the team's own `policy`)
+allows: `Any` from any borrower, `LowerPriority` only
 from borrowers' workloads of lower priority, `Never` not at all (kueue v0.19.2
 pkg/scheduler/preemption/preemption.go:636-646, the same filter under fair sharing). A borrower
 running at the lender's priority or above then keeps the GPUs until its jobs end: the guarantee
@@ -50,17 +51,18 @@ def held_back(fleet: Fleet, cluster: str) -> list[HeldBack]:
     under `Never`; under `LowerPriority` those whose highest class is at or above the lender's usual
     one. Nothing under `Any`, nor for quota with `lendingLimit: 0`."""
     cfg = fleet.clusters[cluster].config
-    policy = cfg.kueue.preemption.reclaim_within_cohort
-    if policy == "Any":
-        return []
     teams = {t.config.name: t.config for t in fleet.teams_in(cluster)}
+    policies = {name: t.preemption_in(cfg).reclaim_within_cohort for name, t in teams.items()}
+    if all(policy == "Any" for policy in policies.values()):
+        return []
     top = {name: max(classes(cfg, t).values(), default=0) for name, t in teams.items()}
     out = []
     for pool in pool_capacities(fleet, cluster):
         borrowers = [s.team for s in pool.teams if s.borrowable > 0]
         for share in pool.teams:
             usual = usual_class(cfg, teams[share.team])
-            if share.lendable <= 0 or usual is None:
+            policy = policies[share.team]
+            if share.lendable <= 0 or usual is None or policy == "Any":
                 continue
             mine = classes(cfg, teams[share.team])[usual]
             keep = tuple(sorted(b for b in borrowers if b != share.team and (policy == "Never" or top[b] >= mine)))

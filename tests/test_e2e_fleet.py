@@ -24,7 +24,7 @@ from generator.compile.jobs import jobset
 from generator.config.fleet import Fleet
 from generator.config.jobs import JobProfile
 from generator.config.team import TeamConfig
-from tests.conftest import REPO, SHARED, run
+from tests.conftest import REPO, SHARED, edit, run
 from tests.upstream.cluster import Identity, Stack, provisioning_request_crd
 from tests.upstream.fleet import (
     JOBSET,
@@ -1098,6 +1098,149 @@ def test_a_guarantee_lent_to_an_equal_priority_borrower_comes_back_only_under_an
                 objects.delete_namespaced_custom_object(JOBSET, "v1alpha2", ns(key), "jobsets", names[key],
                                                         propagation_policy="Foreground")
         assert wait_for(lambda: all(gone(stack, ns(k), names[k]) for k in names), 60)
+
+
+def _l40s_jobset(team: TeamConfig, name: str, pods: int, priority: str) -> dict[str, Any]:
+    """A JobSet of `pods` 4-GPU pods on prod-west's L40S, labelled with `priority`."""
+    body = gpu_jobset(team, name, pods, 4)
+    body["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] = priority
+    body["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["nodeSelector"] = {
+        "nvidia.com/gpu.product": "NVIDIA-L40S"}
+    return body
+
+
+def test_a_teams_own_queue_policy_on_the_real_kueue(deployed: Deployed, fleet_root: Path) -> None:
+    """Issue 31: policy was cluster-wide only. A team file's `policy` now sets its own queue's, and
+    the real Kueue does what `explain` says. vision holds its 8 L40S, then asks for 12 more (more
+    than it can borrow now) and then for 4: under prod-west's BestEffortFIFO the 4 are admitted
+    past the waiting 12; with vision's `policy.queueingStrategy: StrictFIFO` they wait behind them.
+    inference with `policy.neverPreempted` (and so no borrowing): its `production` job waits for its
+    own `preemptible` one instead of preempting it, which the cluster's LowerOrNewerEqualPriority
+    would do."""
+    from kubernetes.client.exceptions import ApiException
+
+    from generator.checks import load_fleet
+    from generator.compile.kueue import cluster_queue
+    from generator.config.fleet import Loaded
+
+    if deployed.name != "prod-west":
+        pytest.skip("the case is prod-west's L40S pool")
+    edit(fleet_root, "teams/vision.yaml", "quotas:\n", "policy: {queueingStrategy: StrictFIFO}\nquotas:\n")
+    edit(fleet_root, "teams/inference.yaml", "l40s: {gpus: 32, borrowingLimit: 8, lendingLimit: 0}",
+         "l40s: {gpus: 32, lendingLimit: 0}")
+    edit(fleet_root, "teams/inference.yaml", "quotas:\n", "policy: {neverPreempted: true}\nquotas:\n")
+    result = run(fleet_root, "render")
+    assert result.code == 0, result.err
+    assert "- its queue is StrictFIFO: its oldest workload that does not fit blocks its later ones (its own " \
+        "policy; the cluster's is BestEffortFIFO)" in run(fleet_root, "explain", "team", "vision").out
+    assert "- its workloads are never preempted" in run(fleet_root, "explain", "team", "inference").out
+    changed = load_fleet(fleet_root)
+    stack, fleet, loaded = deployed.stack, deployed.fleet, deployed.fleet.clusters["prod-west"]
+    objects = custom(stack)
+    vision, inference = fleet.teams["vision"].config, fleet.teams["inference"].config
+    created: list[tuple[str, str]] = []
+
+    def submit(team: TeamConfig, key: str, pods: int, priority: str) -> str:
+        name = f"{key}-{uuid.uuid4().hex[:5]}"
+        objects.create_namespaced_custom_object(JOBSET, "v1alpha2", team.namespace_names[0], "jobsets",
+                                                _l40s_jobset(team, name, pods, priority))
+        created.append((team.namespace_names[0], name))
+        return name
+
+    def clean() -> None:
+        for ns, name in created:
+            with contextlib.suppress(ApiException):
+                objects.delete_namespaced_custom_object(JOBSET, "v1alpha2", ns, "jobsets", name,
+                                                        propagation_policy="Foreground")
+        assert wait_for(lambda: all(gone(stack, ns, name) for ns, name in created), 60)
+        created.clear()
+
+    def waits(ns: str, name: str) -> bool:
+        return "insufficient" in str(condition(workload_of(stack, ns, name), "QuotaReserved").get("message"))
+
+    def small_passes_big() -> bool:
+        """vision's 8, then 12 that do not fit now, then 4 that do: whether the 4 are admitted."""
+        ns = vision.namespace_names[0]
+        hold = submit(vision, "hold", 2, "standard")
+        assert wait_for(lambda: admitted(stack, ns, hold), 60), workload_of(stack, ns, hold)
+        big = submit(vision, "big", 3, "standard")
+        assert wait_for(lambda: waits(ns, big), 60), workload_of(stack, ns, big)
+        small = submit(vision, "small", 1, "standard")
+        passed = wait_for(lambda: admitted(stack, ns, small), 20)
+        assert not admitted(stack, ns, big)
+        clean()
+        return passed
+
+    try:
+        assert small_passes_big()  # the cluster's BestEffortFIFO
+        apply(stack, cluster_queue(changed.clusters["prod-west"], changed.teams["vision"]).body)
+        assert not small_passes_big()  # vision's own StrictFIFO
+
+        ns = inference.namespace_names[0]
+        own = changed.teams["inference"]
+        # Without borrowing either way, so that only the policy differs (with its borrowingLimit of 8
+        # the production job would borrow instead of preempting).
+        no_borrowing = Loaded(own.config.model_copy(update={"policy": None}), own.source)
+        for policy in ("cluster", "own"):
+            queue = cluster_queue(changed.clusters["prod-west"], no_borrowing if policy == "cluster" else own)
+            apply(stack, queue.body)
+            low = submit(inference, "batch", 8, "preemptible")  # all of its 32 L40S
+            assert wait_for(lambda n=low: admitted(stack, ns, n), 60), workload_of(stack, ns, low)
+            serving = submit(inference, "serving", 1, "production")
+            if policy == "cluster":  # LowerOrNewerEqualPriority: production preempts preemptible
+                assert wait_for(lambda n=serving: admitted(stack, ns, n), 60), workload_of(stack, ns, serving)
+                assert condition(workload_of(stack, ns, low), "Preempted").get("status") == "True"
+            else:  # never preempted: the production job waits for the team's own work to end
+                assert wait_for(lambda n=serving: waits(ns, n), 60), workload_of(stack, ns, serving)
+                assert not wait_for(lambda n=serving: admitted(stack, ns, n), 15)
+                assert admitted(stack, ns, low)
+                assert condition(workload_of(stack, ns, low), "Preempted").get("status") != "True"
+            clean()
+    finally:
+        clean()
+        apply(stack, cluster_queue(loaded, fleet.teams["vision"]).body)
+        apply(stack, cluster_queue(loaded, fleet.teams["inference"]).body)
+
+
+def test_a_profiles_grace_period_and_maximum_execution_time_on_the_real_kueue(deployed: Deployed) -> None:
+    """Issue 31: a checkpoint-on-SIGTERM loop got Kubernetes' 30 s and a job could run for ever. A
+    profile's `terminationGracePeriodSeconds` reaches every pod template (the JobSet controller copies
+    it into the child Jobs), and `maxExecutionTime` becomes Kueue's label: the real Kueue sets the
+    Workload's maximumExecutionTimeSeconds and deactivates the job once admitted that long."""
+    from generator.compile.jobs import jobset as compile_jobset
+
+    if deployed.name != "prod-west":
+        pytest.skip("one cluster shows it")
+    stack, team = deployed.stack, deployed.fleet.teams["ml-research"].config
+    cluster = deployed.fleet.clusters["prod-west"].config
+    name = f"timed-{uuid.uuid4().hex[:5]}"
+    profile = JobProfile.model_validate({"name": name, "cluster": "prod-west", "pool": "a100", "nodes": 1,
+                                         "image": "registry.example/e2e:1", "command": ["python", "train.py"],
+                                         "terminationGracePeriodSeconds": 120, "maxExecutionTime": "8s"})
+    body = compile_jobset(team, cluster, profile)
+    ns = body["metadata"]["namespace"]
+    api = stack.client(member(stack, team).user, tuple(team.members.groups[:1]))
+    objects = custom(stack, api)
+    objects.create_namespaced_custom_object(JOBSET, "v1alpha2", ns, "jobsets", body)
+    try:
+        assert wait_for(lambda: admitted(stack, ns, name), 60), workload_of(stack, ns, name)
+        assert (workload_of(stack, ns, name) or {})["spec"].get("maximumExecutionTimeSeconds") == 8
+
+        def child_grace() -> Any:
+            from kubernetes import client
+
+            jobs = client.BatchV1Api(stack.client()).list_namespaced_job(
+                ns, label_selector=f"jobset.sigs.k8s.io/jobset-name={name}").items
+            return jobs[0].spec.template.spec.termination_grace_period_seconds if jobs else None
+
+        assert wait_for(lambda: child_grace() == 120, 30), child_grace()
+        assert wait_for(lambda: (workload_of(stack, ns, name) or {})["spec"].get("active") is False, 60), \
+            workload_of(stack, ns, name)
+        assert "MaximumExecutionTimeExceeded" in str((workload_of(stack, ns, name) or {})["status"]["conditions"])
+    finally:
+        objects.delete_namespaced_custom_object(JOBSET, "v1alpha2", ns, "jobsets", name,
+                                                propagation_policy="Foreground")
+        assert wait_for(lambda: gone(stack, ns, name), 60)
 
 
 def test_a_job_whose_pods_never_become_ready_releases_its_gpus(

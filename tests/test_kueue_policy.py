@@ -460,3 +460,117 @@ def test_a_guarantee_that_cannot_be_taken_back_is_warned(fleet_root: Path) -> No
     edit(fleet_root, "clusters/prod-west.yaml", "reclaimWithinCohort: LowerPriority", "reclaimWithinCohort: Any")
     result = run(fleet_root, "render")
     assert result.code == 0 and "not guaranteed once lent" not in result.err, result.err
+
+
+def _refused(root: Path) -> str:
+    """`render` refuses the fleet: its error output."""
+    result = run(root, "render")
+    assert result.code == 2, result.err
+    return result.err
+
+
+def _cq(root: Path, cluster: str, team: str) -> dict[str, Any]:
+    return dict(yaml.safe_load((root / f"rendered/{cluster}/teams/{team}/clusterqueue-{team}.yaml").read_text()))
+
+
+def test_a_team_sets_its_own_queue_policy_within_the_clusters_limits(fleet_root: Path) -> None:
+    """Issue 31: queueing strategy and preemption were cluster-wide only. A team's `policy` sets its
+    own queue's; what reaches other teams' work (reclaimWithinCohort, borrowWithinCohort) only where
+    the cluster's `kueue.teamPolicy` lists it. Kueue's outcome: tests/test_e2e_fleet.py."""
+    assert _cq(fleet_root, "prod-east", "llm-pretrain")["spec"]["queueingStrategy"] == "StrictFIFO"  # the example
+    assert _cq(fleet_root, "prod-east", "vision")["spec"]["queueingStrategy"] == "BestEffortFIFO"
+    edit(fleet_root, "teams/vision.yaml", "quotas:\n",
+         "policy:\n  reclaimWithinCohort: Any\n  withinClusterQueue: Never\nquotas:\n")
+    err = _refused(fleet_root)
+    assert "teams/vision.yaml:11: policy.reclaimWithinCohort: cluster prod-west lets teams choose " \
+        "reclaimWithinCohort LowerPriority, not Any" in err, err
+    assert "fix: choose one of those, or ask the platform team to list Any in kueue.teamPolicy." \
+        "reclaimWithinCohort of clusters/prod-west.yaml" in err
+    assert "prod-east" not in err  # Any is prod-east's own policy
+    edit(fleet_root, "clusters/prod-west.yaml", "    withinClusterQueue: LowerOrNewerEqualPriority\n",
+         "    withinClusterQueue: LowerOrNewerEqualPriority\n  teamPolicy: {reclaimWithinCohort: [Any]}\n")
+    result = run(fleet_root, "render")
+    assert result.code == 0, result.err
+    preemption = _cq(fleet_root, "prod-west", "vision")["spec"]["preemption"]
+    assert preemption == {"reclaimWithinCohort": "Any", "withinClusterQueue": "Never"}
+    assert _cq(fleet_root, "prod-west", "recsys")["spec"]["preemption"]["reclaimWithinCohort"] == "LowerPriority"
+    assert "vision's l40s" not in result.err  # vision takes its guarantee back from anyone now
+    out = run(fleet_root, "explain", "team", "vision").out
+    west = out[out.index("preemption in prod-west:"):]
+    assert "it takes its guaranteed GPUs back from borrowers by preempting their workloads, whatever their " \
+        "priority" in west
+    assert "- the team's own jobs never preempt each other" in west
+    assert "it may preempt the borrowed workloads of teams above their weighted share (of any priority), and teams " \
+        "below theirs its borrowed work (of lower priority only, as reclaimWithinCohort LowerPriority allows)" in west
+
+
+def test_a_team_choosing_a_weaker_reclaim_is_warned_at_its_own_line(fleet_root: Path) -> None:
+    edit(fleet_root, "teams/ml-research.yaml", "quotas:\n", "policy: {reclaimWithinCohort: Never}\nquotas:\n")
+    edit(fleet_root, "clusters/dev.yaml", "kueue:\n", "kueue:\n  teamPolicy: {reclaimWithinCohort: [Never]}\n")
+    edit(fleet_root, "clusters/prod-east.yaml", "kueue:\n", "kueue:\n  teamPolicy: {reclaimWithinCohort: [Never]}\n")
+    edit(fleet_root, "clusters/prod-west.yaml", "kueue:\n", "kueue:\n  teamPolicy: {reclaimWithinCohort: [Never]}\n")
+    result = run(fleet_root, "render")
+    assert result.code == 0, result.err
+    assert "teams/ml-research.yaml:10: policy.reclaimWithinCohort: in dev guaranteed GPUs are not guaranteed " \
+        "once lent: reclaimWithinCohort Never takes them back from nobody, so borrowers keep them until their " \
+        "jobs end: ml-research's l4 (at standard) by " in result.err, result.err
+
+
+def test_a_team_never_preempted_never_borrows(fleet_root: Path) -> None:
+    """`policy.neverPreempted` (serving): every borrowingLimit 0 and withinClusterQueue Never; a
+    borrowingLimit that says otherwise is an error naming the quota, and a cluster may refuse it."""
+    edit(fleet_root, "teams/inference.yaml", "quotas:\n", "policy: {neverPreempted: true}\nquotas:\n")
+    result = run(fleet_root, "render")
+    assert result.code == 2
+    assert "teams/inference.yaml" in result.err and "policy.neverPreempted: quotas.prod-west.l40s borrows up to 8 " \
+        "GPUs, and borrowed GPUs are taken back by preemption; remove its borrowingLimit" in result.err, result.err
+    edit(fleet_root, "teams/inference.yaml", "l40s: {gpus: 32, borrowingLimit: 8, lendingLimit: 0}",
+         "l40s: {gpus: 32, lendingLimit: 0}")
+    result = run(fleet_root, "render")
+    assert result.code == 0, result.err
+    spec = _cq(fleet_root, "prod-west", "inference")["spec"]
+    assert spec["preemption"]["withinClusterQueue"] == "Never"
+    gpu = [r for f in spec["resourceGroups"][0]["flavors"] if f["name"] != "cpu" for r in f["resources"]
+           if r["name"] == "nvidia.com/gpu"]
+    assert gpu and all(r["borrowingLimit"] == "0" for r in gpu), gpu
+    out = run(fleet_root, "explain", "team", "inference").out
+    assert "- its workloads are never preempted: it never borrows (borrowingLimit 0 in every pool)" in out
+    assert "prod-west  l40s          32               0 (0)" in out
+    edit(fleet_root, "clusters/prod-west.yaml", "kueue:\n", "kueue:\n  teamPolicy: {neverPreempted: false}\n")
+    result = run(fleet_root, "render")
+    assert result.code == 2 and "policy.neverPreempted: cluster prod-west sets kueue.teamPolicy.neverPreempted: " \
+        "false" in result.err, result.err
+
+
+def test_team_policies_kueue_refuses_or_ignores_are_refused(fleet_root: Path) -> None:
+    edit(fleet_root, "clusters/dev.yaml", "kueue:\n",
+         "kueue:\n  teamPolicy: {reclaimWithinCohort: [Never], borrowWithinCohort: [LowerPriority]}\n")
+    edit(fleet_root, "teams/vision.yaml", "quotas:\n", "policy:\n  reclaimWithinCohort: Never\n"
+         "  borrowWithinCohort: {policy: LowerPriority}\nquotas:\n")
+    err = _refused(fleet_root)
+    assert "in cluster dev team vision's queue would have reclaimWithinCohort: Never with borrowWithinCohort: " \
+        "LowerPriority, which Kueue refuses" in err, err
+    assert "policy.borrowWithinCohort: fair sharing is on in cluster dev, and then Kueue ignores " \
+        "borrowWithinCohort" in err
+    edit(fleet_root, "teams/vision.yaml", "policy:\n", "policy:\n  neverPreempted: true\n"
+         "  withinClusterQueue: LowerPriority\n")
+    assert "neverPreempted means withinClusterQueue: Never" in run(fleet_root, "render").err
+
+
+def test_a_profile_sets_grace_period_and_maximum_execution_time(fleet_root: Path) -> None:
+    """The example's pretrain-4node checkpoints on SIGTERM and stops after 72h admitted; Kueue's label
+    and the pod field reach the JobSet and the SkyPilot task (real Kueue: tests/test_e2e_fleet.py)."""
+    body = yaml.safe_load((fleet_root / "rendered/prod-west/templates/ml-research/pretrain-4node.jobset.yaml")
+                          .read_text())
+    assert body["metadata"]["labels"]["kueue.x-k8s.io/max-exec-time-seconds"] == "259200"
+    pod = body["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    assert pod["terminationGracePeriodSeconds"] == 120
+    task = yaml.safe_load((fleet_root / "rendered/prod-west/templates/ml-research/pretrain-4node.sky.yaml")
+                          .read_text())
+    pod_config = task["config"]["kubernetes"]["pod_config"]
+    assert pod_config["metadata"]["labels"]["kueue.x-k8s.io/max-exec-time-seconds"] == "259200"
+    assert pod_config["spec"]["terminationGracePeriodSeconds"] == 120
+    edit(fleet_root, "teams/ml-research.yaml", "maxExecutionTime: 72h", "maxExecutionTime: 100000d")
+    result = run(fleet_root, "render")
+    assert result.code == 2 and "teams/ml-research.yaml:39: jobProfiles[1].maxExecutionTime" in result.err and \
+        "not between 1s and 2147483647s" in result.err, result.err

@@ -198,4 +198,4 @@ def test_a_topology_slice_of_size_zero_is_a_finding(fleet_root: Path) -> None:
          "slice: {level: cloud.provider.com/topology-block, size: 0}")
     result = run(fleet_root, "render")
     assert result.code == 2 and "ZeroDivisionError" not in result.err
-    assert result.err.startswith("teams/ml-research.yaml:49: jobProfiles[2].topology.slice.size:"), result.err
+    assert result.err.startswith("teams/ml-research.yaml:51: jobProfiles[2].topology.slice.size:"), result.err

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from generator.config.cluster import PROVISIONING_CLASSES
 from generator.config.fleet import Fleet, fair_sharing
 from generator.errors import Finding
-from generator.guarantees import held_back
+from generator.guarantees import HeldBack, held_back
 
 WARNING = "warning"
 """`Finding.check` of a warning: printed as `... [warning]`, never an error."""
@@ -140,22 +140,29 @@ def _default_priority_reach(fleet: Fleet) -> Iterator[Warning]:
 
 def _unreclaimable_guarantees(fleet: Fleet) -> Iterator[Warning]:
     """Guaranteed GPUs lent out come back only as the lender's reclaimWithinCohort allows: a team
-    that reads its quota as a guarantee waits while a borrower of its priority or above keeps it."""
+    that reads its quota as a guarantee waits while a borrower of its priority or above keeps it.
+    One warning per cluster for the lenders under the cluster's policy, one per team that chose its own."""
     for cluster in fleet.clusters.values():
         cfg = cluster.config
         found = held_back(fleet, cfg.name)
-        if not found:
-            continue
-        policy = cfg.kueue.preemption.reclaim_within_cohort
-        rule = "takes them back from nobody" if policy == "Never" else "takes them back only from lower priorities"
-        where = "; ".join(f"{h.lender}'s {h.pool} (at {h.priority}) by {', '.join(h.borrowers)}" for h in found)
-        file, line = cluster.at("kueue", "preemption", "reclaimWithinCohort")
-        yield cfg.name, Finding(file, line, "kueue.preemption.reclaimWithinCohort",
-                                f"in {cfg.name} guaranteed GPUs are not guaranteed once lent: reclaimWithinCohort "
-                                f"{policy} {rule}, so borrowers keep them until their jobs end: {where}",
-                                "set reclaimWithinCohort: Any, or lendingLimit: 0 on quota that must be there at "
-                                "once, or give the lender's jobs a class above what its borrowers may use "
-                                "(allowedPriorities)", WARNING)
+        own = {t.config.name: t for t in fleet.teams_in(cfg.name)
+               if t.config.policy is not None and t.config.policy.reclaim_within_cohort is not None}
+        groups: dict[str, list[HeldBack]] = {}
+        for held in found:
+            groups.setdefault(held.lender if held.lender in own else "", []).append(held)
+        for lender, helds in sorted(groups.items()):
+            policy = helds[0].policy
+            rule = "takes them back from nobody" if policy == "Never" else "takes them back only from lower priorities"
+            where = "; ".join(f"{h.lender}'s {h.pool} (at {h.priority}) by {', '.join(h.borrowers)}" for h in helds)
+            loaded, path = (own[lender], ("policy", "reclaimWithinCohort")) if lender else \
+                (cluster, ("kueue", "preemption", "reclaimWithinCohort"))
+            file, line = loaded.at(*path)
+            yield cfg.name, Finding(file, line, ".".join(path),
+                                    f"in {cfg.name} guaranteed GPUs are not guaranteed once lent: reclaimWithinCohort "
+                                    f"{policy} {rule}, so borrowers keep them until their jobs end: {where}",
+                                    "set reclaimWithinCohort: Any, or lendingLimit: 0 on quota that must be there at "
+                                    "once, or give the lender's jobs a class above what its borrowers may use "
+                                    "(allowedPriorities)", WARNING)
 
 
 def _admission_check_reach(fleet: Fleet) -> Iterator[Warning]:

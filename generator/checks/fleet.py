@@ -585,6 +585,60 @@ def _fair_sharing(fleet: Fleet) -> Iterator[Finding]:
                           "accept that it is ignored")
 
 
+def _team_policy(fleet: Fleet) -> Iterator[Finding]:
+    """A team's own queue policy stays within what every cluster where it has quota allows, and is
+    a combination Kueue accepts and does not ignore."""
+    for tname, team in sorted(fleet.teams.items()):
+        own = team.config.policy
+        if own is None:
+            continue
+        for cname in sorted(team.config.quotas):
+            cluster = fleet.clusters.get(cname)
+            if cluster is None:
+                continue
+            cfg = cluster.config
+            limits, base = cfg.kueue.team_policy, cfg.kueue.preemption
+            base_bwc = base.borrow_within_cohort.policy if base.borrow_within_cohort else "Never"
+            chosen: list[tuple[str, str | None, list[str]]] = [
+                ("queueingStrategy", own.queueing_strategy, [*limits.queueing_strategy, cfg.kueue.queueing_strategy]),
+                ("withinClusterQueue", own.within_cluster_queue,
+                 [*limits.within_cluster_queue, base.within_cluster_queue]),
+                ("reclaimWithinCohort", own.reclaim_within_cohort,
+                 [*limits.reclaim_within_cohort, base.reclaim_within_cohort]),
+                ("borrowWithinCohort", own.borrow_within_cohort.policy if own.borrow_within_cohort else None,
+                 [*limits.borrow_within_cohort, base_bwc]),
+            ]
+            for key, value, allowed in chosen:
+                if value is None or value in allowed:
+                    continue
+                file, line = team.at("policy", key)
+                yield Finding(file, line, f"policy.{key}", f"cluster {cname} lets teams choose {key} "
+                              f"{', '.join(sorted(set(allowed)))}, not {value}",
+                              f"choose one of those, or ask the platform team to list {value} in "
+                              f"kueue.teamPolicy.{key} of {cluster.source.path}")
+            if own.never_preempted and not limits.never_preempted:
+                file, line = team.at("policy", "neverPreempted")
+                yield Finding(file, line, "policy.neverPreempted", f"cluster {cname} sets kueue.teamPolicy."
+                              "neverPreempted: false", "remove neverPreempted, or ask the platform team to allow it")
+            effective = team.config.preemption_in(cfg)
+            bwc = effective.borrow_within_cohort
+            mine = own.reclaim_within_cohort is not None or own.borrow_within_cohort is not None
+            if mine and effective.reclaim_within_cohort == "Never" and bwc is not None and bwc.policy != "Never":
+                file, line = team.at("policy")
+                yield Finding(file, line, "policy", f"in cluster {cname} team {tname}'s queue would have "
+                              f"reclaimWithinCohort: Never with borrowWithinCohort: {bwc.policy}, which Kueue "
+                              "refuses (a queue that preempts while borrowing must reclaim its own)",
+                              "choose another reclaimWithinCohort, or borrowWithinCohort: {policy: Never}")
+            if own.borrow_within_cohort is not None and cfg.kueue.fair_sharing is None \
+                    and fair_sharing(cfg, fleet.teams_in(cname)):
+                file, line = team.at("policy", "borrowWithinCohort")
+                yield Finding(file, line, "policy.borrowWithinCohort", f"fair sharing is on in cluster {cname}, "
+                              "and then Kueue ignores borrowWithinCohort (kueue v0.19.2 "
+                              "pkg/scheduler/preemption/preemption.go:155-160)",
+                              f"remove borrowWithinCohort, or set kueue.fairSharing: true in {cluster.source.path} "
+                              "to accept that it is ignored")
+
+
 def _pod_security_exceptions(fleet: Fleet) -> Iterator[Finding]:
     """An exception names a team with namespaces in the cluster; a typo must not pass unnoticed."""
     for name, loaded in sorted(fleet.clusters.items()):
@@ -601,7 +655,7 @@ RULES: list[Callable[[Fleet], Iterator[Finding]]] = [
     _kubernetes_versions, _reserved_cluster_names, _reserved_team_names, _unique_within_cluster, _cohort_tree,
     _team_names, _namespaces, _subjects, _quota_references, _capacity, _job_profiles, _fair_sharing,
     _allowed_priorities, _stop_policy, _flavor_order, _fungibility_preference, _cohort_quotas, _cpu_pool,
-    _admission_checks, _multikueue_workers, _multikueue_quotas, _pod_security_exceptions,
+    _admission_checks, _multikueue_workers, _multikueue_quotas, _pod_security_exceptions, _team_policy,
 ]
 
 

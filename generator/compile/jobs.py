@@ -158,6 +158,8 @@ def jobset(team: TeamConfig, cluster: ClusterConfig, profile: JobProfile, name: 
         pod: dict[str, Any] = {
             **({"securityContext": RESTRICTED_POD} if restricted else {}),
             "restartPolicy": "Never",
+            **({"terminationGracePeriodSeconds": profile.termination_grace_period_seconds}
+               if profile.termination_grace_period_seconds != 30 else {}),
             # Pins the job to its pool: Kueue skips flavors whose nodeLabels contradict the pod's
             # nodeSelector, so a team's quota in another pool of the same queue is never used.
             **({"nodeSelector": dict(sorted(pool.node_labels.items()))} if pool.node_labels else {}),
@@ -185,6 +187,8 @@ def jobset(team: TeamConfig, cluster: ClusterConfig, profile: JobProfile, name: 
                    "kueue.x-k8s.io/queue-name": team.name}
     if priority:
         meta_labels["kueue.x-k8s.io/priority-class"] = priority
+    if profile.max_execution_seconds is not None:  # Kueue's Workload maximumExecutionTimeSeconds
+        meta_labels[MAX_EXEC_LABEL] = str(profile.max_execution_seconds)
     return {
         "apiVersion": JOBSET_API, "kind": "JobSet",
         "metadata": {"name": name, "namespace": namespace, "labels": meta_labels},
@@ -202,6 +206,10 @@ def jobset(team: TeamConfig, cluster: ClusterConfig, profile: JobProfile, name: 
     }
 
 
+MAX_EXEC_LABEL = "kueue.x-k8s.io/max-exec-time-seconds"
+"""Kueue copies it into the Workload's maximumExecutionTimeSeconds and deactivates the Workload once
+it has been admitted that long (kueue v0.19.2 pkg/controller/jobframework/utils.go:193,
+pkg/controller/constants/constants.go:59)."""
 RESTRICTED_POD: dict[str, Any] = {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
 RESTRICTED_CONTAINER: dict[str, Any] = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
 """What Pod Security `restricted` asks of a pod beyond `baseline` (the image must then run as a
@@ -244,9 +252,14 @@ def skypilot_task(team: TeamConfig, cluster: ClusterConfig, profile: JobProfile)
            f"--no-python {program}" if profile.launcher == "torchrun" else program)
     pod_config: dict[str, Any] = {}
     priority = profile.priority or team.default_priority
-    if priority:
-        pod_config["metadata"] = {"labels": {"kueue.x-k8s.io/priority-class": priority}}
+    pod_labels = {"kueue.x-k8s.io/priority-class": priority} if priority else {}
+    if profile.max_execution_seconds is not None:
+        pod_labels[MAX_EXEC_LABEL] = str(profile.max_execution_seconds)
+    if pod_labels:
+        pod_config["metadata"] = {"labels": pod_labels}
     spec: dict[str, Any] = {}
+    if profile.termination_grace_period_seconds != 30:
+        spec["terminationGracePeriodSeconds"] = profile.termination_grace_period_seconds
     if pool.node_labels:
         spec["nodeSelector"] = dict(sorted(pool.node_labels.items()))
     if pool.taints:

@@ -12,7 +12,7 @@ from typing import Any
 from generator import quantity
 from generator.compile.manifest import ARGOCD_CRD_IN_SAME_SYNC, Manifest, labels
 from generator.compile.quota import cpu_pool_resources, pool_resources, unallocated_resources
-from generator.config.cluster import ClusterConfig, CohortQuota, MultiKueue, NodePool, Taint, kueue_tuple
+from generator.config.cluster import ClusterConfig, CohortQuota, MultiKueue, NodePool, Preemption, Taint, kueue_tuple
 from generator.config.fleet import Loaded, held_gpus
 from generator.config.team import PoolQuota, TeamConfig
 
@@ -276,8 +276,7 @@ def quota_groups(pools: list[NodePool], quotas: Mapping[str, PoolQuota | CohortQ
     return [{"coveredResources": covered, "flavors": flavors}] if flavors else []
 
 
-def _preemption(cfg: ClusterConfig) -> dict[str, Any]:
-    p = cfg.kueue.preemption
+def _preemption(p: Preemption) -> dict[str, Any]:
     out: dict[str, Any] = {"reclaimWithinCohort": p.reclaim_within_cohort}
     if p.borrow_within_cohort is not None:
         bwc: dict[str, Any] = {"policy": p.borrow_within_cohort.policy}
@@ -315,8 +314,8 @@ def cluster_queue(cluster: Loaded[ClusterConfig], team: Loaded[TeamConfig]) -> M
     # editor, unlike a team label: only the team's own namespaces can submit to its queue.
     spec["namespaceSelector"] = {"matchExpressions": [
         {"key": "kubernetes.io/metadata.name", "operator": "In", "values": sorted(tcfg.namespace_names)}]}
-    spec["queueingStrategy"] = cfg.kueue.queueing_strategy
-    spec["preemption"] = _preemption(cfg)
+    spec["queueingStrategy"] = tcfg.queueing_in(cfg)
+    spec["preemption"] = _preemption(tcfg.preemption_in(cfg))
     if tcfg.fair_sharing_weight is not None:
         spec["fairSharing"] = {"weight": _weight(tcfg.fair_sharing_weight)}
     spec["resourceGroups"] = _resource_groups(cfg, tcfg)
@@ -330,8 +329,12 @@ def cluster_queue(cluster: Loaded[ClusterConfig], team: Loaded[TeamConfig]) -> M
     if stop != "None":  # Kueue's default; left out so lifting a stop removes the field
         spec["stopPolicy"] = stop
     body["spec"] = spec
-    origins = {"spec.queueingStrategy": cluster.at("kueue", "queueingStrategy"),
-               "spec.preemption": cluster.at("kueue", "preemption"),
+    own = tcfg.policy
+    origins = {"spec.queueingStrategy": team.at("policy", "queueingStrategy") if own and own.queueing_strategy
+               else cluster.at("kueue", "queueingStrategy"),
+               "spec.preemption": team.at("policy") if own and (own.reclaim_within_cohort or own.within_cluster_queue
+                                                                or own.borrow_within_cohort or own.never_preempted)
+               else cluster.at("kueue", "preemption"),
                "spec.fairSharing": team.at("fairSharingWeight"),
                "spec.stopPolicy": team.at("stopPolicy", cfg.name),
                "spec.admissionChecksStrategy": cluster.at("admissionChecks"),

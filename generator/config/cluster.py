@@ -55,7 +55,9 @@ class Preemption(ConfigModel):
     """Kueue ClusterQueue preemption policy, applied to every team queue of the cluster."""
 
     reclaim_within_cohort: Literal["Never", "LowerPriority", "Any"] = "Any"
-    """Whether a queue may preempt borrowers to get its own nominal quota back."""
+    """Whether a queue may preempt borrowers to get its own nominal quota back: `Any` from every
+    borrower, `LowerPriority` only from borrowed work of lower priority (a borrower at the lender's
+    priority or above keeps it until its jobs end), `Never` from none."""
     borrow_within_cohort: BorrowWithinCohort | None = None
     """Preemption while borrowing; not allowed together with `reclaimWithinCohort: Never`."""
     within_cluster_queue: Literal["Never", "LowerPriority", "LowerOrNewerEqualPriority"] = "LowerPriority"
@@ -124,15 +126,44 @@ class FlavorFungibility(ConfigModel):
         return self
 
 
+ReclaimPolicy = Literal["Never", "LowerPriority", "Any"]
+WithinQueuePolicy = Literal["Never", "LowerPriority", "LowerOrNewerEqualPriority"]
+QueueingStrategy = Literal["BestEffortFIFO", "StrictFIFO"]
+
+
+class TeamPolicy(ConfigModel):
+    """What a team file's `policy` may choose for its own queue in this cluster. The cluster's own
+    value of each setting is always allowed. Settings that only order or preempt the team's own work
+    (queueing strategy, preemption within its queue, never being preempted) are open to every team
+    unless narrowed here; settings that preempt other teams' work (`reclaimWithinCohort`,
+    `borrowWithinCohort`) are closed unless listed here."""
+
+    queueing_strategy: list[QueueingStrategy] = ["BestEffortFIFO", "StrictFIFO"]
+    """Queueing strategies a team may choose (only its own queue's order)."""
+    within_cluster_queue: list[WithinQueuePolicy] = ["Never", "LowerPriority", "LowerOrNewerEqualPriority"]
+    """`withinClusterQueue` values a team may choose (only its own workloads)."""
+    reclaim_within_cohort: list[ReclaimPolicy] = []
+    """`reclaimWithinCohort` values a team may choose besides the cluster's: how it takes lent quota
+    back from other teams' borrowed work."""
+    borrow_within_cohort: list[Literal["Never", "LowerPriority"]] = []
+    """`borrowWithinCohort.policy` values a team may choose besides the cluster's: whether it
+    preempts other teams' work of lower priority while borrowing."""
+    never_preempted: StrictBool = True
+    """Whether a team may declare `policy.neverPreempted` (it then never borrows here)."""
+
+
 class Kueue(ConfigModel):
     """The Kueue release installed in the cluster and its queueing policy."""
 
     version: KueueVersion = f"v{component('kueue').version}"
     """Kueue release (v0.14 or later). v0.16 and later get `kueue.x-k8s.io/v1beta2` objects."""
-    queueing_strategy: Literal["BestEffortFIFO", "StrictFIFO"] = "BestEffortFIFO"
-    """Order in which each team queue admits its workloads."""
+    queueing_strategy: QueueingStrategy = "BestEffortFIFO"
+    """Order in which each team queue admits its workloads (a team's `policy` may choose its own)."""
     preemption: Preemption = Preemption()
-    """Preemption policy of every team ClusterQueue."""
+    """Preemption policy of every team ClusterQueue (a team's `policy` may choose its own, within
+    `teamPolicy`)."""
+    team_policy: TeamPolicy = TeamPolicy()
+    """What teams may choose for their own queue here (team files' `policy`)."""
     fair_sharing: bool | None = None
     """Kueue fair sharing. Unset: on when a team or cohort of the cluster sets a fairSharingWeight.
     `false` refuses weights (they would do nothing). `true` also accepts `borrowWithinCohort`,

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field, StrictStr
+from pydantic import Field, StrictStr, field_validator
 
 from generator.config.base import ConfigModel
 from generator.config.types import Count, DnsSubdomain, LabelKey, PositiveCount, Quantity
+from generator.durations import seconds
 
 # Profile names become JobSet names, which must be DNS-1035 labels (start with a letter).
 PROFILE_NAME = r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$"
@@ -99,6 +100,24 @@ class JobProfile(ConfigModel):
     """Optional topology-aware placement (the pool needs topologyLevels)."""
     leader: Leader | None = None
     """Optional separate leader replicated job for rank 0."""
+    termination_grace_period_seconds: int = Field(default=30, ge=0, le=86400, strict=True)
+    """Seconds between SIGTERM and SIGKILL when a pod is stopped (preemption, eviction, a drained
+    node): time for a checkpoint-on-SIGTERM handler to save. Kubernetes' default is 30."""
+    max_execution_time: StrictStr | None = Field(default=None, pattern=r"^([0-9]+[smhd])+$", max_length=32)
+    """Longest the job may run once admitted, e.g. `72h`: Kueue then evicts and deactivates it
+    (label `kueue.x-k8s.io/max-exec-time-seconds`); time spent admitted before a requeue counts."""
+
+    @field_validator("max_execution_time")
+    @classmethod
+    def _execution_time_in_range(cls, value: str | None) -> str | None:
+        if value is not None and not 1 <= seconds(value) <= 2**31 - 1:
+            raise ValueError(f"maxExecutionTime {value} is not between 1s and 2147483647s (Kueue's int32 seconds)")
+        return value
+
+    @property
+    def max_execution_seconds(self) -> int | None:
+        """`maxExecutionTime` in seconds, as Kueue's label takes it."""
+        return None if self.max_execution_time is None else int(seconds(self.max_execution_time))
 
     @property
     def exit_codes(self) -> list[int]:

@@ -4,10 +4,18 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, StrictBool, model_validator
 
 from generator.config.base import ConfigModel
-from generator.config.cluster import ClusterConfig, FlavorFungibility
+from generator.config.cluster import (
+    BorrowWithinCohort,
+    ClusterConfig,
+    FlavorFungibility,
+    Preemption,
+    QueueingStrategy,
+    ReclaimPolicy,
+    WithinQueuePolicy,
+)
 from generator.config.jobs import JobProfile
 from generator.config.types import Count, DnsLabel, DnsSubdomain, Owner, SubjectName, Weight
 
@@ -32,6 +40,34 @@ class PoolQuota(ConfigModel):
 
 StopPolicy = Literal["None", "Hold", "HoldAndDrain"]
 """Kueue ClusterQueue `stopPolicy`."""
+
+
+class QueuePolicy(ConfigModel):
+    """The team's own queue policy in every cluster where it has quota, instead of the cluster's;
+    each value must be one the cluster's `kueue.teamPolicy` allows."""
+
+    queueing_strategy: QueueingStrategy | None = None
+    """`StrictFIFO`: the oldest workload that does not fit blocks the team's later ones (a
+    pre-training team's order); `BestEffortFIFO`: later ones that fit go first."""
+    reclaim_within_cohort: ReclaimPolicy | None = None
+    """How the team takes its lent quota back from other teams' borrowed work."""
+    borrow_within_cohort: BorrowWithinCohort | None = None
+    """Whether the team preempts other teams' lower-priority work while borrowing."""
+    within_cluster_queue: WithinQueuePolicy | None = None
+    """Preemption among the team's own workloads."""
+    never_preempted: StrictBool = False
+    """No workload of the team is ever preempted (for serving): its queue never borrows (every quota's
+    `borrowingLimit` is 0; Kueue takes quota back only from queues above their own, kueue v0.19.2
+    pkg/scheduler/preemption/preemption.go:636-646) and its own workloads never preempt each other
+    (`withinClusterQueue: Never`). Evictions that are not preemption (a node failing, waitForPodsReady,
+    a maximum execution time) still happen."""
+
+    @model_validator(mode="after")
+    def _never_preempted_within(self) -> QueuePolicy:
+        if self.never_preempted and self.within_cluster_queue not in (None, "Never"):
+            raise ValueError(f"neverPreempted means withinClusterQueue: Never, not {self.within_cluster_queue}; "
+                             "remove withinClusterQueue")
+        return self
 
 
 class Members(ConfigModel):
@@ -76,10 +112,47 @@ class TeamConfig(ConfigModel):
     team has quota for there); omitted: the cluster's pool order."""
     flavor_fungibility: FlavorFungibility | None = None
     """The team's own `flavorFungibility` in every cluster, instead of the cluster's `kueue` default."""
+    policy: QueuePolicy | None = None
+    """The team's own queue policy (queueing strategy, preemption, never being preempted) in every
+    cluster, within what each cluster's `kueue.teamPolicy` allows; omitted: the cluster's."""
     quotas: dict[DnsLabel, dict[DnsLabel, PoolQuota]] = {}
-    """GPU quotas: cluster name -> pool name -> quota."""
+    """GPU quotas: cluster name -> pool name -> quota. With `policy.neverPreempted` every
+    `borrowingLimit` is 0 (leave it out)."""
     job_profiles: list[JobProfile] = []
     """Job templates for the team's ML engineers (rendered under rendered/<cluster>/templates/<team>/)."""
+
+    @model_validator(mode="after")
+    def _never_preempted_never_borrows(self) -> TeamConfig:
+        if self.policy is None or not self.policy.never_preempted:
+            return self
+        for cluster, pools in sorted(self.quotas.items()):
+            for pool, quota in sorted(pools.items()):
+                if quota.borrowing_limit:
+                    raise ValueError(f"policy.neverPreempted: quotas.{cluster}.{pool} borrows up to "
+                                     f"{quota.borrowing_limit} GPUs, and borrowed GPUs are taken back by preemption; "
+                                     "remove its borrowingLimit (a team never preempted never borrows)")
+                pools[pool] = quota.model_copy(update={"borrowing_limit": 0})
+        return self
+
+    def preemption_in(self, cluster: ClusterConfig) -> Preemption:
+        """The preemption policy of the team's queue in `cluster`: the cluster's, with the team's own
+        choices over it."""
+        base, own = cluster.kueue.preemption, self.policy
+        if own is None:
+            return base
+        update: dict[str, object] = {}
+        if own.reclaim_within_cohort is not None:
+            update["reclaim_within_cohort"] = own.reclaim_within_cohort
+        if own.borrow_within_cohort is not None:
+            update["borrow_within_cohort"] = own.borrow_within_cohort
+        if own.within_cluster_queue is not None or own.never_preempted:
+            update["within_cluster_queue"] = "Never" if own.never_preempted else own.within_cluster_queue
+        return base.model_copy(update=update) if update else base
+
+    def queueing_in(self, cluster: ClusterConfig) -> str:
+        """The queueing strategy of the team's queue in `cluster`."""
+        own = self.policy.queueing_strategy if self.policy else None
+        return own or cluster.kueue.queueing_strategy
 
     def fungibility_in(self, cluster: ClusterConfig) -> FlavorFungibility | None:
         """The flavorFungibility of the team's queue in `cluster`: the team's own, else the cluster's

@@ -81,6 +81,9 @@ RULEBOOK: dict[str, Rule] = {
     "cohort-quota-changed": Rule("medium", "A declared cohort's own quota or limits change."),
     "preemption-changed": Rule("medium", "A queue's preemption policy changes: which running workloads can be "
                                          "evicted changes."),
+    "queueing-strategy-changed": Rule("low", "A queue's queueingStrategy changes: the order its own workloads "
+                                             "are admitted in (StrictFIFO: the oldest that does not fit blocks "
+                                             "the rest)."),
     "priority-changed": Rule("medium", "A WorkloadPriorityClass is added, removed or changes value."),
     "admission-policy-changed": Rule("medium", "A team's allowed priority classes (its ValidatingAdmissionPolicy) "
                                                "change."),
@@ -166,6 +169,10 @@ def _preemption_or_priority(change: Change) -> Iterator[Risk]:
     if change.action == "change" and kind == "ClusterQueue" and _fields(change, "spec.preemption"):
         yield _at(change, "medium", "preemption-changed", f"preemption policy of {change.obj.label} changes: which "
                   "running workloads can be evicted changes")
+    if change.action == "change" and kind == "ClusterQueue" and _fields(change, "spec.queueingStrategy"):
+        after = _spec(change.after).get("queueingStrategy")
+        yield _at(change, "low", "queueing-strategy-changed", f"{change.obj.label} admits its own workloads "
+                  f"{after} from now on")
     if kind == "WorkloadPriorityClass" and (change.action != "change" or _fields(change, "value")):
         verb = {"add": "added", "destroy": "removed", "change": "changes value"}[change.action]
         yield _at(change, "medium", "priority-changed", f"{change.obj.label} {verb}: preemption order between "
