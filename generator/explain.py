@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from generator.capacity import TeamShare, pool_capacities
 from generator.config.cluster import PROVISIONING_CLASSES, AdmissionCheck, ClusterConfig
-from generator.config.fleet import Fleet, fair_sharing
+from generator.config.fleet import Fleet, fair_sharing, fair_tree
 from generator.config.team import TeamConfig
 from generator.guarantees import held_back
 
@@ -119,6 +119,35 @@ def default_priority_reach(cfg: ClusterConfig, team: TeamConfig) -> str:
             f"{cfg.kubernetes_version})")
 
 
+def _label(node: str) -> str:
+    return node.removeprefix("team:")
+
+
+def weight_split(fleet: Fleet, team: str, cluster: str) -> list[str]:
+    """The team's fair-sharing weight and, at each level of its cohort tree where it has siblings,
+    the share of borrowed GPUs each sibling gets when all want more than their guarantees. Kueue
+    admits and preempts to even out each queue's or cohort's borrowed share divided by its weight
+    (kueue v0.19.2 pkg/cache/scheduler/fair_sharing.go:90-98,149-181), so under contention what the
+    siblings borrow is split in proportion to weight; weight 0 ranks last for admission and first
+    for preemption (lines 112-123)."""
+    cfg = fleet.clusters[cluster].config
+    tree = fair_tree(cfg, fleet.teams_in(cluster))
+    node = f"team:{team}"
+    own = tree[node][1]
+    lines = [f"- fair sharing: weight {own:g}" + (": it gets borrowed GPUs only while teams with a weight leave "
+                                                 "them, and its borrowed work is preempted first" if own == 0 else "")]
+    while (parent := tree[node][0]) is not None:
+        siblings = sorted(n for n, (p, _) in tree.items() if p == parent)
+        total = sum(tree[n][1] for n in siblings)
+        if len(siblings) > 1:
+            parts = ", ".join(f"{_label(n)} {tree[n][1]:g} ({tree[n][1] / total:.0%})" if tree[n][1] else
+                              f"{_label(n)} 0 (only what the others leave)" for n in siblings)
+            lines.append(f"- when they all want more than their guarantees, the children of cohort {parent} split "
+                         f"what they borrow by weight: {parts}")
+        node = parent
+    return lines
+
+
 def preemption(fleet: Fleet, team: str, cluster: str, shares: list[TeamShare]) -> list[str]:
     """Who can preempt whom, for one team in one cluster, as its queue's Kueue policy (the cluster's,
     or the team's own `policy`) and the other teams' decide it."""
@@ -171,6 +200,8 @@ def preemption(fleet: Fleet, team: str, cluster: str, shares: list[TeamShare]) -
     if lenders and not (tcfg.policy is not None and tcfg.policy.never_preempted):
         lines.append(f"- what it borrows can be taken back by preemption by: {', '.join(lenders)}")
     lines.append(f"- {WITHIN[policy.within_cluster_queue]}")
+    if fair:
+        lines += weight_split(fleet, team, cluster)
     return lines
 
 

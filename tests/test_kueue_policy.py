@@ -285,7 +285,7 @@ def test_explain_says_who_can_preempt_whom(fleet_root: Path) -> None:
     (and fair sharing, which overrides borrowWithinCohort) lets it and others do."""
     out = run(fleet_root, "explain", "team", "platform-ci").out
     west = out[out.index("preemption in prod-west:"):]
-    assert west.splitlines()[:9] == [
+    assert west.splitlines()[:8] == [
         "preemption in prod-west:",
         "- its priority classes: preemptible (10); default preemptible, given to every workload created in its "
         "namespaces that names no class (label or pod priorityClassName)",
@@ -574,3 +574,24 @@ def test_a_profile_sets_grace_period_and_maximum_execution_time(fleet_root: Path
     result = run(fleet_root, "render")
     assert result.code == 2 and "teams/ml-research.yaml:39: jobProfiles[1].maxExecutionTime" in result.err and \
         "not between 1s and 2147483647s" in result.err, result.err
+
+
+def test_explain_states_weights_and_the_split_they_produce(fleet_root: Path) -> None:
+    """Issue 31: each team's weight and, at each level of its cohort tree, how its siblings split what
+    they borrow when all want more (the real Kueue's split: tests/test_e2e_fleet.py); weight 0 means
+    borrowing last and being preempted first."""
+    out = run(fleet_root, "explain", "team", "vision").out
+    east = out[out.index("preemption in prod-east:"):out.index("preemption in prod-west:")]
+    assert "- fair sharing: weight 2\n" in east
+    assert "- when they all want more than their guarantees, the children of cohort research split what they " \
+        "borrow by weight: research-vision 2 (67%), ml-research 1 (33%)" in east
+    assert "the children of cohort prod-east split what they borrow by weight: foundation-models 4 (73%), " \
+        "platform 0.5 (9%), research 1 (18%)" in east
+    edit(fleet_root, "teams/platform-ci.yaml", "fairSharingWeight: 0.5", "fairSharingWeight: 0")
+    edit(fleet_root, "clusters/prod-east.yaml", "  - {name: platform, fairSharingWeight: 0.5}",
+         "  - {name: platform, fairSharingWeight: 0}")
+    out = run(fleet_root, "explain", "team", "platform-ci").out
+    west = out[out.index("preemption in prod-west:"):]
+    assert "- fair sharing: weight 0: it gets borrowed GPUs only while teams with a weight leave them, and its " \
+        "borrowed work is preempted first" in west
+    assert "platform 0 (only what the others leave), research 1 (18%)" in west

@@ -13,7 +13,7 @@ from generator import quantity
 from generator.compile.manifest import ARGOCD_CRD_IN_SAME_SYNC, Manifest, labels
 from generator.compile.quota import cpu_pool_resources, pool_resources, unallocated_resources
 from generator.config.cluster import ClusterConfig, CohortQuota, MultiKueue, NodePool, Preemption, Taint, kueue_tuple
-from generator.config.fleet import Loaded, held_gpus
+from generator.config.fleet import Loaded, held_gpus, implicit_cohort_weight
 from generator.config.team import PoolQuota, TeamConfig
 
 SHARED = ("kueue",)
@@ -194,11 +194,9 @@ def cohorts(cluster: Loaded[ClusterConfig], teams: list[Loaded[TeamConfig]]) -> 
         body = _obj(cfg, "Cohort", name)
         body["spec"] = {"parentName": cfg.name}
         members = [t for t in teams if t.config.cohort == name]
-        weight = members[0].config.fair_sharing_weight
+        weight = implicit_cohort_weight(teams, name)
         fields: dict[str, tuple[str, int]] = {}
-        if len(members) == 1 and weight is not None:
-            # A queue alone in its cohort is ranked against nobody: the cohort competes in its place
-            # (kueue v0.19.2 pkg/scheduler/fair_sharing_iterator.go:115-125), so it carries the weight.
+        if weight is not None:
             body["spec"]["fairSharing"] = {"weight": _weight(weight)}
             fields = {"spec.fairSharing": members[0].at("fairSharingWeight")}
         out.append(Manifest(SHARED, body, members[0].at("cohort"), fields))

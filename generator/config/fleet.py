@@ -189,3 +189,28 @@ def fair_sharing(cfg: ClusterConfig, teams: list[Loaded[TeamConfig]]) -> bool:
         return cfg.kueue.fair_sharing
     return any(t.config.fair_sharing_weight is not None for t in teams) or \
         any(c.fair_sharing_weight is not None for c in cfg.cohorts)
+
+
+def implicit_cohort_weight(teams: list[Loaded[TeamConfig]], cohort: str) -> float | None:
+    """The weight of a cohort no cluster file declares, created because teams name it: its one team's
+    weight (a queue alone in its cohort is ranked against nobody, kueue v0.19.2
+    pkg/scheduler/fair_sharing_iterator.go:115-125, so the cohort competes in its place), else
+    None (Kueue's default of 1)."""
+    members = [t for t in teams if t.config.cohort == cohort]
+    return members[0].config.fair_sharing_weight if len(members) == 1 else None
+
+
+def fair_tree(cfg: ClusterConfig, teams: list[Loaded[TeamConfig]]) -> dict[str, tuple[str | None, float]]:
+    """The cluster's fair-sharing tree: node -> (parent, weight as Kueue applies it, 1 when unset).
+    Nodes are the root cohort (the cluster's name), every cohort, and each team as `team:<name>`."""
+    nodes: dict[str, tuple[str | None, float]] = {cfg.name: (None, 1.0)}
+    for c in cfg.cohorts:
+        nodes[c.name] = (c.parent or cfg.name, 1.0 if c.fair_sharing_weight is None else c.fair_sharing_weight)
+    for t in teams:
+        cohort = t.config.cohort
+        if cohort and cohort not in nodes:
+            weight = implicit_cohort_weight(teams, cohort)
+            nodes[cohort] = (cfg.name, 1.0 if weight is None else weight)
+        weight = t.config.fair_sharing_weight
+        nodes[f"team:{t.config.name}"] = (cohort or cfg.name, 1.0 if weight is None else weight)
+    return nodes
