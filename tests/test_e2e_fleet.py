@@ -1082,7 +1082,7 @@ def test_a_guarantee_lent_to_an_equal_priority_borrower_comes_back_only_under_an
         submit("vision")
         assert wait_for(lambda: "insufficient" in str(condition(workload_of(stack, ns("vision"), names["vision"]),
                                                                 "QuotaReserved").get("message")), 60)
-        assert not wait_for(lambda: admitted(stack, ns("vision"), names["vision"]), 15)
+        assert not wait_for(lambda: admitted(stack, ns("vision"), names["vision"]), 8)
         assert admitted(stack, ns("inference"), names["inference"])  # the borrower keeps vision's guarantee
         reclaiming = Loaded(cfg.model_copy(update={"kueue": cfg.kueue.model_copy(update={
             "preemption": Preemption(reclaim_within_cohort="Any",
@@ -1167,7 +1167,7 @@ def test_a_teams_own_queue_policy_on_the_real_kueue(deployed: Deployed, fleet_ro
         big = submit(vision, "big", 3, "standard")
         assert wait_for(lambda: waits(ns, big), 60), workload_of(stack, ns, big)
         small = submit(vision, "small", 1, "standard")
-        passed = wait_for(lambda: admitted(stack, ns, small), 20)
+        passed = wait_for(lambda: admitted(stack, ns, small), 10)
         assert not admitted(stack, ns, big)
         clean()
         return passed
@@ -1193,7 +1193,7 @@ def test_a_teams_own_queue_policy_on_the_real_kueue(deployed: Deployed, fleet_ro
                 assert condition(workload_of(stack, ns, low), "Preempted").get("status") == "True"
             else:  # never preempted: the production job waits for the team's own work to end
                 assert wait_for(lambda n=serving: waits(ns, n), 60), workload_of(stack, ns, serving)
-                assert not wait_for(lambda n=serving: admitted(stack, ns, n), 15)
+                assert not wait_for(lambda n=serving: admitted(stack, ns, n), 8)
                 assert admitted(stack, ns, low)
                 assert condition(workload_of(stack, ns, low), "Preempted").get("status") != "True"
             clean()
@@ -1206,9 +1206,9 @@ def test_a_teams_own_queue_policy_on_the_real_kueue(deployed: Deployed, fleet_ro
 def test_borrowed_gpus_split_by_weight_as_explain_says(deployed: Deployed, fleet_root: Path) -> None:
     """Issue 31: `explain` showed no weights nor the split they produce. Now it says, for prod-west's
     root cohort, recsys 1.5 and inference 1. On the real Kueue both want far more A100 than the pool
-    has (16 jobs of 8 GPUs each, at the same priority, both queues taking back with
+    has (8 jobs of 16 GPUs each, at the same priority, both queues taking back with
     `reclaimWithinCohort: Any`): once Kueue settles, each holds its guarantee and what they borrow is
-    split 1.5 : 1, within one job."""
+    split 1.5 : 1, within one job (of the splits 16-GPU jobs allow, only 5 : 3 jobs is)."""
     from kubernetes.client.exceptions import ApiException
 
     from generator.checks import load_fleet
@@ -1235,15 +1235,15 @@ def test_borrowed_gpus_split_by_weight_as_explain_says(deployed: Deployed, fleet
 
     def held(name: str) -> int:
         ns = teams[name].namespace_names[0]
-        return 8 * sum(admitted(stack, ns, job) for n, job in created if n == ns)
+        return 16 * sum(admitted(stack, ns, job) for n, job in created if n == ns)
 
     try:
         for name in teams:
             apply(stack, cluster_queue(changed.clusters["prod-west"], changed.teams[name]).body)
-        for i in range(16):
+        for i in range(8):
             for name, team in teams.items():
                 job = f"fair-{name[:3]}-{i}-{uuid.uuid4().hex[:4]}"
-                body = gpu_jobset(team, job, 1, 8)
+                body = gpu_jobset(team, job, 2, 8)
                 body["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] = "standard"
                 body["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["nodeSelector"] = {
                     "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"}
@@ -1261,8 +1261,9 @@ def test_borrowed_gpus_split_by_weight_as_explain_says(deployed: Deployed, fleet
         recsys, inference = settled() or (0, 0)
         borrowed = {"recsys": recsys - guaranteed["recsys"], "inference": inference - guaranteed["inference"]}
         assert borrowed["recsys"] > 0 and borrowed["inference"] > 0, borrowed
-        # Equal borrowed share per weight, within one 8-GPU job.
-        assert abs(borrowed["recsys"] / 1.5 - borrowed["inference"] / 1) <= 8, borrowed
+        # Equal borrowed share per weight, within one 16-GPU job.
+        assert abs(borrowed["recsys"] / 1.5 - borrowed["inference"] / 1) <= 16, borrowed
+        print(f"held after settling: recsys {recsys}, inference {inference} GPUs; borrowed {borrowed}")
     finally:
         for ns, job in created:
             with contextlib.suppress(ApiException):
