@@ -169,10 +169,10 @@ def preemption(fleet: Fleet, team: str, cluster: str, shares: list[TeamShare]) -
         lines.append("- its workloads are never preempted: it never borrows (borrowingLimit 0 in every pool), Kueue "
                      "takes back only what a queue borrowed, and its own jobs never preempt each other")
     lines.append(f"- when others borrow what it lends, it {RECLAIM[policy.reclaim_within_cohort]}")
-    for held in (h for h in held_back(fleet, cluster) if h.lender == team):
+    for held in (h for h in held_back(fleet, cluster) if team in h.lenders):
         at = "" if held.policy == "Never" else f" at {held.priority} or above"
-        lines.append(f"- its guaranteed {held.pool} GPUs are not guaranteed once lent: {', '.join(held.borrowers)} "
-                     f"can borrow them{at} and keep them until their jobs end")
+        lines.append(f"- its guaranteed {held.pool} GPUs are not guaranteed once lent: "
+                     f"{', '.join(held.kept_from(team))} can borrow them{at} and keep them until their jobs end")
     bwc = policy.borrow_within_cohort
     reach = FAIR_REACH[policy.reclaim_within_cohort]
     theirs = set(others.values()) or {policy.reclaim_within_cohort}

@@ -21,14 +21,18 @@ from generator.config.team import TeamConfig
 
 @dataclass(frozen=True)
 class HeldBack:
-    """Guaranteed GPUs of `lender` in `pool` that `borrowers` can keep once they borrow them."""
+    """Guaranteed GPUs in `pool` that `lenders` lend (their jobs run at `priority`, their queues take
+    back under `policy`) and `borrowers` can keep once they borrow them."""
 
-    lender: str
     pool: str
     policy: str
     priority: str
-    """The class the lender's jobs run at (its defaultPriority, else its highest)."""
+    lenders: tuple[str, ...]
     borrowers: tuple[str, ...]
+
+    def kept_from(self, lender: str) -> tuple[str, ...]:
+        """The borrowers that can keep `lender`'s GPUs (not itself)."""
+        return tuple(b for b in self.borrowers if b != lender)
 
 
 def classes(cfg: ClusterConfig, team: TeamConfig) -> dict[str, int]:
@@ -47,9 +51,10 @@ def usual_class(cfg: ClusterConfig, team: TeamConfig) -> str | None:
 
 
 def held_back(fleet: Fleet, cluster: str) -> list[HeldBack]:
-    """Per lender and pool, the teams that can borrow its guaranteed GPUs and keep them: any borrower
-    under `Never`; under `LowerPriority` those whose highest class is at or above the lender's usual
-    one. Nothing under `Any`, nor for quota with `lendingLimit: 0`."""
+    """Per pool, lenders grouped by policy and usual class, with the teams that can borrow their
+    guaranteed GPUs and keep them: any borrower under `Never`; under `LowerPriority` those whose
+    highest class is at or above the lenders' usual one. Nothing under `Any`, nor for quota with
+    `lendingLimit: 0`. Linear in the teams: one sort of the borrowers per pool, one pass per group."""
     cfg = fleet.clusters[cluster].config
     teams = {t.config.name: t.config for t in fleet.teams_in(cluster)}
     policies = {name: t.preemption_in(cfg).reclaim_within_cohort for name, t in teams.items()}
@@ -58,14 +63,15 @@ def held_back(fleet: Fleet, cluster: str) -> list[HeldBack]:
     top = {name: max(classes(cfg, t).values(), default=0) for name, t in teams.items()}
     out = []
     for pool in pool_capacities(fleet, cluster):
-        borrowers = [s.team for s in pool.teams if s.borrowable > 0]
+        borrowers = sorted((s.team for s in pool.teams if s.borrowable > 0), key=lambda b: (-top[b], b))
+        groups: dict[tuple[str, str, int], list[str]] = {}
         for share in pool.teams:
-            usual = usual_class(cfg, teams[share.team])
-            policy = policies[share.team]
-            if share.lendable <= 0 or usual is None or policy == "Any":
-                continue
-            mine = classes(cfg, teams[share.team])[usual]
-            keep = tuple(sorted(b for b in borrowers if b != share.team and (policy == "Never" or top[b] >= mine)))
-            if keep:
-                out.append(HeldBack(share.team, pool.pool, policy, usual, keep))
+            usual, policy = usual_class(cfg, teams[share.team]), policies[share.team]
+            if share.lendable > 0 and usual is not None and policy != "Any":
+                groups.setdefault((policy, usual, classes(cfg, teams[share.team])[usual]), []).append(share.team)
+        for (rule, usual, value), lenders in sorted(groups.items(), key=lambda g: (-g[0][2], g[0][0])):
+            keep = borrowers if rule == "Never" else [b for b in borrowers if top[b] >= value]
+            kept = [lender for lender in lenders if any(b != lender for b in keep)]
+            if kept:
+                out.append(HeldBack(pool.pool, rule, usual, tuple(sorted(kept)), tuple(sorted(keep))))
     return out

@@ -904,6 +904,9 @@ def test_a_teams_cpu_limit_holds_on_the_real_kueue(deployed: Deployed) -> None:
         admission = (workload("small") or {})["status"].get("admission") or {}
         assert admission.get("clusterQueue", team.name) == team.name
         batch.delete_namespaced_job(names["big"], ns, propagation_policy="Foreground")
+        # "Once the first job is gone": its Workload, which holds the quota, goes with it. Submitting
+        # before that raced Kueue (the later job found the CPU pool's limit still taken: a100).
+        assert wait_for(lambda: workload("big") is None, 60), workload("big")
         submit("later", sizes["later"])
         assert wait_for(lambda: condition(workload("later"), "Admitted").get("status") == "True", 60), \
             condition(workload("later"), "QuotaReserved")
@@ -957,8 +960,8 @@ def test_workloads_naming_no_class_get_the_teams_default_priority(deployed: Depl
     from kubernetes import client
 
     cluster = deployed.fleet.clusters[deployed.name].config
-    if cluster.multikueue is not None:
-        pytest.skip(f"{deployed.name} dispatches to its workers (tests/test_multikueue.py)")
+    if deployed.name == "prod-east":
+        pytest.skip("prod-west shows it with Kueue v0.19.2's kinds, dev with v0.15's (no Deployment integration)")
     team = next((t for t in deployed.teams if t.default_priority), None)
     if team is None:
         pytest.skip(f"no team in {deployed.name} sets defaultPriority")
@@ -1167,7 +1170,7 @@ def test_a_teams_own_queue_policy_on_the_real_kueue(deployed: Deployed, fleet_ro
         big = submit(vision, "big", 3, "standard")
         assert wait_for(lambda: waits(ns, big), 60), workload_of(stack, ns, big)
         small = submit(vision, "small", 1, "standard")
-        passed = wait_for(lambda: admitted(stack, ns, small), 10)
+        passed = wait_for(lambda: admitted(stack, ns, small), 6)
         assert not admitted(stack, ns, big)
         clean()
         return passed

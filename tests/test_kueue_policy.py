@@ -451,12 +451,12 @@ def test_a_guarantee_that_cannot_be_taken_back_is_warned(fleet_root: Path) -> No
     assert "clusters/prod-west.yaml:9: kueue.preemption.reclaimWithinCohort: in prod-west guaranteed GPUs are " \
         "not guaranteed once lent: reclaimWithinCohort LowerPriority takes them back only from lower " \
         "priorities, so borrowers keep them until their jobs end: " in result.err, result.err
-    assert "vision's l40s (at standard) by inference" in result.err
-    assert "inference's l40s" not in result.err  # lendingLimit: 0
+    assert "l40s of vision (at standard) by inference;" in result.err
+    assert "l40s of inference" not in result.err  # lendingLimit: 0
     assert "fix: set reclaimWithinCohort: Any, or lendingLimit: 0 on quota that must be there at once" in result.err
     edit(fleet_root, "teams/vision.yaml", "    l40s: {gpus: 8}", "    l40s: {gpus: 8, lendingLimit: 0}")
     result = run(fleet_root, "render")
-    assert "vision's l40s" not in result.err and "not guaranteed once lent" in result.err
+    assert "l40s of vision" not in result.err and "not guaranteed once lent" in result.err
     edit(fleet_root, "clusters/prod-west.yaml", "reclaimWithinCohort: LowerPriority", "reclaimWithinCohort: Any")
     result = run(fleet_root, "render")
     assert result.code == 0 and "not guaranteed once lent" not in result.err, result.err
@@ -494,7 +494,7 @@ def test_a_team_sets_its_own_queue_policy_within_the_clusters_limits(fleet_root:
     preemption = _cq(fleet_root, "prod-west", "vision")["spec"]["preemption"]
     assert preemption == {"reclaimWithinCohort": "Any", "withinClusterQueue": "Never"}
     assert _cq(fleet_root, "prod-west", "recsys")["spec"]["preemption"]["reclaimWithinCohort"] == "LowerPriority"
-    assert "vision's l40s" not in result.err  # vision takes its guarantee back from anyone now
+    assert "l40s of vision" not in result.err  # vision takes its guarantee back from anyone now
     out = run(fleet_root, "explain", "team", "vision").out
     west = out[out.index("preemption in prod-west:"):]
     assert "it takes its guaranteed GPUs back from borrowers by preempting their workloads, whatever their " \
@@ -513,7 +513,7 @@ def test_a_team_choosing_a_weaker_reclaim_is_warned_at_its_own_line(fleet_root: 
     assert result.code == 0, result.err
     assert "teams/ml-research.yaml:10: policy.reclaimWithinCohort: in dev guaranteed GPUs are not guaranteed " \
         "once lent: reclaimWithinCohort Never takes them back from nobody, so borrowers keep them until their " \
-        "jobs end: ml-research's l4 (at standard) by " in result.err, result.err
+        "jobs end: l4 of ml-research (at standard) by " in result.err, result.err
 
 
 def test_a_team_never_preempted_never_borrows(fleet_root: Path) -> None:
@@ -595,3 +595,18 @@ def test_explain_states_weights_and_the_split_they_produce(fleet_root: Path) -> 
     assert "- fair sharing: weight 0: it gets borrowed GPUs only while teams with a weight leave them, and its " \
         "borrowed work is preempted first" in west
     assert "platform 0 (only what the others leave), research 1 (18%)" in west
+
+
+def test_the_guarantee_warning_stays_linear_and_short_with_many_teams(fleet_root: Path) -> None:
+    """Lenders are grouped by class (the check is one pass per class, not a pass per pair of teams),
+    and long lists of names are cut."""
+    for i in range(40):
+        (fleet_root / f"teams/extra-{i:02d}.yaml").write_text(
+            f"name: extra-{i:02d}\nowners: ['@acme/extra']\nmembers: {{groups: [extra-{i:02d}]}}\n"
+            "defaultPriority: standard\nquotas:\n  prod-west:\n    a100: {gpus: 1}\n")
+    result = run(fleet_root, "render")
+    assert result.code == 0, result.err
+    line = next(w for w in result.err.splitlines() if "not guaranteed once lent" in w)
+    assert "a100 of extra-00, extra-01, extra-02, extra-03, extra-04, extra-05, extra-06, extra-07 and 34 more " \
+        "(at standard) by inference and each other" in line, line
+    assert len(line) < 1000, len(line)

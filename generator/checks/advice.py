@@ -138,23 +138,39 @@ def _default_priority_reach(fleet: Fleet) -> Iterator[Warning]:
                                 "its class", WARNING)
 
 
+def _names(items: tuple[str, ...], limit: int = 8) -> str:
+    """A list of team names, cut after `limit` with how many more."""
+    shown = ", ".join(items[:limit])
+    return shown if len(items) <= limit else f"{shown} and {len(items) - limit} more"
+
+
+def _held_text(held: HeldBack, lenders: tuple[str, ...]) -> str:
+    """'a100 of recsys, vision (at standard) by inference and each other'."""
+    others = tuple(b for b in held.borrowers if b not in lenders)
+    mutual = len(lenders) > 1 and any(b in lenders for b in held.borrowers)
+    by = " and ".join(filter(None, [_names(others), "each other" if mutual else ""]))
+    return f"{held.pool} of {_names(lenders)} (at {held.priority}) by {by}"
+
+
 def _unreclaimable_guarantees(fleet: Fleet) -> Iterator[Warning]:
     """Guaranteed GPUs lent out come back only as the lender's reclaimWithinCohort allows: a team
     that reads its quota as a guarantee waits while a borrower of its priority or above keeps it.
     One warning per cluster for the lenders under the cluster's policy, one per team that chose its own."""
     for cluster in fleet.clusters.values():
         cfg = cluster.config
-        found = held_back(fleet, cfg.name)
         own = {t.config.name: t for t in fleet.teams_in(cfg.name)
                if t.config.policy is not None and t.config.policy.reclaim_within_cohort is not None}
         groups: dict[str, list[HeldBack]] = {}
-        for held in found:
-            groups.setdefault(held.lender if held.lender in own else "", []).append(held)
-        for lender, helds in sorted(groups.items()):
+        for held in held_back(fleet, cfg.name):
+            for lender in held.lenders:  # a team with its own policy is in a group of its own policy
+                key = lender if lender in own else ""
+                if not groups.get(key) or groups[key][-1] is not held:
+                    groups.setdefault(key, []).append(held)
+        for key, helds in sorted(groups.items()):
             policy = helds[0].policy
             rule = "takes them back from nobody" if policy == "Never" else "takes them back only from lower priorities"
-            where = "; ".join(f"{h.lender}'s {h.pool} (at {h.priority}) by {', '.join(h.borrowers)}" for h in helds)
-            loaded, path = (own[lender], ("policy", "reclaimWithinCohort")) if lender else \
+            where = "; ".join(_held_text(h, tuple(t for t in h.lenders if (t in own) == bool(key))) for h in helds)
+            loaded, path = (own[key], ("policy", "reclaimWithinCohort")) if key else \
                 (cluster, ("kueue", "preemption", "reclaimWithinCohort"))
             file, line = loaded.at(*path)
             yield cfg.name, Finding(file, line, ".".join(path),
