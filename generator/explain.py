@@ -165,7 +165,7 @@ def preemption(fleet: Fleet, team: str, cluster: str, shares: list[TeamShare]) -
     if tcfg.queueing_in(cfg) != cfg.kueue.queueing_strategy:
         lines.append(f"- its queue is {QUEUEING[tcfg.queueing_in(cfg)]} (its own policy; the cluster's is "
                      f"{cfg.kueue.queueing_strategy})")
-    if tcfg.policy is not None and tcfg.policy.never_preempted:
+    if tcfg.never_preempted:
         lines.append("- its workloads are never preempted: it never borrows (borrowingLimit 0 in every pool), Kueue "
                      "takes back only what a queue borrowed, and its own jobs never preempt each other")
     lines.append(f"- when others borrow what it lends, it {RECLAIM[policy.reclaim_within_cohort]}")
@@ -176,7 +176,7 @@ def preemption(fleet: Fleet, team: str, cluster: str, shares: list[TeamShare]) -
     bwc = policy.borrow_within_cohort
     reach = FAIR_REACH[policy.reclaim_within_cohort]
     theirs = set(others.values()) or {policy.reclaim_within_cohort}
-    if tcfg.policy is not None and tcfg.policy.never_preempted:
+    if tcfg.never_preempted:
         pass  # it never borrows
     elif fair and reach is None and theirs == {"Never"}:
         lines.append("- while borrowing, it preempts nobody else's workloads, nor do others preempt its borrowed "
@@ -197,7 +197,7 @@ def preemption(fleet: Fleet, team: str, cluster: str, shares: list[TeamShare]) -
         cap = "" if bwc.max_priority_threshold is None else f", at most priority {bwc.max_priority_threshold}"
         lines.append(f"- while borrowing, it may preempt other teams' workloads of lower priority{cap}")
     lenders = sorted({s.team for s in shares if s.team != team and s.lendable > 0 and others.get(s.team) != "Never"})
-    if lenders and not (tcfg.policy is not None and tcfg.policy.never_preempted):
+    if lenders and not tcfg.never_preempted:
         lines.append(f"- what it borrows can be taken back by preemption by: {', '.join(lenders)}")
     lines.append(f"- {WITHIN[policy.within_cluster_queue]}")
     if fair:

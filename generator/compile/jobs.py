@@ -20,7 +20,7 @@ from generator.compile.manifest import Manifest, labels
 from generator.compile.quota import node_share
 from generator.config.cluster import ClusterConfig, NodePool
 from generator.config.fleet import Loaded
-from generator.config.jobs import JobProfile
+from generator.config.jobs import KUBERNETES_GRACE_SECONDS, JobProfile
 from generator.config.team import TeamConfig
 
 JOBSET_API = "jobset.x-k8s.io/v1alpha2"
@@ -159,7 +159,7 @@ def jobset(team: TeamConfig, cluster: ClusterConfig, profile: JobProfile, name: 
             **({"securityContext": RESTRICTED_POD} if restricted else {}),
             "restartPolicy": "Never",
             **({"terminationGracePeriodSeconds": profile.termination_grace_period_seconds}
-               if profile.termination_grace_period_seconds != 30 else {}),
+               if profile.termination_grace_period_seconds != KUBERNETES_GRACE_SECONDS else {}),
             # Pins the job to its pool: Kueue skips flavors whose nodeLabels contradict the pod's
             # nodeSelector, so a team's quota in another pool of the same queue is never used.
             **({"nodeSelector": dict(sorted(pool.node_labels.items()))} if pool.node_labels else {}),
@@ -258,7 +258,7 @@ def skypilot_task(team: TeamConfig, cluster: ClusterConfig, profile: JobProfile)
     if pod_labels:
         pod_config["metadata"] = {"labels": pod_labels}
     spec: dict[str, Any] = {}
-    if profile.termination_grace_period_seconds != 30:
+    if profile.termination_grace_period_seconds != KUBERNETES_GRACE_SECONDS:
         spec["terminationGracePeriodSeconds"] = profile.termination_grace_period_seconds
     if pool.node_labels:
         spec["nodeSelector"] = dict(sorted(pool.node_labels.items()))

@@ -330,8 +330,7 @@ def cluster_queue(cluster: Loaded[ClusterConfig], team: Loaded[TeamConfig]) -> M
     own = tcfg.policy
     origins = {"spec.queueingStrategy": team.at("policy", "queueingStrategy") if own and own.queueing_strategy
                else cluster.at("kueue", "queueingStrategy"),
-               "spec.preemption": team.at("policy") if own and (own.reclaim_within_cohort or own.within_cluster_queue
-                                                                or own.borrow_within_cohort or own.never_preempted)
+               "spec.preemption": team.at("policy") if own and own.sets_preemption
                else cluster.at("kueue", "preemption"),
                "spec.fairSharing": team.at("fairSharingWeight"),
                "spec.stopPolicy": team.at("stopPolicy", cfg.name),

@@ -42,10 +42,16 @@ def kueue_tuple(version: str) -> tuple[int, int, int]:
     return int(major), int(minor), int(patch)
 
 
+ReclaimPolicy = Literal["Never", "LowerPriority", "Any"]
+BorrowPolicy = Literal["Never", "LowerPriority"]
+WithinQueuePolicy = Literal["Never", "LowerPriority", "LowerOrNewerEqualPriority"]
+QueueingStrategy = Literal["BestEffortFIFO", "StrictFIFO"]
+
+
 class BorrowWithinCohort(ConfigModel):
     """Whether a queue that borrows may preempt workloads in other queues of the cohort."""
 
-    policy: Literal["Never", "LowerPriority"] = "Never"
+    policy: BorrowPolicy = "Never"
     """`LowerPriority` lets a borrowing queue preempt lower-priority workloads of others."""
     max_priority_threshold: Int32 | None = None
     """Only workloads at or below this priority may be preempted while borrowing."""
@@ -54,13 +60,13 @@ class BorrowWithinCohort(ConfigModel):
 class Preemption(ConfigModel):
     """Kueue ClusterQueue preemption policy, applied to every team queue of the cluster."""
 
-    reclaim_within_cohort: Literal["Never", "LowerPriority", "Any"] = "Any"
+    reclaim_within_cohort: ReclaimPolicy = "Any"
     """Whether a queue may preempt borrowers to get its own nominal quota back: `Any` from every
     borrower, `LowerPriority` only from borrowed work of lower priority (a borrower at the lender's
     priority or above keeps it until its jobs end), `Never` from none."""
     borrow_within_cohort: BorrowWithinCohort | None = None
     """Preemption while borrowing; not allowed together with `reclaimWithinCohort: Never`."""
-    within_cluster_queue: Literal["Never", "LowerPriority", "LowerOrNewerEqualPriority"] = "LowerPriority"
+    within_cluster_queue: WithinQueuePolicy = "LowerPriority"
     """Preemption among the workloads of one team queue."""
 
 
@@ -126,11 +132,6 @@ class FlavorFungibility(ConfigModel):
         return self
 
 
-ReclaimPolicy = Literal["Never", "LowerPriority", "Any"]
-WithinQueuePolicy = Literal["Never", "LowerPriority", "LowerOrNewerEqualPriority"]
-QueueingStrategy = Literal["BestEffortFIFO", "StrictFIFO"]
-
-
 class TeamPolicy(ConfigModel):
     """What a team file's `policy` may choose for its own queue in this cluster. The cluster's own
     value of each setting is always allowed. Settings that only order or preempt the team's own work
@@ -145,7 +146,7 @@ class TeamPolicy(ConfigModel):
     reclaim_within_cohort: list[ReclaimPolicy] = []
     """`reclaimWithinCohort` values a team may choose besides the cluster's: how it takes lent quota
     back from other teams' borrowed work."""
-    borrow_within_cohort: list[Literal["Never", "LowerPriority"]] = []
+    borrow_within_cohort: list[BorrowPolicy] = []
     """`borrowWithinCohort.policy` values a team may choose besides the cluster's: whether it
     preempts other teams' work of lower priority while borrowing."""
     never_preempted: StrictBool = True

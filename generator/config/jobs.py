@@ -10,6 +10,9 @@ from generator.config.base import ConfigModel
 from generator.config.types import Count, DnsSubdomain, LabelKey, PositiveCount, Quantity
 from generator.durations import seconds
 
+KUBERNETES_GRACE_SECONDS = 30
+"""A pod's terminationGracePeriodSeconds when it sets none: templates leave the default out."""
+
 # Profile names become JobSet names, which must be DNS-1035 labels (start with a letter).
 PROFILE_NAME = r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$"
 ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
@@ -100,7 +103,7 @@ class JobProfile(ConfigModel):
     """Optional topology-aware placement (the pool needs topologyLevels)."""
     leader: Leader | None = None
     """Optional separate leader replicated job for rank 0."""
-    termination_grace_period_seconds: int = Field(default=30, ge=0, le=86400, strict=True)
+    termination_grace_period_seconds: int = Field(default=KUBERNETES_GRACE_SECONDS, ge=0, le=86400, strict=True)
     """Seconds between SIGTERM and SIGKILL when a pod is stopped (preemption, eviction, a drained
     node): time for a checkpoint-on-SIGTERM handler to save. Kubernetes' default is 30."""
     max_execution_time: StrictStr | None = Field(default=None, pattern=r"^([0-9]+[smhd])+$", max_length=32)

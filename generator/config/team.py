@@ -62,6 +62,12 @@ class QueuePolicy(ConfigModel):
     (`withinClusterQueue: Never`). Evictions that are not preemption (a node failing, waitForPodsReady,
     a maximum execution time) still happen."""
 
+    @property
+    def sets_preemption(self) -> bool:
+        """Whether it changes the queue's preemption policy from the cluster's."""
+        return self.never_preempted or any(v is not None for v in (
+            self.reclaim_within_cohort, self.borrow_within_cohort, self.within_cluster_queue))
+
     @model_validator(mode="after")
     def _never_preempted_within(self) -> QueuePolicy:
         if self.never_preempted and self.within_cluster_queue not in (None, "Never"):
@@ -123,7 +129,7 @@ class TeamConfig(ConfigModel):
 
     @model_validator(mode="after")
     def _never_preempted_never_borrows(self) -> TeamConfig:
-        if self.policy is None or not self.policy.never_preempted:
+        if not self.never_preempted:
             return self
         for cluster, pools in sorted(self.quotas.items()):
             for pool, quota in sorted(pools.items()):
@@ -133,6 +139,11 @@ class TeamConfig(ConfigModel):
                                      "remove its borrowingLimit (a team never preempted never borrows)")
                 pools[pool] = quota.model_copy(update={"borrowing_limit": 0})
         return self
+
+    @property
+    def never_preempted(self) -> bool:
+        """Whether the team's `policy.neverPreempted` is set."""
+        return self.policy is not None and self.policy.never_preempted
 
     def preemption_in(self, cluster: ClusterConfig) -> Preemption:
         """The preemption policy of the team's queue in `cluster`: the cluster's, with the team's own
