@@ -52,6 +52,9 @@ class PoolCapacity:
     """GPUs no team or cohort holds, lent by the root cohort (0 when the cluster does not share them)."""
     cohorts: tuple[CohortShare, ...] = ()
     """Cohorts holding GPUs of the pool themselves (`cohorts[].quotas`)."""
+    by_usage: bool = False
+    """Shared by recent usage (`kueue.admissionFairSharing`): no team holds any of it, each may have
+    all of it while the others leave it idle."""
 
     @property
     def allocated(self) -> int:
@@ -165,6 +168,11 @@ def pool_capacities(fleet: Fleet, cluster: str | None = None) -> list[PoolCapaci
     for cname in sorted(fleet.clusters) if cluster is None else [cluster]:
         cfg = fleet.clusters[cname].config
         for pool in cfg.node_pools:
+            if pool.name in cfg.shared_pools:  # one queue holds it all: no guarantee, all of it borrowable
+                users = sorted(t.config.name for t in fleet.teams_in(cname) if pool.name in t.config.quotas[cname])
+                out.append(PoolCapacity(cname, pool.name, pool.gpu.product, pool.gpus, int(pool.gpus * cfg.overcommit),
+                                        tuple(TeamShare(u, 0, pool.gpus, 0, None) for u in users), by_usage=True))
+                continue
             nodes = _tree(fleet, cname, pool.name)
             tree = _Tree(nodes)
             shares = []

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from generator.capacity import TeamShare, pool_capacities
 from generator.config.cluster import PROVISIONING_CLASSES, AdmissionCheck, ClusterConfig
-from generator.config.fleet import Fleet, fair_sharing, fair_tree
+from generator.config.fleet import Fleet, fair_sharing, fair_tree, usage_split
 from generator.config.team import TeamConfig
 from generator.guarantees import held_back
 
@@ -53,7 +53,8 @@ def explain_team(fleet: Fleet, name: str) -> str:
         if share is None:
             continue
         lenders.setdefault(pool.cluster, []).extend(pool.teams)
-        limit = "no limit" if share.borrowing_limit is None else str(share.borrowing_limit)
+        limit = "by usage" if pool.by_usage else "no limit" if share.borrowing_limit is None else \
+            str(share.borrowing_limit)
         rows.append([pool.cluster, pool.pool, str(share.guaranteed), f"{share.borrowable} ({limit})",
                      str(share.lendable), f"{pool.allocated}/{pool.gpus}", f"{pool.utilisation:.0%}"])
     head = (f"team {name}: namespaces {', '.join(team.namespace_names)}; cohort {team.cohort or '(root)'}; "
@@ -71,7 +72,10 @@ def explain_team(fleet: Fleet, name: str) -> str:
                      "where the team has quota; its quota here bounds what is dispatched at once)")
         if cluster is not None and mk is None:
             head += f"\nin {cluster_name}: {unlabelled_jobs(cluster.config, team)}"
-        for check, pools in cluster.config.checks_for(name, list(team.quotas[cluster_name])) if cluster else []:
+        if cluster is None:
+            continue
+        head += "".join(f"\nin {cluster_name}: {line}" for line in shared_pool_lines(fleet, cluster_name, name))
+        for check, pools in cluster.config.checks_for(name, cluster.config.queue_pools(team.quotas[cluster_name])):
             where = f"on {', '.join(pools)}" if pools is not None else "on every GPU pool"
             head += f"\nin {cluster_name}: jobs {where} wait for admission check {check.name} ({_check_effect(check)})"
     if not rows:
@@ -87,7 +91,7 @@ def unlabelled_jobs(cfg: ClusterConfig, team: TeamConfig) -> str:
     pool = cfg.cpu_pool
     if pool is None:
         return head + "; CPU-only jobs run on GPU nodes, in the CPU share of the team's GPU quota (no cpuPool)"
-    if not cfg.cpu_flavor_for(list(team.quotas[cfg.name])):
+    if not cfg.cpu_flavor_for(cfg.queue_pools(team.quotas[cfg.name])):
         return (head + f"; CPU-only jobs run on its GPU pools, in the CPU share of its GPU quota: its queue is "
                 f"topology-aware and cpuPool {pool.name} is not (it is when every GPU pool of the cluster declares "
                 "topologyLevels)")
@@ -99,6 +103,40 @@ def unlabelled_jobs(cfg: ClusterConfig, team: TeamConfig) -> str:
     full = "the team's limit is reached or the pool is full" if limit else "the pool is full"
     return (head + f"; CPU-only jobs run on cpuPool {pool.name} first ({cap}), and on the CPU share of the "
             f"team's GPU quota only when {full}")
+
+
+def shared_pool_lines(fleet: Fleet, cluster: str, team: str) -> list[str]:
+    """How the team uses each pool of `cluster` shared by usage: its queue, weight and share, and the
+    cost (kueue v0.19.2 pkg/cache/queue/cluster_queue.go:1094-1124 ranks waiting jobs by their
+    LocalQueue's usage before priority and age; pkg/scheduler/preemption/common/ordering.go:42-66
+    preempts those of the queue with more usage first)."""
+    cfg = fleet.clusters[cluster].config
+    afs = cfg.kueue.admission_fair_sharing
+    tcfg = fleet.teams[team].config
+    out = []
+    for pool in cfg.shared_pools:
+        if afs is None or pool not in tcfg.quotas[cluster]:
+            continue
+        split = usage_split(fleet, cluster, pool)
+        others = ", ".join(f"{name} {w:g} ({share:.0%})" for name, w, share in split if name != team) or "nobody"
+        mine = next((w, share) for name, w, share in split if name == team)
+        ns = tcfg.namespace_names[0]
+        elsewhere = tcfg.namespace_names[1:]
+        within = afs.within_cluster_queue
+        preempts = ("nothing is preempted there" if within == "Never" else
+                    f"there a job may preempt {WITHIN_SHARED[within]}, those of the team that used most first")
+        out.append(f"pool {pool} is shared by usage (ClusterQueue {afs.cluster_queue(pool)}): no GPUs guaranteed "
+                   f"there; jobs labelled kueue.x-k8s.io/queue-name: {afs.local_queue(team, pool)} in namespace {ns}"
+                   + (f" (not {', '.join(elsewhere)})" if elsewhere else "")
+                   + f" wait with those of {others}; Kueue admits first the team whose {afs.measure} (counted half "
+                   f"after {afs.usage_half_life_time}) divided by its weight is least, before priority and age; "
+                   f"its weight {mine[0]:g}, so while all keep the pool busy it gets {mine[1]:.0%} of it over time; "
+                   + preempts)
+    return out
+
+
+WITHIN_SHARED = {"LowerPriority": "any team's jobs of lower priority"}
+"""`withinClusterQueue` in a pool shared by usage, where it reaches every team's jobs."""
 
 
 def _check_effect(check: AdmissionCheck) -> str:
@@ -210,7 +248,17 @@ def explain_cluster(fleet: Fleet, name: str) -> str:
     cfg = fleet.clusters[name].config
     parts = [f"cluster {name}: Kubernetes {cfg.kubernetes_version}, Kueue {cfg.kueue.version}, "
              f"overcommit {cfg.overcommit:g}"]
+    afs = cfg.kueue.admission_fair_sharing
     for pool in (p for p in pool_capacities(fleet) if p.cluster == name):
+        if pool.by_usage and afs is not None:
+            parts.append(f"\npool {pool.pool} ({pool.product}): {pool.gpus} GPUs, shared by usage in ClusterQueue "
+                         f"{afs.cluster_queue(pool.pool)}: no guarantees; waiting jobs go first for the team whose "
+                         f"{afs.measure} (counted half after {afs.usage_half_life_time}) divided by its weight is "
+                         "least")
+            rows = [[team, f"{w:g}", f"{share:.0%}", afs.local_queue(team, pool.pool)]
+                    for team, w, share in usage_split(fleet, name, pool.pool)]
+            parts.append(table(["team", "weight", "share over time", "queue"], rows) if rows else "no team uses it")
+            continue
         rows = [[t.team, str(t.guaranteed), str(t.borrowable), str(t.lendable)] for t in pool.teams]
         parts.append(f"\npool {pool.pool} ({pool.product}): {pool.gpus} GPUs, quota limit {pool.limit}, "
                      f"allocated {pool.allocated} ({pool.utilisation:.0%}), free {pool.limit - pool.allocated}"

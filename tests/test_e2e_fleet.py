@@ -1318,6 +1318,97 @@ def test_a_profiles_grace_period_and_maximum_execution_time_on_the_real_kueue(de
         assert wait_for(lambda: gone(stack, ns, name), 60)
 
 
+def test_a_pool_shared_by_usage_admits_the_team_that_used_least_first(deployed: Deployed) -> None:
+    """Issue 31: usage-based fairness. prod-west's l4 pool is shared by usage: one ClusterQueue, a
+    LocalQueue per team (vision weight 2, platform-ci and recsys 1), no guarantees. On the real Kueue,
+    with every job the whole pool (16 GPUs, from a job profile as `job new` makes it, all at
+    `preemptible`, the one class platform-ci may use): platform-ci and vision each ran two jobs,
+    recsys three; recsys runs a fourth and keeps the pool while recsys, platform-ci and vision queue
+    another each, in that order. When recsys's job ends, vision's (the newest) goes first: it used
+    as much as platform-ci, but its weight halves its usage. When vision's ends, platform-ci's goes
+    before recsys's older one: recsys used more. `explain` states the same order."""
+    from kubernetes.client.exceptions import ApiException
+
+    from generator.compile.jobs import jobset as compile_jobset
+
+    if deployed.name != "prod-west":
+        pytest.skip("prod-west's l4 pool is the one shared by usage")
+    stack, fleet = deployed.stack, deployed.fleet
+    cluster = fleet.clusters["prod-west"].config
+    assert cluster.shared_pools == ["l4"]
+    explained = run(REPO, "explain", "team", "vision").out
+    assert ("jobs labelled kueue.x-k8s.io/queue-name: vision-l4 in namespace vision (not vision-eval) wait with "
+            "those of platform-ci 1 (25%), recsys 1 (25%); Kueue admits first the team whose GPU use (counted half "
+            "after 24h) divided by its weight is least, before priority and age; its weight 2") in explained, explained
+    teams = {name: fleet.teams[name].config for name in ("platform-ci", "recsys", "vision")}
+    created: list[tuple[str, str]] = []
+
+    def ns_of(team: str) -> str:
+        return teams[team].namespace_names[0]
+
+    def submit(team: str, key: str) -> str:
+        config = teams[team]
+        name = f"afs-{key}-{uuid.uuid4().hex[:4]}"
+        profile = JobProfile.model_validate({"name": name, "cluster": "prod-west", "pool": "l4", "nodes": 2,
+                                             "priority": "preemptible", "image": "registry.example/e2e:1",
+                                             "command": ["python", "eval.py"]})
+        body = compile_jobset(config, cluster, profile)
+        assert body["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == f"{team}-l4"
+        objects = custom(stack, stack.client(member(stack, config).user, tuple(config.members.groups[:1])))
+        objects.create_namespaced_custom_object(JOBSET, "v1alpha2", ns_of(team), "jobsets", body)
+        created.append((ns_of(team), name))
+        return name
+
+    def end(team: str, name: str) -> None:
+        custom(stack).delete_namespaced_custom_object(JOBSET, "v1alpha2", ns_of(team), "jobsets", name,
+                                                      propagation_policy="Foreground")
+        assert wait_for(lambda: gone(stack, ns_of(team), name), 60)  # Foreground: its Workload went first
+
+    def queued(team: str, name: str) -> bool:
+        """Its Workload exists and holds no quota (Kueue requeues it without a condition: no candidates)."""
+        workload = workload_of(stack, ns_of(team), name)
+        return workload is not None and condition(workload, "QuotaReserved").get("status") != "True"
+
+    def states(jobs: dict[str, str]) -> dict[str, Any]:
+        return {t: condition(workload_of(stack, ns_of(t), j), "QuotaReserved") for t, j in jobs.items()}
+
+    try:
+        # The past: whole-pool jobs admitted, then ended. Each admission adds its GPUs times
+        # 1 - 0.5^(5m / 24h) to its queue's usage at once (pkg/util/admissionfairsharing/
+        # admission_fair_sharing.go:45-59, settled at admission by pkg/controller/core/
+        # workload_controller.go:1570-1592); the 5-minute sample adds at most about as much again
+        # for what a queue holds, so the histories differ by two admissions or more.
+        for team, times in (("platform-ci", 2), ("vision", 2), ("recsys", 3)):
+            for i in range(times):
+                job = submit(team, f"{team[:3]}{i}")
+                assert wait_for(lambda t=team, j=job: admitted(stack, ns_of(t), j), 60), \
+                    workload_of(stack, ns_of(team), job)
+                assert flavors(workload_of(stack, ns_of(team), job)) == {"l4"}
+                end(team, job)
+        blocker = submit("recsys", "rec")
+        assert wait_for(lambda: admitted(stack, ns_of("recsys"), blocker), 60)
+        waiting: dict[str, str] = {}
+        for team in ("recsys", "platform-ci", "vision"):  # oldest first: FIFO would admit recsys's
+            waiting[team] = job = submit(team, f"{team[:3]}w")
+            time.sleep(1.5)  # distinct creation seconds, and time for Kueue to try it
+            assert queued(team, job), (workload_of(stack, ns_of(team), job) or {}).get("status")
+        end("recsys", blocker)
+        assert wait_for(lambda: admitted(stack, ns_of("vision"), waiting["vision"]), 60), states(waiting)
+        time.sleep(3)  # and it stays so: nobody older preempts it
+        assert admitted(stack, ns_of("vision"), waiting["vision"]), states(waiting)
+        assert not admitted(stack, ns_of("recsys"), waiting["recsys"]), states(waiting)
+        assert not admitted(stack, ns_of("platform-ci"), waiting["platform-ci"]), states(waiting)
+        end("vision", waiting["vision"])
+        assert wait_for(lambda: admitted(stack, ns_of("platform-ci"), waiting["platform-ci"]), 60), states(waiting)
+        assert not admitted(stack, ns_of("recsys"), waiting["recsys"]), states(waiting)
+    finally:
+        for ns, name in created:
+            with contextlib.suppress(ApiException):
+                custom(stack).delete_namespaced_custom_object(JOBSET, "v1alpha2", ns, "jobsets", name,
+                                                              propagation_policy="Foreground")
+        assert wait_for(lambda: all(gone(stack, ns, name) for ns, name in created), 120)
+
+
 def test_a_job_whose_pods_never_become_ready_releases_its_gpus(
         fleet_root: Path, upstream_etcd: Any, tmp_path_factory: pytest.TempPathFactory) -> None:
     """`kueue.waitForPodsReady` as rendered into the Kueue configuration, on the real Kueue with a

@@ -83,7 +83,7 @@ def test_without_a_cpu_pool_cpu_only_jobs_are_said_to_land_on_gpu_nodes(fleet_ro
     path.write_text(re.sub(r"^cpuPool:.*\n(  .*\n)*", "", path.read_text(), flags=re.M))
     result = run(fleet_root, "render")
     assert result.code == 0, result.err
-    assert "warning: clusters/prod-west.yaml:12: cpuPool: jobs without a queue label in team namespaces, CPU-only " \
+    assert "warning: clusters/prod-west.yaml:13: cpuPool: jobs without a queue label in team namespaces, CPU-only " \
            "ones included, are queued to the team's GPU queue: Kueue admits them to a GPU flavor, so they run on " \
            "GPU nodes and use the GPU pools' CPU quota [warning]" in result.err, result.err
     lq = yaml.safe_load((fleet_root / "rendered/prod-west/teams/recsys/recsys/localqueue-default.yaml").read_text())

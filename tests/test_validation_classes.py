@@ -40,7 +40,7 @@ def test_resource_flavor_label_limit_is_a_schema_finding(fleet_root: Path, check
     labels = ", ".join(f"example.com/l{i}: v" for i in range(9))
     edit(fleet_root, "clusters/prod-west.yaml", "nodeLabels: {nvidia.com/gpu.product: NVIDIA-L40S}",
           f"nodeLabels: {{{labels}}}")
-    _render_fails(fleet_root, checks, "clusters/prod-west.yaml:25: ResourceFlavor l40s: spec.nodeLabels:",
+    _render_fails(fleet_root, checks, "clusters/prod-west.yaml:26: ResourceFlavor l40s: spec.nodeLabels:",
                   ["[schema]", "[kueue-webhook]", "9 entries, at most 8 allowed"])
 
 

@@ -106,7 +106,7 @@ def _cpu_pool_passed_over(fleet: Fleet) -> Iterator[Warning]:
         if cfg.cpu_pool is None:
             continue
         for team in fleet.teams_in(cfg.name):
-            if not cfg.cpu_flavor_for(list(team.config.quotas[cfg.name])):
+            if not cfg.cpu_flavor_for(cfg.queue_pools(team.config.quotas[cfg.name])):
                 continue  # the team's queue has no CPU pool flavor to pass over
             chosen = team.config.fungibility_in(cfg)
             if chosen is None or chosen.when_can_borrow != "TryNextFlavor":
@@ -196,7 +196,8 @@ def _admission_check_reach(fleet: Fleet) -> Iterator[Warning]:
                                         "does, jobs needing the check keep their quota reserved and are never "
                                         "admitted", f"use one of {', '.join(PROVISIONING_CLASSES)}, or make sure "
                                         "the cluster's autoscaler serves this class", WARNING)
-            if not any(cfg.check_reaches(check, t.config.name, list(t.config.quotas[cfg.name])) for t in teams):
+            if not any(cfg.check_reaches(check, t.config.name, cfg.queue_pools(t.config.quotas[cfg.name]))
+                       for t in teams) and not any(check in cfg.shared_pool_checks(p) for p in cfg.shared_pools):
                 file, line = cluster.at("admissionChecks", i)
                 yield cfg.name, Finding(file, line, f"admissionChecks[{i}]", f"check {check.name!r} applies to no "
                                         "team queue: no team has quota in its pools", "add the teams' pools, or "

@@ -389,11 +389,13 @@ def _flavor_order(fleet: Fleet) -> Iterator[Finding]:
             if cluster not in cfg.quotas:
                 yield _no_queue_in(team, "flavorOrder", cluster)
                 continue
-            pools = list(cfg.quotas[cluster])
+            where = fleet.clusters.get(cluster)
+            pools = where.config.queue_pools(cfg.quotas[cluster]) if where else list(cfg.quotas[cluster])
             if sorted(order) != sorted(pools):
                 yield Finding(file, line, f"flavorOrder.{cluster}", f"lists {', '.join(order)}, but the team's "
-                              f"pools in {cluster!r} are {', '.join(pools)}",
-                              "list every pool of the team's quota there, each once")
+                              f"pools in {cluster!r} are {', '.join(pools) or '(none)'}",
+                              "list every pool of the team's quota there, each once (pools shared by usage have "
+                              "their own queue and are not listed)")
 
 
 def _fungibility_preference(fleet: Fleet) -> Iterator[Finding]:
@@ -639,6 +641,93 @@ def _team_policy(fleet: Fleet) -> Iterator[Finding]:
                               "to accept that it is ignored")
 
 
+def _shared_pool_settings(fleet: Fleet) -> Iterator[Finding]:
+    """`kueue.admissionFairSharing` names GPU pools of its cluster, once each, on a Kueue that serves it
+    (beta and on by default from v0.15, kueue v0.19.2 pkg/features/kube_features.go:699-702), and no
+    cohort holds GPUs in them; a check listing teams does not name them (their queue is everyone's)."""
+    for cluster in fleet.clusters.values():
+        cfg, afs = cluster.config, cluster.config.kueue.admission_fair_sharing
+        if afs is None:
+            continue
+        base = ("kueue", "admissionFairSharing")
+        if kueue_tuple(cfg.kueue.version)[:2] < (0, 15):
+            file, line = cluster.at(*base)
+            yield Finding(file, line, "kueue.admissionFairSharing", f"Kueue {cfg.kueue.version} serves Admission Fair "
+                          "Sharing only behind an alpha feature gate", "upgrade the cluster's Kueue to v0.15 or later")
+        pools = [p.name for p in cfg.node_pools]
+        for i, pool in enumerate(afs.pools):
+            file, line = cluster.at(*base, "pools", i)
+            field = f"kueue.admissionFairSharing.pools[{i}]"
+            if pool not in pools:
+                yield Finding(file, line, field, f"cluster {cfg.name!r} has no GPU pool {pool!r}",
+                              f"use one of: {', '.join(pools) or '(none)'}")
+            elif afs.pools.index(pool) != i:
+                yield Finding(file, line, field, f"pool {pool!r} is listed twice", "list each pool once")
+        for i, cohort in enumerate(cfg.cohorts):
+            for pool in cohort.quotas:
+                if pool in cfg.shared_pools:
+                    file, line = cluster.at("cohorts", i, "quotas", pool)
+                    yield Finding(file, line, f"cohorts[{i}].quotas.{pool}", f"pool {pool!r} is shared by usage "
+                                  "(kueue.admissionFairSharing): its own queue holds all of it", "remove this quota")
+        for i, check in enumerate(cfg.admission_checks):
+            named = [p for p in cfg.shared_pools if p in (check.pools or [])]
+            if check.teams is not None and named:
+                file, line = cluster.at("admissionChecks", i, "teams")
+                yield Finding(file, line, f"admissionChecks[{i}].teams", f"the check names {', '.join(named)}, "
+                              "shared by usage: its one queue serves every team, so a check cannot pick teams there",
+                              "list the check's pools without the shared ones, or remove teams")
+
+
+def _shared_pool_quotas(fleet: Fleet) -> Iterator[Finding]:
+    """In a pool shared by usage a team holds nothing (`gpus: 0`, no limits); `usageWeight` only there;
+    its queue names fit a label value and do not take a team's."""
+    from generator.config.cluster import AdmissionFairSharing
+
+    for team in fleet.teams.values():
+        cfg = team.config
+        for cname, quotas in cfg.quotas.items():
+            cluster = fleet.clusters.get(cname)
+            if cluster is None:
+                continue
+            shared = cluster.config.shared_pools
+            for pool, quota in quotas.items():
+                path = ("quotas", cname, pool)
+                field = ".".join(path)
+                if pool not in shared:
+                    if quota.usage_weight is not None:
+                        file, line = team.at(*path, "usageWeight")
+                        yield Finding(file, line, f"{field}.usageWeight", f"pool {pool!r} of {cname!r} is not shared "
+                                      "by usage, so the weight would do nothing",
+                                      "remove it (fairSharingWeight weighs the team's borrowing), or list the pool "
+                                      "in the cluster's kueue.admissionFairSharing.pools")
+                    continue
+                for key, value in (("gpus", quota.gpus), ("borrowingLimit", quota.borrowing_limit),
+                                   ("lendingLimit", quota.lending_limit)):
+                    if value:
+                        file, line = team.at(*path, key)
+                        yield Finding(file, line, f"{field}.{key}", f"pool {pool!r} of {cname!r} is shared by usage "
+                                      "(kueue.admissionFairSharing): no team holds, lends or borrows GPUs in it; "
+                                      "jobs wait in one queue, the team that used least recently first",
+                                      f"write {pool}: {{gpus: 0}} (and usageWeight for a larger share), or ask the "
+                                      "platform team to take the pool out of kueue.admissionFairSharing.pools")
+                if cfg.never_preempted:
+                    file, line = team.at(*path)
+                    yield Finding(file, line, field, f"pool {pool!r} of {cname!r} is shared by usage: other teams' "
+                                  "jobs in its one queue may preempt the team's (withinClusterQueue), and "
+                                  "policy.neverPreempted promises they never are", "use the team's own pools only")
+                name = AdmissionFairSharing.local_queue(cfg.name, pool)
+                if len(name) > 63:
+                    file, line = team.at(*path)
+                    yield Finding(file, line, field, f"the team's queue on the pool, {name!r}, is longer than 63 "
+                                  "characters (it is a kueue.x-k8s.io/queue-name label value)",
+                                  "use a shorter team or pool name")
+            for pool in shared:
+                if cfg.name == AdmissionFairSharing.cluster_queue(pool):
+                    file, line = team.at("name")
+                    yield Finding(file, line, "name", f"{cfg.name!r} is the ClusterQueue of {cname!r}'s pool {pool!r}, "
+                                  "shared by usage", "choose another team name")
+
+
 def _pod_security_exceptions(fleet: Fleet) -> Iterator[Finding]:
     """An exception names a team with namespaces in the cluster; a typo must not pass unnoticed."""
     for name, loaded in sorted(fleet.clusters.items()):
@@ -656,6 +745,7 @@ RULES: list[Callable[[Fleet], Iterator[Finding]]] = [
     _team_names, _namespaces, _subjects, _quota_references, _capacity, _job_profiles, _fair_sharing,
     _allowed_priorities, _stop_policy, _flavor_order, _fungibility_preference, _cohort_quotas, _cpu_pool,
     _admission_checks, _multikueue_workers, _multikueue_quotas, _pod_security_exceptions, _team_policy,
+    _shared_pool_settings, _shared_pool_quotas,
 ]
 
 

@@ -64,7 +64,8 @@ def gpu_ceiling(cfg: ClusterConfig, team: TeamConfig) -> dict[str, int]:
         if pool is None:
             continue
         capacity = int(pool.gpus * cfg.overcommit)
-        most = capacity if quota.borrowing_limit is None else min(capacity, quota.gpus + quota.borrowing_limit)
+        unlimited = quota.borrowing_limit is None or pool_name in cfg.shared_pools  # shared: all of it, by usage
+        most = capacity if unlimited else min(capacity, quota.gpus + (quota.borrowing_limit or 0))
         resource = pool.gpu.resource
         out[resource] = out.get(resource, 0) + max(quota.gpus, most)
     return out

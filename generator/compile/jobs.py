@@ -184,7 +184,7 @@ def jobset(team: TeamConfig, cluster: ClusterConfig, profile: JobProfile, name: 
             "template": template}}})
         offset += pods
     meta_labels = {**labels(cluster.name, team.name), "fleetgen.io/profile": profile.name,
-                   "kueue.x-k8s.io/queue-name": team.name}
+                   "kueue.x-k8s.io/queue-name": team.queue_for(cluster, profile.pool)}
     if priority:
         meta_labels["kueue.x-k8s.io/priority-class"] = priority
     if profile.max_execution_seconds is not None:  # Kueue's Workload maximumExecutionTimeSeconds
@@ -266,7 +266,7 @@ def skypilot_task(team: TeamConfig, cluster: ClusterConfig, profile: JobProfile)
         spec["tolerations"] = [toleration(t) for t in pool.taints]
     if spec:
         pod_config["spec"] = spec
-    kubernetes: dict[str, Any] = {"kueue": {"local_queue_name": team.name}}
+    kubernetes: dict[str, Any] = {"kueue": {"local_queue_name": team.queue_for(cluster, profile.pool)}}
     if pod_config:
         kubernetes["pod_config"] = pod_config
     return {

@@ -113,11 +113,12 @@ def _admission_checks_strategy(cfg: ClusterConfig, team: TeamConfig) -> dict[str
     rules: list[dict[str, Any]] = []
     if cfg.multikueue is not None:  # on every flavor: Kueue refuses a MultiKueue check per flavor
         rules.append({"name": MultiKueue.check_name(team.name)})
-    for check, pools in cfg.checks_for(team.name, list(team.quotas[cfg.name])):
+    own = cfg.queue_pools(team.quotas[cfg.name])
+    for check, pools in cfg.checks_for(team.name, own) if own else []:  # no GPU pool: nothing to check
         rule: dict[str, Any] = {"name": check.name}
         # On the GPU pools only: CPU-only work, on the CPU pool's flavor, never waits for a check.
-        if pools is None and cfg.cpu_flavor_for(list(team.quotas[cfg.name])):
-            pools = [p.name for p in cfg.node_pools if p.name in team.quotas[cfg.name]]
+        if pools is None and cfg.cpu_flavor_for(own):
+            pools = [p.name for p in cfg.node_pools if p.name in own]
         if pools is not None:
             rule["onFlavors"] = pools
         rules.append(rule)
@@ -211,7 +212,8 @@ def _unallocated_groups(cfg: ClusterConfig, teams: list[Loaded[TeamConfig]]) -> 
     no quota at all and never admitted.
     """
     flavors: list[tuple[NodePool, dict[str, Any]]] = []
-    for pool in cfg.node_pools:
+    shared = set(cfg.shared_pools)  # held whole by their own queue
+    for pool in (p for p in cfg.node_pools if p.name not in shared):
         free = unallocated_resources(pool, held_gpus(cfg, teams, pool.name))
         if free:
             flavors.append((pool, {"name": pool.name, "resources": [{"name": q.name, "nominalQuota": q.nominal}
@@ -226,12 +228,17 @@ def _unallocated_groups(cfg: ClusterConfig, teams: list[Loaded[TeamConfig]]) -> 
 
 
 def _resource_groups(cfg: ClusterConfig, team: TeamConfig) -> list[dict[str, Any]]:
-    pools: list[NodePool] = [p for p in cfg.node_pools if p.name in team.quotas[cfg.name]]
+    """The team queue's flavors: the CPU pool's first (where it applies), then the team's pools in its
+    flavor order; pools shared by usage are not in it (their own queue holds them)."""
+    own = cfg.queue_pools(team.quotas[cfg.name])
+    pools: list[NodePool] = [p for p in cfg.node_pools if p.name in own]
     order = team.flavor_order.get(cfg.name)
     if order:  # the checks make it a permutation of the team's pools in the cluster
         pools.sort(key=lambda p: order.index(p.name) if p.name in order else len(order))
     groups = quota_groups(pools, team.quotas[cfg.name])
-    if cfg.cpu_flavor_for(list(team.quotas[cfg.name])) and groups:
+    if cfg.cpu_flavor_for(own):
+        if not groups:  # only shared pools: CPU-only and unlabelled work still has the CPU pool
+            groups = [{"coveredResources": ["cpu", "memory"], "flavors": []}]
         groups[0]["flavors"].insert(0, _cpu_flavor_quota(cfg, team, groups[0]["coveredResources"]))
     return groups
 
@@ -368,6 +375,56 @@ def local_queues(cluster: Loaded[ClusterConfig], team: Loaded[TeamConfig]) -> li
     return out
 
 
+def shared_cluster_queue(cluster: Loaded[ClusterConfig], pool: NodePool,
+                         teams: list[Loaded[TeamConfig]]) -> Manifest:
+    """The ClusterQueue of a pool shared by usage: all of the pool's GPUs, in no cohort (nothing to
+    lend or borrow), open to the first namespace of each team that uses the pool, its waiting jobs
+    ranked by their LocalQueues' recent usage (Kueue's `UsageBasedAdmissionFairSharing`, kueue v0.19.2
+    pkg/cache/queue/cluster_queue.go:1094-1124): usage first, then priority and age."""
+    cfg = cluster.config
+    afs = cfg.kueue.admission_fair_sharing
+    assert afs is not None
+    users = [t.config for t in teams if pool.name in t.config.quotas[cfg.name]]
+    body = _obj(cfg, "ClusterQueue", afs.cluster_queue(pool.name))
+    spec: dict[str, Any] = {
+        "namespaceSelector": {"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "In",
+                                                    "values": sorted(t.namespace_names[0] for t in users)}]},
+        "queueingStrategy": cfg.kueue.queueing_strategy,
+        "preemption": {"reclaimWithinCohort": "Never", "withinClusterQueue": afs.within_cluster_queue},
+        "admissionScope": {"admissionMode": "UsageBasedAdmissionFairSharing"},
+        "resourceGroups": quota_groups([pool], {pool.name: PoolQuota(gpus=pool.gpus)}),
+    }
+    checks = [c.name for c in cfg.shared_pool_checks(pool.name)]
+    if checks:
+        spec["admissionChecksStrategy"] = {"admissionChecks": [{"name": name} for name in checks]}
+    body["spec"] = spec
+    index = afs.pools.index(pool.name)
+    origin = cluster.at("kueue", "admissionFairSharing", "pools", index)
+    return Manifest(SHARED, body, origin, {"spec.queueingStrategy": cluster.at("kueue", "queueingStrategy"),
+                                           "spec.preemption": cluster.at("kueue", "admissionFairSharing"),
+                                           "spec.admissionChecksStrategy": cluster.at("admissionChecks")})
+
+
+def shared_local_queues(cluster: Loaded[ClusterConfig], team: Loaded[TeamConfig]) -> list[Manifest]:
+    """The team's LocalQueue on each pool shared by usage, in its first namespace, with its usage weight.
+    Kueue keeps usage per LocalQueue, so one per team keeps the team one tenant."""
+    cfg, tcfg = cluster.config, team.config
+    afs = cfg.kueue.admission_fair_sharing
+    out = []
+    for pool in cfg.shared_pools:
+        if afs is None or pool not in tcfg.quotas[cfg.name]:
+            continue
+        ns = tcfg.namespace_names[0]
+        body = _obj(cfg, "LocalQueue", afs.local_queue(tcfg.name, pool), team=tcfg.name, namespace=ns)
+        body["spec"] = {"clusterQueue": afs.cluster_queue(pool)}
+        weight = tcfg.quotas[cfg.name][pool].usage_weight
+        if weight is not None:
+            body["spec"]["fairSharing"] = {"weight": _weight(weight)}
+        out.append(Manifest(team_folder(tcfg.name) + (ns,), body, team.at("quotas", cfg.name, pool),
+                            {"spec.fairSharing": team.at("quotas", cfg.name, pool, "usageWeight")}))
+    return out
+
+
 def compile_kueue(cluster: Loaded[ClusterConfig], teams: list[Loaded[TeamConfig]]) -> list[Manifest]:
     """Every Kueue object of one cluster."""
     cfg = cluster.config
@@ -380,7 +437,10 @@ def compile_kueue(cluster: Loaded[ClusterConfig], teams: list[Loaded[TeamConfig]
     out.extend(priority_class(cluster, i) for i in range(len(cfg.priorities)))
     out.extend(admission_checks(cluster))
     out.extend(cohorts(cluster, teams))
+    out.extend(shared_cluster_queue(cluster, cfg.node_pools[i], teams) for i, pool in enumerate(cfg.node_pools)
+               if pool.name in cfg.shared_pools)
     for team in teams:
         out.append(cluster_queue(cluster, team))
         out.extend(local_queues(cluster, team))
+        out.extend(shared_local_queues(cluster, team))
     return out

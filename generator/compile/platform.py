@@ -81,6 +81,15 @@ def kueue_configuration(cfg: ClusterConfig, teams: list[Loaded[TeamConfig]]) -> 
     if cfg.multikueue is not None:  # origin: the label on what this manager creates on its workers
         config["multiKueue"] = {"gcInterval": cfg.multikueue.gc_interval, "origin": cfg.name,
                                 "workerLostTimeout": cfg.multikueue.worker_lost_timeout}
+    afs = cfg.kueue.admission_fair_sharing
+    if afs is not None and cfg.shared_pools:
+        weights = afs.resource_weights
+        if weights is None:  # GPUs only: Kueue's default of 1 for everything would rank teams by memory bytes
+            weights = {"cpu": 0.0, "memory": 0.0,
+                       **{p.gpu.resource: 1.0 for p in cfg.node_pools if p.name in cfg.shared_pools}}
+        config["admissionFairSharing"] = {"usageHalfLifeTime": afs.usage_half_life_time,
+                                          "usageSamplingInterval": afs.usage_sampling_interval,
+                                          "resourceWeights": {k: _number(v) for k, v in sorted(weights.items())}}
     if cfg.kueue.exclude_resource_prefixes:
         config["resources"] = {"excludeResourcePrefixes": list(cfg.kueue.exclude_resource_prefixes)}
     if not v1beta2:
@@ -90,6 +99,11 @@ def kueue_configuration(cfg: ClusterConfig, teams: list[Loaded[TeamConfig]]) -> 
         if not v1beta2:
             config["fairSharing"] = {"enable": True, **config["fairSharing"]}
     return config
+
+
+def _number(value: float) -> int | float:
+    """A weight as YAML writes it plainly: 1, not 1.0."""
+    return int(value) if value == int(value) else value
 
 
 def _placement(cfg: ClusterConfig) -> dict[str, Any]:

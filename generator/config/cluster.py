@@ -153,6 +153,75 @@ class TeamPolicy(ConfigModel):
     """Whether a team may declare `policy.neverPreempted` (it then never borrows here)."""
 
 
+def _positive_duration(value: str) -> str:
+    if not re.search(r"[1-9]", value):
+        raise ValueError(f"{value!r} is zero: give a duration above 0, e.g. 24h")
+    return value
+
+
+SHARED_QUEUE_PREFIX = "shared-"
+
+
+class AdmissionFairSharing(ConfigModel):
+    """Pools shared by recent usage instead of per-team quota (Kueue's Admission Fair Sharing).
+
+    Each listed pool gets one ClusterQueue, `shared-<pool>`, holding all of its GPUs, and each team
+    that lists the pool in its quotas (with `gpus: 0`) a LocalQueue `<team>-<pool>` on it, in the
+    team's first namespace. When jobs wait, Kueue admits first the one whose team has used least in
+    the recent past (its LocalQueue's usage, decayed with `usageHalfLifeTime`, divided by the team's
+    `usageWeight`). The cost: no team has a guarantee in these pools, so none is taken back by
+    preemption either; only priority preempts there (`withinClusterQueue`)."""
+
+    pools: list[DnsLabel] = Field(min_length=1)
+    """GPU pools of the cluster shared by usage. No team or cohort holds GPUs in them."""
+    usage_half_life_time: GoDuration = "24h"
+    """After this long a team's past usage counts half (Kueue `usageHalfLifeTime`); above 0."""
+    usage_sampling_interval: GoDuration = "5m"
+    """How often Kueue folds what each team holds into its usage (Kueue `usageSamplingInterval`).
+    Between samples, each admission adds its share at once (Kueue's entry penalty)."""
+    within_cluster_queue: Literal["Never", "LowerPriority"] = "LowerPriority"
+    """Preemption inside a shared pool's queue, across the teams in it: `LowerPriority`, a job
+    preempts any team's jobs of lower priority, those of the team that used most first; `Never`.
+    Not `LowerOrNewerEqualPriority`: an older job would preempt the newer one Kueue admitted first
+    for its team's lower usage, putting age back above usage (kueue v0.19.2
+    pkg/scheduler/preemption/common/preemption_policy.go:40-48)."""
+    resource_weights: dict[ResourceName, float] | None = None
+    """How much each resource counts in usage (Kueue `resourceWeights`); omitted: 1 for each shared
+    pool's GPU resource, 0 for cpu and memory. Kueue's own default counts every resource 1, which
+    ranks teams by memory bytes."""
+
+    @field_validator("usage_half_life_time", "usage_sampling_interval")
+    @classmethod
+    def _above_zero(cls, value: str) -> str:
+        # Kueue takes a half-life of 0 as "forget at once", which leaves nothing to rank by.
+        return _positive_duration(value)
+
+    @field_validator("resource_weights")
+    @classmethod
+    def _not_negative(cls, value: dict[str, float] | None) -> dict[str, float] | None:
+        for name, weight in (value or {}).items():
+            if not 0 <= weight <= 1e6 or weight != weight:
+                raise ValueError(f"{name}: {weight!r} is not a weight from 0 to 1000000")
+        return value
+
+    @property
+    def measure(self) -> str:
+        """What a team's usage counts, in a few words."""
+        return "GPU use" if self.resource_weights is None else "use (as resourceWeights count it)"
+
+    @staticmethod
+    def cluster_queue(pool: str) -> str:
+        """The ClusterQueue of a shared pool."""
+        return f"{SHARED_QUEUE_PREFIX}{pool}"
+
+    @staticmethod
+    def local_queue(team: str, pool: str) -> str:
+        """A team's LocalQueue on a shared pool (names differ per team: Kueue ranks preemption
+        candidates by usage only between LocalQueues of different names, kueue v0.19.2
+        pkg/scheduler/preemption/common/ordering.go:86-92)."""
+        return f"{team}-{pool}"
+
+
 class Kueue(ConfigModel):
     """The Kueue release installed in the cluster and its queueing policy."""
 
@@ -187,6 +256,8 @@ class Kueue(ConfigModel):
     flavor_fungibility: FlavorFungibility | None = None
     """Default `flavorFungibility` of every team queue (a team's own key overrides it); unset:
     Kueue's defaults."""
+    admission_fair_sharing: AdmissionFairSharing | None = None
+    """Pools shared by recent usage, with no per-team guarantee (Kueue v0.15 or later)."""
     share_unallocated: bool = True
     """Put each pool's GPUs that no team holds (capacity minus team quotas, with their CPU and
     memory) in the root Cohort's quota, so teams with quota in the pool can borrow them. Without
@@ -388,7 +459,8 @@ class AdmissionCheck(ConfigModel):
     pools: list[DnsLabel] | None = Field(default=None, min_length=1)
     """Pools whose jobs need the check (the queue's `onFlavors`); omitted: every GPU pool."""
     teams: list[DnsLabel] | None = Field(default=None, min_length=1)
-    """Teams whose queues get the check; omitted: every team with quota in the check's pools."""
+    """Teams whose queues get the check; omitted: every team with quota in the check's pools, and the
+    queues of pools shared by usage among them (a check that lists teams cannot name those)."""
     provisioning_request: ProvisioningRequest | None = None
     """Kueue's own check: a ProvisioningRequest to the cluster autoscaler."""
     controller_name: ControllerName | None = None
@@ -675,6 +747,18 @@ class ClusterConfig(ConfigModel):
         return next((p for p in self.node_pools if p.name == name), None)
 
     @property
+    def shared_pools(self) -> list[str]:
+        """Pools shared by usage (`kueue.admissionFairSharing.pools`), in pool order."""
+        afs = self.kueue.admission_fair_sharing
+        listed = set(afs.pools) if afs else set()
+        return [p.name for p in self.node_pools if p.name in listed]
+
+    def queue_pools(self, pools: Iterable[str]) -> list[str]:
+        """Of a team's pools here, those in its own ClusterQueue (not shared by usage)."""
+        shared = set(self.shared_pools)
+        return [p for p in pools if p not in shared]
+
+    @property
     def cpu_pool_topology_aware(self) -> bool:
         """Whether the CPU pool's flavor is topology-aware (one level, the host): when every GPU pool
         is. Kueue places a job that asks for no topology by topology only in a ClusterQueue whose
@@ -720,6 +804,10 @@ class ClusterConfig(ConfigModel):
             if on:
                 out.append((check, on))
         return out
+
+    def shared_pool_checks(self, pool: str) -> list[AdmissionCheck]:
+        """The admission checks of a pool shared by usage: those for every team (`teams` omitted) on it."""
+        return [c for c in self.admission_checks if c.teams is None and (c.pools is None or pool in c.pools)]
 
     def check_reaches(self, check: AdmissionCheck, team: str, pools: list[str]) -> bool:
         """Whether `check` is on the queue of a team with quota in `pools`."""

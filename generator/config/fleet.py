@@ -141,7 +141,8 @@ def with_worker_pools(clusters: dict[str, Loaded[ClusterConfig]],
     """Each MultiKueue manager with its workers' pools as its own: one flavor per pool name, holding
     the GPUs of every worker's pool of that name (so team quotas there are checked against them),
     with the largest CPU and memory per node among them (the manager must not refuse what a worker
-    would admit), and no node labels or taints (the manager has no such nodes)."""
+    would admit), and no node labels or taints (the manager has no such nodes). Pools a worker shares
+    by usage are left out: MultiKueue creates a job in the team's own queue on the worker."""
     out = dict(clusters)
     managers_of: dict[str, list[str]] = {}
     for name, manager in clusters.items():
@@ -153,7 +154,9 @@ def with_worker_pools(clusters: dict[str, Loaded[ClusterConfig]],
             managers_of.setdefault(worker, []).append(name)
             if worker not in clusters or clusters[worker].config.multikueue is not None:
                 continue  # the checks name it
-            for pool in clusters[worker].config.node_pools:
+            shared = set(clusters[worker].config.shared_pools)
+            # A pool shared by usage has its own queue, which a dispatched job (in the team's queue) never reaches.
+            for pool in (p for p in clusters[worker].config.node_pools if p.name not in shared):
                 seen = pools.get(pool.name)
                 if seen is None:
                     pools[pool.name] = NodePool(name=pool.name, gpu=pool.gpu, nodes=pool.nodes,
@@ -214,3 +217,12 @@ def fair_tree(cfg: ClusterConfig, teams: list[Loaded[TeamConfig]]) -> dict[str, 
         weight = t.config.fair_sharing_weight
         nodes[f"team:{t.config.name}"] = (cohort or cfg.name, 1.0 if weight is None else weight)
     return nodes
+
+
+def usage_split(fleet: Fleet, cluster: str, pool: str) -> list[tuple[str, float, float]]:
+    """(team, usage weight, share), by team name, of the teams using a pool shared by usage: when they
+    all keep it busy, Kueue admits by recent usage divided by weight, so over time each uses its share."""
+    users = [t.config for t in fleet.teams_in(cluster) if pool in t.config.quotas[cluster]]
+    weights = {t.name: t.usage_weight(cluster, pool) for t in users}
+    total = sum(weights.values())
+    return [(team, w, w / total if total else 0.0) for team, w in sorted(weights.items())]

@@ -8,6 +8,7 @@ from pydantic import Field, StrictBool, model_validator
 
 from generator.config.base import ConfigModel
 from generator.config.cluster import (
+    AdmissionFairSharing,
     BorrowWithinCohort,
     ClusterConfig,
     FlavorFungibility,
@@ -29,6 +30,10 @@ class PoolQuota(ConfigModel):
     """At most this many GPUs borrowed from idle quota of others; omitted means no limit."""
     lending_limit: Count | None = None
     """At most this many of the team's idle GPUs lent to others; omitted means all may be lent."""
+    usage_weight: Weight | None = None
+    """In a pool the cluster shares by usage (`kueue.admissionFairSharing`, where `gpus` is 0): the
+    team's weight there. Its recent usage is divided by it when Kueue ranks waiting jobs, so weight
+    2 may use twice as much as weight 1 before waiting behind it; 0 comes last. Omitted: 1."""
 
     @model_validator(mode="after")
     def _lend_at_most_own(self) -> PoolQuota:
@@ -169,6 +174,18 @@ class TeamConfig(ConfigModel):
         """The flavorFungibility of the team's queue in `cluster`: the team's own, else the cluster's
         (None: Kueue's defaults)."""
         return self.flavor_fungibility or cluster.kueue.flavor_fungibility
+
+    def queue_for(self, cluster: ClusterConfig, pool: str) -> str:
+        """The LocalQueue a job of the team on `pool` names: the team's own, or its queue on a pool
+        shared by usage."""
+        if pool in cluster.shared_pools:
+            return AdmissionFairSharing.local_queue(self.name, pool)
+        return self.name
+
+    def usage_weight(self, cluster: str, pool: str) -> float:
+        """The team's weight in a pool shared by usage (1 when unset)."""
+        weight = self.quotas[cluster][pool].usage_weight
+        return 1.0 if weight is None else weight
 
     @property
     def namespace_names(self) -> list[str]:

@@ -84,6 +84,10 @@ RULEBOOK: dict[str, Rule] = {
     "queueing-strategy-changed": Rule("low", "A queue's queueingStrategy changes: the order its own workloads "
                                              "are admitted in (StrictFIFO: the oldest that does not fit blocks "
                                              "the rest)."),
+    "pool-shared-by-usage": Rule("high or medium", "A pool becomes shared by usage (high: every guarantee in it "
+                                                   "goes) or stops being (medium: the order jobs wait in changes)."),
+    "usage-share-changed": Rule("medium", "In a pool shared by usage, a team joins, leaves or changes its "
+                                          "usageWeight: every other team's share over time moves."),
     "priority-changed": Rule("medium", "A WorkloadPriorityClass is added, removed or changes value."),
     "admission-policy-changed": Rule("medium", "A team's allowed priority classes (its ValidatingAdmissionPolicy) "
                                                "change."),

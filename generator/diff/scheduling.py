@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from decimal import Decimal
 
-from generator.config.fleet import Fleet, fair_sharing
+from generator.config.fleet import Fleet, fair_sharing, usage_split
 from generator.diff.risks import WEIGHT_JUMP, Risk, weight_cause, weight_jumped
 
 DEFAULT_WEIGHT = 1.0
@@ -107,6 +107,33 @@ def _implicit_membership(before: Fleet, after: Fleet, cluster: str) -> Iterator[
                    "who joins it)", (cluster,))
 
 
+def _shared_pools(before: Fleet, after: Fleet, cluster: str) -> Iterator[Risk]:
+    """A pool starts or stops being shared by usage; who shares one, and with what weight, changes."""
+    old_cfg, new_cfg = before.clusters[cluster].config, after.clusters[cluster].config
+    old_pools, new_pools = set(old_cfg.shared_pools), set(new_cfg.shared_pools)
+    for pool in sorted(new_pools - old_pools):
+        if old_cfg.pool(pool) is None:
+            continue  # a new pool: nothing held in it before
+        held = sorted(f"{t.config.name} {t.config.quotas[cluster][pool].gpus}" for t in before.teams_in(cluster)
+                      if pool in t.config.quotas[cluster] and t.config.quotas[cluster][pool].gpus)
+        lost = f": {', '.join(held)} guaranteed GPUs go" if held else ""
+        yield Risk("high", "pool-shared-by-usage", f"pool {pool} becomes shared by usage{lost}; no team holds any of "
+                   "it, and waiting jobs go first for the team that used least recently", (cluster,))
+    for pool in sorted(old_pools - new_pools):
+        if new_cfg.pool(pool) is not None:
+            yield Risk("medium", "pool-shared-by-usage", f"pool {pool} is no longer shared by usage: only teams with "
+                       "quota there may use it, and jobs no longer wait in order of their team's recent usage",
+                       (cluster,))
+    for pool in sorted(old_pools & new_pools):
+        was = {team: share for team, _, share in usage_split(before, cluster, pool)}
+        now = {team: share for team, _, share in usage_split(after, cluster, pool)}
+        moved = [f"{team} {was.get(team, 0):.0%} → {now.get(team, 0):.0%}" for team in sorted(set(was) | set(now))
+                 if round(was.get(team, 0), 4) != round(now.get(team, 0), 4)]
+        if moved:
+            yield Risk("medium", "usage-share-changed", f"pool {pool}, shared by usage: each team's share over time "
+                       f"moves ({', '.join(moved)})", (cluster,))
+
+
 def scheduling_risks(before: Fleet | None, after: Fleet | None) -> list[Risk]:
     """Risks for other teams' scheduling, per cluster present on both sides (or new on the head)."""
     if before is None or after is None:
@@ -116,5 +143,6 @@ def scheduling_risks(before: Fleet | None, after: Fleet | None) -> list[Risk]:
         if cluster in before.clusters:
             out.extend(_fair_sharing_switch(before, after, cluster))
             out.extend(_implicit_membership(before, after, cluster))
+            out.extend(_shared_pools(before, after, cluster))
         out.extend(_weights_against_others(before, after, cluster))
     return out
