@@ -128,8 +128,10 @@ def priority_policy(cluster: Loaded[ClusterConfig], team: Loaded[TeamConfig]) ->
 # Every Kueue integration's kind, and where it keeps pod templates ("[]": each item of a list, "{}":
 # each value of a map). Kueue takes a job's priority from its `kueue.x-k8s.io/priority-class` label,
 # else from the first pod template naming a priorityClassName (kueue v0.19.2
-# pkg/controller/jobframework/reconciler.go:1716-1733): a job naming either keeps its class. TrainJob
-# and AppWrapper keep their templates elsewhere (a runtime, embedded objects) and are always labelled.
+# pkg/controller/jobframework/reconciler.go:1716-1733): a job naming either keeps its class. An
+# AppWrapper's templates are its components' embedded objects (pods, jobs, JobSets, PyTorchJobs and Ray
+# clusters are looked into). A TrainJob's are in its training runtime, which a policy cannot read:
+# it is always labelled, and a class set only in the runtime gives way to the team's default.
 # Deployments' pods take the label from their template, where Kueue's webhook copies it (kueue v0.19.2
 # pkg/controller/jobs/deployment/deployment_webhook.go:103-105).
 _REPLICAS = ("template", "spec")
@@ -158,7 +160,11 @@ INTEGRATION_KINDS: dict[str, tuple[str, str, tuple[tuple[str, ...], ...]]] = {
     "kubeflow.org/paddlejob": ("kubeflow.org", "paddlejobs", (("spec", "paddleReplicaSpecs", "{}", *_REPLICAS),)),
     "kubeflow.org/jaxjob": ("kubeflow.org", "jaxjobs", (("spec", "jaxReplicaSpecs", "{}", *_REPLICAS),)),
     "trainer.kubeflow.org/trainjob": ("trainer.kubeflow.org", "trainjobs", ()),
-    "workload.codeflare.dev/appwrapper": ("workload.codeflare.dev", "appwrappers", ()),
+    "workload.codeflare.dev/appwrapper": ("workload.codeflare.dev", "appwrappers", tuple(
+        ("spec", "components", "[]", "template", *inner) for inner in (
+            ("spec",), ("spec", "template", "spec"), ("spec", "replicatedJobs", "[]", "template", "spec", *_REPLICAS),
+            ("spec", "pytorchReplicaSpecs", "{}", *_REPLICAS), ("spec", "headGroupSpec", *_REPLICAS),
+            ("spec", "workerGroupSpecs", "[]", *_REPLICAS)))),
 }
 
 
