@@ -168,3 +168,17 @@ def test_a_v1beta1_kueue_gets_the_same_layout_and_its_crds_accept_it(fleet_root:
     config = _kueue_config(fleet_root, "dev")
     assert config["apiVersion"] == "config.kueue.x-k8s.io/v1beta1"
     assert config["admissionFairSharing"]["usageHalfLifeTime"] == "168h"
+
+
+def test_an_outsized_usage_weight_is_a_high_risk(repo: Path, tmp_path: Path) -> None:
+    """recsys raising its weight from 1 to 20 takes most of the pool from platform-ci and vision (its
+    share 25% to 87%): a weight moved more than 4x, as for fair sharing; 1 to 2 is a change (medium)."""
+    base = tmp_path / "base"
+    shutil.copytree(repo, base, ignore=shutil.ignore_patterns(".git"))
+    edit(repo, "teams/recsys.yaml", "l4: {gpus: 0}", "l4: {gpus: 0, usageWeight: 20}")
+    assert risks_between(base, repo)["usage-share-changed"] == [
+        "high: prod-west: pool l4, shared by usage: each team's share over time moves (platform-ci 25% → 4%, recsys "
+        "25% → 87%, vision 50% → 9%); recsys's usageWeight moves more than 4x or is more than that times the "
+        "others'"]
+    edit(repo, "teams/recsys.yaml", "usageWeight: 20", "usageWeight: 2")
+    assert risks_between(base, repo)["usage-share-changed"][0].startswith("medium: prod-west: pool l4")

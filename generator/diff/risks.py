@@ -86,8 +86,10 @@ RULEBOOK: dict[str, Rule] = {
                                              "the rest)."),
     "pool-shared-by-usage": Rule("high or medium", "A pool becomes shared by usage (high: every guarantee in it "
                                                    "goes) or stops being (medium: the order jobs wait in changes)."),
-    "usage-share-changed": Rule("medium", "In a pool shared by usage, a team joins, leaves or changes its "
-                                          "usageWeight: every other team's share over time moves."),
+    "usage-share-changed": Rule("high or medium", "In a pool shared by usage, a team joins, leaves or changes "
+                                                  "its usageWeight: every other team's share over time moves (high "
+                                                  "when a usageWeight moves more than 4x, or is more than 4x the "
+                                                  "largest other)."),
     "priority-changed": Rule("medium", "A WorkloadPriorityClass is added, removed or changes value."),
     "admission-policy-changed": Rule("medium", "A team's allowed priority classes (its ValidatingAdmissionPolicy) "
                                                "change."),
