@@ -28,7 +28,7 @@ WITHIN = {
 """Kueue `withinClusterQueue`."""
 QUEUEING = {
     "StrictFIFO": "StrictFIFO: its oldest workload that does not fit blocks its later ones (on Kueue v0.19.2 "
-                  "not every time: a later one passed in 6 of 17 test runs)",
+                  "not every time: a later one passed in 7 of 19 test runs)",
     "BestEffortFIFO": "BestEffortFIFO: its later workloads that fit are admitted while older ones wait",
 }
 """Kueue `queueingStrategy`."""

@@ -1221,7 +1221,7 @@ def _small_passes_big(stack: Stack, vision: TeamConfig) -> bool:
 def test_best_effort_fifo_lets_a_later_job_that_fits_pass(deployed: Deployed) -> None:
     """Issue 31, the cluster's queueing strategy: under prod-west's BestEffortFIFO vision's later
     4-GPU job is admitted past its waiting 12-GPU one. Under StrictFIFO (a team's own policy) it is
-    meant to wait, and on Kueue v0.19.2 it passed in 6 of 17 runs of this case (docs/concepts/
+    meant to wait, and on Kueue v0.19.2 it passed in 7 of 19 runs of this case (docs/concepts/
     what-gets-rendered.md): no test holds Kueue to that until it does it every time."""
     if deployed.name != "prod-west":
         pytest.skip("the case is prod-west's L40S pool")
