@@ -10,7 +10,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from generator.config.cluster import kueue_tuple
+from generator.config.cluster import AdmissionFairSharing, kueue_tuple
 from generator.config.fleet import Fleet, Loaded, fair_sharing
 from generator.config.jobs import JobProfile
 from generator.config.team import TeamConfig
@@ -681,8 +681,6 @@ def _shared_pool_settings(fleet: Fleet) -> Iterator[Finding]:
 def _shared_pool_quotas(fleet: Fleet) -> Iterator[Finding]:
     """In a pool shared by usage a team holds nothing (`gpus: 0`, no limits); `usageWeight` only there;
     its queue names fit a label value and do not take a team's."""
-    from generator.config.cluster import AdmissionFairSharing
-
     for team in fleet.teams.values():
         cfg = team.config
         for cname, quotas in cfg.quotas.items():

@@ -437,8 +437,8 @@ def compile_kueue(cluster: Loaded[ClusterConfig], teams: list[Loaded[TeamConfig]
     out.extend(priority_class(cluster, i) for i in range(len(cfg.priorities)))
     out.extend(admission_checks(cluster))
     out.extend(cohorts(cluster, teams))
-    out.extend(shared_cluster_queue(cluster, cfg.node_pools[i], teams) for i, pool in enumerate(cfg.node_pools)
-               if pool.name in cfg.shared_pools)
+    shared = set(cfg.shared_pools)
+    out.extend(shared_cluster_queue(cluster, pool, teams) for pool in cfg.node_pools if pool.name in shared)
     for team in teams:
         out.append(cluster_queue(cluster, team))
         out.extend(local_queues(cluster, team))

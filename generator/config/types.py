@@ -150,6 +150,8 @@ def _weight(value: float) -> float:
 
 
 Weight = Annotated[float, Field(ge=0, le=MAX_WEIGHT, allow_inf_nan=False), AfterValidator(_weight)]
+ResourceWeight = Annotated[float, Field(ge=0, le=MAX_WEIGHT, allow_inf_nan=False)]
+"""How much a resource counts in Kueue's usage (a float in its configuration, not a quantity)."""
 Int32 = Annotated[StrictInt, Field(ge=-(2**31), le=2**31 - 1)]
 GoDuration = Annotated[StrictStr, Field(pattern=r"^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$", max_length=32)]
 """A duration as Go's time.ParseDuration reads it (Kueue's configuration), e.g. 10m, 1h30m."""

@@ -125,29 +125,29 @@ def _shared_pools(before: Fleet, after: Fleet, cluster: str) -> Iterator[Risk]:
                        "quota there may use it, and jobs no longer wait in order of their team's recent usage",
                        (cluster,))
     for pool in sorted(old_pools & new_pools):
-        before_split, after_split = usage_split(before, cluster, pool), usage_split(after, cluster, pool)
-        was = {team: share for team, _, share in before_split}
-        now = {team: share for team, _, share in after_split}
-        teams = [t for t in sorted(set(was) | set(now)) if round(was.get(t, 0), 4) != round(now.get(t, 0), 4)]
+        old = {team: (weight, share) for team, weight, share in usage_split(before, cluster, pool)}
+        new = {team: (weight, share) for team, weight, share in usage_split(after, cluster, pool)}
+        teams = [t for t in sorted(set(old) | set(new))
+                 if round(old.get(t, (0, 0.0))[1], 4) != round(new.get(t, (0, 0.0))[1], 4)]
         if teams:
-            yield _usage_share(cluster, pool, before_split, after_split, teams)
+            yield _usage_share(cluster, pool, old, new, teams)
 
 
-def _usage_share(cluster: str, pool: str, before: list[tuple[str, float, float]],
-                 after: list[tuple[str, float, float]], teams: list[str]) -> Risk:
-    """One line for a shared pool whose shares move: high where a team's usageWeight moves more than
-    WEIGHT_JUMP times, or is more than that times the largest other one (as a fair-sharing weight)."""
-    was = {team: share for team, _, share in before}
-    now = {team: share for team, _, share in after}
-    old = {team: weight for team, weight, _ in before}
-    new = {team: weight for team, weight, _ in after}
+def _usage_share(cluster: str, pool: str, old: dict[str, tuple[float, float]], new: dict[str, tuple[float, float]],
+                 teams: list[str]) -> Risk:
+    """One line for a shared pool whose shares move (`old`, `new`: team -> (usageWeight, share)): high
+    where a team's usageWeight moves more than WEIGHT_JUMP times, or is more than that times the
+    largest other one (as a fair-sharing weight)."""
+    by_weight = sorted(((weight, team) for team, (weight, _) in new.items()), reverse=True)
     jumped = []
     for team in (t for t in teams if t in new):
-        largest = max((w for t, w in new.items() if t != team), default=0.0)
-        moved = team in old and weight_jumped(Decimal(str(old[team])), Decimal(str(new[team])))
-        if moved or (largest and new[team] > WEIGHT_JUMP * largest):
+        weight = new[team][0]
+        # the largest other weight: the top one, or the second when the team is the top
+        largest = next((w for w, t in by_weight[:2] if t != team), 0.0)
+        moved = team in old and weight_jumped(Decimal(str(old[team][0])), Decimal(str(weight)))
+        if moved or (largest and weight > WEIGHT_JUMP * largest):
             jumped.append(team)
-    shares = ", ".join(f"{t} {was.get(t, 0):.0%} → {now.get(t, 0):.0%}" for t in teams)
+    shares = ", ".join(f"{t} {old.get(t, (0, 0.0))[1]:.0%} → {new.get(t, (0, 0.0))[1]:.0%}" for t in teams)
     what = f"pool {pool}, shared by usage: each team's share over time moves ({shares})"
     if jumped:
         what += f"; {', '.join(jumped)}'s usageWeight moves more than {WEIGHT_JUMP:g}x or is more than that " \
