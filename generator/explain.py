@@ -27,8 +27,8 @@ WITHIN = {
 }
 """Kueue `withinClusterQueue`."""
 QUEUEING = {
-    "StrictFIFO": "StrictFIFO: its oldest workload that does not fit blocks its later ones (on Kueue v0.19.2 "
-                  "not every time: a later one passed in 7 of 19 test runs)",
+    "StrictFIFO": "StrictFIFO: its oldest workload that does not fit blocks its later ones, ordered by creation "
+                  "time to the second (Kueue orders those created in the same second by UID)",
     "BestEffortFIFO": "BestEffortFIFO: its later workloads that fit are admitted while older ones wait",
 }
 """Kueue `queueingStrategy`."""

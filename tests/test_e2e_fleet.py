@@ -1193,23 +1193,52 @@ def test_a_teams_own_queue_policy_on_the_real_kueue(deployed: Deployed, fleet_ro
         apply(stack, cluster_queue(loaded, fleet.teams["inference"]).body)
 
 
-def _small_passes_big(stack: Stack, vision: TeamConfig) -> bool:
-    """vision's 8 L40S, then 12 more that do not fit now, then 4 that do: whether the 4 are admitted
-    past the waiting 12. Its jobs are gone afterwards."""
+@dataclass(frozen=True)
+class SmallAndBig:
+    """vision's later 4-GPU job and its older 12-GPU one that does not fit: whether the 4 were
+    admitted, and both Workloads as Kueue saw them."""
+
+    passed: bool
+    big: dict[str, Any]
+    small: dict[str, Any]
+
+    def small_ahead(self) -> bool:
+        """Kueue's order within a queue (same priority): the Workload's creationTimestamp, which the
+        API server keeps to the second, then its UID (kueue v0.19.2 pkg/cache/queue/cluster_queue.go:
+        1081-1089, pkg/workload/workload.go:1166)."""
+        def key(wl: dict[str, Any]) -> tuple[str, str]:
+            return wl["metadata"]["creationTimestamp"], wl["metadata"]["uid"]
+        return key(self.small) < key(self.big)
+
+
+def _small_and_big(stack: Stack, vision: TeamConfig, gap: str) -> SmallAndBig:
+    """vision's 8 L40S, then 12 more that do not fit now, then 4 that do. `gap` before the 4: "tried"
+    (Kueue has found the 12 do not fit), "second" (that, and the 12's creation second has passed),
+    "none" (the 12's Workload exists; at the start of a second, so both are created in it). Its jobs
+    are gone afterwards."""
     objects, ns = custom(stack), vision.namespace_names[0]
     names = {key: f"{key}-{uuid.uuid4().hex[:5]}" for key in ("hold", "big", "small")}
     try:
         for key, pods in (("hold", 2), ("big", 3), ("small", 1)):
+            if key == "big" and gap == "none":
+                time.sleep(1.02 - time.time() % 1)
             objects.create_namespaced_custom_object(JOBSET, "v1alpha2", ns, "jobsets",
                                                     _l40s_jobset(vision, names[key], pods, "standard"))
             if key == "hold":
                 assert wait_for(lambda: admitted(stack, ns, names["hold"]), 60)
             if key == "big":
+                assert wait_for(lambda: workload_of(stack, ns, names["big"]) is not None, 10, step=0.01)
+            if key == "big" and gap != "none":
                 assert wait_for(lambda: "insufficient" in str(condition(workload_of(
                     stack, ns, names["big"]), "QuotaReserved").get("message")), 60)
+            if key == "big" and gap == "second":
+                created = workload_of(stack, ns, names["big"])["metadata"]["creationTimestamp"]  # type: ignore[index]
+                assert wait_for(lambda c=created: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()) > c, 3)
         passed = wait_for(lambda: admitted(stack, ns, names["small"]), 6)
         assert not admitted(stack, ns, names["big"])
-        return passed
+        big, small = (workload_of(stack, ns, names[key]) for key in ("big", "small"))
+        assert big is not None and small is not None
+        return SmallAndBig(passed, big, small)
     finally:
         for name in names.values():
             with contextlib.suppress(Exception):
@@ -1220,12 +1249,38 @@ def _small_passes_big(stack: Stack, vision: TeamConfig) -> bool:
 
 def test_best_effort_fifo_lets_a_later_job_that_fits_pass(deployed: Deployed) -> None:
     """Issue 31, the cluster's queueing strategy: under prod-west's BestEffortFIFO vision's later
-    4-GPU job is admitted past its waiting 12-GPU one. Under StrictFIFO (a team's own policy) it is
-    meant to wait, and on Kueue v0.19.2 it passed in 7 of 19 runs of this case (docs/concepts/
-    what-gets-rendered.md): no test holds Kueue to that until it does it every time."""
+    4-GPU job is admitted past its waiting 12-GPU one."""
     if deployed.name != "prod-west":
         pytest.skip("the case is prod-west's L40S pool")
-    assert _small_passes_big(deployed.stack, deployed.fleet.teams["vision"].config)
+    assert _small_and_big(deployed.stack, deployed.fleet.teams["vision"].config, "tried").passed
+
+
+def test_strict_fifo_holds_a_later_job_behind_an_older_one_to_the_second(
+        deployed: Deployed, fleet_root: Path) -> None:
+    """Issue 31: with vision's own `policy.queueingStrategy: StrictFIFO` its later 4-GPU job waits
+    behind its older 12-GPU one that does not fit, as `explain` says, when created in a later second
+    than the 12: Kueue orders a queue by Workload creation time to the second, then by UID. Created
+    in the same second, the 4 pass exactly when their UID sorts first (an earlier version of this
+    test, which did not wait for the second, passed 12 times in 19 runs)."""
+    from generator.compile.kueue import cluster_queue
+
+    if deployed.name != "prod-west":
+        pytest.skip("the case is prod-west's L40S pool")
+    edit(fleet_root, "teams/vision.yaml", "quotas:\n", "policy: {queueingStrategy: StrictFIFO}\nquotas:\n")
+    result = run(fleet_root, "render")
+    assert result.code == 0, result.err
+    assert "- its queue is StrictFIFO: its oldest workload that does not fit blocks its later ones, " \
+        "ordered by creation time to the second" in run(fleet_root, "explain", "team", "vision").out
+    changed = load_fleet(fleet_root)
+    stack, vision = deployed.stack, deployed.fleet.teams["vision"].config
+    try:
+        apply(stack, cluster_queue(changed.clusters["prod-west"], changed.teams["vision"]).body)
+        later = _small_and_big(stack, vision, "second")
+        assert not later.small_ahead() and not later.passed, (later.big["metadata"], later.small["metadata"])
+        together = _small_and_big(stack, vision, "none")
+        assert together.passed == together.small_ahead(), (together.big["metadata"], together.small["metadata"])
+    finally:
+        apply(stack, cluster_queue(deployed.fleet.clusters["prod-west"], deployed.fleet.teams["vision"]).body)
 
 
 def test_borrowed_gpus_split_by_weight_as_explain_says(deployed: Deployed, fleet_root: Path) -> None:

@@ -53,7 +53,8 @@ class QueuePolicy(ConfigModel):
 
     queueing_strategy: QueueingStrategy | None = None
     """`StrictFIFO`: the oldest workload that does not fit blocks the team's later ones (a
-    pre-training team's order); `BestEffortFIFO`: later ones that fit go first."""
+    pre-training team's order; Kueue orders by creation time to the second, and those created in
+    the same second by UID); `BestEffortFIFO`: later ones that fit go first."""
     reclaim_within_cohort: ReclaimPolicy | None = None
     """How the team takes its lent quota back from other teams' borrowed work."""
     borrow_within_cohort: BorrowWithinCohort | None = None
