@@ -105,3 +105,15 @@ def assert_kubeconform_strict(docs: list[dict[str, Any]], cluster: str, exe: Pat
     summary = json.loads(found.pop()["summary"])
     assert found == [], found  # -output json lists only what is not valid
     assert summary == {"valid": len(docs), "invalid": 0, "errors": 0, "skipped": 0}, summary
+
+
+def test_what_kuberays_chart_makes_of_our_values_is_valid(upstream_tools: None, kubeconform_on_path: Path,
+                                                         shared_schemas: Path, tmp_path: Path) -> None:
+    """Issue 32: prod-east's `operators.ray` through KubeRay's own chart (the kuberay module at the pin):
+    the operator scraped by Prometheus, no batch scheduler, and valid for kubeconform."""
+    docs = helm_template("kuberay-operator", "prod-east", "kuberay-system", tmp_path)
+    (deployment,) = [d for d in docs if d["kind"] == "Deployment"]
+    args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert not any("batch-scheduler" in a for a in args) and "--enable-metrics=true" in args, args
+    assert any(d["kind"] == "ServiceMonitor" for d in docs)
+    assert_kubeconform_strict(docs, "prod-east", kubeconform_on_path, shared_schemas, tmp_path)

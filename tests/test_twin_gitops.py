@@ -8,8 +8,9 @@ health (the GPU exporter's chart, NVIDIA's, is refused by the Go module proxy, s
 it; the reconciler's story is tests/test_twin_health.py). A bare control plane (no Kueue, no JobSet),
 Nodes from the cluster file, kube-scheduler and kwok; the engine installed as its project ships it, then
 exactly the commands of docs/how-to/gitops.md. The engine installs JobSet's and Kueue's charts from the
-mirror; their controller pods run under kwok while `Managers` runs the real managers with the
-configuration the engine applied; then the queues and the teams. A member's job profile is admitted and
+mirror (and prod-east's KubeRay's, `operators.ray`); their controller pods run under kwok while
+`Managers` runs Kueue's and JobSet's real managers with the configuration the engine applied (the real
+KubeRay operator: tests/test_ray.py); then the queues and the teams. A member's job profile is admitted and
 runs there. A quota raise committed and pushed reaches the live ClusterQueue (timed, after what a git
 webhook or a Flux Receiver triggers), and a hand edit of that ClusterQueue is put back. The bootstrap
 folders keep themselves in sync (a branch switch arrives through git; under Argo CD a hand edit of the
@@ -32,6 +33,7 @@ import yaml
 
 from generator.checks import load_fleet
 from generator.compile.gitops import SETTINGS_APP
+from generator.versions import component
 from tests.conftest import REPO, run
 from tests.test_twin_scheduling import completed, placed_where_kueue_chose, submit
 from tests.upstream import pki
@@ -128,7 +130,8 @@ HEALTH_KEY = "resource.customizations.health.argoproj.io_Application"
 
 
 def _argocd_names(cluster: str) -> list[str]:
-    return [SETTINGS_APP, f"{cluster}-gitops", f"{cluster}-jobset", f"{cluster}-kueue", f"{cluster}-fleet"]
+    ray = [f"{cluster}-kuberay-operator"] if load_fleet(REPO).clusters[cluster].config.operators.ray else []
+    return [SETTINGS_APP, f"{cluster}-gitops", f"{cluster}-jobset", f"{cluster}-kueue", *ray, f"{cluster}-fleet"]
 
 
 def _flux_ready(flux: Flux, names: list[str], seconds: float,
@@ -166,7 +169,8 @@ def bootstrapped(request: pytest.FixtureRequest, upstream_etcd: Any,
     try:
         fleet = _fleet_repo(work / "fleet", git, case.cluster)
         cluster = load_fleet(fleet).clusters[case.cluster].config
-        chart_mirror(git.charts, {"kueue": cluster.kueue.version, "jobset": "v0.12.0"})
+        ray = {"kuberay-operator": f"v{component('kuberay-operator').version}"} if cluster.operators.ray else {}
+        chart_mirror(git.charts, {"kueue": cluster.kueue.version, "jobset": "v0.12.0", **ray})
         remote = git.create("fleet")
         _git(fleet, "push", "-q", str(remote), "main")
         stack = Stack.start(work / "stack", upstream_etcd, platform=False, service_cidr=SERVICE_RANGE,

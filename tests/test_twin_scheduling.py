@@ -51,11 +51,13 @@ UNHEALTHY = {"key": TAINT_KEY, "value": taint_value("xid-79"), "effect": "NoSche
 
 
 @contextmanager
-def running_twin(name: str, etcd: Any, workdir: Path) -> Iterator[tuple[Stack, Fleet, Twin]]:
-    """Cluster `name` as rendered, its Nodes from its cluster file, kube-scheduler and kwok."""
+def running_twin(name: str, etcd: Any, workdir: Path,
+                 crds: tuple[dict[str, Any], ...] = ()) -> Iterator[tuple[Stack, Fleet, Twin]]:
+    """Cluster `name` as rendered, its Nodes from its cluster file, kube-scheduler and kwok; `crds` are
+    served before Kueue starts (an operator's kinds)."""
     objects = kustomize_build(REPO / "rendered" / name) + kustomize_build(REPO / "rendered" / "gitops" / name)
     stack = Stack.start(workdir, etcd, kueue_config=rendered_kueue_config(objects),
-                        extra_controllers=("job-controller",))
+                        extra_controllers=("job-controller",), crds=crds)
     try:
         fleet = load_fleet(REPO)
         cluster = fleet.clusters[name].config

@@ -249,6 +249,13 @@ def _gpu_operator(cfg: ClusterConfig) -> dict[str, Any]:
     }
 
 
+def _kuberay_operator(cfg: ClusterConfig) -> dict[str, Any]:
+    """KubeRay's chart: its ServiceMonitor where Prometheus runs, and no batch scheduler: Kueue queues
+    Ray kinds by suspending them. Placed like Kueue's and JobSet's managers (anywhere untainted)."""
+    return {"batchScheduler": {"enabled": False},
+            "metrics": {"enabled": True, "serviceMonitor": {"enabled": cfg.monitoring.enabled}}}
+
+
 def installs(cfg: ClusterConfig, teams: list[Loaded[TeamConfig]]) -> list[Install]:
     """Every component of the cluster with its namespace, order and values."""
     out = [
@@ -261,6 +268,9 @@ def installs(cfg: ClusterConfig, teams: list[Loaded[TeamConfig]]) -> list[Instal
             # pin); Kueue's chart versions carry no `v`.
             cfg.kueue.version.removeprefix("v")),
     ]
+    if cfg.operators.ray:  # after Kueue, whose webhooks suspend Ray kinds until they are admitted
+        after = ("kueue", "kube-prometheus-stack") if cfg.monitoring.enabled else ("kueue",)
+        out.append(Install("kuberay-operator", "kuberay-system", -15, _kuberay_operator(cfg), after))
     if cfg.monitoring.enabled:
         ns = cfg.monitoring.namespace
         out.insert(0, Install("kube-prometheus-stack", ns, -30, _prometheus_stack(cfg)))

@@ -4,8 +4,9 @@ bounds of each namespace (compile/isolation.py).
 Members get two bindings in each of their namespaces and nowhere else: the built-in `edit` role
 (pods, logs, config maps, secrets, batch Jobs) and `fleetgen-team-member`, a ClusterRole rendered
 once per cluster with what `edit` lacks for a queued training job: JobSets (JobSet's chart adds
-no `aggregate-to-edit` role for them) and read access to the Kueue objects that say where a job
-stands. A ClusterRole bound by a RoleBinding grants only within that binding's namespace.
+no `aggregate-to-edit` role for them; nor does KubeRay's for Ray kinds, granted where it runs) and
+read access to the Kueue objects that say where a job stands. A ClusterRole bound by a RoleBinding
+grants only within that binding's namespace.
 """
 
 from __future__ import annotations
@@ -30,6 +31,13 @@ JOBS_RULES: list[dict[str, list[str]]] = [
     {"apiGroups": ["visibility.kueue.x-k8s.io"], "resources": ["localqueues/pendingworkloads"], "verbs": ["get"]},
 ]
 """What a member needs beyond `edit` to submit, follow and cancel jobs: no update of queue objects."""
+RAY_RULES: list[dict[str, list[str]]] = [
+    {"apiGroups": ["ray.io"], "resources": ["rayclusters", "rayjobs", "rayservices"],
+     "verbs": ["create", "delete", "get", "list", "patch", "watch"]},
+    {"apiGroups": ["ray.io"], "resources": ["rayclusters/status", "rayjobs/status", "rayservices/status"],
+     "verbs": ["get"]},
+]
+"""With `operators.ray`: KubeRay's chart aggregates none of its editor roles to `edit`."""
 
 
 def namespaces(cluster: Loaded[ClusterConfig], team: Loaded[TeamConfig]) -> list[Manifest]:
@@ -72,7 +80,7 @@ def member_role(cluster: Loaded[ClusterConfig]) -> Manifest:
     """The ClusterRole the `<team>-members-jobs` RoleBindings refer to (one per cluster)."""
     body = {"apiVersion": f"{RBAC}/v1", "kind": "ClusterRole",
             "metadata": {"name": JOBS_ROLE, "labels": labels(cluster.config.name)},
-            "rules": JOBS_RULES}
+            "rules": JOBS_RULES + (RAY_RULES if cluster.config.operators.ray else [])}
     return Manifest(("teams",), body, cluster.at("name"))
 
 

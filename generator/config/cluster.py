@@ -6,10 +6,19 @@ import re
 from collections.abc import Iterable
 from typing import Literal
 
-from pydantic import Field, PrivateAttr, StrictBool, StrictInt, StrictStr, field_validator, model_validator
+from pydantic import (
+    Field,
+    PrivateAttr,
+    StrictBool,
+    StrictInt,
+    StrictStr,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from generator.config.base import ConfigModel
-from generator.config.platform import GitOps, Health, Images, Monitoring
+from generator.config.platform import GitOps, Health, Images, Monitoring, Operators
 from generator.config.types import (
     ControllerName,
     Count,
@@ -91,6 +100,8 @@ MUTATING_POLICY_KUBERNETES = (1, 36)
 """The first Kubernetes minor that serves MutatingAdmissionPolicy without a feature gate."""
 FLEETGEN_FRAMEWORKS = ("batch/job", "jobset.x-k8s.io/jobset", "kubeflow.org/pytorchjob", "pod")
 """What fleetgen's own job templates and the health of its queues rely on."""
+RAY_KINDS = ("ray.io/raycluster", "ray.io/rayjob")
+"""The Ray kinds Kueue must queue where KubeRay runs: each makes pods from a team's quota."""
 MULTIKUEUE_FRAMEWORKS = ("batch/job", "jobset.x-k8s.io/jobset")
 """What a MultiKueue manager dispatches: its client on each worker watches every enabled
 integration's kind and stays disconnected while one is not served there (the real Kueue v0.19.2
@@ -675,8 +686,24 @@ class ClusterConfig(ConfigModel):
     """Checks a job must pass before admission (e.g. a ProvisioningRequest for its nodes), per pool."""
     multikueue: MultiKueue | None = None
     """Make this cluster a MultiKueue manager over worker clusters of the fleet."""
+    operators: Operators = Operators()
+    """Job operators the platform installs (KubeRay), beyond JobSet."""
     _managers: tuple[str, ...] = PrivateAttr(default=())
     """MultiKueue managers that list this cluster as a worker (set when the fleet is loaded)."""
+
+    @field_validator("operators")
+    @classmethod
+    def _operators_queued(cls, value: Operators, info: ValidationInfo) -> Operators:
+        """An operator whose kinds Kueue does not queue would run them outside every team's quota."""
+        if value.ray and info.data.get("multikueue") is not None:
+            raise ValueError("ray is on, but a MultiKueue manager does not dispatch Ray kinds to its workers "
+                             "yet: turn operators.ray on in the worker clusters' files instead")
+        kueue = info.data.get("kueue")
+        missing = [kind for kind in RAY_KINDS if kueue is not None and kind not in kueue.frameworks]
+        if value.ray and missing:
+            raise ValueError(f"ray is on, but Kueue would not queue {' or '.join(missing)}, so they would run outside "
+                             f"every team's quota: add {', '.join(missing)} to kueue.integrations")
+        return value
 
     @property
     def managers(self) -> tuple[str, ...]:

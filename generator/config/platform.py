@@ -91,6 +91,21 @@ class Images(ConfigModel):
         return f"{self.registry}/{name}{'@' if tag.startswith('sha256:') else ':'}{tag}"
 
 
+class Operators(ConfigModel):
+    """Job operators installed beside Kueue and JobSet, each pinned in `generator/versions.yaml` and
+    synced by the cluster's GitOps engine after Kueue, so that Kueue's webhooks queue what they run."""
+
+    ray: StrictBool = False
+    """KubeRay's operator (RayCluster, RayJob, RayService), in `kuberay-system`. Kueue queues RayClusters
+    and RayJobs against the team's quota (its `ray.io/*` integrations must be on), and team members may
+    create, follow and delete them in their own namespaces."""
+
+    @property
+    def enabled(self) -> list[str]:
+        """The operators turned on, by key."""
+        return [name for name in type(self).model_fields if getattr(self, name)]
+
+
 class Storage(ConfigModel):
     """A persistent volume for a stateful component."""
 

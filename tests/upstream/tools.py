@@ -63,6 +63,8 @@ class Tool:
     toolchain: str = ""
     """A Go release newer than the machine's that the module needs (`GOTOOLCHAIN`: Go fetches that
     toolchain through the module proxy); empty for the machine's Go."""
+    chart_module: str = ""
+    """The module that ships the program's Helm chart, where it is not `module` (at the same version)."""
     generated: tuple[tuple[str, str], ...] = ()
     """(path in the module, text): files upstream's release build writes into its tree before compiling,
     which the module zip lacks. The build then compiles a copy of the module with them written (a
@@ -150,6 +152,13 @@ TOOLS += (
                      "# This flux CLI was built for tests without flux2's generated install manifests:\n"
                      "# `flux install` and `flux bootstrap` are not available from it.\n"),)),
 )
+TOOLS += (
+    # KubeRay's operator (`operators.ray`), at the ray-operator API Kueue v0.19.2 requires; its chart and
+    # CRDs are in the repository's root module.
+    Tool("kuberay-operator", "github.com/ray-project/kuberay/ray-operator", "v1.6.2",
+         "github.com/ray-project/kuberay/ray-operator", via_go_mod=False,
+         chart_module="github.com/ray-project/kuberay"),
+)
 BY_NAME = {t.name: t for t in TOOLS}
 
 BUILD_ENV = {"GOGC": "400"}
@@ -165,7 +174,8 @@ WORKERS = 2
 single-threaded link leave the rest idle); a second build fills that."""
 
 BUILD_WEIGHT = {"loki": 548, "argocd": 435, "source-controller": 401, "kustomize-controller": 227, "helm": 133,
-                "kwok": 130, "helm-controller": 110, "flux": 88, "dockerfile-lint": 86, "kubeconform": 33}
+                "kwok": 130, "kuberay-operator": 123, "helm-controller": 110, "flux": 88, "dockerfile-lint": 86,
+                "kubeconform": 33}
 """Seconds each standalone tool took on a cold 2-core machine (its stamp's `seconds`), so the longest start first."""
 
 
@@ -187,7 +197,7 @@ def binary(name: str) -> Path:
     return folder(tool) / tool.name
 
 
-CHART_FOLDERS = {"loki": "production/helm"}
+CHART_FOLDERS = {"loki": "production/helm", "kuberay-operator": "helm-chart"}
 """Where a module keeps its charts when not in `charts/`."""
 
 
@@ -212,7 +222,13 @@ def writable_copy(source: Path, dest: Path) -> Path:
 def chart(name: str, version: str | None = None) -> Path:
     """The Helm chart a tool's module ships (`charts/<name>`) at the pinned version or `version`
     (another release of the same module: Go downloads it into its module cache)."""
-    return module_dir(name, version) / CHART_FOLDERS.get(name, "charts") / name
+    tool = BY_NAME[name]
+    if tool.chart_module:
+        out = _go("mod", "download", "-json", f"{tool.chart_module}@{version or tool.version}", cwd=HERE)
+        source = Path(json.loads(out)["Dir"])
+    else:
+        source = module_dir(name, version)
+    return source / CHART_FOLDERS.get(name, "charts") / name
 
 
 def module_file(module: str, rel: str) -> Path:

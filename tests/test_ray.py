@@ -1,0 +1,154 @@
+"""Issue 32, Ray clusters under Kueue: prod-east's `operators.ray` on its fleet twin.
+
+prod-east as rendered on the real API server with Kueue and JobSet, the CRDs of KubeRay's chart (the
+kuberay module at the pin), and the real KubeRay operator (built from its module) started as its
+chart deploys it: the args `helm template` makes of prod-east's values, under the chart's own
+ServiceAccount and RBAC (a TokenRequest token; only where it listens is changed). kube-scheduler
+binds pods to Nodes made from clusters/prod-east.yaml and kwok runs them.
+
+A member of ml-research creates a RayCluster on the team's queue: Kueue admits it against the team's
+quota, the operator creates its head and GPU workers, and they are bound to the CPU pool and the H100
+pool as Kueue placed them. A second one, beyond what the team may borrow, stays suspended with no
+pods. A member of another team may not create one in ml-research's namespace.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from generator.config.fleet import Fleet
+from tests.test_charts import helm_template
+from tests.test_twin_scheduling import running_twin
+from tests.upstream import tools
+from tests.upstream.cluster import Stack
+from tests.upstream.fleet import KUEUE, condition, custom, fake_nodes
+from tests.upstream.processes import Process, free_port, spawn, wait_for, wait_until
+from tests.upstream.twin import MANAGED, Twin, pods
+
+pytestmark = pytest.mark.upstream
+
+CLUSTER, TEAM, OTHER = "prod-east", "ml-research", "llm-pretrain"
+NAMESPACE = "kuberay-system"
+RAY = "ray.io"
+SERVED = ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "Service")
+"""What of the chart the twin applies: the operator's identity and rights (its Deployment is the process
+started here; its ServiceMonitor needs Prometheus's CRDs)."""
+
+
+def ray_crds() -> tuple[dict[str, Any], ...]:
+    folder = tools.chart("kuberay-operator") / "crds"
+    return tuple(yaml.safe_load(path.read_text()) for path in sorted(folder.glob("*.yaml")))
+
+
+def start_operator(stack: Stack, workdir: Path) -> Process:
+    """The chart's objects applied, then the operator with the chart's args and its ServiceAccount's token;
+    the leader-election namespace is the one a pod would read from its token mount."""
+    from kubernetes import client, utils
+
+    docs = helm_template("kuberay-operator", CLUSTER, NAMESPACE, workdir)
+    client.CoreV1Api(stack.client()).create_namespace({"metadata": {"name": NAMESPACE}})
+    for doc in docs:
+        if doc["kind"] in SERVED:
+            utils.create_from_dict(stack.client(), doc, namespace=NAMESPACE)
+    (deployment,) = [d for d in docs if d["kind"] == "Deployment"]
+    pod = deployment["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    health, metrics = free_port(), free_port()
+    args = [*container["args"], f"--leader-election-namespace={NAMESPACE}",
+            f"--health-probe-bind-address=127.0.0.1:{health}", f"--metrics-addr=127.0.0.1:{metrics}"]
+    who = stack.token_identity(NAMESPACE, pod["serviceAccountName"])
+    proc = spawn("kuberay-operator", [str(tools.binary("kuberay-operator")), *args], workdir / "kuberay.log",
+                 env={"KUBECONFIG": str(who.kubeconfig)})
+    wait_until(proc, lambda: _ok(f"http://127.0.0.1:{health}/readyz"), 60, "ready")
+    return proc
+
+
+def _ok(url: str) -> bool:
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(url, timeout=2) as resp:
+            return int(resp.status) == 200
+    except OSError:
+        return False
+
+
+@pytest.fixture(scope="module")
+def ray_twin(upstream_etcd: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Stack, Fleet, Twin]]:
+    workdir = tmp_path_factory.mktemp(f"ray-{CLUSTER}")
+    with running_twin(CLUSTER, upstream_etcd, workdir, crds=ray_crds()) as (stack, fleet, twin):
+        operator = start_operator(stack, workdir)
+        try:
+            yield stack, fleet, twin
+        finally:
+            operator.stop()
+
+
+def ray_cluster(name: str, queue: str, workers: int, gpus: int) -> dict[str, Any]:
+    """A RayCluster as a notebook user writes one: a CPU head, `workers` workers of `gpus` GPUs each."""
+    def group(container: str, requests: dict[str, str]) -> dict[str, Any]:
+        return {"rayStartParams": {}, "template": {"spec": {"containers": [
+            {"name": container, "image": "rayproject/ray:2.52.0",
+             "resources": {"requests": requests, "limits": requests}}]}}}
+    worker = {"groupName": "gpu", "replicas": workers, "minReplicas": workers, "maxReplicas": workers,
+              **group("ray-worker", {"cpu": "16", "memory": "128Gi", "nvidia.com/gpu": str(gpus)})}
+    return {"apiVersion": f"{RAY}/v1", "kind": "RayCluster",
+            "metadata": {"name": name, "labels": {"kueue.x-k8s.io/queue-name": queue}},
+            "spec": {"rayVersion": "2.52.0", "headGroupSpec": group("ray-head", {"cpu": "2", "memory": "8Gi"}),
+                     "workerGroupSpecs": [worker]}}
+
+
+def workload_of_ray(stack: Stack, namespace: str, name: str) -> dict[str, Any] | None:
+    objects = custom(stack)
+    uid = objects.get_namespaced_custom_object(RAY, "v1", namespace, "rayclusters", name)["metadata"]["uid"]
+    found = objects.list_namespaced_custom_object(KUEUE, "v1beta2", namespace, "workloads",
+                                                  label_selector=f"kueue.x-k8s.io/job-uid={uid}")
+    return found["items"][0] if found["items"] else None
+
+
+def test_a_members_ray_cluster_is_queued_admitted_and_placed_in_its_pools(
+        ray_twin: tuple[Stack, Fleet, Twin]) -> None:
+    from kubernetes.client.exceptions import ApiException
+
+    stack, fleet, twin = ray_twin
+    team, other = fleet.teams[TEAM].config, fleet.teams[OTHER].config
+    ns, queue = team.namespace_names[0], team.queue_for(fleet.clusters[CLUSTER].config, "h100")
+    member = custom(stack, stack.client(f"ray-member@{TEAM}.test", (team.members.groups[0],)))
+    outsider = custom(stack, stack.client(f"ray-member@{OTHER}.test", (other.members.groups[0],)))
+    with pytest.raises(ApiException) as refused:
+        outsider.create_namespaced_custom_object(RAY, "v1", ns, "rayclusters", ray_cluster("intruder", queue, 1, 8))
+    assert refused.value.status == 403
+
+    member.create_namespaced_custom_object(RAY, "v1", ns, "rayclusters", ray_cluster("small", queue, 2, 8))
+    assert wait_for(lambda: condition(workload_of_ray(stack, ns, "small"), "Admitted").get("status") == "True",
+                    60), workload_of_ray(stack, ns, "small")
+    pool_of = {n["metadata"]["name"]: n["metadata"]["labels"][MANAGED] for n in fake_nodes(
+        fleet.clusters[CLUSTER].config)}
+
+    def placed() -> dict[str, str]:
+        found = [p for p in pods(stack, ns, "ray.io/cluster=small") if p.spec.node_name and p.status.phase == "Running"]
+        return {p.metadata.name: pool_of[p.spec.node_name] for p in found} if len(found) == 3 else {}
+    where = wait_for(placed, 90)
+    seen = [(p.metadata.name, p.spec.node_name, p.status.phase) for p in pods(stack, ns, "ray.io/cluster=small")]
+    assert where, f"{seen}\n{twin.logs()}"
+    assert sorted(where.values()) == sorted(["cpu", "h100", "h100"]), where
+    # The admitted GPUs are charged to the team's queue: 16 of its 64.
+    admitted = workload_of_ray(stack, ns, "small")["status"]["admission"]  # type: ignore[index]
+    assert admitted["clusterQueue"] == team.name
+
+    # 11 more workers of 8 GPUs: 104 with the first, 8 beyond 64 guaranteed and 32 borrowable.
+    member.create_namespaced_custom_object(RAY, "v1", ns, "rayclusters", ray_cluster("large", queue, 11, 8))
+    assert wait_for(lambda: "nvidia.com/gpu in flavor h100, 8 more needed" in str(condition(
+        workload_of_ray(stack, ns, "large"), "QuotaReserved").get("message")), 60), \
+        condition(workload_of_ray(stack, ns, "large"), "QuotaReserved")
+    large = member.get_namespaced_custom_object(RAY, "v1", ns, "rayclusters", "large")
+    assert large["spec"]["suspend"] is True and pods(stack, ns, "ray.io/cluster=large") == []
+
+    for name in ("small", "large"):
+        member.delete_namespaced_custom_object(RAY, "v1", ns, "rayclusters", name)
+    assert wait_for(lambda: pods(stack, ns, "ray.io/cluster") == [], 60)
