@@ -111,6 +111,14 @@ def workload_of_ray(stack: Stack, namespace: str, name: str) -> dict[str, Any] |
     return found["items"][0] if found["items"] else None
 
 
+def all_gone(stack: Stack, namespace: str) -> bool:
+    """No RayCluster, Workload or Ray pod left in the namespace: the next test starts on an empty queue."""
+    objects = custom(stack)
+    return not (objects.list_namespaced_custom_object(RAY, "v1", namespace, "rayclusters")["items"]
+                or objects.list_namespaced_custom_object(KUEUE, "v1beta2", namespace, "workloads")["items"]
+                or pods(stack, namespace, "ray.io/cluster"))
+
+
 def test_a_members_ray_cluster_is_queued_admitted_and_placed_in_its_pools(
         ray_twin: tuple[Stack, Fleet, Twin]) -> None:
     from kubernetes.client.exceptions import ApiException
@@ -151,4 +159,55 @@ def test_a_members_ray_cluster_is_queued_admitted_and_placed_in_its_pools(
 
     for name in ("small", "large"):
         member.delete_namespaced_custom_object(RAY, "v1", ns, "rayclusters", name)
-    assert wait_for(lambda: pods(stack, ns, "ray.io/cluster") == [], 60)
+    assert wait_for(lambda: all_gone(stack, ns), 60)
+
+
+def test_a_notebook_brings_a_ray_cluster_up_follows_it_and_takes_it_down(ray_twin: tuple[Stack, Fleet, Twin]) -> None:
+    """Issue 32's notebook story with the Python API, as a member of ml-research: a dry run creates
+    nothing; `up()`, `wait_ready()` once KubeRay calls it ready (every pod Running); `details()` names the
+    head Service KubeRay made and its dashboard port; one too large for the team's quota is `pending`
+    with Kueue's reason and its place in the queue; `down()` removes both and their pods."""
+    from kubernetes import client
+
+    from generator.jobs import ClusterError, connect
+    from generator.jobs.ray import ClusterConfiguration, RayCluster
+
+    stack, fleet, _ = ray_twin
+    team = fleet.teams[TEAM].config
+    ns, queue = team.namespace_names[0], team.queue_for(fleet.clusters[CLUSTER].config, "h100")
+    who = stack.identity(f"notebook@{TEAM}.test", (team.members.groups[0],))
+    api = connect(kubeconfig=str(who.kubeconfig))
+
+    def config(name: str, workers: int) -> ClusterConfiguration:
+        return ClusterConfiguration(name=name, namespace=ns, queue=queue, image="rayproject/ray:2.52.0",
+                                    workers=workers, worker_gpus=8, worker_cpus="16", worker_memory="128Gi")
+
+    tune = RayCluster(config("nb-tune", 2), api)
+    tune.up(dry_run=True)
+    with pytest.raises(ClusterError, match="404"):
+        tune.status()
+    tune.up()
+    ready = tune.wait_ready(timeout_seconds=120)
+    assert ready.phase == "ready" and len(ready.pods) == 3, ready
+    details = tune.details()
+    service = client.CoreV1Api(stack.client()).read_namespaced_service(details.head_service, ns)
+    assert {p.name: p.port for p in service.spec.ports}["dashboard"] == 8265
+    assert details.dashboard == f"http://{service.metadata.name}.{ns}.svc:8265"
+    assert details.dashboard_via_api.endswith(f"/namespaces/{ns}/services/{service.metadata.name}:dashboard/proxy/")
+    review = client.AuthorizationV1Api(api).create_self_subject_access_review({"spec": {"resourceAttributes": {
+        "verb": "get", "resource": "services", "subresource": "proxy", "name": service.metadata.name,
+        "namespace": ns}}})
+    assert review.status.allowed, review.status  # the member may open the dashboard through the API server
+    assert (details.workers, details.worker_gpus) == (2, 8)
+
+    big = RayCluster(config("nb-big", 11), api).up()
+    assert wait_for(lambda: "8 more needed" in big.status().reason, 60), big.status()
+    waiting = big.status()
+    assert waiting.phase == "pending" and waiting.pods == {}, waiting
+    assert waiting.position.startswith("position 1 in queue"), waiting
+
+    for cluster in (big, tune):
+        cluster.down()
+    assert wait_for(lambda: all_gone(stack, ns), 60)
+    with pytest.raises(ClusterError, match="404"):
+        RayCluster.on_cluster(api, "nb-tune", ns).status()

@@ -1,0 +1,266 @@
+"""Ray clusters from a notebook, queued by Kueue on a cluster where KubeRay runs (`operators.ray`).
+
+    from generator.jobs import ClusterConfiguration, RayCluster, connect
+    cluster = RayCluster(ClusterConfiguration(name="tune", namespace="ml-research", queue="ml-research",
+                                              image="rayproject/ray:2.52.0", workers=2, worker_gpus=8),
+                         connect(context="prod-east"))
+    cluster.up()
+    cluster.wait_ready()
+    print(cluster.details().dashboard)
+    cluster.down()
+
+What CodeFlare's SDK offers (`up`, `status`, `details`, `down`), over the objects KubeRay v1.6.2 and
+Kueue read: the RayCluster carries the team's queue label, Kueue suspends it until it is admitted,
+and the status says what Kueue and the pods say.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from generator.jobs import workloads
+from generator.jobs.connection import ClusterError, guarded, timeout
+from generator.jobs.job import WaitTimedOut
+from generator.quantity import QuantityError, value_of
+
+GROUP, VERSION, PLURAL = "ray.io", "v1", "rayclusters"
+QUEUE_LABEL, PRIORITY_LABEL = "kueue.x-k8s.io/queue-name", "kueue.x-k8s.io/priority-class"
+GPU = "nvidia.com/gpu"
+MAX_NAME = 53
+"""KubeRay's limit, so that its longest Service name fits 63 characters (ray-operator v1.6.2
+controllers/ray/utils/constant.go:296-299, checked at validation.go:32-36 with DNS-1035)."""
+DASHBOARD_PORT = 8265
+"""The head's dashboard port, named `dashboard` on its Service (constant.go:107,114)."""
+_DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+_DNS1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+
+class ConfigurationError(ValueError):
+    """A ClusterConfiguration that KubeRay, Kueue or the API server would refuse; nothing was created."""
+
+
+@dataclass(frozen=True)
+class ClusterConfiguration:
+    """A Ray cluster as a notebook user describes it: a head, `workers` identical workers."""
+
+    name: str
+    """The RayCluster's name: DNS-1035, at most 53 characters (KubeRay's limit)."""
+    namespace: str
+    """One of your team's namespaces."""
+    queue: str
+    """Your team's LocalQueue (`fleetgen explain team <team>` names it; usually the team's name)."""
+    image: str
+    """The Ray image of head and workers, e.g. `rayproject/ray:2.52.0`."""
+    workers: int = 1
+    worker_gpus: int = 0
+    worker_cpus: str = "4"
+    worker_memory: str = "16Gi"
+    head_cpus: str = "2"
+    head_memory: str = "8Gi"
+    priority: str | None = None
+    """A WorkloadPriorityClass of the cluster; default: the team's defaultPriority."""
+    labels: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        problems = [text for check, text in (
+            (len(self.name) <= MAX_NAME and bool(_DNS1035.match(self.name)),
+             f"name={self.name!r} must be a DNS-1035 label of at most {MAX_NAME} characters (lower-case letters, "
+             "digits and '-', starting with a letter)"),
+            (bool(_DNS1123.match(self.namespace)) and len(self.namespace) <= 63,
+             f"namespace={self.namespace!r} is not a namespace name"),
+            (bool(_DNS1123.match(self.queue)) and len(self.queue) <= 63, f"queue={self.queue!r} is not a queue name"),
+            (bool(self.image.strip()) and not any(c.isspace() for c in self.image), f"image={self.image!r} is empty "
+             "or has spaces"),
+            (self.workers >= 1, f"workers={self.workers} must be at least 1"),
+            (self.worker_gpus >= 0, f"worker_gpus={self.worker_gpus} must not be negative"),
+        ) if not check]
+        for name in ("worker_cpus", "worker_memory", "head_cpus", "head_memory"):
+            text = getattr(self, name)
+            try:
+                if value_of(text) <= 0:
+                    problems.append(f"{name}={text!r} must be more than 0")
+            except QuantityError as exc:
+                problems.append(f"{name}={text!r} is not a Kubernetes quantity ({exc})")
+        if problems:
+            raise ConfigurationError("ClusterConfiguration: " + "; ".join(problems))
+
+    def body(self) -> dict[str, Any]:
+        """The RayCluster: fixed-size groups (Kueue admits no autoscaling RayCluster), requests equal to
+        limits, the queue and priority labels Kueue reads."""
+        def group(container: str, cpus: str, memory: str, gpus: int = 0) -> dict[str, Any]:
+            resources: dict[str, str] = {"cpu": cpus, "memory": memory, **({GPU: str(gpus)} if gpus else {})}
+            return {"rayStartParams": {}, "template": {"spec": {"containers": [
+                {"name": container, "image": self.image,
+                 "resources": {"requests": dict(resources), "limits": dict(resources)}}]}}}
+
+        labels = {**self.labels, QUEUE_LABEL: self.queue}
+        if self.priority:
+            labels[PRIORITY_LABEL] = self.priority
+        workers = {"groupName": "workers", "replicas": self.workers, "minReplicas": self.workers,
+                   "maxReplicas": self.workers,
+                   **group("ray-worker", self.worker_cpus, self.worker_memory, self.worker_gpus)}
+        return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "RayCluster",
+                "metadata": {"name": self.name, "namespace": self.namespace, "labels": labels},
+                "spec": {"headGroupSpec": group("ray-head", self.head_cpus, self.head_memory),
+                         "workerGroupSpecs": [workers]}}
+
+
+@dataclass(frozen=True)
+class RayClusterStatus:
+    """Where a Ray cluster stands: queued by Kueue, then its pods, then Ray's own readiness."""
+
+    name: str
+    phase: str
+    """pending (Kueue has not admitted it) | starting (admitted, pods not all running) | ready | failed."""
+    reason: str = ""
+    position: str = ""
+    pods: dict[str, str] = field(default_factory=dict)
+    """Each pod's phase, or why it is not running (the scheduler's message)."""
+
+    def __str__(self) -> str:
+        text = f"{self.name}: {self.phase}" + (f" ({self.position})" if self.position else "")
+        return text + (f": {self.reason}" if self.reason else "")
+
+
+@dataclass(frozen=True)
+class RayClusterDetails:
+    """What a notebook needs to use the cluster."""
+
+    name: str
+    namespace: str
+    status: RayClusterStatus
+    head_service: str
+    dashboard: str
+    """The dashboard inside the cluster (`http://<head service>.<namespace>.svc:8265`)."""
+    dashboard_via_api: str
+    """The same through the API server's service proxy, reachable wherever your kubeconfig works."""
+    workers: int
+    worker_gpus: int
+
+
+def _whole(value: Any) -> int:
+    """A count as the API server returned it (an int, a quantity string, or nothing); 0 if unreadable."""
+    try:
+        return int(value_of(value)) if value is not None else 0
+    except (QuantityError, TypeError, ValueError):
+        return 0
+
+
+class RayCluster:
+    """A RayCluster to bring up (from a ClusterConfiguration), or one already on the cluster."""
+
+    def __init__(self, config: ClusterConfiguration | None, api: Any, *, name: str = "", namespace: str = "") -> None:
+        if api is None:
+            raise ClusterError("no cluster connection: pass generator.jobs.connect(...) as `api`")
+        self.config, self.api = config, api
+        self.name = config.name if config else name
+        self.namespace = config.namespace if config else namespace
+
+    @classmethod
+    def on_cluster(cls, api: Any, name: str, namespace: str) -> RayCluster:
+        """A handle on a Ray cluster brought up before (from another notebook, or kubectl)."""
+        return cls(None, api, name=name, namespace=namespace)
+
+    def _objects(self) -> Any:
+        from kubernetes import client
+
+        return client.CustomObjectsApi(self.api)
+
+    @guarded("create Ray cluster {self.name}")
+    def up(self, dry_run: bool = False) -> RayCluster:
+        """Create it; Kueue queues it in `config.queue` and KubeRay makes its pods once it is admitted.
+        `dry_run` passes it through the API server, Kueue's webhooks and RBAC without storing it."""
+        if self.config is None:
+            raise ClusterError(f"RayCluster.on_cluster({self.name!r}) has no configuration to bring up")
+        self._objects().create_namespaced_custom_object(GROUP, VERSION, self.namespace, PLURAL, self.config.body(),
+                                                        dry_run="All" if dry_run else None,
+                                                        _request_timeout=timeout(self.api))
+        return self
+
+    def _get(self) -> dict[str, Any]:
+        found: dict[str, Any] = self._objects().get_namespaced_custom_object(
+            GROUP, VERSION, self.namespace, PLURAL, self.name, _request_timeout=timeout(self.api))
+        return found
+
+    def _pods(self) -> dict[str, str]:
+        from kubernetes import client
+
+        found = client.CoreV1Api(self.api).list_namespaced_pod(
+            self.namespace, label_selector=f"ray.io/cluster={self.name}", _request_timeout=timeout(self.api)).items
+        out = {}
+        for pod in found:
+            if pod.metadata is None or pod.status is None:
+                continue
+            state = str(pod.status.phase or "Pending")
+            unscheduled = next((c for c in pod.status.conditions or []
+                                if c.type == "PodScheduled" and c.status == "False"), None)
+            if unscheduled is not None:
+                state = f"Pending: {unscheduled.message or unscheduled.reason}"
+            out[str(pod.metadata.name)] = state
+        return dict(sorted(out.items()))
+
+    @guarded("read Ray cluster {self.name}")
+    def status(self) -> RayClusterStatus:
+        """Kueue's word while it waits (every reason, the queue position), then its pods', then Ray's."""
+        current = self._get()
+        state = str((current.get("status") or {}).get("state") or "")
+        if state == "failed":
+            return RayClusterStatus(self.name, "failed", str((current.get("status") or {}).get("reason") or ""))
+        workload = workloads.workload_of(self.api, self.namespace, str((current.get("metadata") or {}).get("uid", "")))
+        admitted = workloads.condition(workload, "Admitted") if workload else None
+        if workload is None or not admitted or admitted.get("status") != "True":
+            if workload is None:
+                return RayClusterStatus(self.name, "pending", f"Kueue has not created a Workload yet: check the "
+                                        f"{QUEUE_LABEL} label and that the LocalQueue exists")
+            queue = str((workload.get("spec") or {}).get("queueName") or "")
+            position = workloads.queue_position(self.api, self.namespace, queue, workload["metadata"]["name"]) \
+                if queue else "no queue"
+            return RayClusterStatus(self.name, "pending", workloads.why_pending(workload), str(position))
+        pods = self._pods()
+        waiting = {name: phase for name, phase in pods.items() if phase != "Running"}
+        if state == "ready" and not waiting:
+            return RayClusterStatus(self.name, "ready", pods=pods)
+        running = len(pods) - len(waiting)
+        reason = f"{running} of {len(pods)} pods running" + "".join(f"; {n}: {p}" for n, p in waiting.items())
+        return RayClusterStatus(self.name, "starting", reason if pods else "KubeRay has made no pods yet", pods=pods)
+
+    def wait_ready(self, timeout_seconds: float = 600.0, poll: float = 2.0) -> RayClusterStatus:
+        """Block until ready; WaitTimedOut (with the last status) after the timeout, ClusterError if it failed."""
+        deadline = time.monotonic() + timeout_seconds
+        while True:
+            current = self.status()
+            if current.phase == "ready":
+                return current
+            if current.phase == "failed":
+                raise ClusterError(f"Ray cluster {self.name} failed: {current.reason}")
+            if time.monotonic() + poll > deadline:
+                raise WaitTimedOut(f"Ray cluster {self.name} is not ready after {timeout_seconds:g} s; it is {current}")
+            time.sleep(poll)
+
+    @guarded("read Ray cluster {self.name}")
+    def details(self) -> RayClusterDetails:
+        """Status, the head Service KubeRay made, and the dashboard's addresses."""
+        current = self._get()
+        spec = current.get("spec") or {}
+        head_service = ((spec.get("headGroupSpec") or {}).get("headService") or {}).get("metadata") or {}
+        service = str(head_service.get("name") or ((current.get("status") or {}).get("head") or {}).get("serviceName")
+                      or f"{self.name}-head-svc")
+        groups = [g for g in spec.get("workerGroupSpecs") or [] if isinstance(g, dict)]
+        containers = [c for g in groups for c in ((g.get("template") or {}).get("spec") or {}).get("containers") or []]
+        gpus = max((_whole(((c.get("resources") or {}).get("limits") or {}).get(GPU)) for c in containers), default=0)
+        host = str(self.api.configuration.host).rstrip("/")
+        return RayClusterDetails(
+            self.name, self.namespace, self.status(), service,
+            f"http://{service}.{self.namespace}.svc:{DASHBOARD_PORT}",
+            f"{host}/api/v1/namespaces/{self.namespace}/services/{service}:dashboard/proxy/",
+            sum(_whole(g.get("replicas")) for g in groups), gpus)
+
+    @guarded("delete Ray cluster {self.name}")
+    def down(self) -> None:
+        """Delete it and its pods (Kueue releases the quota)."""
+        self._objects().delete_namespaced_custom_object(GROUP, VERSION, self.namespace, PLURAL, self.name,
+                                                        propagation_policy="Foreground",
+                                                        _request_timeout=timeout(self.api))
