@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 
@@ -416,17 +416,41 @@ def _job_command(fn: Callable[..., Any]) -> Callable[..., Any]:
     return fn
 
 
+T = TypeVar("T")
+KIND_OPTION = click.option("--kind", type=click.Choice(["jobset", "raycluster"]), default="jobset",
+                           show_default=True, help="What NAME is: a JobSet, or a RayCluster (`operators.ray`).")
+
+
+def _jobset_or_hint(api: Any, name: str, namespace: str, command: str, act: Callable[[], T]) -> T:
+    """`act` on JobSet NAME; where there is none but a RayCluster of that name, say how to ask for it."""
+    from generator.errors import UsageError
+    from generator.jobs import ClusterError, RayCluster
+
+    try:
+        return act()
+    except ClusterError as exc:
+        if " 404 " in f"{exc} " and RayCluster.on_cluster(api, name, namespace).exists():
+            raise UsageError(f"{namespace}/{name} is a RayCluster, not a JobSet: fleetgen job {command} {name} "
+                             f"--namespace {namespace} --kind raycluster") from None
+        raise
+
+
 @job.command("status")
 @_job_command
+@KIND_OPTION
 @_connection_options
 @click.pass_context
 @_guard
-def job_status(ctx: click.Context, name: str, namespace: str | None, team: str | None, **conn: Any) -> None:
-    """Kueue admission and progress of job NAME."""
-    from generator.jobs import Job
+def job_status(ctx: click.Context, name: str, namespace: str | None, team: str | None, kind: str,
+               **conn: Any) -> None:
+    """Kueue admission and progress of job NAME (a RayCluster's: Kueue's, then its pods', then Ray's)."""
+    from generator.jobs import Job, RayCluster
 
-    ns = _namespace(ctx, namespace, team)
-    echo(str(Job.on_cluster(_api(**conn), name, ns).status()))
+    ns, api = _namespace(ctx, namespace, team), _api(**conn)
+    if kind == "raycluster":
+        echo(str(RayCluster.on_cluster(api, name, ns).status()))
+        return
+    echo(str(_jobset_or_hint(api, name, ns, "status", Job.on_cluster(api, name, ns).status)))
 
 
 @job.command("logs")
@@ -448,15 +472,20 @@ def job_logs(ctx: click.Context, name: str, namespace: str | None, team: str | N
 
 @job.command("cancel")
 @_job_command
+@KIND_OPTION
 @_connection_options
 @click.pass_context
 @_guard
-def job_cancel(ctx: click.Context, name: str, namespace: str | None, team: str | None, **conn: Any) -> None:
+def job_cancel(ctx: click.Context, name: str, namespace: str | None, team: str | None, kind: str,
+               **conn: Any) -> None:
     """Delete job NAME and its pods; Kueue gives the quota back."""
-    from generator.jobs import Job
+    from generator.jobs import Job, RayCluster
 
-    ns = _namespace(ctx, namespace, team)
-    Job.on_cluster(_api(**conn), name, ns).cancel()
+    ns, api = _namespace(ctx, namespace, team), _api(**conn)
+    if kind == "raycluster":
+        RayCluster.on_cluster(api, name, ns).down()
+    else:
+        _jobset_or_hint(api, name, ns, "cancel", Job.on_cluster(api, name, ns).cancel)
     echo(f"cancelled {ns}/{name}")
 
 

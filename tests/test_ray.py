@@ -22,6 +22,7 @@ import pytest
 import yaml
 
 from generator.config.fleet import Fleet
+from tests.conftest import REPO, run
 from tests.test_charts import helm_template
 from tests.test_twin_scheduling import running_twin
 from tests.upstream import tools
@@ -206,8 +207,18 @@ def test_a_notebook_brings_a_ray_cluster_up_follows_it_and_takes_it_down(ray_twi
     assert waiting.phase == "pending" and waiting.pods == {}, waiting
     assert waiting.position.startswith("position 1 in queue"), waiting
 
-    for cluster in (big, tune):
-        cluster.down()
+    # The command line, on the same clusters: `--kind raycluster`, and a hint where it was left out.
+    login = ("--namespace", ns, "--kubeconfig", str(who.kubeconfig))
+    said = run(REPO, "job", "status", "nb-tune", "--kind", "raycluster", *login)
+    assert (said.code, said.out.strip()) == (0, "nb-tune: ready"), said
+    said = run(REPO, "job", "status", "nb-big", "--kind", "raycluster", *login)
+    assert said.code == 0 and said.out.startswith("nb-big: pending (position 1 in queue"), said
+    said = run(REPO, "job", "status", "nb-tune", *login)
+    assert said.code == 2 and f"{ns}/nb-tune is a RayCluster, not a JobSet: fleetgen job status nb-tune " \
+        f"--namespace {ns} --kind raycluster" in said.err, said
+    said = run(REPO, "job", "cancel", "nb-big", "--kind", "raycluster", *login)
+    assert said.code == 0, said
+    tune.down()
     assert wait_for(lambda: all_gone(stack, ns), 60)
     with pytest.raises(ClusterError, match="404"):
         RayCluster.on_cluster(api, "nb-tune", ns).status()

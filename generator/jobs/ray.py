@@ -180,6 +180,19 @@ class RayCluster:
                                                         _request_timeout=timeout(self.api))
         return self
 
+    @guarded("look for Ray cluster {self.name}")
+    def exists(self) -> bool:
+        """Whether a RayCluster of this name is in the namespace."""
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            self._get()
+        except ApiException as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return True
+
     def _get(self) -> dict[str, Any]:
         found: dict[str, Any] = self._objects().get_namespaced_custom_object(
             GROUP, VERSION, self.namespace, PLURAL, self.name, _request_timeout=timeout(self.api))
