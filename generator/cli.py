@@ -497,20 +497,28 @@ def job_cancel(ctx: click.Context, name: str, namespace: str | None, team: str |
               metavar="SECONDS", help="Give up (exit 2) after SECONDS.")
 @click.option("--interval", type=click.FloatRange(min=0.1), default=10, show_default=True, metavar="SECONDS",
               help="Seconds between looks at the job.")
+@KIND_OPTION
 @_connection_options
 @click.pass_context
 @_guard
 def job_wait(ctx: click.Context, name: str, namespace: str | None, team: str | None, until: str,
-             timeout_seconds: float, interval: float, **conn: Any) -> None:
+             timeout_seconds: float, interval: float, kind: str, **conn: Any) -> None:
     """Wait until job NAME is admitted, running or finished; print each change.
 
     Exit 0 when it got there (finished: succeeded), 1 when it failed, 2 on timeout or error.
     """
-    from generator.jobs import Job
+    from generator.errors import UsageError
+    from generator.jobs import Job, RayCluster
 
-    ns = _namespace(ctx, namespace, team)
-    final = Job.on_cluster(_api(**conn), name, ns).wait(until=until, timeout_seconds=timeout_seconds, poll=interval,
-                                                       progress=lambda status: echo(str(status)))
+    ns, api = _namespace(ctx, namespace, team), _api(**conn)
+    if kind == "raycluster":  # admitted by Kueue, or running: every pod, as KubeRay calls it ready
+        if until == "finished":
+            raise UsageError("a RayCluster does not finish: wait --for admitted or running (ready)")
+        RayCluster.on_cluster(api, name, ns).wait("ready" if until == "running" else until, timeout_seconds, interval,
+                                                  progress=lambda status: echo(str(status)))
+        return
+    final = Job.on_cluster(api, name, ns).wait(until=until, timeout_seconds=timeout_seconds, poll=interval,
+                                               progress=lambda status: echo(str(status)))
     if final.phase == "failed":
         ctx.exit(1)
 

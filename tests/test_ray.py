@@ -216,6 +216,13 @@ def test_a_notebook_brings_a_ray_cluster_up_follows_it_and_takes_it_down(ray_twi
     said = run(REPO, "job", "status", "nb-tune", *login)
     assert said.code == 2 and f"{ns}/nb-tune is a RayCluster, not a JobSet: fleetgen job status nb-tune " \
         f"--namespace {ns} --kind raycluster" in said.err, said
+    said = run(REPO, "job", "wait", "nb-tune", "--kind", "raycluster", "--for", "running", "--timeout", "30", *login)
+    assert (said.code, said.out.strip()) == (0, "nb-tune: ready"), said
+    said = run(REPO, "job", "wait", "nb-big", "--kind", "raycluster", "--for", "admitted", "--timeout", "3",
+               "--interval", "1", *login)
+    assert said.code == 2 and "Ray cluster nb-big is not admitted after 3 s; it is nb-big: pending" in said.err, said
+    said = run(REPO, "job", "wait", "nb-big", "--kind", "raycluster", "--for", "finished", *login)
+    assert said.code == 2 and "a RayCluster does not finish" in said.err, said
     said = run(REPO, "job", "cancel", "nb-big", "--kind", "raycluster", *login)
     assert said.code == 0, said
     tune.down()

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,6 +35,8 @@ MAX_NAME = 53
 controllers/ray/utils/constant.go:296-299, checked at validation.go:32-36 with DNS-1035)."""
 DASHBOARD_PORT = 8265
 """The head's dashboard port, named `dashboard` on its Service (constant.go:107,114)."""
+MILESTONES = {"admitted": {"starting", "ready"}, "ready": {"ready"}}
+"""`wait(until)`: the phases in which `until` has been reached."""
 _DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 _DNS1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
@@ -240,18 +243,31 @@ class RayCluster:
         reason = f"{running} of {len(pods)} pods running" + "".join(f"; {n}: {p}" for n, p in waiting.items())
         return RayClusterStatus(self.name, "starting", reason if pods else "KubeRay has made no pods yet", pods=pods)
 
-    def wait_ready(self, timeout_seconds: float = 600.0, poll: float = 2.0) -> RayClusterStatus:
-        """Block until ready; WaitTimedOut (with the last status) after the timeout, ClusterError if it failed."""
-        deadline = time.monotonic() + timeout_seconds
+    def wait(self, until: str = "ready", timeout_seconds: float = 600.0, poll: float = 2.0,
+             progress: Callable[[RayClusterStatus], None] | None = None) -> RayClusterStatus:
+        """Block until it is `admitted` (by Kueue) or `ready` (every pod running, as KubeRay says);
+        WaitTimedOut (with the last status) after the timeout, ClusterError if it failed. `progress` gets
+        each status that differs from the last one seen."""
+        if until not in MILESTONES:
+            raise ConfigurationError(f"wait(until={until!r}): until must be one of {', '.join(MILESTONES)}")
+        deadline, last = time.monotonic() + timeout_seconds, ""
         while True:
             current = self.status()
-            if current.phase == "ready":
+            if progress is not None and str(current) != last:
+                progress(current)
+            last = str(current)
+            if current.phase in MILESTONES[until]:
                 return current
             if current.phase == "failed":
                 raise ClusterError(f"Ray cluster {self.name} failed: {current.reason}")
             if time.monotonic() + poll > deadline:
-                raise WaitTimedOut(f"Ray cluster {self.name} is not ready after {timeout_seconds:g} s; it is {current}")
+                raise WaitTimedOut(f"Ray cluster {self.name} is not {until} after {timeout_seconds:g} s; "
+                                   f"it is {current}")
             time.sleep(poll)
+
+    def wait_ready(self, timeout_seconds: float = 600.0, poll: float = 2.0) -> RayClusterStatus:
+        """`wait("ready")`."""
+        return self.wait("ready", timeout_seconds, poll)
 
     @guarded("read Ray cluster {self.name}")
     def details(self) -> RayClusterDetails:
