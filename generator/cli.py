@@ -421,15 +421,25 @@ KIND_OPTION = click.option("--kind", type=click.Choice(["jobset", "raycluster"])
                            show_default=True, help="What NAME is: a JobSet, or a RayCluster (`operators.ray`).")
 
 
+def _is_raycluster(api: Any, name: str, namespace: str) -> bool:
+    """Whether NAME is a RayCluster there; False where that cannot be told (no rights on Ray kinds)."""
+    from generator.jobs import ClusterError, RayCluster
+
+    try:
+        return RayCluster.on_cluster(api, name, namespace).exists()
+    except ClusterError:
+        return False
+
+
 def _jobset_or_hint(api: Any, name: str, namespace: str, command: str, act: Callable[[], T]) -> T:
     """`act` on JobSet NAME; where there is none but a RayCluster of that name, say how to ask for it."""
     from generator.errors import UsageError
-    from generator.jobs import ClusterError, RayCluster
+    from generator.jobs import ClusterError
 
     try:
         return act()
     except ClusterError as exc:
-        if " 404 " in f"{exc} " and RayCluster.on_cluster(api, name, namespace).exists():
+        if " 404 " in f"{exc} " and _is_raycluster(api, name, namespace):
             raise UsageError(f"{namespace}/{name} is a RayCluster, not a JobSet: fleetgen job {command} {name} "
                              f"--namespace {namespace} --kind raycluster") from None
         raise
