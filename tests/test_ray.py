@@ -26,7 +26,7 @@ from tests.conftest import REPO, run
 from tests.test_charts import helm_template
 from tests.test_twin_scheduling import running_twin
 from tests.upstream import tools
-from tests.upstream.cluster import Stack
+from tests.upstream.cluster import Stack, _http_ok
 from tests.upstream.fleet import KUEUE, condition, custom, fake_nodes
 from tests.upstream.processes import Process, free_port, spawn, wait_for, wait_until
 from tests.upstream.twin import MANAGED, Twin, pods
@@ -65,18 +65,8 @@ def start_operator(stack: Stack, workdir: Path) -> Process:
     who = stack.token_identity(NAMESPACE, pod["serviceAccountName"])
     proc = spawn("kuberay-operator", [str(tools.binary("kuberay-operator")), *args], workdir / "kuberay.log",
                  env={"KUBECONFIG": str(who.kubeconfig)})
-    wait_until(proc, lambda: _ok(f"http://127.0.0.1:{health}/readyz"), 60, "ready")
+    wait_until(proc, lambda: _http_ok(f"http://127.0.0.1:{health}/readyz"), 60, "ready")
     return proc
-
-
-def _ok(url: str) -> bool:
-    import urllib.request
-
-    try:
-        with urllib.request.urlopen(url, timeout=2) as resp:
-            return int(resp.status) == 200
-    except OSError:
-        return False
 
 
 @pytest.fixture(scope="module")

@@ -33,6 +33,7 @@ import yaml
 
 from generator.checks import load_fleet
 from generator.compile.gitops import SETTINGS_APP
+from generator.config.cluster import ClusterConfig
 from generator.versions import component
 from tests.conftest import REPO, run
 from tests.test_twin_scheduling import completed, placed_where_kueue_chose, submit
@@ -129,9 +130,11 @@ def _fleet_repo(root: Path, git: GitHost, cluster: str, monitoring: bool = False
 HEALTH_KEY = "resource.customizations.health.argoproj.io_Application"
 
 
-def _argocd_names(cluster: str) -> list[str]:
-    ray = [f"{cluster}-kuberay-operator"] if load_fleet(REPO).clusters[cluster].config.operators.ray else []
-    return [SETTINGS_APP, f"{cluster}-gitops", f"{cluster}-jobset", f"{cluster}-kueue", *ray, f"{cluster}-fleet"]
+def _argocd_names(cluster: ClusterConfig) -> list[str]:
+    """The Applications that must be Healthy once the cluster is bootstrapped (its file's, as pushed)."""
+    name = cluster.name
+    ray = [f"{name}-kuberay-operator"] if cluster.operators.ray else []
+    return [SETTINGS_APP, f"{name}-gitops", f"{name}-jobset", f"{name}-kueue", *ray, f"{name}-fleet"]
 
 
 def _flux_ready(flux: Flux, names: list[str], seconds: float,
@@ -183,7 +186,7 @@ def bootstrapped(request: pytest.FixtureRequest, upstream_etcd: Any,
             early: list[str] = []
             if case.engine == "argocd":
                 engine = ArgoCD.start(stack, git)
-                installer, names = f"{case.cluster}-kueue", _argocd_names(case.cluster)
+                installer, names = f"{case.cluster}-kueue", _argocd_names(cluster)
 
                 def installer_state() -> str:
                     return _health(engine, installer)

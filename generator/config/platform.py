@@ -100,11 +100,6 @@ class Operators(ConfigModel):
     and RayJobs against the team's quota (its `ray.io/*` integrations must be on), and team members may
     create, follow and delete them in their own namespaces."""
 
-    @property
-    def enabled(self) -> list[str]:
-        """The operators turned on, by key."""
-        return [name for name in type(self).model_fields if getattr(self, name)]
-
 
 class Storage(ConfigModel):
     """A persistent volume for a stateful component."""

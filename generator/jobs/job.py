@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from generator.errors import UsageError
 from generator.jobs import presubmit, workloads
@@ -30,6 +30,31 @@ MILESTONES = {"admitted": {"admitted", "running", "succeeded", "failed"}, "runni
 
 class WaitTimedOut(ClusterError):
     """`wait` gave up before the job got where it was asked to."""
+
+
+class Phased(Protocol):
+    @property
+    def phase(self) -> str: ...
+
+
+S = TypeVar("S", bound=Phased)
+
+
+def poll_phase(look: Callable[[], S], reached: set[str], not_yet: str, timeout_seconds: float, poll: float,
+               progress: Callable[[S], None] | None = None) -> S:
+    """`look()` every `poll` seconds until its phase is in `reached`; WaitTimedOut ("<not_yet> after N s;
+    it is <last status>") after the timeout. `progress` gets each status that differs from the last."""
+    deadline, last = time.monotonic() + timeout_seconds, ""
+    while True:
+        current = look()
+        if progress is not None and str(current) != last:
+            progress(current)
+        last = str(current)
+        if current.phase in reached:
+            return current
+        if time.monotonic() + poll > deadline:
+            raise WaitTimedOut(f"{not_yet} after {timeout_seconds:g} s; it is {current}")
+        time.sleep(poll)
 
 
 @dataclass(frozen=True)
@@ -178,13 +203,9 @@ class Job:
             return JobStatus(self.name, "pending", "Kueue has not created a Workload yet (check the "
                              f"{presubmit.QUEUE_LABEL} label{f' ({queue})' if queue else ''} and that the LocalQueue "
                              "exists: `fleetgen job submit --dry-run` checks both)", restarts=restarts)
-        admitted = workloads.condition(workload, "Admitted")
-        if not admitted or admitted.get("status") != "True" or (workload.get("spec") or {}).get("active") is False:
-            queue = str((workload.get("spec") or {}).get("queueName") or "")
-            position = workloads.queue_position(self.api, self.namespace, queue, workload["metadata"]["name"]) \
-                if queue else "no queue"
-            return JobStatus(self.name, "pending", workloads.why_pending(workload), restarts=restarts,
-                             position=str(position))
+        pending = workloads.waiting(self.api, self.namespace, workload)
+        if pending is not None:
+            return JobStatus(self.name, "pending", pending[0], restarts=restarts, position=pending[1])
         flavors = {}
         for assignment in ((workload.get("status") or {}).get("admission") or {}).get("podSetAssignments") or []:
             names = sorted(set((assignment.get("flavors") or {}).values()))
@@ -205,18 +226,8 @@ class Job:
         """
         if until not in MILESTONES:
             raise UsageError(f"wait until one of {', '.join(MILESTONES)}, not {until!r}")
-        deadline = time.monotonic() + timeout_seconds
-        last = ""
-        while True:
-            current = self.status(api)
-            if progress is not None and str(current) != last:
-                progress(current)
-            last = str(current)
-            if current.phase in MILESTONES[until]:
-                return current
-            if time.monotonic() + poll > deadline:
-                raise WaitTimedOut(f"job {self.name} is not {until} after {timeout_seconds:g} s; it is {current}")
-            time.sleep(poll)
+        return poll_phase(lambda: self.status(api), MILESTONES[until], f"job {self.name} is not {until}",
+                          timeout_seconds, poll, progress)
 
     def _pod_for_rank(self, rank: int) -> tuple[str, str]:
         from kubernetes import client

@@ -17,18 +17,17 @@ and the status says what Kueue and the pods say.
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from generator.jobs import workloads
 from generator.jobs.connection import ClusterError, guarded, timeout
-from generator.jobs.job import WaitTimedOut
+from generator.jobs.job import poll_phase
+from generator.jobs.presubmit import PRIORITY_LABEL, QUEUE_LABEL
 from generator.quantity import QuantityError, value_of
 
 GROUP, VERSION, PLURAL = "ray.io", "v1", "rayclusters"
-QUEUE_LABEL, PRIORITY_LABEL = "kueue.x-k8s.io/queue-name", "kueue.x-k8s.io/priority-class"
 GPU = "nvidia.com/gpu"
 MAX_NAME = 53
 """KubeRay's limit, so that its longest Service name fits 63 characters (ray-operator v1.6.2
@@ -37,8 +36,6 @@ DASHBOARD_PORT = 8265
 """The head's dashboard port, named `dashboard` on its Service (constant.go:107,114)."""
 MILESTONES = {"admitted": {"starting", "ready"}, "ready": {"ready"}}
 """`wait(until)`: the phases in which `until` has been reached."""
-_DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
-_DNS1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 
 class ConfigurationError(ValueError):
@@ -68,13 +65,15 @@ class ClusterConfiguration:
     labels: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        from generator.compile.jobs import DNS_1035  # the JobSet name rule; KubeRay's is the same, shorter
+        from generator.config.types import DNS_LABEL
+
         problems = [text for check, text in (
-            (len(self.name) <= MAX_NAME and bool(_DNS1035.match(self.name)),
+            (len(self.name) <= MAX_NAME and bool(DNS_1035.match(self.name)),
              f"name={self.name!r} must be a DNS-1035 label of at most {MAX_NAME} characters (lower-case letters, "
              "digits and '-', starting with a letter)"),
-            (bool(_DNS1123.match(self.namespace)) and len(self.namespace) <= 63,
-             f"namespace={self.namespace!r} is not a namespace name"),
-            (bool(_DNS1123.match(self.queue)) and len(self.queue) <= 63, f"queue={self.queue!r} is not a queue name"),
+            (bool(re.match(DNS_LABEL, self.namespace)), f"namespace={self.namespace!r} is not a namespace name"),
+            (bool(re.match(DNS_LABEL, self.queue)), f"queue={self.queue!r} is not a queue name"),
             (bool(self.image.strip()) and not any(c.isspace() for c in self.image), f"image={self.image!r} is empty "
              "or has spaces"),
             (self.workers >= 1, f"workers={self.workers} must be at least 1"),
@@ -226,15 +225,12 @@ class RayCluster:
         if state == "failed":
             return RayClusterStatus(self.name, "failed", str((current.get("status") or {}).get("reason") or ""))
         workload = workloads.workload_of(self.api, self.namespace, str((current.get("metadata") or {}).get("uid", "")))
-        admitted = workloads.condition(workload, "Admitted") if workload else None
-        if workload is None or not admitted or admitted.get("status") != "True":
-            if workload is None:
-                return RayClusterStatus(self.name, "pending", f"Kueue has not created a Workload yet: check the "
-                                        f"{QUEUE_LABEL} label and that the LocalQueue exists")
-            queue = str((workload.get("spec") or {}).get("queueName") or "")
-            position = workloads.queue_position(self.api, self.namespace, queue, workload["metadata"]["name"]) \
-                if queue else "no queue"
-            return RayClusterStatus(self.name, "pending", workloads.why_pending(workload), str(position))
+        if workload is None:
+            return RayClusterStatus(self.name, "pending", f"Kueue has not created a Workload yet: check the "
+                                    f"{QUEUE_LABEL} label and that the LocalQueue exists")
+        pending = workloads.waiting(self.api, self.namespace, workload)
+        if pending is not None:
+            return RayClusterStatus(self.name, "pending", *pending)
         pods = self._pods()
         waiting = {name: phase for name, phase in pods.items() if phase != "Running"}
         if state == "ready" and not waiting:
@@ -250,20 +246,11 @@ class RayCluster:
         each status that differs from the last one seen."""
         if until not in MILESTONES:
             raise ConfigurationError(f"wait(until={until!r}): until must be one of {', '.join(MILESTONES)}")
-        deadline, last = time.monotonic() + timeout_seconds, ""
-        while True:
-            current = self.status()
-            if progress is not None and str(current) != last:
-                progress(current)
-            last = str(current)
-            if current.phase in MILESTONES[until]:
-                return current
-            if current.phase == "failed":
-                raise ClusterError(f"Ray cluster {self.name} failed: {current.reason}")
-            if time.monotonic() + poll > deadline:
-                raise WaitTimedOut(f"Ray cluster {self.name} is not {until} after {timeout_seconds:g} s; "
-                                   f"it is {current}")
-            time.sleep(poll)
+        current = poll_phase(self.status, MILESTONES[until] | {"failed"}, f"Ray cluster {self.name} is not {until}",
+                             timeout_seconds, poll, progress)
+        if current.phase == "failed":
+            raise ClusterError(f"Ray cluster {self.name} failed: {current.reason}")
+        return current
 
     def wait_ready(self, timeout_seconds: float = 600.0, poll: float = 2.0) -> RayClusterStatus:
         """`wait("ready")`."""

@@ -132,6 +132,18 @@ def queue_position(api: Any, namespace: str, queue: str, workload: str) -> Posit
     return "not in the queue's pending list (being admitted, or waiting to be requeued)"
 
 
+def waiting(api: Any, namespace: str, workload: dict[str, Any]) -> tuple[str, str] | None:
+    """(every reason, queue position) while Kueue has not admitted the workload or it is deactivated;
+    None once it is admitted."""
+    admitted = condition(workload, "Admitted")
+    if admitted and admitted.get("status") == "True" and (workload.get("spec") or {}).get("active") is not False:
+        return None
+    queue = str((workload.get("spec") or {}).get("queueName") or "")
+    position = queue_position(api, namespace, queue, str((workload.get("metadata") or {}).get("name", ""))) \
+        if queue else "no queue"
+    return why_pending(workload), str(position)
+
+
 def why_pending(workload: dict[str, Any]) -> str:
     """Every reason Kueue gives for not running the workload now, most decisive first."""
     reasons: list[str] = []

@@ -201,12 +201,12 @@ CHART_FOLDERS = {"loki": "production/helm", "kuberay-operator": "helm-chart"}
 """Where a module keeps its charts when not in `charts/`."""
 
 
-def module_dir(name: str, version: str | None = None) -> Path:
-    """A tool's module folder (its manifests, charts, stages and scripts) at the pinned version or
-    `version`, resolved as its build resolves it (in its own folder, with its toolchain); Go downloads
-    it into its module cache if needed."""
+def module_dir(name: str, version: str | None = None, module: str | None = None) -> Path:
+    """A tool's module folder (its manifests, charts, stages and scripts), or another `module` released
+    with it, at the pinned version or `version`, resolved as its build resolves it (in its own folder,
+    with its toolchain); Go downloads it into its module cache if needed."""
     tool = BY_NAME[name]
-    out = _go("mod", "download", "-json", f"{tool.module}@{version or tool.version}",
+    out = _go("mod", "download", "-json", f"{module or tool.module}@{version or tool.version}",
               cwd=HERE / tool.directory if tool.directory else HERE, env=_toolchain_env(tool))
     return Path(json.loads(out)["Dir"])
 
@@ -222,13 +222,8 @@ def writable_copy(source: Path, dest: Path) -> Path:
 def chart(name: str, version: str | None = None) -> Path:
     """The Helm chart a tool's module ships (`charts/<name>`) at the pinned version or `version`
     (another release of the same module: Go downloads it into its module cache)."""
-    tool = BY_NAME[name]
-    if tool.chart_module:
-        out = _go("mod", "download", "-json", f"{tool.chart_module}@{version or tool.version}", cwd=HERE)
-        source = Path(json.loads(out)["Dir"])
-    else:
-        source = module_dir(name, version)
-    return source / CHART_FOLDERS.get(name, "charts") / name
+    module = module_dir(name, version, BY_NAME[name].chart_module or None)
+    return module / CHART_FOLDERS.get(name, "charts") / name
 
 
 def module_file(module: str, rel: str) -> Path:
