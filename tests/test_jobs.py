@@ -66,13 +66,50 @@ def objects(c: Cluster) -> Any:
     return client.CustomObjectsApi(c.stack.client())
 
 
+def resumed_child_jobs(c: Cluster, ns: str, name: str) -> list[Any]:
+    """The JobSet's child Jobs once Kueue has unsuspended the JobSet and the JobSet controller its Jobs.
+
+    Only then does the Job controller start pods and count them. A status written earlier races the
+    JobSet controller's resume, which clears a suspended Job's startTime (jobset v0.12.0
+    pkg/controllers/jobset_controller.go:640-644) and then updates its spec: in a loaded CI run the
+    JobSet stayed "admitted" for 30 s after such a write.
+    """
+    from kubernetes import client
+
+    batch = client.BatchV1Api(c.stack.client())
+    selector = f"jobset.sigs.k8s.io/jobset-name={name}"
+    seen: dict[str, Any] = {}
+
+    def resumed() -> bool:
+        jobset = objects(c).get_namespaced_custom_object("jobset.x-k8s.io", "v1alpha2", ns, "jobsets", name)
+        seen["jobs"] = batch.list_namespaced_job(ns, label_selector=selector).items
+        seen["state"] = (f"JobSet suspend={jobset['spec'].get('suspend')}, Jobs "
+                         f"{[(j.metadata.name, j.spec.suspend) for j in seen['jobs']]}")
+        return not jobset["spec"].get("suspend") and bool(seen["jobs"]) and not any(
+            j.spec.suspend for j in seen["jobs"])
+
+    assert wait_for(resumed, 60), f"JobSet {ns}/{name} was not resumed: {seen.get('state')}"
+    return list(seen["jobs"])
+
+
+def jobset_state(c: Cluster, ns: str, name: str) -> str:
+    """What the JobSet and its Jobs say, for a failure message."""
+    from kubernetes import client
+
+    jobset = objects(c).get_namespaced_custom_object("jobset.x-k8s.io", "v1alpha2", ns, "jobsets", name)
+    jobs = client.BatchV1Api(c.stack.client()).list_namespaced_job(
+        ns, label_selector=f"jobset.sigs.k8s.io/jobset-name={name}").items
+    return (f"\nJobSet suspend={jobset['spec'].get('suspend')} status={jobset.get('status')}\n"
+            + "\n".join(f"Job {j.metadata.name} suspend={j.spec.suspend} active={j.status.active} "
+                        f"ready={j.status.ready} startTime={j.status.start_time}" for j in jobs))
+
+
 def finish_child_jobs(c: Cluster, ns: str, name: str, active: bool = False) -> None:
     """Write each child Job's status as the Job controller would: all pods running, or all succeeded."""
     from kubernetes import client
 
     batch = client.BatchV1Api(c.stack.client())
-    jobs = batch.list_namespaced_job(ns, label_selector=f"jobset.sigs.k8s.io/jobset-name={name}").items
-    assert jobs, f"JobSet {ns}/{name} has no Jobs yet"
+    jobs = resumed_child_jobs(c, ns, name)
     now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     for job in jobs:
         pods = int(job.spec.completions or 1)
@@ -124,6 +161,15 @@ def add_pod(c: Cluster, ns: str, jobset: str, rjob: str, index: int, log: str) -
 
 def test_cli_lifecycle(cluster: Cluster) -> None:
     c = cluster
+    try:
+        lifecycle(c)
+    finally:  # a failure here must not leave 32 GPUs held for the module's later tests
+        run(REPO, "job", "cancel", "pt-run1", "--team", "ml-research", *c.kc())
+        assert wait_for(lambda: not jobsets_named(c, "ml-research", "pt-run1"), 60)
+
+
+def lifecycle(c: Cluster) -> None:
+    """Submit, refuse a second submit, admitted, running, logs, list, succeeded, cancel, gone."""
     result = run(REPO, "job", "submit", "ml-research", "pretrain-4node", "--name", "pt-run1", *c.kc())
     assert result.code == 0, result.err
     assert "submitted ml-research/pt-run1" in result.out
@@ -141,7 +187,7 @@ def test_cli_lifecycle(cluster: Cluster) -> None:
 
     finish_child_jobs(c, "ml-research", "pt-run1", active=True)
     assert wait_for(lambda: "pt-run1: running on workers -> a100" in run(REPO, *status).out, 30), \
-        run(REPO, *status).out
+        run(REPO, *status).out + jobset_state(c, "ml-research", "pt-run1")
 
     for rank in range(4):
         add_pod(c, "ml-research", "pt-run1", "workers", rank, f"rank {rank} step 1\nrank {rank} step 2\n")
@@ -487,7 +533,7 @@ def test_wait_exits_1_when_the_job_fails(cluster: Cluster) -> None:
     assert job.wait(until="admitted", timeout_seconds=60, poll=1).phase in ("admitted", "running")
     # The Job controller's verdict on a program bug, written as it would: JobSet fails the set.
     batch = client.BatchV1Api(c.stack.client())
-    child = batch.list_namespaced_job("ml-research", label_selector="jobset.sigs.k8s.io/jobset-name=fails").items[0]
+    child = resumed_child_jobs(c, "ml-research", "fails")[0]
     now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     conditions = [{"type": t, "status": "True", "lastProbeTime": now, "lastTransitionTime": now,
                    "reason": "PodFailurePolicy", "message": "Container trainer for pod ml-research/fails-0 failed "
