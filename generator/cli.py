@@ -313,7 +313,7 @@ def _api(kubeconfig: str | None, context: str | None, token: str | None, server:
     from generator.jobs import connect
 
     return connect(kubeconfig, context, token, server, insecure_skip_tls_verify,
-                   certificate_authority=certificate_authority, request_timeout=request_timeout)
+                   certificate_authority=certificate_authority, request_timeout=request_timeout, flags=True)
 
 
 def _team_namespaces(ctx: click.Context, team: str) -> list[str]:
@@ -567,6 +567,28 @@ def job_list(ctx: click.Context, team: str | None, namespace: str | None, **conn
         echo(f"{found.namespace}/{str(found.status())}")
 
 
+@job.command("queues")
+@click.option("--team", help="Only this team's queues.")
+@_connection_options
+@click.pass_context
+@_guard
+def job_queues(ctx: click.Context, team: str | None, **conn: Any) -> None:
+    """The queues you may submit to on the cluster, per pool: GPUs guaranteed, borrowable, in use, free.
+
+    Read from the cluster alone (the fleet files it publishes and Kueue's queue status): no checkout
+    needed. Free: the team's unused guarantee; "up to": if the rest of its cohort is idle.
+    """
+    from generator.errors import UsageError
+    from generator.jobs import queues
+
+    found = queues(_api(**conn), team)
+    if not found:
+        raise UsageError(f"you may submit to no queue of {'team ' + repr(team) if team else 'any team'} on this "
+                         "cluster: ask a team's owners to add you to its members")
+    for info in found:
+        echo(str(info))
+
+
 @cli.group(cls=FullHelpGroup)
 def health() -> None:
     """The GPU health reconciler: cordon nodes with faulty GPUs, safely."""
@@ -591,7 +613,7 @@ def _reconciler(ctx: click.Context, config_path: str | None, cluster: str | None
     from generator.reconciler.app import build, load_policy
 
     document = load_policy(config_path, _root(ctx), cluster)
-    api = connect(in_cluster=in_cluster, **conn) if in_cluster else _api(**conn)
+    api = connect(in_cluster=in_cluster, flags=True, **conn) if in_cluster else _api(**conn)
     return build(document, api, prometheus, dry_run, os.environ.get("POD_NAME"))
 
 

@@ -57,7 +57,7 @@ def _cluster(exc: BaseException, verb: str) -> str:
     from generator.jobs.connection import explain
 
     try:
-        return str(explain(exc, "the configured API server", verb))
+        return str(explain(exc, "the configured API server", verb, flags=True))
     except BaseException:  # noqa: B036 - explain re-raises what it does not know
         return _internal(exc, verb)
 

@@ -70,9 +70,14 @@ def test_quota_change(repo: Path) -> None:
     path.write_text(path.read_text().replace("gpus: 64, borrowingLimit: 32", "gpus: 48, borrowingLimit: 32"))
     code, report = diff_json(repo)
     assert code == 1
-    assert report["summary"] == {"add": 0, "change": 3, "destroy": 0}
+    assert report["summary"] == {"add": 0, "change": 4, "destroy": 0}
     by_kind = {c["kind"]: c for c in report["changes"]}
     change, cohort, quota = by_kind["ClusterQueue"], by_kind["Cohort"], by_kind["ResourceQuota"]
+    # The team file prod-east publishes for the job SDK: its own entry, in that cluster only.
+    published = by_kind["ConfigMap"]
+    assert (published["cluster"], published["namespace"], published["name"]) == (
+        "prod-east", "kube-public", "fleetgen-fleet")
+    assert [f["path"] for f in published["fields"]] == ["data.team.ml-research.json"]
     # Its GPU ResourceQuota follows: 48 + a borrowing limit of 32 (issue 28).
     assert (quota["kind"], quota["namespace"]) == ("ResourceQuota", "ml-research")
     assert [(f["old"], f["new"]) for f in quota["fields"]] == [("96", "80")]
@@ -91,7 +96,7 @@ def test_quota_change(repo: Path) -> None:
     assert [r["rule"] for r in report["risks"]] == ["quota-reduced"]
     assert "ml-research loses 16 guaranteed h100 GPUs (64 → 48)" in report["risks"][0]["message"]
     (page,) = markdown(repo)
-    assert "**0 to add, 3 to change, 0 to destroy**" in page and balanced(page)
+    assert "**0 to add, 4 to change, 0 to destroy**" in page and balanced(page)
     assert "| ml-research **(changed)** | 64 → **48** |" in page
     assert "```mermaid\nxychart-beta" in page and "line [128, 64, 0, 32]" in page and "bar [128, 48, 0, 32]" in page
     summary_rows = re.findall(r"^\| (dev|prod-east|prod-west) \|", page, re.M)
@@ -248,7 +253,7 @@ def test_from_to_rendered_trees(repo: Path, tmp_path: Path) -> None:
     path.write_text(path.read_text().replace("gpus: 6", "gpus: 4"))
     assert run(repo, "render").code == 0
     code, report = diff_json(repo, "--from", str(before), "--to", str(repo / "rendered"))
-    assert code == 1 and report["capacity"] == [] and report["summary"]["change"] == 1
+    assert code == 1 and report["capacity"] == [] and report["summary"]["change"] == 2  # and the published file
     assert "No capacity table" in markdown(repo, "--from", str(before), "--to", str(repo / "rendered"))[0]
     assert run(repo, "diff", "--from", str(before)).code == 2
 
@@ -257,6 +262,8 @@ def test_ignore_rules(repo: Path) -> None:
     path = repo / "teams/speech.yaml"
     path.write_text(path.read_text().replace("gpus: 6", "gpus: 4"))
     code, report = diff_json(repo, "--ignore", "ClusterQueue:spec.resourceGroups*")
+    assert code == 1 and [c["kind"] for c in report["changes"]] == ["ConfigMap"]  # the published team file
+    code, report = diff_json(repo, "--ignore", "ClusterQueue:spec.resourceGroups*", "--ignore", "ConfigMap:data*")
     assert code == 0 and report["changes"] == []
 
 

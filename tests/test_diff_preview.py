@@ -26,10 +26,11 @@ def test_a_flux_source_change_is_a_change_of_that_cluster(repo: Path) -> None:
     _edit(repo / "clusters/dev.yaml", "  engine: flux\n", "  engine: flux\n  revision: release-2\n")
     code, report = diff_json(repo)
     assert code == 1
-    (change,) = report["changes"]
+    published, change = report["changes"]  # and the cluster file as dev publishes it (compile/published.py)
     assert (change["cluster"], change["kind"], change["name"]) == ("dev", "GitRepository", "dev-fleet")
+    assert (published["cluster"], published["kind"], published["name"]) == ("dev", "ConfigMap", "fleetgen-fleet")
     assert [r["rule"] for r in report["risks"]] == ["gitops-source-changed"]
-    assert report["clusters"] == {"dev": {"add": 0, "change": 1, "destroy": 0}}
+    assert report["clusters"] == {"dev": {"add": 0, "change": 2, "destroy": 0}}
 
 
 def test_two_files_with_one_identity_are_refused(tmp_path: Path, repo: Path) -> None:
@@ -53,8 +54,10 @@ def test_a_pool_that_shrinks_is_a_change(repo: Path) -> None:
     git(repo, "commit", "-qam", "no shared quota")
     _edit(repo / "clusters/prod-west.yaml", "    nodes: 16\n", "    nodes: 8\n")
     code, report = diff_json(repo)
-    # Only the GPU ResourceQuotas of teams that may borrow the whole pool follow it (issue 28).
-    assert code == 1 and {c["kind"] for c in report["changes"]} == {"ResourceQuota"}
+    # Only the GPU ResourceQuotas of teams that may borrow the whole pool follow it (issue 28), and the
+    # cluster file each cluster publishes (hub's pools are prod-west's).
+    assert code == 1 and {c["kind"] for c in report["changes"]} == {"ResourceQuota", "ConfigMap"}
+    assert sorted(c["cluster"] for c in report["changes"] if c["kind"] == "ConfigMap") == ["hub", "prod-west"]
     assert report["pools"] == [{"cluster": cluster, "pool": "a100", "product": "NVIDIA-A100-SXM4-80GB",
                                 "before": {"gpus": 128, "limit": 128, "guaranteed": held},
                                 "after": {"gpus": 64, "limit": 64, "guaranteed": held}}
@@ -165,7 +168,8 @@ def test_every_part_fits_its_budget_whatever_the_fleet(tmp_path: Path, budget: i
         label = f"{change['kind']} {change['namespace'] + '/' if change['namespace'] else ''}{change['name']}"
         assert label.replace("_", "\\_") in text, label
     assert len([c for c in report["changes"] if c["kind"] == "ClusterQueue"]) == 12 * 40
-    assert len(report["changes"]) == 12 * 40 * 3  # and the GPU ResourceQuota of each of its two namespaces
+    # and the GPU ResourceQuota of each of its two namespaces, and each cluster's published team files
+    assert len(report["changes"]) == 12 * 40 * 3 + 12
 
 
 def test_the_markdown_budget_has_a_floor(repo: Path) -> None:
@@ -285,7 +289,7 @@ def test_committed_trees_give_the_same_preview_reading_only_what_differs(repo: P
     _, committed = diff_json(repo, "--rendered")
     for key in ("summary", "clusters", "changes", "capacity", "pools", "risks"):
         assert committed[key] == compiled[key], key
-    assert committed["notes"][0].startswith("compared rendered/ as committed (2 file(s) differ)")
+    assert committed["notes"][0].startswith("compared rendered/ as committed (3 file(s) differ)")
 
 
 def test_a_pool_that_shrinks_shrinks_what_the_root_cohort_lends(repo: Path) -> None:

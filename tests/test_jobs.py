@@ -352,7 +352,7 @@ def test_bad_job_requests_are_usage_errors() -> None:
         (["job", "new", "ml-research", "nope"], "no job profile 'nope'; known: finetune-1node, pretrain-4node"),
         (["job", "new", "ml-research", "pretrain-4node", "--name", "x" * 50], "at most 45 fit"),
         (["job", "new", "ml-research", "pretrain-4node", "--name", "Bad_Name"], "is not a DNS-1035 label"),
-        (["job", "new", "ml-research", "pretrain-4node", "--nodes", "0"], "--nodes must be at least 1"),
+        (["job", "new", "ml-research", "pretrain-4node", "--nodes", "0"], "nodes must be at least 1, not 0"),
         (["job", "status", "x"], "say which namespace"),
     ]
     for args, message in cases:
@@ -544,3 +544,45 @@ def test_wait_exits_1_when_the_job_fails(cluster: Cluster) -> None:
     result = run(REPO, "job", "wait", "fails", "-n", "ml-research", "--timeout", "60", "--interval", "1", *c.kc())
     assert result.code == 1 and "fails: failed" in result.out, result.out + result.err
     job.cancel()
+
+
+def test_a_notebook_without_a_checkout(cluster: Cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """From a folder with no fleet repository: the member reads the fleet files prod-west publishes
+    (through the real RBAC), lists the queues she may submit to, defines a job in Python, and Kueue
+    admits it against ml-research's quota; the queue then counts its GPUs in use."""
+    from generator.jobs import ConfigurationError, queues
+    from generator.jobs.published import published_fleet
+
+    c = cluster
+    monkeypatch.chdir(tmp_path)
+    api = c.api()
+    assert sorted(published_fleet(api).teams) == ["inference", "ml-research", "platform-ci", "recsys", "vision"]
+    stranger = c.stack.identity("mallory@acme.com")  # in no team: may read the files, submit nowhere
+    assert sorted(published_fleet(c.api(stranger)).teams) == sorted(published_fleet(api).teams)
+    assert queues(c.api(stranger)) == []
+
+    (mine,) = queues(api)
+    assert (mine.team, mine.queue, mine.namespaces, mine.cluster, mine.pool) == (
+        "ml-research", "ml-research", ("ml-research",), "prod-west", "a100")
+    assert (mine.guaranteed, mine.borrowable, mine.in_use, mine.free) == (16, 16, 0, 16), mine
+
+    with pytest.raises(ConfigurationError, match="nodes: the job needs 40 GPUs but team 'ml-research' can have at "
+                       "most 32"):
+        Job.define("ml-research", "nb-train", "ghcr.io/acme/x:1", ["python", "train.py"], nodes=5, api=api)
+    job = Job.define("ml-research", "nb-train", "ghcr.io/acme/x:1", ["python", "train.py"], nodes=2, api=api)
+    checked = {o.check: o for o in job.check()}
+    assert [o.passed for o in checked.values()] == [True, True, None, True], checked  # priority: 403 to members
+    assert checked["capacity"].detail == "16 GPUs of at most 32 in prod-west/a100 (within the team's guarantee)"
+    job.submit()
+    try:
+        assert job.wait(until="admitted", timeout_seconds=60, poll=1).flavors == {"workers": "a100"}
+        assert wait_for(lambda: queues(api)[0].in_use == 16, 30), queues(api)
+        (now,) = queues(api)
+        assert (now.free, now.free_at_most) == (0, 16)
+        shown = run(tmp_path, "job", "queues", "--team", "ml-research", *c.kc())
+        assert shown.code == 0 and shown.out == (
+            "ml-research: queue ml-research in ml-research: a100 (NVIDIA-A100-SXM4-80GB) on prod-west: 16 guaranteed "
+            "+ 16 borrowable; 16 in use, 0 free, up to 16 if the cohort is idle\n"), shown.out + shown.err
+    finally:
+        job.cancel()
+        assert wait_for(lambda: not jobsets_named(c, "ml-research", "nb-train"), 60)

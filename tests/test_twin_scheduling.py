@@ -51,10 +51,10 @@ UNHEALTHY = {"key": TAINT_KEY, "value": taint_value("xid-79"), "effect": "NoSche
 
 
 @contextmanager
-def running_twin(name: str, etcd: Any, workdir: Path,
-                 crds: tuple[dict[str, Any], ...] = ()) -> Iterator[tuple[Stack, Fleet, Twin]]:
+def running_twin(name: str, etcd: Any, workdir: Path, crds: tuple[dict[str, Any], ...] = (),
+                 logs: Path | None = None) -> Iterator[tuple[Stack, Fleet, Twin]]:
     """Cluster `name` as rendered, its Nodes from its cluster file, kube-scheduler and kwok; `crds` are
-    served before Kueue starts (an operator's kinds)."""
+    served before Kueue starts (an operator's kinds); `logs`, every container's log (Twin.start)."""
     objects = kustomize_build(REPO / "rendered" / name) + kustomize_build(REPO / "rendered" / "gitops" / name)
     stack = Stack.start(workdir, etcd, kueue_config=rendered_kueue_config(objects),
                         extra_controllers=("job-controller",), crds=crds)
@@ -64,7 +64,7 @@ def running_twin(name: str, etcd: Any, workdir: Path,
         create_nodes(stack, fake_nodes(cluster))
         refused, _ = deploy(stack, cluster, objects, SHARED / "schemas")
         assert not refused, refused
-        running = Twin.start(stack)
+        running = Twin.start(stack, logs)
         try:
             yield stack, fleet, running
         finally:

@@ -647,6 +647,13 @@ class Tenancy(ConfigModel):
     """`system:` users and groups that team files may list as members here, exactly as written
     (e.g. `system:serviceaccount:ci:runner`). Every other `system:` subject is refused: they name
     Kubernetes itself (`system:authenticated` is everyone with a login, `system:nodes` every kubelet)."""
+    publish_fleet: bool = True
+    """Publish the fleet files this cluster is rendered from in the ConfigMap `kube-public/fleetgen-fleet`,
+    readable by every authenticated user (`system:authenticated`), so that the job SDK can define and
+    check jobs from a notebook without a checkout of the fleet repository. It holds the cluster file and,
+    for each team with a quota here, its file with only this cluster's quotas and profiles and without
+    its members: names of teams, namespaces, owners, quotas, priorities and job profiles (images and
+    commands included). `false` publishes nothing; the SDK then needs a checkout (`root=`)."""
 
 
 class ClusterConfig(ConfigModel):

@@ -1,9 +1,12 @@
-"""The Python API for ML engineers: team job profiles as JobSets, and Ray clusters, on the cluster."""
+"""The Python API for ML engineers: jobs (a team's profiles, or defined in Python) as JobSets, Ray
+clusters, and the queues a user may submit to, on the cluster."""
 
 from generator.jobs.connection import ClusterError, connect
-from generator.jobs.job import Job, JobList, JobStatus, WaitTimedOut
+from generator.jobs.job import ConfigurationError, Job, JobList, JobStatus, WaitTimedOut
 from generator.jobs.presubmit import Outcome, SubmitRefused
-from generator.jobs.ray import ClusterConfiguration, ConfigurationError, RayCluster, RayClusterDetails, RayClusterStatus
+from generator.jobs.queues import QueueInfo, queues
+from generator.jobs.ray import ClusterConfiguration, RayCluster, RayClusterDetails, RayClusterStatus
 
 __all__ = ["ClusterConfiguration", "ClusterError", "ConfigurationError", "Job", "JobList", "JobStatus", "Outcome",
-           "RayCluster", "RayClusterDetails", "RayClusterStatus", "SubmitRefused", "WaitTimedOut", "connect"]
+           "QueueInfo", "RayCluster", "RayClusterDetails", "RayClusterStatus", "SubmitRefused", "WaitTimedOut",
+           "connect", "queues"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -24,14 +25,27 @@ class ClusterError(Exception):
     """The cluster could not be reached, refused us, or said no; the message says which and what to do."""
 
 
+def word(api: Any, cli: str, python: str) -> str:
+    """Advice as the caller can follow it: command-line flags for `fleetgen job`, arguments in Python.
+    The command line marks its connections (`connect(..., flags=True)`); a notebook's are Python's."""
+    return cli if flags_of(api) else python
+
+
+def flags_of(api: Any) -> bool:
+    """Whether advice for `api` (a connection, or already the answer) should name command-line flags."""
+    return bool(api if isinstance(api, bool) else getattr(api, "fleetgen_flags", False))
+
+
 def connect(kubeconfig: str | None = None, context: str | None = None, token: str | None = None,
             server: str | None = None, insecure_skip_tls_verify: bool = False, in_cluster: bool = False,
-            certificate_authority: str | None = None, request_timeout: float | None = None) -> Any:
+            certificate_authority: str | None = None, request_timeout: float | None = None,
+            flags: bool = False) -> Any:
     """An ApiClient from the pod's service account, a bearer token and server URL, or a kubeconfig.
 
     `certificate_authority` (a PEM file) verifies the server's certificate, for a token login to a
     cluster whose CA is not in the system's trust store; it overrides a kubeconfig's CA too.
-    `request_timeout` bounds each call in seconds (default: TIMEOUT's read timeout).
+    `request_timeout` bounds each call in seconds (default: TIMEOUT's read timeout). `flags`: errors
+    advise command-line flags (the `fleetgen` command sets it) instead of these arguments.
     """
     from kubernetes import client, config
     from kubernetes.config.config_exception import ConfigException
@@ -44,28 +58,35 @@ def connect(kubeconfig: str | None = None, context: str | None = None, token: st
             raise UsageError(f"not running in a pod: {exc}") from None
     elif token or server:
         if not (token and server):
-            raise UsageError("--token and --server go together")
+            raise UsageError(word(flags, "--token and --server go together", "token= and server= go together"))
         configuration.host = server.rstrip("/")
         configuration.api_key = {"BearerToken": token}
         configuration.api_key_prefix = {"BearerToken": "Bearer"}
     else:
         try:
-            config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=configuration)
+            # $KUBECONFIG as it is now: the client reads it once, when first imported, and a notebook
+            # may set it later (a colon-separated list is merged, as kubectl does).
+            config.load_kube_config(config_file=kubeconfig or os.environ.get("KUBECONFIG") or None, context=context,
+                                    client_configuration=configuration)
         except (ConfigException, OSError, TypeError) as exc:
             where = kubeconfig or "~/.kube/config (or $KUBECONFIG)"
-            raise UsageError(f"cannot load kubeconfig {where}: {exc}; pass --kubeconfig/--context, or "
-                             "--token and --server") from None
+            raise UsageError(f"cannot load kubeconfig {where}: {exc}; " + word(
+                flags, "pass --kubeconfig/--context, or --token and --server",
+                "pass kubeconfig= and context=, or token= and server=")) from None
     if certificate_authority:
         if not Path(certificate_authority).is_file():
-            raise UsageError(f"--certificate-authority {certificate_authority}: no such file")
+            raise UsageError(word(flags, "--certificate-authority", "certificate_authority=")
+                             + f" {certificate_authority}: no such file")
         configuration.ssl_ca_cert = certificate_authority
     if insecure_skip_tls_verify:
         configuration.verify_ssl = False
     configuration.retries = 1
     api = client.ApiClient(configuration)
+    api.fleetgen_flags = flags  # type: ignore[attr-defined]
     if request_timeout is not None:
         if request_timeout <= 0:
-            raise UsageError(f"--request-timeout must be positive seconds, not {request_timeout}")
+            raise UsageError(word(flags, "--request-timeout", "request_timeout=")
+                             + f" must be positive seconds, not {request_timeout}")
         api.fleetgen_timeout = (min(TIMEOUT[0], request_timeout), float(request_timeout))  # type: ignore[attr-defined]
     return api
 
@@ -87,8 +108,21 @@ def _status_message(exc: Any) -> str:
         return str(exc.reason or exc)
 
 
-def explain(exc: BaseException, host: str, what: str) -> ClusterError:
-    """A ClusterError for any failure of the client while doing `what`."""
+HINTS: dict[int, tuple[str, str]] = {
+    401: ("your credentials were rejected: log in again, or check --token",
+          "your credentials were rejected: log in again, or check connect(token=...)"),
+    403: ("you lack the rights for this: ask the team's owners to add you to its members (teams/<team>.yaml) or a "
+          "platform engineer",) * 2,
+    404: ("it does not exist (check the name and --namespace)", "it does not exist (check the name and namespace)"),
+    409: ("it already exists: choose another --name, or cancel the old job first",
+          "it already exists: choose another name=, or cancel() the old one first"),
+    429: ("the API server is shedding load (too many requests): retry in a minute",) * 2,
+}
+"""Advice per HTTP status: (for the command line, for Python)."""
+
+
+def explain(exc: BaseException, host: str, what: str, flags: bool = False) -> ClusterError:
+    """A ClusterError for any failure of the client while doing `what`; `flags`: advise command-line flags."""
     from kubernetes.client.exceptions import ApiException
     from urllib3.exceptions import HTTPError, MaxRetryError
     from urllib3.exceptions import ReadTimeoutError as TimedOut
@@ -96,32 +130,44 @@ def explain(exc: BaseException, host: str, what: str) -> ClusterError:
     if isinstance(exc, MaxRetryError) and isinstance(exc.reason, TimedOut):
         exc = exc.reason
     if isinstance(exc, TimedOut):
-        return ClusterError(f"the cluster at {host} did not answer in time while trying to {what}: retry, "
-                            "or allow longer with --request-timeout SECONDS")
+        return ClusterError(f"the cluster at {host} did not answer in time while trying to {what}: retry, or "
+                            + word(flags, "allow longer with --request-timeout SECONDS",
+                                   "allow longer with connect(..., request_timeout=SECONDS)"))
     if isinstance(exc, ApiException):
         message = _status_message(exc)
-        hints = {
-            401: "your credentials were rejected: log in again, or check --token",
-            403: "you lack the rights for this: ask the team's owners to add you to its members "
-                 "(teams/<team>.yaml) or a platform engineer",
-            404: "it does not exist (check the name and --namespace)",
-            409: "it already exists: choose another --name, or cancel the old job first",
-            429: "the API server is shedding load (too many requests): retry in a minute",
-        }
         status = exc.status or 0
         default = "the API server failed: retry, and tell a platform engineer if it persists" \
             if status >= 500 else "see the message above"
-        hint = hints.get(status, default)
+        hint = HINTS[status][0 if flags else 1] if status in HINTS else default
         return ClusterError(f"{what} failed: {exc.status} {message}; {hint}")
     if isinstance(exc, (HTTPError, OSError)):
-        return ClusterError(f"cannot reach the cluster at {host} while trying to {what}: "
-                            f"{type(exc).__name__}; check --server or --context and your network or VPN")
+        return ClusterError(f"cannot reach the cluster at {host} while trying to {what}: {type(exc).__name__}; "
+                            + word(flags, "check --server or --context", "check connect(server=...) or context=")
+                            + " and your network or VPN")
     raise exc
 
 
 def guarded(what: str) -> Callable[[Callable[..., T]], Callable[..., T]]:
-    """Decorate a method of an object with an `api` attribute: client failures become ClusterError."""
+    """Decorate a method of an object with an `api` attribute: client failures become ClusterError,
+    those of a generator's (a log stream's) included, which arrive while it is iterated."""
     def wrap(fn: Callable[..., T]) -> Callable[..., T]:
+        import inspect
+
+        def failed(self: Any, exc: BaseException) -> ClusterError:
+            return explain(exc, self.api.configuration.host, what.format(self=self), flags_of(self.api))
+
+        if inspect.isgeneratorfunction(fn):
+            @functools.wraps(fn)
+            def stream(self: Any, *args: Any, **kwargs: Any) -> Any:
+                from kubernetes.client.exceptions import ApiException
+                from urllib3.exceptions import HTTPError
+
+                try:
+                    yield from fn(self, *args, **kwargs)  # type: ignore[misc]
+                except (ApiException, HTTPError, OSError) as exc:
+                    raise failed(self, exc) from None
+            return stream  # type: ignore[return-value]
+
         @functools.wraps(fn)
         def inner(self: Any, *args: Any, **kwargs: Any) -> T:
             from kubernetes.client.exceptions import ApiException
@@ -130,6 +176,6 @@ def guarded(what: str) -> Callable[[Callable[..., T]], Callable[..., T]]:
             try:
                 return fn(self, *args, **kwargs)
             except (ApiException, HTTPError, OSError) as exc:
-                raise explain(exc, self.api.configuration.host, what.format(self=self)) from None
+                raise failed(self, exc) from None
         return inner
     return wrap

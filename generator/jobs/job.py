@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from generator.errors import UsageError
 from generator.jobs import presubmit, workloads
-from generator.jobs.connection import ClusterError, guarded, timeout
+from generator.jobs.connection import ClusterError, guarded, timeout, word
 
 GROUP, VERSION, PLURAL = "jobset.x-k8s.io", "v1alpha2", "jobsets"
 if TYPE_CHECKING:
@@ -26,6 +26,37 @@ MERGE_PATCH = "application/merge-patch+json"
 MILESTONES = {"admitted": {"admitted", "running", "succeeded", "failed"}, "running": {"running", "succeeded", "failed"},
               "finished": {"succeeded", "failed"}}
 """`job wait --for X`: the phases in which X has been reached (a job that finished was admitted)."""
+
+
+class ConfigurationError(ValueError):
+    """A job or Ray cluster defined in Python that Kueue, an operator or the API server would refuse, or
+    fleetgen's rules forbid; each bad argument is named, and nothing was created."""
+
+
+def _argument(loc: Any) -> str:
+    """A model field path as the Python argument it came from: gpusPerNode -> gpus_per_node."""
+    import re
+
+    parts = [re.sub(r"(?<!^)(?=[A-Z])", "_", str(p)).lower() for p in loc]
+    return "".join(f"[{p}]" if p.isdigit() else (f".{p}" if i else p) for i, p in enumerate(parts))
+
+
+def _fleet(root: str | Path | None, api: Any) -> Fleet:
+    """The fleet of a checkout at `root`; else the connected cluster's published files; else the checkout here."""
+    if root is None and api is not None:
+        from generator.jobs.published import published_fleet
+
+        return published_fleet(api)
+    from generator.checks import load_fleet
+
+    return load_fleet(Path(root if root is not None else "."))
+
+
+def _team(fleet: Fleet, team: str) -> Any:
+    if team not in fleet.teams:
+        where = " with a quota on this cluster" if str(fleet.root).startswith("cluster:") else ""
+        raise UsageError(f"unknown team {team!r}{where}; known: {', '.join(sorted(fleet.teams)) or '(none)'}")
+    return fleet.teams[team].config
 
 
 class WaitTimedOut(ClusterError):
@@ -93,6 +124,8 @@ class Job:
         """The fleet repository the job came from: its files are the quota the pre-submit check uses."""
         self.fleet: Fleet | None = None
         """That fleet, when already loaded (from_profile): the check does not read it again."""
+        self.profile: Any = None
+        """The JobProfile it was made from (from_profile, define): the quota check reads its pool."""
 
     @property
     def name(self) -> str:
@@ -103,37 +136,86 @@ class Job:
         return str(self.body["metadata"].get("namespace") or "default")
 
     @classmethod
-    def from_profile(cls, team: str, profile: str, *, root: str | Path = ".", name: str | None = None,
-                     nodes: int | None = None, image: str | None = None, command: list[str] | None = None) -> Job:
-        """A concrete JobSet from a team's profile in the fleet repository at `root`."""
-        from generator.checks import load_fleet
-        from generator.compile.jobs import jobset, name_problems
-
-        fleet = load_fleet(Path(root))
-        if team not in fleet.teams:
-            raise UsageError(f"unknown team {team!r}; known: {', '.join(sorted(fleet.teams))}")
-        tcfg = fleet.teams[team].config
+    def from_profile(cls, team: str, profile: str, *, root: str | Path | None = None, api: Any = None,
+                     name: str | None = None, nodes: int | None = None, image: str | None = None,
+                     command: list[str] | None = None) -> Job:
+        """A concrete JobSet from a team's profile: in the fleet repository at `root`, or, given only
+        `api`, in the fleet files the connected cluster publishes (no checkout needed)."""
+        fleet = _fleet(root, api)
+        tcfg = _team(fleet, team)
         found = next((p for p in tcfg.job_profiles if p.name == profile), None)
         if found is None:
             known = ", ".join(p.name for p in tcfg.job_profiles) or "(none)"
             raise UsageError(f"team {team!r} has no job profile {profile!r}; known: {known}")
         if nodes is not None:
             if nodes < 1:
-                raise UsageError("--nodes must be at least 1")
+                raise UsageError(f"nodes must be at least 1, not {nodes}")
             found = found.model_copy(update={"nodes": nodes})
-        problems = name_problems(name or found.name, found)
-        if problems:
-            raise UsageError("; ".join(problems))
-        from generator.checks.fleet import profile_problems
+        return cls._made(fleet, tcfg, found, root, api, name=name, image=image, command=command,
+                         label=f"{team}/{profile}" + (f" with {nodes} nodes" if nodes is not None else ""))
 
-        refused = [f"{field}: {problem}; {fix}" for field, problem, fix in profile_problems(fleet, tcfg, found)
-                   if field != "name"]
+    @classmethod
+    def define(cls, team: str, name: str, image: str, command: list[str], *, nodes: int = 1,
+               pool: str | None = None, cluster: str | None = None, gpus_per_node: int | None = None,
+               args: list[str] | None = None, env: dict[str, str] | None = None, launcher: str = "torchrun",
+               priority: str | None = None, max_restarts: int = 3, shared_memory: str = "64Gi",
+               max_execution_time: str | None = None, termination_grace_period_seconds: int = 30,
+               api: Any = None, root: str | Path | None = None) -> Job:
+        """A job written in Python instead of a team file's profile, checked by the same rules.
+
+        `pool` and `cluster` default to the only ones the team has a quota in; `gpus_per_node` to the
+        pool's GPUs per node. The team's facts come from `root` (a checkout) or, given only `api`, from
+        the cluster. ConfigurationError names each wrong argument and what to use instead.
+        """
+        from pydantic import ValidationError
+
+        from generator.config.jobs import JobProfile
+
+        fleet = _fleet(root, api)
+        tcfg = _team(fleet, team)
+        clusters = sorted(c for c in tcfg.quotas if c in fleet.clusters)
+        cluster = cluster or (clusters[0] if len(clusters) == 1 else None)
+        if cluster is None:
+            raise ConfigurationError(f"cluster= is needed: team {team!r} has quotas in {', '.join(clusters)}")
+        pools = sorted(tcfg.quotas.get(cluster, {}))
+        pool = pool or (pools[0] if len(pools) == 1 else None)
+        if pool is None:
+            raise ConfigurationError(f"pool= is needed: team {team!r} has quotas in pools {', '.join(pools)} "
+                                     f"of {cluster}" if pools else f"team {team!r} has no quota in cluster {cluster!r}")
+        given: dict[str, Any] = {
+            "name": name, "cluster": cluster, "pool": pool, "nodes": nodes, "gpus_per_node": gpus_per_node,
+            "image": image, "command": command, "args": args or [], "launcher": launcher, "priority": priority,
+            "env": [{"name": k, "value": v} for k, v in (env or {}).items()], "max_restarts": max_restarts,
+            "shared_memory": shared_memory, "max_execution_time": max_execution_time,
+            "termination_grace_period_seconds": termination_grace_period_seconds}
+        try:
+            profile = JobProfile.model_validate({k: v for k, v in given.items() if v is not None},
+                                                by_alias=False, by_name=True)
+        except ValidationError as exc:
+            raise ConfigurationError("Job.define: " + "; ".join(
+                f"{_argument(e['loc'])}: {e['msg']}" for e in exc.errors())) from None
+        return cls._made(fleet, tcfg, profile, root, api, label=f"Job.define({team!r}, {name!r})",
+                         refuse=ConfigurationError)
+
+    @classmethod
+    def _made(cls, fleet: Fleet, tcfg: Any, profile: Any, root: str | Path | None, api: Any, *, label: str,
+              name: str | None = None, image: str | None = None, command: list[str] | None = None,
+              refuse: type[Exception] = UsageError) -> Job:
+        """The JobSet of `profile` once the render-time rules hold for it (`refuse` names each one broken)."""
+        from generator.checks.fleet import profile_problems
+        from generator.compile.jobs import jobset, name_problems
+
+        problems = name_problems(name or profile.name, profile)
+        if problems:
+            raise refuse("; ".join(problems))
+        python = refuse is ConfigurationError
+        refused = [f"{_argument(field.split('.')) if python else field}: {problem}; {fix}"
+                   for field, problem, fix in profile_problems(fleet, tcfg, profile) if field != "name"]
         if refused:
-            raise UsageError(f"{team}/{profile}" + (f" with {nodes} nodes" if nodes is not None else "") + ": "
-                             + "; ".join(refused))
-        cluster = fleet.clusters[found.cluster].config
-        made = cls(jobset(tcfg, cluster, found, name=name, image=image, command=command))
-        made.root, made.fleet = Path(root), fleet
+            raise refuse(f"{label}: " + "; ".join(refused))
+        cluster = fleet.clusters[profile.cluster].config
+        made = cls(jobset(tcfg, cluster, profile, name=name, image=image, command=command), api)
+        made.root, made.fleet, made.profile = (Path(root) if root is not None else None), fleet, profile
         return made
 
     @classmethod
@@ -166,7 +248,7 @@ class Job:
     def check(self, api: Any = None) -> list[presubmit.Outcome]:
         """Pre-submit checks: rights, LocalQueue, priority, and the team's quota in the fleet files."""
         self._require_api(api)
-        return presubmit.run_checks(self.api, self.body, self.fleet, self.root)
+        return presubmit.run_checks(self.api, self.body, self.fleet, self.root, self.profile)
 
     @guarded("submit job {self.name}")
     def submit(self, api: Any = None, dry_run: bool = False, check: bool = True) -> Job:
@@ -202,7 +284,8 @@ class Job:
             queue = (current["metadata"].get("labels") or {}).get(presubmit.QUEUE_LABEL)
             return JobStatus(self.name, "pending", "Kueue has not created a Workload yet (check the "
                              f"{presubmit.QUEUE_LABEL} label{f' ({queue})' if queue else ''} and that the LocalQueue "
-                             "exists: `fleetgen job submit --dry-run` checks both)", restarts=restarts)
+                             "exists: " + word(self.api, "`fleetgen job submit --dry-run`", "check()")
+                             + " checks both)", restarts=restarts)
         pending = workloads.waiting(self.api, self.namespace, workload)
         if pending is not None:
             return JobStatus(self.name, "pending", pending[0], restarts=restarts, position=pending[1])
@@ -249,7 +332,8 @@ class Job:
         pods_found = client.CoreV1Api(self.api).list_namespaced_pod(self.namespace, label_selector=selector,
                                                                      _request_timeout=timeout(self.api)).items
         if not pods_found:
-            raise UsageError(f"no pod yet for rank {rank} of job {self.name} (is it admitted? see `job status`)")
+            raise UsageError(f"no pod yet for rank {rank} of job {self.name} (is it admitted? see "
+                             + word(self.api, "`fleetgen job status`", "status()") + ")")
         names = sorted((str(p.metadata.creation_timestamp or ""), str(p.metadata.name))
                        for p in pods_found if p.metadata is not None)
         return names[-1][1], rjob

@@ -15,6 +15,7 @@ from generator.jobs.workloads import KUEUE, condition, preferred_version
 
 if TYPE_CHECKING:
     from generator.config.fleet import Fleet
+    from generator.config.jobs import JobProfile
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
@@ -126,15 +127,17 @@ def requested_gpus(body: dict[str, Any], resource: str) -> int:
     return total
 
 
-def capacity(body: dict[str, Any], fleet: Fleet | None, root: Path | None) -> Outcome:
+def capacity(body: dict[str, Any], fleet: Fleet | None, root: Path | None,
+             profile: JobProfile | None = None) -> Outcome:
     """The request against the team's guaranteed + borrowable GPUs in the profile's pool (fleet
-    files): `fleet` when the job came from it, else the fleet repository at `root`."""
+    files): `fleet` when the job came from it, else the fleet repository at `root`. `profile` is the
+    one the job was made from (`Job.define` makes one no team file lists)."""
     from generator.capacity import never_admitted, team_shares
     from generator.checks import load_fleet
 
     labels = (body.get("metadata") or {}).get("labels") or {}
-    team, cluster, profile = (labels.get(f"fleetgen.io/{k}") for k in ("team", "cluster", "profile"))
-    if not (team and cluster and profile) or (fleet is None and root is None):
+    team, cluster, name = (labels.get(f"fleetgen.io/{k}") for k in ("team", "cluster", "profile"))
+    if not (team and cluster and name) or (fleet is None and root is None):
         return Outcome("capacity", None, "not a fleetgen profile job: the team's quota was not checked")
     if fleet is None:
         try:
@@ -143,10 +146,10 @@ def capacity(body: dict[str, Any], fleet: Fleet | None, root: Path | None) -> Ou
             return Outcome("capacity", None, f"no readable fleet repository at {root}: the team's quota was not "
                            "checked")
     tcfg = fleet.teams.get(team)
-    found = next((p for p in tcfg.config.job_profiles if p.name == profile), None) if tcfg else None
+    found = profile or (next((p for p in tcfg.config.job_profiles if p.name == name), None) if tcfg else None)
     pool = fleet.clusters[cluster].config.pool(found.pool) if found and cluster in fleet.clusters else None
     if found is None or pool is None:
-        return Outcome("capacity", None, f"profile {team}/{profile} is not in the fleet files: quota not checked")
+        return Outcome("capacity", None, f"profile {team}/{name} is not in the fleet files: quota not checked")
     share = team_shares(fleet).get((cluster, pool.name, team))
     wanted = requested_gpus(body, pool.gpu.resource)
     where = f"{cluster}/{pool.name}"
@@ -159,7 +162,8 @@ def capacity(body: dict[str, Any], fleet: Fleet | None, root: Path | None) -> Ou
     return Outcome("capacity", True, f"{wanted} GPUs of at most {share.most} in {where} ({note})")
 
 
-def run_checks(api: Any, body: dict[str, Any], fleet: Fleet | None, root: Path | None) -> list[Outcome]:
+def run_checks(api: Any, body: dict[str, Any], fleet: Fleet | None, root: Path | None,
+               profile: JobProfile | None = None) -> list[Outcome]:
     """Every pre-submit check of the JobSet `body`, in order."""
     meta = body.get("metadata") or {}
     namespace, labels = str(meta.get("namespace") or "default"), meta.get("labels") or {}
@@ -167,7 +171,7 @@ def run_checks(api: Any, body: dict[str, Any], fleet: Fleet | None, root: Path |
         lambda: rights(api, namespace),
         lambda: local_queue(api, namespace, labels.get(QUEUE_LABEL)),
         lambda: priority(api, labels.get(PRIORITY_LABEL)),
-        lambda: capacity(body, fleet, root),
+        lambda: capacity(body, fleet, root, profile),
     ]
     return [check() for check in checks]
 

@@ -23,7 +23,7 @@ from typing import Any
 
 from generator.jobs import workloads
 from generator.jobs.connection import ClusterError, guarded, timeout
-from generator.jobs.job import poll_phase
+from generator.jobs.job import ConfigurationError, poll_phase
 from generator.jobs.presubmit import PRIORITY_LABEL, QUEUE_LABEL
 from generator.quantity import QuantityError, value_of
 
@@ -36,10 +36,6 @@ DASHBOARD_PORT = 8265
 """The head's dashboard port, named `dashboard` on its Service (constant.go:107,114)."""
 MILESTONES = {"admitted": {"starting", "ready"}, "ready": {"ready"}}
 """`wait(until)`: the phases in which `until` has been reached."""
-
-
-class ConfigurationError(ValueError):
-    """A ClusterConfiguration that KubeRay, Kueue or the API server would refuse; nothing was created."""
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from generator.jobs.connection import get_json, timeout
+from generator.jobs.connection import get_json, timeout, word
 
 KUEUE = "kueue.x-k8s.io"
 VISIBILITY = "visibility.kueue.x-k8s.io"
@@ -141,10 +141,10 @@ def waiting(api: Any, namespace: str, workload: dict[str, Any]) -> tuple[str, st
     queue = str((workload.get("spec") or {}).get("queueName") or "")
     position = queue_position(api, namespace, queue, str((workload.get("metadata") or {}).get("name", ""))) \
         if queue else "no queue"
-    return why_pending(workload), str(position)
+    return why_pending(workload, api), str(position)
 
 
-def why_pending(workload: dict[str, Any]) -> str:
+def why_pending(workload: dict[str, Any], api: Any = None) -> str:
     """Every reason Kueue gives for not running the workload now, most decisive first."""
     reasons: list[str] = []
     if (workload.get("spec") or {}).get("active") is False:
@@ -171,8 +171,9 @@ def why_pending(workload: dict[str, Any]) -> str:
         # kueue v0.19.2 pkg/scheduler/flavorassigner/flavorassigner.go:1071
         if "unavailable in ClusterQueue" in message:
             reasons.append("its ClusterQueue has no quota at all for a resource it requests, so Kueue will never "
-                           "admit it there: request only the resources of the team's pools (`fleetgen explain team "
-                           "<team>` lists them), or label it with a queue that has them")
+                           "admit it there: request only the resources of the team's pools ("
+                           + word(api, "`fleetgen job queues`", "generator.jobs.queues(api)")
+                           + " lists them), or label it with a queue that has them")
     elif reserved and reserved.get("status") == "True":
         admitted = condition(workload, "Admitted") or {}
         states = (workload.get("status") or {}).get("admissionChecks") or []

@@ -53,7 +53,7 @@ def validate_compiled(fleet: Fleet, compiled: dict[str, list[Manifest]], options
                       extra: list[Manifest] | None = None) -> Report:
     """Run every check that `options` allows on the compiled objects of each cluster."""
     from generator.compile import platform_namespaces
-    from generator.validate import cel, kubeconform, kueue_rules, schemas, tenancy_rules
+    from generator.validate import cel, kubeconform, kueue_rules, limits, schemas, tenancy_rules
 
     report = Report()
     custom_schemas = options.complete or _is_local(options.schema_location)
@@ -90,6 +90,7 @@ def validate_compiled(fleet: Fleet, compiled: dict[str, list[Manifest]], options
         report.findings += schemas.validate_schemas(manifests, cfg.kubernetes_version, store,
                                                     builtin_only=not custom_schemas)
         report.findings += kueue_rules.validate_kueue(manifests)
+        report.findings += limits.validate_limits(manifests)
         report.findings += tenancy_rules.validate_tenancy(
             cfg, {t.config.name: t.config for t in fleet.teams_in(name)}, manifests,
             platform_namespaces(fleet.clusters[name]))

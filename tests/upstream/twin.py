@@ -17,9 +17,9 @@ from typing import Any
 
 import yaml
 
-from tests.upstream import tools
+from tests.upstream import pki, tools
 from tests.upstream.cluster import Stack
-from tests.upstream.processes import Process, StartError, spawn, wait_for
+from tests.upstream.processes import Process, StartError, free_port, spawn, wait_for
 
 MANAGED = "node.fleetgen.io/test-pool"
 """The label every fake Node carries (fleet.fake_nodes): kwok manages the Nodes that have it."""
@@ -62,8 +62,9 @@ policy (every rendered one), keeps them until the pod is terminal, so a deleted 
 stayed Running forever and its replacement was never created."""
 
 
-def kwok_config(dest: Path) -> Path:
-    """One file of every Stage kwok v0.8.0 ships for Ready nodes and the pod lifecycle, and TERMINATE."""
+def kwok_config(dest: Path, logs: Path | None = None) -> Path:
+    """One file of every Stage kwok v0.8.0 ships for Ready nodes and the pod lifecycle, and TERMINATE;
+    with `logs`, a ClusterLogs that makes that file every container's log."""
     module = tools.module_dir("kwok")
     documents = []
     for stage in STAGES:
@@ -71,6 +72,10 @@ def kwok_config(dest: Path) -> Path:
         listed = yaml.safe_load((folder / "kustomization.yaml").read_text())["resources"]
         documents += [(folder / name).read_text() for name in listed]
     documents.append(yaml.safe_dump(TERMINATE, sort_keys=False))
+    if logs is not None:
+        documents.append(yaml.safe_dump({
+            "apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "ClusterLogs", "metadata": {"name": "every-container"},
+            "spec": {"logs": [{"logsFile": str(logs), "follow": False}]}}, sort_keys=False))
     dest.write_text("---\n".join(documents))
     return dest
 
@@ -83,22 +88,42 @@ class Twin:
     processes: dict[str, Process] = field(default_factory=dict)
 
     @classmethod
-    def start(cls, stack: Stack) -> Twin:
+    def start(cls, stack: Stack, logs: Path | None = None) -> Twin:
+        """With `logs`, kwok also plays the kubelets' log endpoint: every node's kubelet port is kwok's
+        HTTPS server (a certificate of the stack's CA; the API server verifies none without
+        --kubelet-certificate-authority), which serves that file as any container's log."""
         twin = cls(stack)
         work, kubeconfig = stack.workdir, stack.workdir / "admin.kubeconfig"
+        served: list[str] = []
+        port = free_port()
+        if logs is not None:
+            crt, key = pki.issue(stack.ca, "kwok", server=True, ips=("127.0.0.1",), dns=("localhost",)).write(
+                work, "kwok-serving")
+            served = [f"--node-port={port}", f"--tls-cert-file={crt}", f"--tls-private-key-file={key}"]
         try:
             twin.processes["kube-scheduler"] = spawn("kube-scheduler", [
                 str(tools.binary("kube-scheduler")), f"--kubeconfig={kubeconfig}", "--leader-elect=false",
                 "--secure-port=0"], work / "kube-scheduler.log")
             twin.processes["kwok"] = spawn("kwok", [
-                str(tools.binary("kwok")), f"--kubeconfig={kubeconfig}", f"--config={kwok_config(work / 'kwok.yaml')}",
-                f"--manage-nodes-with-label-selector={MANAGED}", "--cidr=10.200.0.0/16", "--node-ip=127.0.0.1"],
+                str(tools.binary("kwok")), f"--kubeconfig={kubeconfig}",
+                f"--config={kwok_config(work / 'kwok.yaml', logs)}", f"--manage-nodes-with-label-selector={MANAGED}",
+                "--cidr=10.200.0.0/16", "--node-ip=127.0.0.1", *served],
                 work / "kwok.log")
             # Neither serves a health endpoint here (kube-scheduler's secure port is off): up means not
             # exited at once; the tests then wait for pods to be bound and run.
             for proc in twin.processes.values():
                 if not proc.alive():
                     raise StartError(f"{proc.name} exited ({proc.popen.returncode}):\n{proc.tail()}")
+            if logs is not None:
+                # The Nodes were made Ready by fleet.create_nodes, so kwok's node-initialize stage (which
+                # would write these) passes them by: their address and kubelet port, as a kubelet reports.
+                from kubernetes import client
+
+                core = client.CoreV1Api(stack.client())
+                for node in core.list_node(label_selector=MANAGED).items:
+                    core.patch_node_status(node.metadata.name, {"status": {
+                        "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}],
+                        "daemonEndpoints": {"kubeletEndpoint": {"Port": port}}}})
         except BaseException:
             twin.stop()
             raise

@@ -1,0 +1,103 @@
+"""The fleet files a cluster publishes (compile/published.py), read back for a notebook without a checkout.
+
+The ConfigMap is an API server's answer, so it is hostile until checked: every key must name one
+file, every value must parse and pass the same model validation `fleetgen render` applies, and a
+file's name must match its key. What comes back is a Fleet of this one cluster and its teams: enough
+for a team's profiles, pools, priorities and quota shares, and for the per-job rules
+(`checks.fleet.profile_problems`); the fleet-wide checks ran when it was rendered.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from generator.compile.published import NAME, NAMESPACE
+from generator.config.cluster import ClusterConfig, NodePool
+from generator.config.fleet import Fleet, Loaded
+from generator.config.team import TeamConfig
+from generator.config.yamlsource import MAX_FILE_BYTES, Source
+from generator.jobs.connection import ClusterError, explain, flags_of, timeout, word
+
+KEY = re.compile(r"^(cluster|team|pools)\.([a-z0-9]([-a-z0-9]*[a-z0-9])?)\.json$")
+WHERE = f"ConfigMap {NAMESPACE}/{NAME}"
+
+
+def _problems(exc: ValidationError) -> str:
+    return "; ".join(f"{'.'.join(str(p) for p in e['loc']) or '(top)'}: {e['msg']}" for e in exc.errors()[:5])
+
+
+def fleet_from_data(data: dict[str, Any]) -> Fleet:
+    """The Fleet in a published ConfigMap's `data`; ClusterError naming each bad key and why."""
+    files: dict[str, dict[str, Any]] = {"cluster": {}, "team": {}, "pools": {}}
+    problems = []
+    for key, text in sorted(data.items()):
+        match = KEY.match(str(key))
+        if match is None or not isinstance(text, str):
+            problems.append(f"{key}: not a file fleetgen publishes")
+            continue
+        if len(text.encode()) > MAX_FILE_BYTES:
+            problems.append(f"{key}: larger than {MAX_FILE_BYTES} bytes")
+            continue
+        try:
+            files[match.group(1)][match.group(2)] = json.loads(text)
+        except ValueError as exc:
+            problems.append(f"{key}: not JSON ({exc})")
+    if len(files["cluster"]) != 1:
+        problems.append(f"holds {len(files['cluster'])} cluster files, not one")
+    loaded: dict[str, dict[str, Loaded[Any]]] = {"cluster": {}, "team": {}}
+    for kind, model in (("cluster", ClusterConfig), ("team", TeamConfig)):
+        for name, value in files[kind].items():
+            shown = f"{WHERE}: {kind}.{name}.json"
+            try:
+                config = model.model_validate(value, by_alias=True, by_name=False)
+            except ValidationError as exc:
+                problems.append(f"{kind}.{name}.json: {_problems(exc)}")
+                continue
+            if config.name != name:
+                problems.append(f"{kind}.{name}.json: names {config.name!r}")
+                continue
+            loaded[kind][name] = Loaded(config, Source(shown, value, {}))
+    for name, pools in files["pools"].items():
+        cluster = loaded["cluster"].get(name)
+        try:
+            merged = [NodePool.model_validate(p, by_alias=True, by_name=False) for p in pools]
+        except (ValidationError, TypeError) as exc:
+            problems.append(f"pools.{name}.json: {_problems(exc) if isinstance(exc, ValidationError) else exc}")
+            continue
+        if cluster is not None:  # a MultiKueue manager's pools are its workers', merged at render time
+            loaded["cluster"][name] = Loaded(cluster.config.model_copy(update={"node_pools": merged}),
+                                             cluster.source)
+    if problems:
+        raise ClusterError(f"the fleet files published in {WHERE} are not valid ({'; '.join(problems)}): "
+                           "a platform engineer should render and sync the cluster again")
+    (name, cluster), = loaded["cluster"].items()
+    teams = {n: t for n, t in loaded["team"].items() if name in t.config.quotas}
+    return Fleet(Path(f"cluster:{name}"), {name: cluster}, teams)
+
+
+def published_fleet(api: Any) -> Fleet:
+    """This cluster's fleet files, as published at render time; ClusterError if they cannot be read."""
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+    from urllib3.exceptions import HTTPError
+
+    try:
+        found = client.CoreV1Api(api).read_namespaced_config_map(NAME, NAMESPACE, _request_timeout=timeout(api))
+    except ApiException as exc:
+        if exc.status == 404:
+            raise ClusterError(f"this cluster publishes no fleet files ({WHERE} is missing): it was not rendered by "
+                               "this fleetgen version, or not synced yet; " + word(
+                                   api, "run in a checkout of the fleet repository (--root DIR)",
+                                   "pass root= a checkout of the fleet repository")) from None
+        if exc.status == 403:
+            raise ClusterError(f"you may not read {WHERE}: only members of the teams with a quota in this cluster "
+                               "may; ask a team's owners to add you to its members") from None
+        raise explain(exc, api.configuration.host, f"read {WHERE}", flags_of(api)) from None
+    except (HTTPError, OSError) as exc:
+        raise explain(exc, api.configuration.host, f"read {WHERE}", flags_of(api)) from None
+    return fleet_from_data(dict(found.data or {}))
