@@ -540,7 +540,7 @@ def job_wait(ctx: click.Context, name: str, namespace: str | None, team: str | N
 @click.pass_context
 @_guard
 def job_list(ctx: click.Context, team: str | None, namespace: str | None, **conn: Any) -> None:
-    """Jobs created from fleetgen profiles, with their state.
+    """Jobs created from fleetgen profiles, and queued Ray clusters, with their state.
 
     Without --team or --namespace: every team namespace of the fleet that you may list jobs in.
     """
@@ -560,11 +560,16 @@ def job_list(ctx: click.Context, team: str | None, namespace: str | None, **conn
         if not namespaces:
             raise UsageError("you may list jobs in none of the fleet's team namespaces: pass --namespace, or ask to "
                              "be added to a team's members")
+    from generator.jobs.ray import RayClusters
+
     jobs = listing.jobs(namespaces, team)
-    if not jobs:
+    rays = RayClusters(api).in_namespaces(namespaces) if namespaces else []
+    if not jobs and not rays:
         echo("no jobs")
     for found in jobs:
         echo(f"{found.namespace}/{str(found.status())}")
+    for ray in rays:
+        echo(f"{ray.namespace}/{str(ray.status())} (RayCluster)")
 
 
 @job.command("queues")

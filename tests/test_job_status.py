@@ -78,3 +78,30 @@ def test_kueue_version_comes_from_discovery(monkeypatch: pytest.MonkeyPatch, gro
     assert workloads.preferred_version(api, "kueue.x-k8s.io") == expected
     assert workloads.preferred_version(api, "kueue.x-k8s.io") == expected
     assert calls == ["/apis/kueue.x-k8s.io"]  # asked once per client
+
+
+def test_a_pods_state_says_why_it_waits() -> None:
+    """The scheduler's message, a scheduling gate, or a container the kubelet cannot start."""
+    from types import SimpleNamespace as NS
+
+    from generator.jobs import pods
+
+    def pod(phase: str = "Pending", conditions: list[Any] | None = None, gates: list[str] | None = None,
+            waiting: Any = None) -> Any:
+        statuses = [NS(name="trainer", state=NS(waiting=waiting))] if waiting else None
+        return NS(spec=NS(scheduling_gates=[NS(name=g) for g in gates or []]),
+                  status=NS(phase=phase, conditions=conditions, container_statuses=statuses))
+
+    unschedulable = NS(type="PodScheduled", status="False", reason="Unschedulable",
+                       message="0/32 nodes are available: 32 Insufficient nvidia.com/gpu.")
+    assert pods.state(pod(conditions=[unschedulable])) == \
+        "Pending: 0/32 nodes are available: 32 Insufficient nvidia.com/gpu."
+    assert pods.state(pod(gates=["kueue.x-k8s.io/topology"])) == \
+        "Pending: waiting for scheduling gates kueue.x-k8s.io/topology"
+    assert pods.state(pod(waiting=NS(reason="ImagePullBackOff", message="Back-off pulling image \"x\""))) == \
+        "Pending: trainer: ImagePullBackOff (Back-off pulling image \"x\")"
+    assert pods.state(pod(waiting=NS(reason="ContainerCreating", message=None))) == "Pending"
+    assert pods.state(pod("Running")) == "Running"
+    by_pod = {f"p{i}": s for i, s in enumerate(["Running", "Succeeded", "Pending: a", "Pending: a", "Pending: b",
+                                                  "Pending: c", "Pending: d", "Failed"])}
+    assert pods.summary(by_pod) == "2 of 8 pods running; 2 Pending: a; 1 Failed; 1 Pending: b; 2 more waiting"

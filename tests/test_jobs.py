@@ -156,6 +156,7 @@ def add_pod(c: Cluster, ns: str, jobset: str, rjob: str, index: int, log: str) -
     core.create_namespaced_binding(ns, {"metadata": {"name": name},
                                         "target": {"apiVersion": "v1", "kind": "Node", "name": "log-node-0"}},
                                    _preload_content=False)
+    core.patch_namespaced_pod_status(name, ns, {"status": {"phase": "Running"}})  # as its kubelet reports
     c.kubelet.logs[(ns, name, "trainer")] = log
 
 
@@ -186,11 +187,13 @@ def lifecycle(c: Cluster) -> None:
     assert wait_for(lambda: "admitted on workers -> a100" in run(REPO, *status).out, 60), run(REPO, *status).out
 
     finish_child_jobs(c, "ml-research", "pt-run1", active=True)
-    assert wait_for(lambda: "pt-run1: running on workers -> a100" in run(REPO, *status).out, 30), \
+    # Its Jobs count their pods active, but no pod runs yet: admitted, not running, and why.
+    assert wait_for(lambda: "pt-run1: admitted on workers -> a100: no pod yet" in run(REPO, *status).out, 30), \
         run(REPO, *status).out + jobset_state(c, "ml-research", "pt-run1")
-
     for rank in range(4):
         add_pod(c, "ml-research", "pt-run1", "workers", rank, f"rank {rank} step 1\nrank {rank} step 2\n")
+    assert wait_for(lambda: run(REPO, *status).out == "pt-run1: running on workers -> a100\n", 30), \
+        run(REPO, *status).out + jobset_state(c, "ml-research", "pt-run1")
     logs = run(REPO, "job", "logs", "pt-run1", "-n", "ml-research", "--rank", "2", *c.kc())
     assert logs.code == 0 and logs.out == "rank 2 step 1\nrank 2 step 2\n", logs.err
     followed = run(REPO, "job", "logs", "pt-run1", "-n", "ml-research", "--follow", *c.kc())
@@ -304,6 +307,16 @@ def test_tokens_certificate_authority_and_missing_rights(cluster: Cluster) -> No
     ok = run(REPO, "job", "submit", "ml-research", "finetune-1node", "--name", "by-token", *token_login)
     assert ok.code == 0, ok.err
     assert run(REPO, "job", "cancel", "by-token", "-n", "ml-research", *token_login).code == 0
+    # The same login from Python, then logout: the token is forgotten, the next call is nobody's.
+    from generator.jobs import connect, logout
+
+    api = connect(server=c.stack.server, token=token, certificate_authority=ca)
+    assert Job.on_cluster(api, "by-token", "ml-research").api is api
+    JobList(api).jobs(["ml-research"], "ml-research")  # allowed with the token
+    logout(api)
+    assert api.configuration.api_key == {}
+    with pytest.raises(ClusterError, match="system:anonymous|401"):
+        JobList(api).jobs(["ml-research"], "ml-research")
 
     untrusted = run(REPO, "job", "status", "x", "-n", "ml-research", "--server", c.stack.server, "--token", token)
     assert untrusted.code == 2 and "cannot reach the cluster" in untrusted.err  # TLS verification failed
@@ -544,6 +557,7 @@ def test_wait_exits_1_when_the_job_fails(cluster: Cluster) -> None:
     result = run(REPO, "job", "wait", "fails", "-n", "ml-research", "--timeout", "60", "--interval", "1", *c.kc())
     assert result.code == 1 and "fails: failed" in result.out, result.out + result.err
     job.cancel()
+    assert wait_for(lambda: not jobsets_named(c, "ml-research", "fails"), 60)
 
 
 def test_a_notebook_without_a_checkout(cluster: Cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -561,6 +575,7 @@ def test_a_notebook_without_a_checkout(cluster: Cluster, tmp_path: Path, monkeyp
     assert sorted(published_fleet(c.api(stranger)).teams) == sorted(published_fleet(api).teams)
     assert queues(c.api(stranger)) == []
 
+    assert wait_for(lambda: queues(api)[0].in_use == 0, 60), queues(api)  # earlier tests' jobs are gone
     (mine,) = queues(api)
     assert (mine.team, mine.queue, mine.namespaces, mine.cluster, mine.pool) == (
         "ml-research", "ml-research", ("ml-research",), "prod-west", "a100")
@@ -586,3 +601,11 @@ def test_a_notebook_without_a_checkout(cluster: Cluster, tmp_path: Path, monkeyp
     finally:
         job.cancel()
         assert wait_for(lambda: not jobsets_named(c, "ml-research", "nb-train"), 60)
+    # Logged out, the connection acts as nobody: the API server refuses it (anonymous, or 401 where
+    # anonymous requests are off); it never reads as the member again.
+    from generator.jobs import logout
+
+    logout(api)
+    with pytest.raises(ClusterError) as refused:
+        Job.on_cluster(api, "nb-train", "ml-research").status()
+    assert ": 401 " in str(refused.value) or '"system:anonymous"' in str(refused.value), refused.value

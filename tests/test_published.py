@@ -196,3 +196,18 @@ def test_connect_reads_kubeconfig_when_called(tmp_path: Path, monkeypatch: pytes
     (tmp_path / "kubeconfig").write_text(yaml.safe_dump(config))
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "kubeconfig"))
     assert connect(context="prod-east").configuration.host == "https://10.0.0.1:6443"
+
+
+def test_queue_usage_reads_kueues_status_defensively() -> None:
+    from generator.jobs.queues import QueueInfo, _gpus
+
+    queue = {"status": {"flavorsUsage": [
+        {"name": "a100", "resources": [{"name": "nvidia.com/gpu", "total": "16"}, {"name": "cpu", "total": "10"}]},
+        {"name": "a100", "resources": [{"name": "nvidia.com/gpu", "total": "not-a-number"}]},
+        "garbage", {"name": "l40s", "resources": [{"name": "nvidia.com/gpu", "total": "4"}]}]}}
+    assert _gpus(queue, "a100", "nvidia.com/gpu") == 16 and _gpus({}, "a100", "nvidia.com/gpu") == 0
+    info = QueueInfo("ml-research", ("ml-research",), "ml-research", "prod-west", "a100", "A100", 16, 16, 20)
+    assert (info.free, info.free_at_most) == (0, 12)
+    assert str(info).endswith("16 guaranteed + 16 borrowable; 20 in use, 0 free, up to 12 if the cohort is idle")
+    unknown = QueueInfo("t", ("t",), "t", "c", "p", "P", 8, 0, None)
+    assert unknown.free is None and str(unknown).endswith("8 guaranteed + 0 borrowable; in use unknown")

@@ -213,6 +213,10 @@ def test_a_notebook_brings_a_ray_cluster_up_follows_it_and_takes_it_down(ray_twi
     assert said.code == 2 and "Ray cluster nb-big is not admitted after 3 s; it is nb-big: pending" in said.err, said
     said = run(REPO, "job", "wait", "nb-big", "--kind", "raycluster", "--for", "finished", *login)
     assert said.code == 2 and "a RayCluster does not finish" in said.err, said
+    said = run(REPO, "job", "list", *login)
+    listed = said.out.splitlines()
+    assert said.code == 0 and len(listed) == 2 and listed[1] == f"{ns}/nb-tune: ready (RayCluster)", said
+    assert listed[0].startswith(f"{ns}/nb-big: pending (position 1 in queue") and listed[0].endswith(" (RayCluster)")
     said = run(REPO, "job", "cancel", "nb-big", "--kind", "raycluster", *login)
     assert said.code == 0, said
     tune.down()

@@ -91,6 +91,21 @@ def connect(kubeconfig: str | None = None, context: str | None = None, token: st
     return api
 
 
+def logout(api: Any) -> None:
+    """Forget the credentials of a connection from `connect()` and drop its open connections: a later
+    call with it reaches the cluster as nobody and is refused (401), never acts as you. Files are left
+    alone (a kubeconfig, a CA bundle); connect again to log back in."""
+    from kubernetes.client import rest
+
+    configuration = api.configuration
+    configuration.api_key, configuration.api_key_prefix = {}, {}
+    configuration.username = configuration.password = None
+    configuration.cert_file = configuration.key_file = None
+    configuration.refresh_api_key_hook = None
+    api.rest_client.pool_manager.clear()
+    api.rest_client = rest.RESTClientObject(configuration)  # its TLS context no longer holds a client key
+
+
 def get_json(api: Any, path: str) -> Any:
     """GET an API path no generated client method covers (discovery, subresources of aggregated APIs),
     with the client's own authentication, TLS and error handling (ApiException on failure)."""

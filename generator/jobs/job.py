@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from generator.errors import UsageError
-from generator.jobs import presubmit, workloads
+from generator.jobs import pods, presubmit, workloads
 from generator.jobs.connection import ClusterError, guarded, timeout, word
 
 GROUP, VERSION, PLURAL = "jobset.x-k8s.io", "v1alpha2", "jobsets"
@@ -297,9 +297,19 @@ class Job:
         active = sum(int(j.get("active") or 0) for j in (current.get("status") or {}).get("replicatedJobsStatus") or [])
         phase = "running" if active and not suspended else "admitted"
         worker = (workload.get("status") or {}).get("clusterName")
-        if worker:  # a MultiKueue manager's flavors are its own bookkeeping; the worker runs the job
+        if worker:  # a MultiKueue manager's flavors are its own bookkeeping; the worker runs the job (and its pods)
             return JobStatus(self.name, phase, f"dispatched by MultiKueue to worker cluster {worker}", {}, restarts)
-        return JobStatus(self.name, phase, "", flavors, restarts)
+        if suspended:
+            return JobStatus(self.name, phase, "", flavors, restarts)
+        # Admitted: running only once a pod is (a Job counts pods active while they wait to be
+        # scheduled or pulled); otherwise why not, in the scheduler's or the kubelet's words.
+        found = pods.states(self.api, self.namespace, f"jobset.sigs.k8s.io/jobset-name={self.name}")
+        started = any(state in pods.RUNNING for state in found.values())
+        waiting = any(state not in pods.RUNNING for state in found.values())
+        reason = pods.summary(found) if waiting else ""
+        if phase == "running" and not started:
+            return JobStatus(self.name, "admitted", reason or "no pod yet", flavors, restarts)
+        return JobStatus(self.name, phase, reason, flavors, restarts)
 
     def wait(self, api: Any = None, until: str = "finished", timeout_seconds: float = 3600.0, poll: float = 5.0,
              progress: Callable[[JobStatus], None] | None = None) -> JobStatus:
@@ -320,11 +330,11 @@ class Job:
         if not jobs:  # a handle without the spec: assume one workers job
             jobs = [("workers", rank + 1)]
         offset = 0
-        for rjob, pods in jobs:  # noqa: B007 - rjob and index are used after the loop
-            if rank < offset + pods:
+        for rjob, count in jobs:  # noqa: B007 - rjob and index are used after the loop
+            if rank < offset + count:
                 index = rank - offset
                 break
-            offset += pods
+            offset += count
         else:
             raise UsageError(f"rank {rank} is out of range: the job has {offset} nodes")
         selector = (f"jobset.sigs.k8s.io/jobset-name={self.name},jobset.sigs.k8s.io/replicatedjob-name={rjob},"

@@ -76,7 +76,7 @@ class Queues:
         self.api = api
 
     @guarded("list the queues you may submit to")
-    def list(self, team: str | None = None, fleet: Any = None) -> list[QueueInfo]:
+    def read(self, team: str | None = None, fleet: Any = None) -> list[QueueInfo]:
         from kubernetes import client
         from kubernetes.client.exceptions import ApiException
 
@@ -131,4 +131,4 @@ class Queues:
 
 def queues(api: Any, team: str | None = None) -> list[QueueInfo]:
     """Every queue of the connected cluster you may submit to (or `team`'s), one per pool."""
-    return Queues(api).list(team)
+    return Queues(api).read(team)

@@ -21,9 +21,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from generator.jobs import workloads
+from generator.jobs import pods, workloads
 from generator.jobs.connection import ClusterError, guarded, timeout
 from generator.jobs.job import ConfigurationError, poll_phase
+from generator.jobs.pods import summary as pods_summary
 from generator.jobs.presubmit import PRIORITY_LABEL, QUEUE_LABEL
 from generator.quantity import QuantityError, value_of
 
@@ -197,21 +198,7 @@ class RayCluster:
         return found
 
     def _pods(self) -> dict[str, str]:
-        from kubernetes import client
-
-        found = client.CoreV1Api(self.api).list_namespaced_pod(
-            self.namespace, label_selector=f"ray.io/cluster={self.name}", _request_timeout=timeout(self.api)).items
-        out = {}
-        for pod in found:
-            if pod.metadata is None or pod.status is None:
-                continue
-            state = str(pod.status.phase or "Pending")
-            unscheduled = next((c for c in pod.status.conditions or []
-                                if c.type == "PodScheduled" and c.status == "False"), None)
-            if unscheduled is not None:
-                state = f"Pending: {unscheduled.message or unscheduled.reason}"
-            out[str(pod.metadata.name)] = state
-        return dict(sorted(out.items()))
+        return pods.states(self.api, self.namespace, f"ray.io/cluster={self.name}")
 
     @guarded("read Ray cluster {self.name}")
     def status(self) -> RayClusterStatus:
@@ -227,13 +214,11 @@ class RayCluster:
         pending = workloads.waiting(self.api, self.namespace, workload)
         if pending is not None:
             return RayClusterStatus(self.name, "pending", *pending)
-        pods = self._pods()
-        waiting = {name: phase for name, phase in pods.items() if phase != "Running"}
-        if state == "ready" and not waiting:
-            return RayClusterStatus(self.name, "ready", pods=pods)
-        running = len(pods) - len(waiting)
-        reason = f"{running} of {len(pods)} pods running" + "".join(f"; {n}: {p}" for n, p in waiting.items())
-        return RayClusterStatus(self.name, "starting", reason if pods else "KubeRay has made no pods yet", pods=pods)
+        found = self._pods()
+        if state == "ready" and all(phase == "Running" for phase in found.values()):
+            return RayClusterStatus(self.name, "ready", pods=found)
+        reason = pods_summary(found) if found else "KubeRay has made no pods yet"
+        return RayClusterStatus(self.name, "starting", reason, pods=found)
 
     def wait(self, until: str = "ready", timeout_seconds: float = 600.0, poll: float = 2.0,
              progress: Callable[[RayClusterStatus], None] | None = None) -> RayClusterStatus:
@@ -276,3 +261,36 @@ class RayCluster:
         self._objects().delete_namespaced_custom_object(GROUP, VERSION, self.namespace, PLURAL, self.name,
                                                         propagation_policy="Foreground",
                                                         _request_timeout=timeout(self.api))
+
+
+class RayClusters:
+    """The queued Ray clusters of some namespaces (`fleetgen job list` shows them beside the JobSets)."""
+
+    def __init__(self, api: Any) -> None:
+        self.api = api
+
+    @guarded("list Ray clusters")
+    def in_namespaces(self, namespaces: list[str]) -> list[RayCluster]:
+        """Those carrying a queue label (Kueue's to admit), by namespace and name; none where the
+        cluster serves no RayClusters (KubeRay is off) or you may not list them."""
+        from kubernetes.client.exceptions import ApiException
+
+        out = []
+        for ns in namespaces:
+            try:
+                found: Any = self._objects().list_namespaced_custom_object(
+                    GROUP, VERSION, ns, PLURAL, label_selector=QUEUE_LABEL, _request_timeout=timeout(self.api))
+            except ApiException as exc:
+                if exc.status == 404:
+                    return []  # the kind is not served here
+                if exc.status == 403:
+                    continue
+                raise
+            out += [RayCluster.on_cluster(self.api, str(i["metadata"]["name"]), ns) for i in found.get("items") or []
+                    if isinstance(i, dict) and isinstance(i.get("metadata"), dict)]
+        return sorted(out, key=lambda r: (r.namespace, r.name))
+
+    def _objects(self) -> Any:
+        from kubernetes import client
+
+        return client.CustomObjectsApi(self.api)
