@@ -211,3 +211,29 @@ def test_queue_usage_reads_kueues_status_defensively() -> None:
     assert str(info).endswith("16 guaranteed + 16 borrowable; 20 in use, 0 free, up to 12 if the cohort is idle")
     unknown = QueueInfo("t", ("t",), "t", "c", "p", "P", 8, 0, None)
     assert unknown.free is None and str(unknown).endswith("8 guaranteed + 0 borrowable; in use unknown")
+
+
+def test_a_large_fleet_is_published_in_parts_and_read_back_whole(monkeypatch: pytest.MonkeyPatch) -> None:
+    """10,000 teams publish about 2 MiB, twice what one ConfigMap may hold: parts of at most 512 KiB,
+    the first listing the others, all readable by the one Role, merged back by the SDK."""
+    from generator.compile import published
+    from generator.jobs import published as reader
+
+    data = published_data(FLEET.clusters["prod-west"], FLEET.teams_in("prod-west"))
+    monkeypatch.setattr(published, "PART_BYTES", 600)  # the example's five teams then need parts
+    split = published.parts(data)
+    names = published.part_names(len(split))
+    assert len(split) > 2 and names[1:] == [f"fleetgen-fleet-{i}" for i in range(1, len(split))]
+    assert json.loads(split[0].pop(published.INDEX_KEY)) == names[1:]
+    assert {k: v for part in split for k, v in part.items()} == data
+    assert all(k.startswith(("cluster.", "pools.")) for k in split[0]) or len(split[0]) > 1
+    stored = dict(zip(names, split, strict=True))
+    stored[NAME] = {**stored[NAME], published.INDEX_KEY: json.dumps(names[1:])}
+    monkeypatch.setattr(reader, "_read", lambda api, name: dict(stored[name]))
+    assert sorted(reader.published_fleet(object()).teams) == sorted(t.config.name for t in FLEET.teams_in("prod-west"))
+    stored[NAME][published.INDEX_KEY] = json.dumps(["kube-root-ca.crt"])  # only parts may be named
+    with pytest.raises(ClusterError, match="parts.json: not a list of fleetgen-fleet-N names"):
+        reader.published_fleet(object())
+    stored[NAME][published.INDEX_KEY] = json.dumps(names[1:] + names[1:2])
+    with pytest.raises(ClusterError, match="repeats a file of another part"):
+        reader.published_fleet(object())

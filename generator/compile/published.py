@@ -28,6 +28,12 @@ NAME = "fleetgen-fleet"
 READER = "fleetgen-fleet-reader"
 EVERYONE = "system:authenticated"
 FOLDER = ("teams",)
+PART_BYTES = 512 * 1024
+"""Data per ConfigMap: half the API server's limit, so one more team never pushes a part over it.
+10,000 teams in one cluster (tests/test_scale.py) publish about 2 MiB: five parts."""
+INDEX_KEY = "parts.json"
+"""In the first part, when there are more: the names of the others."""
+MAX_PARTS = 64
 
 
 def data_key(kind: str, name: str) -> str:
@@ -65,18 +71,43 @@ def published_data(cluster: Loaded[ClusterConfig], teams: list[Loaded[TeamConfig
     return dict(sorted(out.items()))
 
 
+def parts(data: dict[str, str]) -> list[dict[str, str]]:
+    """The data split over ConfigMaps of at most PART_BYTES each (the API server holds one to 1 MiB):
+    the cluster's files first, then the teams' in name order, a new part when the next does not fit.
+    The first part lists the others under INDEX_KEY."""
+    out: list[dict[str, str]] = [{}]
+    size = 0
+    for key, value in data.items():  # cluster and pools keys sort before team keys
+        grows = len(key) + len(value.encode())
+        if out[-1] and key.startswith("team.") and size + grows > PART_BYTES:
+            out.append({})
+            size = 0
+        out[-1][key] = value
+        size += grows
+    if len(out) > 1:
+        out[0][INDEX_KEY] = canonical(part_names(len(out))[1:])
+    return out
+
+
+def part_names(count: int) -> list[str]:
+    """`fleetgen-fleet`, then `fleetgen-fleet-1`, `fleetgen-fleet-2`, ..."""
+    return [NAME, *(f"{NAME}-{i}" for i in range(1, count))]
+
+
 def compile_published(cluster: Loaded[ClusterConfig], teams: list[Loaded[TeamConfig]]) -> list[Manifest]:
-    """The ConfigMap, and read access to it (that one object) for every authenticated user."""
+    """The ConfigMaps, and read access to them (those objects only) for every authenticated user."""
     cfg = cluster.config
     if not cfg.tenancy.publish_fleet:
         return []
     meta = {"namespace": NAMESPACE, "labels": labels(cfg.name)}
     where = cluster.at("tenancy", "publishFleet")
+    split = parts(published_data(cluster, teams))
+    names = part_names(len(split))
     return [
-        Manifest(FOLDER, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": NAME, **meta},
-                          "data": published_data(cluster, teams)}, where),
+        *(Manifest(FOLDER, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, **meta},
+                            "data": part}, where) for name, part in zip(names, split, strict=True)),
         Manifest(FOLDER, {"apiVersion": f"{RBAC}/v1", "kind": "Role", "metadata": {"name": READER, **meta},
-                          "rules": [{"apiGroups": [""], "resources": ["configmaps"], "resourceNames": [NAME],
+                          "rules": [{"apiGroups": [""], "resources": ["configmaps"], "resourceNames": names,
                                      "verbs": ["get"]}]}, where),
         Manifest(FOLDER, {"apiVersion": f"{RBAC}/v1", "kind": "RoleBinding", "metadata": {"name": READER, **meta},
                           "roleRef": {"apiGroup": RBAC, "kind": "Role", "name": READER},

@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from generator.compile.published import NAME, NAMESPACE
+from generator.compile.published import INDEX_KEY, MAX_PARTS, NAME, NAMESPACE
 from generator.config.cluster import ClusterConfig, NodePool
 from generator.config.fleet import Fleet, Loaded
 from generator.config.team import TeamConfig
@@ -25,6 +25,7 @@ from generator.jobs.connection import ClusterError, explain, flags_of, timeout, 
 
 KEY = re.compile(r"^(cluster|team|pools)\.([a-z0-9]([-a-z0-9]*[a-z0-9])?)\.json$")
 WHERE = f"ConfigMap {NAMESPACE}/{NAME}"
+PART = re.compile(rf"^{NAME}-[1-9][0-9]{{0,2}}$")
 
 
 def _problems(exc: ValidationError) -> str:
@@ -82,22 +83,44 @@ def fleet_from_data(data: dict[str, Any]) -> Fleet:
 
 def published_fleet(api: Any) -> Fleet:
     """This cluster's fleet files, as published at render time; ClusterError if they cannot be read."""
+    data = _read(api, NAME)
+    index = data.pop(INDEX_KEY, None)
+    if index is not None:
+        try:
+            names = json.loads(index)
+        except ValueError:
+            names = None
+        if not (isinstance(names, list) and len(names) < MAX_PARTS
+                and all(isinstance(n, str) and PART.match(n) for n in names)):
+            raise ClusterError(f"the fleet files published in {WHERE} are not valid ({INDEX_KEY}: not a list of "
+                               f"{NAME}-N names): a platform engineer should render and sync the cluster again")
+        for name in names:
+            more = _read(api, name)
+            if set(more) & set(data):
+                raise ClusterError(f"the fleet files published in {WHERE} are not valid ({name} repeats a file "
+                                   "of another part): a platform engineer should render and sync the cluster again")
+            data.update(more)
+    return fleet_from_data(data)
+
+
+def _read(api: Any, name: str) -> dict[str, Any]:
     from kubernetes import client
     from kubernetes.client.exceptions import ApiException
     from urllib3.exceptions import HTTPError
 
+    where = f"ConfigMap {NAMESPACE}/{name}"
     try:
-        found = client.CoreV1Api(api).read_namespaced_config_map(NAME, NAMESPACE, _request_timeout=timeout(api))
+        found = client.CoreV1Api(api).read_namespaced_config_map(name, NAMESPACE, _request_timeout=timeout(api))
     except ApiException as exc:
         if exc.status == 404:
-            raise ClusterError(f"this cluster publishes no fleet files ({WHERE} is missing): it was not rendered by "
+            raise ClusterError(f"this cluster publishes no fleet files ({where} is missing): it was not rendered by "
                                "this fleetgen version, or not synced yet; " + word(
                                    api, "run in a checkout of the fleet repository (--root DIR)",
                                    "pass root= a checkout of the fleet repository")) from None
         if exc.status == 403:
-            raise ClusterError(f"you may not read {WHERE}: only members of the teams with a quota in this cluster "
-                               "may; ask a team's owners to add you to its members") from None
-        raise explain(exc, api.configuration.host, f"read {WHERE}", flags_of(api)) from None
+            raise ClusterError(f"you may not read {where}: every authenticated user may, unless the cluster "
+                               "file sets tenancy.publishFleet: false") from None
+        raise explain(exc, api.configuration.host, f"read {where}", flags_of(api)) from None
     except (HTTPError, OSError) as exc:
-        raise explain(exc, api.configuration.host, f"read {WHERE}", flags_of(api)) from None
-    return fleet_from_data(dict(found.data or {}))
+        raise explain(exc, api.configuration.host, f"read {where}", flags_of(api)) from None
+    return dict(found.data or {})
