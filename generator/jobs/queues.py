@@ -87,7 +87,7 @@ class Queues:
         (cname, cluster), = fleet.clusters.items()
         cfg = cluster.config
         shares = team_shares(fleet)
-        shared = set(cfg.shared_pools)
+        shared, afs = set(cfg.shared_pools), cfg.kueue.admission_fair_sharing
         version = preferred_version(self.api, KUEUE) or "v1beta2"
         objects = client.CustomObjectsApi(self.api)
         out = []
@@ -116,15 +116,14 @@ class Queues:
                 if pool.name not in tcfg.quotas[cname]:
                     continue
                 share = shares.get((cname, pool.name, tname))
-                is_shared = pool.name in shared and cfg.kueue.admission_fair_sharing is not None
-                afs = cfg.kueue.admission_fair_sharing
-                target = afs.cluster_queue(pool.name) if is_shared and afs else tname
+                by_usage = afs if pool.name in shared else None  # its own queue, in the first namespace
+                target = by_usage.cluster_queue(pool.name) if by_usage else tname
                 used = None if not readable else sum(
                     _gpus(q, pool.name, pool.gpu.resource) for q in listed
                     if isinstance(q, dict) and (q.get("spec") or {}).get("clusterQueue") == target)
                 out.append(QueueInfo(
-                    tname, tuple(mine[:1] if is_shared else mine),
-                    afs.local_queue(tname, pool.name) if is_shared and afs else tname, cname, pool.name,
+                    tname, tuple(mine[:1] if by_usage else mine),
+                    by_usage.local_queue(tname, pool.name) if by_usage else tname, cname, pool.name,
                     pool.gpu.product, share.guaranteed if share else 0, share.borrowable if share else 0, used))
         return out
 
