@@ -610,3 +610,24 @@ def test_the_guarantee_warning_stays_linear_and_short_with_many_teams(fleet_root
     assert "a100 of extra-00, extra-01, extra-02, extra-03, extra-04, extra-05, extra-06, extra-07 and 34 more " \
         "(at standard) by inference and each other" in line, line
     assert len(line) < 1000, len(line)
+
+
+def test_a_pool_the_teams_hold_whole_keeps_its_flavor_in_the_root_cohort(fleet_root: Path) -> None:
+    """A team's quota moves only numbers in the root cohort, never its shape: vision taking the last 32
+    of prod-east's H100 left the cohort without its h100 flavor and its GPU resource (found by the
+    injection property test); now the flavor stays, at 0, and the rest of the object is unchanged."""
+    path = fleet_root / "rendered/prod-east/kueue/cohort-prod-east.yaml"
+
+    def shape(doc: dict[str, Any]) -> list[tuple[str, list[str]]]:
+        return [(f["name"], [r["name"] for r in f["resources"]]) for g in doc["spec"]["resourceGroups"]
+                for f in g["flavors"]]
+
+    before = yaml.safe_load(path.read_text())
+    edit(fleet_root, "teams/vision.yaml", "    h100: {gpus: 32, borrowingLimit: 64}",
+         "    h100: {gpus: 64, borrowingLimit: 64}")
+    assert run(fleet_root, "render").code == 0
+    after = yaml.safe_load(path.read_text())
+    assert shape(after) == shape(before)
+    [h100] = [f for g in after["spec"]["resourceGroups"] for f in g["flavors"] if f["name"] == "h100"]
+    assert {r["name"]: r["nominalQuota"] for r in h100["resources"]} == {"cpu": "0", "memory": "0",
+                                                                         "nvidia.com/gpu": "0"}

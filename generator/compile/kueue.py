@@ -214,10 +214,11 @@ def _unallocated_groups(cfg: ClusterConfig, teams: list[Loaded[TeamConfig]]) -> 
     flavors: list[tuple[NodePool, dict[str, Any]]] = []
     shared = set(cfg.shared_pools)  # held whole by their own queue
     for pool in (p for p in cfg.node_pools if p.name not in shared):
+        # A pool the teams hold whole keeps its flavor, at 0: a team's quota moves only numbers here,
+        # never the object's shape (which flavors and resources it lists).
         free = unallocated_resources(pool, held_gpus(cfg, teams, pool.name))
-        if free:
-            flavors.append((pool, {"name": pool.name, "resources": [{"name": q.name, "nominalQuota": q.nominal}
-                                                                    for q in free.values()]}))
+        flavors.append((pool, {"name": pool.name, "resources": [{"name": q.name, "nominalQuota": q.nominal}
+                                                                for q in free.values()]}))
     if not flavors:
         return []
     covered = ["cpu", "memory", *dict.fromkeys(pool.gpu.resource for pool, _ in flavors)]
