@@ -7,6 +7,8 @@ commands so `fleetgen --help` stays fast. Exit codes: 0 ok, 1 findings or differ
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -316,22 +318,38 @@ def _api(kubeconfig: str | None, context: str | None, token: str | None, server:
                    certificate_authority=certificate_authority, request_timeout=request_timeout, flags=True)
 
 
-def _team_namespaces(ctx: click.Context, team: str) -> list[str]:
-    """The namespaces of `team` in this fleet repository (UsageError naming the known teams)."""
+def _checkout(ctx: click.Context) -> Path | None:
+    """The fleet repository the command runs in (--root, default here), or None outside one: then the
+    job commands read the fleet files the connected cluster publishes instead."""
+    root = _root(ctx)
+    return root if (root / "teams").is_dir() or (root / "clusters").is_dir() else None
+
+
+def _job_fleet(ctx: click.Context, api: Any) -> Any:
+    """The fleet of the checkout, or else of the connected cluster (`api`: an ApiClient, or a callable making one)."""
     from generator.checks import load_fleet
+    from generator.jobs.published import published_fleet
+
+    root = _checkout(ctx)
+    return load_fleet(root) if root is not None else published_fleet(api() if callable(api) else api)
+
+
+def _team_namespaces(ctx: click.Context, team: str, api: Any = None) -> list[str]:
+    """The namespaces of `team` in this fleet repository, or in the cluster's published files outside
+    one (UsageError naming the known teams)."""
     from generator.errors import UsageError
 
-    fleet = load_fleet(_root(ctx))
+    fleet = _job_fleet(ctx, api)
     if team not in fleet.teams:
         raise UsageError(f"unknown team {team!r}; known: {', '.join(sorted(fleet.teams))}")
     return list(fleet.teams[team].config.namespace_names)
 
 
-def _namespace(ctx: click.Context, namespace: str | None, team: str | None) -> str:
+def _namespace(ctx: click.Context, namespace: str | None, team: str | None, api: Any = None) -> str:
     if namespace:
         return namespace
     if team:
-        return _team_namespaces(ctx, team)[0]
+        return _team_namespaces(ctx, team, api)[0]
     from generator.errors import UsageError
 
     raise UsageError("say which namespace: --namespace NS or --team TEAM")
@@ -339,38 +357,45 @@ def _namespace(ctx: click.Context, namespace: str | None, team: str | None) -> s
 
 @cli.group(cls=FullHelpGroup)
 def job() -> None:
-    """Create, submit and follow JobSets from a team's job profiles."""
+    """Create, submit and follow jobs (JobSets, batch Jobs, Ray clusters) from a team's job profiles."""
 
 
 @job.command("new")
 @click.argument("team")
 @click.argument("profile")
-@click.option("--name", help="JobSet name (default: the profile name).")
+@click.option("--name", help="Job name (default: the profile name).")
 @click.option("--nodes", type=int, help="Number of nodes (default: the profile's).")
 @click.option("--image", help="Container image (default: the profile's).")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write to FILE instead of stdout.")
 @click.argument("command", nargs=-1)
+@_connection_options
 @click.pass_context
 @_guard
 def job_new(ctx: click.Context, team: str, profile: str, name: str | None, nodes: int | None, image: str | None,
-            output: str | None, command: tuple[str, ...]) -> None:
-    """Print a concrete JobSet from TEAM's PROFILE; `-- CMD...` replaces the program."""
+            output: str | None, command: tuple[str, ...], **conn: Any) -> None:
+    """Print a concrete job (a JobSet, or a batch Job for a `kind: job` profile) from TEAM's PROFILE;
+    `-- CMD...` replaces the program.
+
+    In a fleet repository the profile comes from its files; elsewhere, from the fleet files the
+    connected cluster publishes (the connection options then say which cluster).
+    """
     from generator.jobs import Job
     from generator.yamltext import to_yaml
 
-    made = Job.from_profile(team, profile, root=_root(ctx), name=name, nodes=nodes, image=image,
-                            command=list(command) or None)
+    root = _checkout(ctx)
+    made = Job.from_profile(team, profile, root=root, api=None if root else _api(**conn), name=name, nodes=nodes,
+                            image=image, command=list(command) or None)
     text = to_yaml(made.body)
     if output:
         Path(output).write_text(text, encoding="utf-8")
-        echo(f"wrote {output}: JobSet {made.namespace}/{made.name}", err=True)
+        echo(f"wrote {output}: {made.of.kind} {made.namespace}/{made.name}", err=True)
     else:
         echo(text, nl=False)
 
 
 @job.command("submit")
 @click.argument("what", nargs=-1, required=True)
-@click.option("--name", help="JobSet name (with TEAM PROFILE).")
+@click.option("--name", help="Job name (with TEAM PROFILE).")
 @click.option("--nodes", type=int, help="Number of nodes (with TEAM PROFILE).")
 @click.option("--dry-run", is_flag=True,
               help="Check, then send it through the API server and its webhooks without creating it.")
@@ -380,18 +405,27 @@ def job_new(ctx: click.Context, team: str, profile: str, name: str | None, nodes
 @_guard
 def job_submit(ctx: click.Context, what: tuple[str, ...], name: str | None, nodes: int | None, dry_run: bool,
                no_check: bool, **conn: Any) -> None:
-    """Submit FILE (a JobSet) or TEAM PROFILE to the cluster, after checking it can run."""
+    """Submit FILE (a JobSet or batch Job) or TEAM PROFILE to the cluster, after checking it can run.
+
+    The team's quota is checked against the fleet repository's files, or outside one against the
+    files the cluster publishes.
+    """
     from generator.errors import UsageError
     from generator.jobs import Job
 
+    api, root = _api(**conn), _checkout(ctx)
     if len(what) == 1:
         made = Job.from_file(what[0])
-        made.root = _root(ctx)
+        made.root = root
+        if root is None:  # the quota check reads the cluster's published files, if it publishes them
+            from generator.jobs import ClusterError
+
+            with contextlib.suppress(ClusterError):
+                made.fleet = _job_fleet(ctx, api)
     elif len(what) == 2:
-        made = Job.from_profile(what[0], what[1], root=_root(ctx), name=name, nodes=nodes)
+        made = Job.from_profile(what[0], what[1], root=root, api=None if root else api, name=name, nodes=nodes)
     else:
-        raise UsageError("give a JobSet file, or TEAM PROFILE")
-    api = _api(**conn)
+        raise UsageError("give a job file, or TEAM PROFILE")
     if dry_run and not no_check:  # say every check, then refuse as submit would (checked once)
         from generator.jobs.presubmit import refuse
 
@@ -417,31 +451,45 @@ def _job_command(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 T = TypeVar("T")
-KIND_OPTION = click.option("--kind", type=click.Choice(["jobset", "raycluster"]), default="jobset",
-                           show_default=True, help="What NAME is: a JobSet, or a RayCluster (`operators.ray`).")
+KIND_OPTION = click.option("--kind", type=click.Choice(["jobset", "job", "raycluster"]), default="jobset",
+                           show_default=True,
+                           help="What NAME is: a JobSet, a batch Job, or a RayCluster (`operators.ray`).")
+JOB_KIND_OPTION = click.option("--kind", type=click.Choice(["jobset", "job"]), default="jobset", show_default=True,
+                               help="What NAME is: a JobSet, or a batch Job.")
+KIND_NAMES = {"jobset": "a JobSet", "job": "a batch Job", "raycluster": "a RayCluster"}
 
 
-def _is_raycluster(api: Any, name: str, namespace: str) -> bool:
-    """Whether NAME is a RayCluster there; False where that cannot be told (no rights on Ray kinds)."""
-    from generator.jobs import ClusterError, RayCluster
+def _is_kind(api: Any, name: str, namespace: str, kind: str) -> bool:
+    """Whether NAME is an object of `kind` (a --kind value) there; False where that cannot be told."""
+    from generator.jobs import ClusterError, Job, RayCluster
+    from generator.jobs.job import KIND_OPTIONS
 
     try:
-        return RayCluster.on_cluster(api, name, namespace).exists()
+        if kind == "raycluster":
+            return RayCluster.on_cluster(api, name, namespace).exists()
+        Job.on_cluster(api, name, namespace, KIND_OPTIONS[kind])._read()
+        return True
     except ClusterError:
         return False
+    except Exception as exc:  # noqa: BLE001 - the API client's 404 (or 403) means only "cannot tell"
+        if getattr(exc, "status", None) in (403, 404):
+            return False
+        raise
 
 
-def _jobset_or_hint(api: Any, name: str, namespace: str, command: str, act: Callable[[], T]) -> T:
-    """`act` on JobSet NAME; where there is none but a RayCluster of that name, say how to ask for it."""
+def _job_or_hint(api: Any, name: str, namespace: str, command: str, kind: str, act: Callable[[], T]) -> T:
+    """`act` on job NAME of `kind`; where there is none but one of another kind, say how to ask for it."""
     from generator.errors import UsageError
     from generator.jobs import ClusterError
 
     try:
         return act()
     except ClusterError as exc:
-        if " 404 " in f"{exc} " and _is_raycluster(api, name, namespace):
-            raise UsageError(f"{namespace}/{name} is a RayCluster, not a JobSet: fleetgen job {command} {name} "
-                             f"--namespace {namespace} --kind raycluster") from None
+        if " 404 " in f"{exc} ":
+            for other in KIND_NAMES:
+                if other != kind and _is_kind(api, name, namespace, other):
+                    raise UsageError(f"{namespace}/{name} is {KIND_NAMES[other]}, not {KIND_NAMES[kind]}: fleetgen "
+                                     f"job {command} {name} --namespace {namespace} --kind {other}") from None
         raise
 
 
@@ -455,29 +503,41 @@ def job_status(ctx: click.Context, name: str, namespace: str | None, team: str |
                **conn: Any) -> None:
     """Kueue admission and progress of job NAME (a RayCluster's: Kueue's, then its pods', then Ray's)."""
     from generator.jobs import Job, RayCluster
+    from generator.jobs.job import KIND_OPTIONS
 
-    ns, api = _namespace(ctx, namespace, team), _api(**conn)
+    api_of = functools.cache(lambda: _api(**conn))  # usage errors first; a connection only when needed
+    ns = _namespace(ctx, namespace, team, api_of)
+    api = api_of()
     if kind == "raycluster":
         echo(str(RayCluster.on_cluster(api, name, ns).status()))
         return
-    echo(str(_jobset_or_hint(api, name, ns, "status", Job.on_cluster(api, name, ns).status)))
+    echo(str(_job_or_hint(api, name, ns, "status", kind, Job.on_cluster(api, name, ns, KIND_OPTIONS[kind]).status)))
 
 
 @job.command("logs")
 @_job_command
 @click.option("--rank", type=int, default=0, show_default=True, help="Node rank (0 is the master).")
 @click.option("-f", "--follow", is_flag=True, help="Keep streaming new lines.")
+@JOB_KIND_OPTION
 @_connection_options
 @click.pass_context
 @_guard
 def job_logs(ctx: click.Context, name: str, namespace: str | None, team: str | None, rank: int, follow: bool,
-             **conn: Any) -> None:
+             kind: str, **conn: Any) -> None:
     """Logs of the training container of one node of job NAME."""
     from generator.jobs import Job
+    from generator.jobs.job import KIND_OPTIONS
 
-    ns = _namespace(ctx, namespace, team)
-    for line in Job.on_cluster(_api(**conn), name, ns).logs(rank=rank, follow=follow):
-        echo(line)
+    api_of = functools.cache(lambda: _api(**conn))  # usage errors first; a connection only when needed
+    ns = _namespace(ctx, namespace, team, api_of)
+    api = api_of()
+    handle = Job.on_cluster(api, name, ns, KIND_OPTIONS[kind])
+
+    def show() -> None:  # lines are printed as they come, inside the hint's reach (the first read may 404)
+        for line in handle.logs(rank=rank, follow=follow):
+            echo(line)
+
+    _job_or_hint(api, name, ns, "logs", kind, show)
 
 
 @job.command("cancel")
@@ -490,12 +550,15 @@ def job_cancel(ctx: click.Context, name: str, namespace: str | None, team: str |
                **conn: Any) -> None:
     """Delete job NAME and its pods; Kueue gives the quota back."""
     from generator.jobs import Job, RayCluster
+    from generator.jobs.job import KIND_OPTIONS
 
-    ns, api = _namespace(ctx, namespace, team), _api(**conn)
+    api_of = functools.cache(lambda: _api(**conn))  # usage errors first; a connection only when needed
+    ns = _namespace(ctx, namespace, team, api_of)
+    api = api_of()
     if kind == "raycluster":
         RayCluster.on_cluster(api, name, ns).down()
     else:
-        _jobset_or_hint(api, name, ns, "cancel", Job.on_cluster(api, name, ns).cancel)
+        _job_or_hint(api, name, ns, "cancel", kind, Job.on_cluster(api, name, ns, KIND_OPTIONS[kind]).cancel)
     echo(f"cancelled {ns}/{name}")
 
 
@@ -519,16 +582,20 @@ def job_wait(ctx: click.Context, name: str, namespace: str | None, team: str | N
     """
     from generator.errors import UsageError
     from generator.jobs import Job, RayCluster
+    from generator.jobs.job import KIND_OPTIONS
 
-    ns, api = _namespace(ctx, namespace, team), _api(**conn)
+    api_of = functools.cache(lambda: _api(**conn))  # usage errors first; a connection only when needed
+    ns = _namespace(ctx, namespace, team, api_of)
+    api = api_of()
     if kind == "raycluster":  # admitted by Kueue, or running: every pod, as KubeRay calls it ready
         if until == "finished":
             raise UsageError("a RayCluster does not finish: wait --for admitted or running (ready)")
         RayCluster.on_cluster(api, name, ns).wait("ready" if until == "running" else until, timeout_seconds, interval,
                                                   progress=lambda status: echo(str(status)))
         return
-    final = Job.on_cluster(api, name, ns).wait(until=until, timeout_seconds=timeout_seconds, poll=interval,
-                                               progress=lambda status: echo(str(status)))
+    handle = Job.on_cluster(api, name, ns, KIND_OPTIONS[kind])
+    final = _job_or_hint(api, name, ns, "wait", kind, lambda: handle.wait(
+        until=until, timeout_seconds=timeout_seconds, poll=interval, progress=lambda status: echo(str(status))))
     if final.phase == "failed":
         ctx.exit(1)
 
@@ -544,7 +611,6 @@ def job_list(ctx: click.Context, team: str | None, namespace: str | None, **conn
 
     Without --team or --namespace: every team namespace of the fleet that you may list jobs in.
     """
-    from generator.checks import load_fleet
     from generator.errors import UsageError
     from generator.jobs import JobList
 
@@ -553,9 +619,9 @@ def job_list(ctx: click.Context, team: str | None, namespace: str | None, **conn
     if namespace:
         namespaces: list[str] | None = [namespace]
     elif team:
-        namespaces = _team_namespaces(ctx, team)
+        namespaces = _team_namespaces(ctx, team, api)
     else:
-        every = sorted({ns for t in load_fleet(_root(ctx)).teams.values() for ns in t.config.namespace_names})
+        every = sorted({ns for t in _job_fleet(ctx, api).teams.values() for ns in t.config.namespace_names})
         namespaces = listing.readable(every)
         if not namespaces:
             raise UsageError("you may list jobs in none of the fleet's team namespaces: pass --namespace, or ask to "
@@ -567,7 +633,7 @@ def job_list(ctx: click.Context, team: str | None, namespace: str | None, **conn
     if not jobs and not rays:
         echo("no jobs")
     for found in jobs:
-        echo(f"{found.namespace}/{str(found.status())}")
+        echo(f"{found.namespace}/{str(found.status())}" + (f" ({found.of.kind})" if found.of.kind != "JobSet" else ""))
     for ray in rays:
         echo(f"{ray.namespace}/{str(ray.status())} (RayCluster)")
 

@@ -40,6 +40,7 @@ from tests.upstream.fleet import (
     fake_nodes,
     gpu_jobset,
     group_of,
+    job_object,
     kustomization_folders,
     kustomize_build,
     platform_crds,
@@ -102,7 +103,9 @@ def member(stack: Stack, team: TeamConfig) -> Identity:
 
 
 def templates(cluster: str) -> list[Path]:
-    return sorted((RENDERED / cluster / "templates").glob("*/*.jobset.yaml"))
+    """Every Kubernetes object among the cluster's job templates (not the SkyPilot files)."""
+    return sorted(p for p in (RENDERED / cluster / "templates").glob("*/*.yaml")
+                  if not p.name.endswith(".sky.yaml") and p.name != "skypilot-config.yaml")
 
 
 def flavors(workload: dict[str, Any] | None) -> set[str]:
@@ -111,15 +114,15 @@ def flavors(workload: dict[str, Any] | None) -> set[str]:
     return {flavor for ps in admission.get("podSetAssignments") or [] for flavor in (ps.get("flavors") or {}).values()}
 
 
-def admitted(stack: Stack, namespace: str, name: str) -> bool:
-    return condition(workload_of(stack, namespace, name), "Admitted").get("status") == "True"
+def admitted(stack: Stack, namespace: str, name: str, kind: str = "JobSet") -> bool:
+    return condition(workload_of(stack, namespace, name, kind), "Admitted").get("status") == "True"
 
 
-def gone(stack: Stack, namespace: str, name: str) -> bool:
+def gone(stack: Stack, namespace: str, name: str, kind: str = "JobSet") -> bool:
     from kubernetes.client.exceptions import ApiException
 
     try:
-        custom(stack).get_namespaced_custom_object(JOBSET, "v1alpha2", namespace, "jobsets", name)
+        job_object(stack, namespace, name, kind)
     except ApiException as exc:
         return exc.status == 404
     return False
@@ -188,7 +191,7 @@ def test_cluster_queues_are_active_and_local_queues_resolve(deployed: Deployed) 
 
 def test_members_submit_each_template_and_kueue_admits_it(deployed: Deployed) -> None:
     """`fleetgen job submit` as a team member (real RBAC), admitted by Kueue, Jobs created by JobSet."""
-    paths = templates(deployed.name)
+    paths = [p for p in templates(deployed.name) if not p.name.endswith(".service.yaml")]
     if not paths:
         pytest.skip(f"no job profile targets {deployed.name}")
     for path in paths:
@@ -203,14 +206,17 @@ def submit_follow_and_cancel(deployed: Deployed, path: Path) -> None:
     body = yaml.safe_load(path.read_text())
     team = next(t for t in deployed.teams if t.name == body["metadata"]["labels"]["fleetgen.io/team"])
     who = member(stack, team)
-    ns, name = body["metadata"]["namespace"], body["metadata"]["name"]
+    ns, name, kind = body["metadata"]["namespace"], body["metadata"]["name"], body["kind"]
     submitted = run(REPO, "job", "submit", str(path), "--kubeconfig", str(who.kubeconfig))
     assert submitted.code == 0, f"{path.relative_to(REPO)} as {who.user}: {submitted.err}"
-    assert wait_for(lambda: workload_of(stack, ns, name), 30), f"Kueue made no Workload for {ns}/{name}"
-    assert wait_for(lambda: admitted(stack, ns, name), 60), \
-        f"{ns}/{name} not admitted: {condition(workload_of(stack, ns, name), 'QuotaReserved')}"
+    assert wait_for(lambda: workload_of(stack, ns, name, kind), 30), f"Kueue made no Workload for {ns}/{name}"
+    assert wait_for(lambda: admitted(stack, ns, name, kind), 60), \
+        f"{ns}/{name} not admitted: {condition(workload_of(stack, ns, name, kind), 'QuotaReserved')}"
     profile = next(p for p in team.job_profiles if p.name == body["metadata"]["labels"]["fleetgen.io/profile"])
-    assert flavors(workload_of(stack, ns, name)) == {profile.pool}, "admitted outside the profile's pool"
+    assert flavors(workload_of(stack, ns, name, kind)) == {profile.pool}, "admitted outside the profile's pool"
+    if kind == "Job":
+        batch_job_follow_and_cancel(stack, who, body, path)
+        return
     if profile.topology is not None and profile.leader is not None:
         # kueue.x-k8s.io/podset-group-name: rank 0 is placed in the block its workers are in.
         # Kueue records hosts (the lowest level); the nodes' labels say which block each is in.
@@ -253,6 +259,40 @@ def submit_follow_and_cancel(deployed: Deployed, path: Path) -> None:
     cancelled = run(REPO, "job", "cancel", name, "-n", ns, "--kubeconfig", str(who.kubeconfig))
     assert cancelled.code == 0, cancelled.err
     assert wait_for(lambda: gone(stack, ns, name), 60), f"{ns}/{name} still there after cancel"
+
+
+def batch_job_follow_and_cancel(stack: Stack, who: Identity, body: dict[str, Any], path: Path) -> None:
+    """A `kind: job` template once admitted: Kueue unsuspended it; `job submit` created the rendezvous
+    Service the rendered file beside it describes, owned by the Job; `job status`, `job list` and
+    `job cancel --kind job` work for a member, `job status` without --kind says to add it, and the
+    garbage collector deletes the Service with the Job."""
+    from kubernetes import client
+
+    ns, name = body["metadata"]["namespace"], body["metadata"]["name"]
+    assert wait_for(lambda: job_object(stack, ns, name, "Job")["spec"].get("suspend") is False, 30)
+    service = client.CoreV1Api(stack.client()).read_namespaced_service(name, ns)
+    rendered = yaml.safe_load(path.with_name(path.name.replace(".job.yaml", ".service.yaml")).read_text())
+    assert service.spec.selector == rendered["spec"]["selector"] and service.spec.cluster_ip == "None"
+    uid = job_object(stack, ns, name, "Job")["metadata"]["uid"]
+    assert [(o.kind, o.name, o.uid) for o in service.metadata.owner_references] == [("Job", name, uid)]
+    pod = body["spec"]["template"]["spec"]
+    env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
+    assert env["MASTER_ADDR"] == f"{name}-0.{pod['subdomain']}" and pod["subdomain"] == service.metadata.name
+    kubeconfig = ("--kubeconfig", str(who.kubeconfig))
+    status = run(REPO, "job", "status", name, "-n", ns, "--kind", "job", *kubeconfig)
+    assert status.code == 0 and f"{name}: " in status.out and ("admitted" in status.out or "running" in status.out), \
+        status.out + status.err
+    hinted = run(REPO, "job", "status", name, "-n", ns, *kubeconfig)
+    assert hinted.code == 2 and f"is a batch Job, not a JobSet: fleetgen job status {name} --namespace {ns} " \
+        "--kind job" in hinted.err, hinted.err
+    listed = run(REPO, "job", "list", "-n", ns, *kubeconfig)
+    assert listed.code == 0 and f"{ns}/{name}: " in listed.out and "(Job)" in listed.out, listed.out + listed.err
+    cancelled = run(REPO, "job", "cancel", name, "-n", ns, "--kind", "job", *kubeconfig)
+    assert cancelled.code == 0, cancelled.err
+    assert wait_for(lambda: gone(stack, ns, name, "Job"), 60), f"{ns}/{name} still there after cancel"
+    core = client.CoreV1Api(stack.client())
+    assert wait_for(lambda: name not in {s.metadata.name for s in core.list_namespaced_service(ns).items}, 60), \
+        "the garbage collector left the Job's Service"
 
 
 @dataclass(frozen=True)

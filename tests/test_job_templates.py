@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 import yaml
 
+from generator.compile.jobs import COMPLETION_INDEX
 from generator.compile.manifest import Manifest
 from generator.validate import cel
 from tests.conftest import REPO, edit, run, snapshot
@@ -156,13 +157,17 @@ PROFILE_CASES = [
 @pytest.mark.parametrize("old,new,where,message,hint", PROFILE_CASES, ids=[c[3][:30] for c in PROFILE_CASES])
 def test_bad_profiles_are_located(fleet_root: Path, old: str, new: str, where: str, message: str,
                                   hint: str | None) -> None:
+    refused_at(fleet_root, "teams/ml-research.yaml", old, new, where, message, hint)
+
+
+def refused_at(fleet_root: Path, file: str, old: str, new: str, where: str, message: str, hint: str | None) -> None:
+    """`file` edited from `old` to `new` makes render exit 2 saying `message` at `where`, writing nothing."""
     before = snapshot(fleet_root / "rendered")
-    edit(fleet_root, "teams/ml-research.yaml", old, new)
+    edit(fleet_root, file, old, new)
     result = run(fleet_root, "render")
     assert result.code == 2, result.out
     assert where in result.err and message in result.err, result.err
-    if hint:
-        assert hint in result.err
+    assert hint is None or hint in result.err, result.err
     assert snapshot(fleet_root / "rendered") == before
 
 
@@ -210,3 +215,70 @@ def test_topology_slices_exclude_a_leader(fleet_root: Path) -> None:
     result = run(fleet_root, "render")
     assert result.code == 2
     assert "jobProfiles[0].topology.slice: a profile with a leader puts rank 0 in its workers' domain" in result.err
+
+
+def test_golden_batch_job_with_its_rendezvous_service() -> None:
+    """`kind: job`: an Indexed batch Job, one pod per node, each index retried in place; rank 0 is
+    `<job>-0.<job>`: the Job controller's hostname in the subdomain of the job's own headless Service."""
+    body = load("dev/templates/speech/asr-eval.job.yaml")
+    assert (body["apiVersion"], body["kind"]) == ("batch/v1", "Job")
+    assert body["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "speech"
+    spec = body["spec"]
+    assert (spec["parallelism"], spec["completions"], spec["completionMode"]) == (2, 2, "Indexed")
+    assert (spec["backoffLimitPerIndex"], spec["maxFailedIndexes"]) == (2, 0) and "backoffLimit" not in spec
+    assert spec["podFailurePolicy"]["rules"] == [
+        {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
+        {"action": "FailJob", "onExitCodes": {"containerName": "trainer", "operator": "In", "values": [2, 126, 127]}}]
+    template = spec["template"]["spec"]
+    container = template["containers"][0]
+    assert template["subdomain"] == "asr-eval"
+    assert env(container)["MASTER_ADDR"] == "asr-eval-0.asr-eval" and env(container)["NNODES"] == "2"
+    assert env(container)["NODE_RANK"] == {"fieldRef": {"fieldPath": COMPLETION_INDEX}}
+    assert container["args"][:5] == ["--nnodes=$(NNODES)", "--nproc-per-node=$(NPROC_PER_NODE)",
+                                     "--master-addr=$(MASTER_ADDR)", "--master-port=$(MASTER_PORT)",
+                                     "--node-rank=$(NODE_RANK)"]
+    assert container["resources"]["limits"]["nvidia.com/gpu"] == "1"
+    service = load("dev/templates/speech/asr-eval.service.yaml")
+    assert service["metadata"]["name"] == "asr-eval" and service["metadata"]["namespace"] == "speech"
+    assert service["spec"] == {"clusterIP": "None", "publishNotReadyAddresses": True,
+                               "selector": {"batch.kubernetes.io/job-name": "asr-eval"}}
+    assert not any(k.startswith("kueue.x-k8s.io/") for k in service["metadata"]["labels"])  # Kueue queues no Service
+
+
+def test_a_single_node_batch_job_needs_no_service(fleet_root: Path) -> None:
+    edit(fleet_root, "teams/speech.yaml", "    nodes: 2\n    gpusPerNode: 1\n", "    nodes: 1\n    gpusPerNode: 1\n")
+    assert run(fleet_root, "render").code == 0
+    folder = fleet_root / "rendered/dev/templates/speech"
+    body = yaml.safe_load((folder / "asr-eval.job.yaml").read_text())
+    assert env(body["spec"]["template"]["spec"]["containers"][0])["MASTER_ADDR"] == "localhost"
+    assert "subdomain" not in body["spec"]["template"]["spec"]
+    assert not (folder / "asr-eval.service.yaml").exists()
+
+
+@pytest.mark.parametrize(("old", "new", "where", "message", "hint"), [
+    ("  - name: asr-eval\n", f"  - name: asr-eval-{'x' * 53}\n",  # 62 characters: a Job's name, not a hostname
+     "teams/speech.yaml:23", f"the last pod's hostname would be 'asr-eval-{'x' * 53}-1' (64 > 63)", "shorten it by 1"),
+    ("    kind: job\n", "    kind: job\n    leader: {}\n", "teams/speech.yaml:25", "no separate leader",
+     "use kind: jobset"),
+    ("    kind: job\n", "    kind: pytorchjob\n", "teams/speech.yaml:24", "'jobset' or 'job'", None),
+])
+def test_bad_batch_job_profiles_are_located(fleet_root: Path, old: str, new: str, where: str, message: str,
+                                            hint: str | None) -> None:
+    refused_at(fleet_root, "teams/speech.yaml", old, new, where, message, hint)
+
+
+def test_a_multi_node_batch_job_is_refused_on_a_multikueue_manager(fleet_root: Path) -> None:
+    """MultiKueue copies a batch Job to a worker, not the Service its hostnames need: refused at the
+    profile's `kind` line, with a JobSet (which makes its own Service on the worker) as the fix."""
+    path = fleet_root / "teams/vision.yaml"
+    lines = path.read_text().splitlines()
+    profile = ["jobProfiles:", "  - name: hub-eval", "    kind: job", "    cluster: hub", "    pool: l40s",
+               "    nodes: 2", "    image: ghcr.io/acme/vision:1", "    command: [python, eval.py]"]
+    path.write_text("\n".join([*lines, *profile]) + "\n")
+    result = run(fleet_root, "render")
+    assert result.code == 2, result.out
+    assert f"teams/vision.yaml:{len(lines) + 3}: jobProfiles[0].kind: hub is a MultiKueue manager" in result.err, \
+        result.err
+    assert "use kind: jobset" in result.err
+    path.write_text("\n".join([*lines, *profile]).replace("nodes: 2", "nodes: 1") + "\n")
+    assert run(fleet_root, "render").code == 0

@@ -609,3 +609,32 @@ def test_a_notebook_without_a_checkout(cluster: Cluster, tmp_path: Path, monkeyp
     with pytest.raises(ClusterError) as refused:
         Job.on_cluster(api, "nb-train", "ml-research").status()
     assert ": 401 " in str(refused.value) or '"system:anonymous"' in str(refused.value), refused.value
+
+
+def test_the_command_line_without_a_checkout(cluster: Cluster, tmp_path: Path) -> None:
+    """Outside a fleet repository `fleetgen job new|submit TEAM PROFILE`, `--team` and `job list` read
+    the fleet files the cluster publishes: the member makes, submits, finds and cancels a profile's job
+    with nothing but a kubeconfig; a job file's quota is checked against the published files too."""
+    c = cluster
+    made = run(tmp_path, "job", "new", "ml-research", "pretrain-4node", "--name", "cli-nb", "--nodes", "2",
+               "-o", str(tmp_path / "job.yaml"), *c.kc())
+    assert made.code == 0 and "JobSet ml-research/cli-nb" in made.err, made.err
+    too_big = run(tmp_path, "job", "new", "ml-research", "pretrain-4node", "--nodes", "5", *c.kc())
+    assert too_big.code == 2 and "nodes: the job needs 40 GPUs but team 'ml-research' can have at most 32" \
+        in too_big.err, too_big.err
+    dry = run(tmp_path, "job", "submit", str(tmp_path / "job.yaml"), "--dry-run", *c.kc())
+    assert dry.code == 0 and "ok      capacity: 16 GPUs of at most 32 in prod-west/a100" in dry.out, dry.out + dry.err
+    submitted = run(tmp_path, "job", "submit", "ml-research", "pretrain-4node", "--name", "cli-nb", "--nodes", "2",
+                    *c.kc())
+    assert submitted.code == 0, submitted.err
+    try:
+        listed = run(tmp_path, "job", "list", *c.kc())
+        assert listed.code == 0 and "ml-research/cli-nb: " in listed.out, listed.out + listed.err
+        status = run(tmp_path, "job", "status", "cli-nb", "--team", "ml-research", *c.kc())
+        assert status.code == 0 and status.out.startswith("cli-nb: "), status.out + status.err
+        unknown = run(tmp_path, "job", "status", "cli-nb", "--team", "llm-pretrain", *c.kc())
+        assert unknown.code == 2 and "unknown team 'llm-pretrain'; known: inference, ml-research" in unknown.err
+    finally:
+        cancelled = run(tmp_path, "job", "cancel", "cli-nb", "--team", "ml-research", *c.kc())
+        assert cancelled.code == 0, cancelled.err
+        assert wait_for(lambda: not jobsets_named(c, "ml-research", "cli-nb"), 60)

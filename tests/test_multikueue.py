@@ -149,6 +149,34 @@ def test_a_members_jobset_is_dispatched_to_the_worker_and_admitted_there(pair: P
                                                              propagation_policy="Foreground")
 
 
+def test_a_members_batch_job_is_dispatched_to_the_worker_too(pair: Pair) -> None:
+    """A one-node `kind: job` defined in Python and submitted on the manager: MultiKueue copies the
+    batch Job to the worker, which admits it on the team's pool there (a multi-node one is refused at
+    render: its Service would not follow it)."""
+    team = pair.fleet.teams["vision"].config
+    ns = team.namespace_names[0]
+    member = pair.manager.identity(f"e2e-batch@{team.name}.test", (team.members.groups[0],))
+    api = pair.manager.client(member.user, (team.members.groups[0],))
+    name = f"batch-{uuid.uuid4().hex[:5]}"
+    job = Job.define("vision", name, "registry.example/e2e:1", ["python", "eval.py"], cluster=MANAGER, pool="l40s",
+                     gpus_per_node=4, kind="job", root=REPO, api=api)
+    job.submit()
+    try:
+        assert wait_for(lambda: condition(workload_of(pair.manager, ns, name, "Job"), "Admitted").get("status")
+                        == "True", 90), workload_of(pair.manager, ns, name, "Job")
+        local = workload_of(pair.manager, ns, name, "Job") or {}
+        remote = [w for w in workloads(pair.worker, ns) if w["metadata"]["name"] == local["metadata"]["name"]]
+        assert remote and condition(remote[0], "Admitted").get("status") == "True", remote
+        assigned = {f for ps in remote[0]["status"]["admission"]["podSetAssignments"] for f in ps["flavors"].values()}
+        assert assigned == {"l40s"}
+        assert custom(pair.worker).get_namespaced_custom_object("batch", "v1", ns, "jobs", name)["spec"]["suspend"] \
+            is False
+        status = Job.on_cluster(api, name, ns, "Job").status()
+        assert (status.phase, status.reason) == ("admitted", "dispatched by MultiKueue to worker cluster prod-west")
+    finally:
+        job.cancel()
+
+
 def test_without_quota_on_the_worker_the_job_waits_on_the_manager(pair: Pair) -> None:
     """The worker's queue for the team given no GPUs (and no borrowing): the dispatched copy waits
     there for quota, and the manager's Workload keeps its quota reserved with the MultiKueue check

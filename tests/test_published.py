@@ -106,6 +106,21 @@ def test_a_configmap_the_api_server_would_refuse_is_a_finding() -> None:
     assert validate_limits([Manifest(("teams",), body, ("clusters/prod-west.yaml", 3))]) == []
 
 
+def test_more_parts_than_the_sdk_reads_is_a_finding() -> None:
+    """Render refuses a cluster whose fleet files need more ConfigMaps than the SDK reads (MAX_PARTS)."""
+    from generator.compile.published import MAX_PARTS, part_names
+
+    def made(count: int) -> list[Manifest]:
+        return [Manifest(("teams",), {"apiVersion": "v1", "kind": "ConfigMap", "data": {},
+                                      "metadata": {"name": name, "namespace": NAMESPACE}},
+                         ("clusters/prod-west.yaml", 3)) for name in part_names(count)]
+
+    assert validate_limits(made(MAX_PARTS)) == []
+    [finding] = validate_limits(made(MAX_PARTS + 1))
+    assert (finding.file, finding.line) == ("clusters/prod-west.yaml", 3)
+    assert f"published in {MAX_PARTS + 1} ConfigMaps; the job SDK reads at most {MAX_PARTS}" in finding.message
+
+
 def test_define_builds_what_the_profile_would() -> None:
     """A job written in Python with a profile's values is that profile's JobSet, name aside."""
     profile = next(p for p in FLEET.teams["ml-research"].config.job_profiles if p.name == "pretrain-4node")

@@ -1,10 +1,11 @@
-"""The rendered JobSet's own command and environment, run by the real torchrun on two local nodes.
+"""The rendered job's own command and environment (a JobSet's or a batch Job's), run by the real
+torchrun on two local nodes.
 
 Each node is one process standing in for one pod: its argv is the container's command and args with
 Kubernetes' $(VAR) expansion, its environment the container's env (the completion index that the
 Job controller injects, the rank read from the pod's annotation). Only what a laptop cannot have is
-replaced: MASTER_ADDR (JobSet's pod hostname; its match with the pod is checked on the real API
-server in test_e2e_fleet) becomes 127.0.0.1, MASTER_PORT a free port, and NPROC_PER_NODE 2 CPU
+replaced: MASTER_ADDR (the pod hostname; its match with the pod is checked on the real API server in
+test_e2e_fleet and test_twin_scheduling) becomes 127.0.0.1, MASTER_PORT a free port, and NPROC_PER_NODE 2 CPU
 ranks for 8 GPUs. The program is a gloo all-reduce across every rank.
 """
 
@@ -12,8 +13,11 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import re
+import socket
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -67,8 +71,9 @@ def expand(text: str, env: dict[str, str]) -> str:
 
 
 def pods(body: dict[str, Any]) -> Iterator[tuple[str, int, dict[str, Any]]]:
-    """(replicated job, completion index, container) of every pod the JobSet makes."""
-    for rjob in body["spec"]["replicatedJobs"]:
+    """(replicated job, completion index, container) of every pod the JobSet (or batch Job: `job`) makes."""
+    rjobs = body["spec"]["replicatedJobs"] if body["kind"] == "JobSet" else [{"name": "job", "template": body}]
+    for rjob in rjobs:
         job = rjob["template"]["spec"]
         container = next(c for c in job["template"]["spec"]["containers"] if c["name"] == CONTAINER)
         for index in range(int(job["completions"])):
@@ -96,23 +101,49 @@ def pod_process(container: dict[str, Any], index: int, bin_dir: Path, port: int,
     return argv, process_env
 
 
-def run_nodes(body: dict[str, Any], bin_dir: Path, extra: dict[str, str] | None = None,
+def rendezvous_port() -> int:
+    """A free port below the kernel's ephemeral range: a port from free_port() is one the kernel hands
+    out, and until node 0 binds it, a listener bound to port 0 (another test's gloo ranks) may get it;
+    node 1 then talks to that listener and hangs."""
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    rng = random.Random()
+    for _ in range(100):
+        port = rng.randrange(min(20000, low - 1000), low)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    return free_port()
+
+
+def run_nodes(body: dict[str, Any], bin_dir: Path, logs: Path, extra: dict[str, str] | None = None,
               timeout: float = 240) -> list[subprocess.CompletedProcess[str]]:
-    port = free_port()
+    """Every node's torchrun, side by side; each writes to its own files in `logs`, not to a pipe: a pipe
+    read one node after the other filled up while the first was waited for (torch's C++ stack traces in
+    its store's connection warnings), the second node blocked writing, and the rendezvous stalled for
+    minutes, up to the timeout."""
+    port = rendezvous_port()
     started = []
-    for _, index, container in pods(body):
+    for i, (_, index, container) in enumerate(pods(body)):
         argv, env = pod_process(container, index, bin_dir, port, extra or {})
-        started.append(subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
-    results = []
-    for proc in started:
-        try:
-            out, err = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            for other in started:
-                other.kill()
-            raise
-        results.append(subprocess.CompletedProcess(proc.args, proc.returncode, out, err))
-    return results
+        with (logs / f"node{i}.out").open("w") as out, (logs / f"node{i}.err").open("w") as err:
+            started.append(subprocess.Popen(argv, env=env, stdout=out, stderr=err, stdin=subprocess.DEVNULL))
+    deadline = time.monotonic() + timeout
+    try:
+        for proc in started:
+            proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        for proc in started:
+            proc.kill()
+            proc.wait()
+        tails = "\n".join(f"node {i} ({'still running' if code == -9 else f'exit {code}'}):\n"
+                          f"{(logs / f'node{i}.err').read_text()[-3000:]}"
+                          for i, code in enumerate(p.returncode for p in started))
+        pytest.fail(f"torchrun did not finish in {timeout:g} s\n{tails}")
+    return [subprocess.CompletedProcess(proc.args, proc.returncode, (logs / f"node{i}.out").read_text(),
+                                        (logs / f"node{i}.err").read_text()) for i, proc in enumerate(started)]
 
 
 def two_node_job(team: str, profile: str, script: Path, out: Path) -> dict[str, Any]:
@@ -123,14 +154,15 @@ def two_node_job(team: str, profile: str, script: Path, out: Path) -> dict[str, 
 
 
 @pytest.mark.parametrize("team,profile,first", [("ml-research", "pretrain-4node", "workers"),
-                                                 ("llm-pretrain", "pretrain-70b", "leader")])
+                                                 ("llm-pretrain", "pretrain-70b", "leader"),
+                                                 ("speech", "asr-eval", "job")])
 def test_two_nodes_rendezvous_and_all_reduce(torch_bin: Path, tmp_path: Path, team: str, profile: str,
                                              first: str) -> None:
     script = tmp_path / "train.py"
     script.write_text(PROGRAM)
     body = two_node_job(team, profile, script, tmp_path)
     assert [name for name, _, _ in pods(body)][0] == first  # a leader job ranks before its workers
-    results = run_nodes(body, torch_bin)
+    results = run_nodes(body, torch_bin, tmp_path)
     for result in results:
         assert result.returncode == 0, f"{result.args}\n{result.stderr[-3000:]}"
     records = sorted((json.loads(p.read_text()) for p in tmp_path.glob("rank*.json")), key=lambda r: r["rank"])
@@ -148,7 +180,7 @@ def test_torchrun_exits_1_whatever_the_program_exit_code(torch_bin: Path, tmp_pa
     script = tmp_path / "train.py"
     script.write_text(PROGRAM)
     job = Job.from_profile("ml-research", "finetune-1node", root=REPO, command=["python", str(script), str(tmp_path)])
-    [result] = run_nodes(job.body, torch_bin, {"FAIL_RANK": "1"})
+    [result] = run_nodes(job.body, torch_bin, tmp_path, {"FAIL_RANK": "1"})
     assert result.returncode == 1, result.stderr[-2000:]
     assert "exitcode  : 3" in result.stderr or "exitcode: 3" in result.stderr, result.stderr[-2000:]
     codes = job.body["spec"]["replicatedJobs"][0]["template"]["spec"]["podFailurePolicy"]["rules"][1]["onExitCodes"]
@@ -162,7 +194,7 @@ def test_without_no_python_torchrun_runs_python_on_python(torch_bin: Path, tmp_p
     job = Job.from_profile("ml-research", "finetune-1node", root=REPO, command=["python", str(script), str(tmp_path)])
     container = job.body["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"][0]
     container["args"].remove("--no-python")
-    [result] = run_nodes(job.body, torch_bin)
+    [result] = run_nodes(job.body, torch_bin, tmp_path)
     assert result.returncode != 0
     assert "can't open file" in result.stderr and "python" in result.stderr, result.stderr[-2000:]
     assert not list(tmp_path.glob("rank*.json"))

@@ -29,12 +29,12 @@ from generator.reconciler.nodes import taint_value
 from tests.conftest import REPO, SHARED, run
 from tests.upstream.cluster import Stack
 from tests.upstream.fleet import (
-    JOBSET,
+    JOB_KINDS,
     condition,
     create_nodes,
-    custom,
     deploy,
     fake_nodes,
+    job_object,
     kustomize_build,
     rendered_kueue_config,
     topology_domains,
@@ -92,8 +92,9 @@ def submit(stack: Stack, fleet: Fleet, name: str, tmp_path: Path, team_name: str
     assert made.code == 0, made.err
     if runs_for:
         body = yaml.safe_load(path.read_text())
-        for replicated in body["spec"]["replicatedJobs"]:
-            meta = replicated["template"]["spec"]["template"].setdefault("metadata", {})
+        jobs = [r["template"] for r in body["spec"]["replicatedJobs"]] if body["kind"] == "JobSet" else [body]
+        for job in jobs:
+            meta = job["spec"]["template"].setdefault("metadata", {})
             meta.setdefault("annotations", {}).update({"pod-complete.stage.kwok.x-k8s.io/delay": runs_for,
                                                        "pod-complete.stage.kwok.x-k8s.io/jitter-delay": runs_for})
         path.write_text(yaml.safe_dump(body))
@@ -103,9 +104,12 @@ def submit(stack: Stack, fleet: Fleet, name: str, tmp_path: Path, team_name: str
     return body["metadata"]["namespace"], body
 
 
-def completed(stack: Stack, namespace: str, name: str) -> bool:
-    jobset = custom(stack).get_namespaced_custom_object(JOBSET, "v1alpha2", namespace, "jobsets", name)
-    return condition(jobset, "Completed").get("status") == "True"
+DONE = {"JobSet": "Completed", "Job": "Complete"}
+"""The condition each kind of job ends well with."""
+
+
+def completed(stack: Stack, namespace: str, name: str, kind: str = "JobSet") -> bool:
+    return condition(job_object(stack, namespace, name, kind), DONE[kind]).get("status") == "True"
 
 
 def test_a_members_job_is_admitted_bound_to_its_pool_and_runs_to_completion(
@@ -186,25 +190,46 @@ def test_every_profile_runs_on_its_pool_where_kueue_placed_it(twins: dict[str, A
     profile = next(p for p in team.job_profiles if p.name == profile_name)
     stack, fleet, running = twins["get"](profile.cluster)
     name = f"twin-{profile_name}"
-    ns, _ = submit(stack, fleet, name, tmp_path, team_name, profile_name)
-    assert wait_for(lambda: condition(workload_of(stack, ns, name), "Admitted").get("status") == "True", 90), \
-        condition(workload_of(stack, ns, name), "QuotaReserved")
-    placed_where_kueue_chose(stack, fleet.clusters[profile.cluster].config, ns, name, profile, running.logs)
-    assert wait_for(lambda: completed(stack, ns, name), 150), running.logs()
+    ns, body = submit(stack, fleet, name, tmp_path, team_name, profile_name)
+    kind = body["kind"]
+    assert wait_for(lambda: condition(workload_of(stack, ns, name, kind), "Admitted").get("status") == "True", 90), \
+        condition(workload_of(stack, ns, name, kind), "QuotaReserved")
+    bound = placed_where_kueue_chose(stack, fleet.clusters[profile.cluster].config, ns, name, profile, running.logs,
+                                     kind)
+    if kind == "Job" and profile.nodes > 1:
+        rendezvous_resolves(stack, ns, name, bound)
+    assert wait_for(lambda: completed(stack, ns, name, kind), 150), running.logs()
+
+
+def rendezvous_resolves(stack: Stack, namespace: str, name: str, bound: list[Any]) -> None:
+    """A batch Job's rank 0 is where every pod's MASTER_ADDR points: the Job controller named pod 0's
+    host `<job>-0` in the subdomain the template gives, which is the Service `job submit` created, and
+    that Service selects the job's pods (the DNS records a cluster's DNS serves for it)."""
+    from kubernetes import client
+
+    first = next(p for p in bound if p.metadata.annotations["batch.kubernetes.io/job-completion-index"] == "0")
+    master = {e.name: e.value for e in first.spec.containers[0].env}["MASTER_ADDR"]
+    assert f"{first.spec.hostname}.{first.spec.subdomain}" == master, (first.spec.hostname, first.spec.subdomain)
+    service = client.CoreV1Api(stack.client()).read_namespaced_service(first.spec.subdomain, namespace)
+    assert service.spec.cluster_ip == "None" and service.spec.publish_not_ready_addresses
+    assert all(p.metadata.labels.items() >= service.spec.selector.items() for p in bound), service.spec.selector
+    owner = service.metadata.owner_references[0]
+    assert (owner.kind, owner.name) == ("Job", name)  # the garbage collector deletes it with the Job
 
 
 def placed_where_kueue_chose(stack: Stack, cluster: ClusterConfig, namespace: str, name: str, profile: JobProfile,
-                             logs: Callable[[], str] = str) -> list[Any]:
+                             logs: Callable[[], str] = str, kind: str = "JobSet") -> list[Any]:
     """The admitted job's pods, once one is bound per node, after checking where: every pod on a node
     of the profile's pool; with topology, on exactly the hosts Kueue's topology-aware scheduling chose,
     all in one domain of its level, or whole slices in each domain of the slice level."""
-    selector = f"jobset.sigs.k8s.io/jobset-name={name}"
-    bound = bound_pods(stack, namespace, name, profile.nodes, 120)  # one pod per node
+    label = JOB_KINDS[kind][3]
+    selector = f"{label}={name}"
+    bound = bound_pods(stack, namespace, name, profile.nodes, 120, label)  # one pod per node
     assert bound, f"{[(p.metadata.name, p.status.phase) for p in pods(stack, namespace, selector)]}\n{logs()}"
     nodes = {n["metadata"]["name"]: n["metadata"]["labels"] for n in fake_nodes(cluster)}
     assert {nodes[p.spec.node_name][MANAGED] for p in bound} == {profile.pool}
     if profile.topology is not None:
-        assigned = sorted(h for hosts in topology_domains(workload_of(stack, namespace, name),
+        assigned = sorted(h for hosts in topology_domains(workload_of(stack, namespace, name, kind),
                                                           "kubernetes.io/hostname").values() for h in hosts)
         hosts = sorted(p.spec.node_name for p in bound)
         assert hosts == assigned, (hosts, assigned)  # one pod per host Kueue chose, and only there

@@ -533,7 +533,14 @@ def _profile_problems(fleet: Fleet, team: TeamConfig, profile: JobProfile,
             "torchrun exits 1 whenever any worker fails (a lost node, an NCCL error, an OOM kill), so exit code 1 "
             "would fail the JobSet on infrastructure faults instead of restarting it"), \
             "remove 1 (usage errors and missing commands still fail fast: 2, 126, 127), or use launcher: none"
-    if profile.leader is not None and profile.nodes < 2 and profile.launcher == "torchrun":
+    if profile.kind == "job" and profile.nodes > 1 and cluster.config.multikueue is not None:
+        yield ("kind",), "kind", f"{profile.cluster} is a MultiKueue manager: it dispatches a batch Job to a worker " \
+            "but not the Service its pods' hostnames need, so the nodes could not find rank 0", \
+            "use kind: jobset (JobSet makes that Service on the worker), or nodes: 1"
+    if profile.leader is not None and profile.kind == "job":
+        yield ("leader",), "leader", "a batch Job has one pod template for every node, so no separate leader", \
+            "remove leader (node rank 0 runs the profile's command), or use kind: jobset"
+    elif profile.leader is not None and profile.nodes < 2 and profile.launcher == "torchrun":
         yield ("leader",), "leader", "a leader job needs at least 2 nodes (a leader and a worker)", \
             "set nodes to 2 or more, or remove leader"
 

@@ -1,9 +1,11 @@
-"""Job templates: a team's job profiles as JobSets (and SkyPilot tasks), ready to submit.
+"""Job templates: a team's job profiles as JobSets or batch Jobs (and SkyPilot tasks), ready to submit.
 
 A JobSet here is one Indexed Job with a pod per node (or a leader job plus a worker job).
 Rendezvous is wired from JobSet's stable hostnames: rank 0 is `<jobset>-<job>-0-0.<subdomain>`,
-each pod's node rank is its Job completion index. Kueue admits the whole JobSet at once into the
-team's queue. Templates live outside the synced tree: Kueue mutates JobSets, so GitOps must not.
+each pod's node rank is its Job completion index. A `kind: job` profile is that Indexed Job alone,
+with a headless Service of its own for the hostnames: rank 0 is `<job>-0.<job>`. Kueue admits the
+whole job at once into the team's queue. Templates live outside the synced tree: Kueue mutates
+jobs, so GitOps must not.
 """
 
 from __future__ import annotations
@@ -67,11 +69,18 @@ def replicated_jobs(profile: JobProfile) -> list[tuple[str, int]]:
 
 
 def name_problems(name: str, profile: JobProfile) -> list[str]:
-    """Why `name` cannot name a JobSet of this profile (JobSet's DNS and length rules), if it cannot."""
+    """Why `name` cannot name a job of this profile (the DNS and length rules of its kind), if it cannot."""
     problems = []
     if not DNS_1035.match(name) or len(name) > MAX_NAME:
         problems.append(f"{name!r} is not a DNS-1035 label (lower-case letters, digits and '-', starting with a "
                         f"letter, at most {MAX_NAME} characters)")
+    if profile.kind == "job":  # each pod's hostname is <job>-<index> (its pod name is cut to fit by the controller)
+        budget = MAX_NAME - len(f"-{profile.nodes - 1}")
+        if len(name) > budget:
+            problems.append(f"name {name!r} has {len(name)} characters but at most {budget} fit: the last pod's "
+                            f"hostname would be '{name}-{profile.nodes - 1}' ({len(name) + MAX_NAME - budget} > "
+                            f"{MAX_NAME}); shorten it by {len(name) - budget}")
+        return problems
     longest = max(len(f"-{rjob}-0-{pods - 1}") + POD_SUFFIX for rjob, pods in replicated_jobs(profile))
     budget = MAX_NAME - longest
     if len(name) > budget:
@@ -105,29 +114,97 @@ def _launch(profile: JobProfile, command: list[str], args: list[str], rank_offse
     return ["/bin/sh", "-c", script, "torchrun"], [*torchrun[1:], "--no-python", *program]
 
 
-def jobset(team: TeamConfig, cluster: ClusterConfig, profile: JobProfile, name: str | None = None,
-           nodes: int | None = None, image: str | None = None, command: list[str] | None = None) -> dict[str, Any]:
-    """The JobSet for `profile` (optionally renamed, resized, with another image or command)."""
+def _resized(profile: JobProfile, nodes: int | None, image: str | None, command: list[str] | None) -> JobProfile:
+    """`profile` resized, with another image, or another program (which replaces command and arguments)."""
     updates: dict[str, Any] = {k: v for k, v in (("nodes", nodes), ("image", image)) if v is not None}
-    if command is not None:  # a new program replaces the profile's command and arguments
+    if command is not None:
         updates.update(command=command, args=[], leader=profile.leader and profile.leader.model_copy(
             update={"command": None, "args": None}))
-    if updates:
-        profile = profile.model_copy(update=updates)
-    name = name or profile.name
+    return profile.model_copy(update=updates) if updates else profile
+
+
+def _pod_template(team: TeamConfig, cluster: ClusterConfig, profile: JobProfile, env: list[dict[str, Any]],
+                  command: list[str], args: list[str], grouped: bool, subdomain: str | None = None) -> dict[str, Any]:
+    """The pod template of one node of `profile`: the training container on the pool's nodes."""
     pool = cluster.pool(profile.pool)
     assert pool is not None
     gpus = profile.gpus_per_node if profile.gpus_per_node is not None else pool.gpu.per_node
+    resources = _per_node(pool, gpus)
+    pod_annotations = {}
+    if profile.topology is not None:
+        pod_annotations[f"kueue.x-k8s.io/podset-{profile.topology.mode}-topology"] = profile.topology.level
+        if grouped:  # rank 0 in the same domain as its workers
+            pod_annotations[PODSET_GROUP] = "rendezvous"
+        if profile.topology.slice is not None:  # the checks exclude a leader (its podset group) here
+            pod_annotations["kueue.x-k8s.io/podset-slice-required-topology"] = profile.topology.slice.level
+            pod_annotations["kueue.x-k8s.io/podset-slice-size"] = str(profile.topology.slice.size)
+    container = {
+        "name": CONTAINER, "image": profile.image, "command": command, "args": args, "env": env,
+        "ports": [{"name": "rendezvous", "containerPort": profile.master_port}],
+        "resources": {"requests": dict(resources),
+                      "limits": {"memory": resources["memory"], pool.gpu.resource: str(gpus)}},
+        "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}],
+    }
+    restricted = pod_security_level(cluster, team.name) == "restricted"
+    if restricted:  # the namespace enforces Pod Security `restricted`: the template must meet it
+        container["securityContext"] = RESTRICTED_CONTAINER
+    pod: dict[str, Any] = {
+        **({"securityContext": RESTRICTED_POD} if restricted else {}),
+        **({"subdomain": subdomain} if subdomain else {}),
+        "restartPolicy": "Never",
+        **({"terminationGracePeriodSeconds": profile.termination_grace_period_seconds}
+           if profile.termination_grace_period_seconds != KUBERNETES_GRACE_SECONDS else {}),
+        # Pins the job to its pool: Kueue skips flavors whose nodeLabels contradict the pod's
+        # nodeSelector, so a team's quota in another pool of the same queue is never used.
+        **({"nodeSelector": dict(sorted(pool.node_labels.items()))} if pool.node_labels else {}),
+        "tolerations": [toleration(t) for t in pool.taints],
+        "containers": [container],
+        "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory",
+                                                  "sizeLimit": quantity.normalise(profile.shared_memory)}}],
+    }
+    if pod_annotations:
+        return {"metadata": {"annotations": pod_annotations}, "spec": pod}
+    return {"spec": pod}
+
+
+def _rendezvous_env(profile: JobProfile, cluster: ClusterConfig, master: str) -> list[dict[str, Any]]:
+    pool = cluster.pool(profile.pool)
+    assert pool is not None
+    gpus = profile.gpus_per_node if profile.gpus_per_node is not None else pool.gpu.per_node
+    # JOB_COMPLETION_INDEX itself is injected into every pod of an Indexed Job by the Job controller.
+    return [{"name": "MASTER_ADDR", "value": master}, {"name": "MASTER_PORT", "value": str(profile.master_port)},
+            {"name": "NNODES", "value": str(profile.nodes)}, {"name": "NPROC_PER_NODE", "value": str(gpus)}]
+
+
+def _job_labels(team: TeamConfig, cluster: ClusterConfig, profile: JobProfile) -> dict[str, str]:
+    """Labels of the job object: fleetgen's, the team's queue, the priority and the execution limit."""
     priority = profile.priority or team.default_priority
-    namespace = team.namespace_names[0]
+    meta_labels = {**labels(cluster.name, team.name), "fleetgen.io/profile": profile.name,
+                   "kueue.x-k8s.io/queue-name": team.queue_for(cluster, profile.pool)}
+    if priority:
+        meta_labels["kueue.x-k8s.io/priority-class"] = priority
+    if profile.max_execution_seconds is not None:  # Kueue's Workload maximumExecutionTimeSeconds
+        meta_labels[MAX_EXEC_LABEL] = str(profile.max_execution_seconds)
+    return meta_labels
+
+
+def _pod_failure_policy(profile: JobProfile, on_disruption: str) -> dict[str, Any]:
+    """Rule 0: a disrupted pod (drained or lost node, eviction, preemption); rule 1: a program bug (the
+    fail-fast exit codes) fails the job."""
+    return {"rules": [
+        {"action": on_disruption, "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
+        {"action": "FailJob", "onExitCodes": {"containerName": CONTAINER, "operator": "In",
+                                              "values": profile.exit_codes}}]}
+
+
+def jobset(team: TeamConfig, cluster: ClusterConfig, profile: JobProfile, name: str | None = None,
+           nodes: int | None = None, image: str | None = None, command: list[str] | None = None) -> dict[str, Any]:
+    """The JobSet for `profile` (optionally renamed, resized, with another image or command)."""
+    profile = _resized(profile, nodes, image, command)
+    name = name or profile.name
     rjobs = replicated_jobs(profile)
     user_env = [{"name": name, "value": value} for name, value in program_env(profile).items()]
-    master = f"{name}-{rjobs[0][0]}-0-0.{name}"
-    base_env = [{"name": "MASTER_ADDR", "value": master}, {"name": "MASTER_PORT", "value": str(profile.master_port)},
-                {"name": "NNODES", "value": str(profile.nodes)}, {"name": "NPROC_PER_NODE", "value": str(gpus)}]
-    # JOB_COMPLETION_INDEX itself is injected into every pod of an Indexed Job by the Job controller.
-    resources = _per_node(pool, gpus)
-    restricted = pod_security_level(cluster, team.name) == "restricted"
+    base_env = _rendezvous_env(profile, cluster, f"{name}-{rjobs[0][0]}-0-0.{name}")
     replicated = []
     offset = 0
     for rjob, pods in rjobs:
@@ -137,61 +214,20 @@ def jobset(team: TeamConfig, cluster: ClusterConfig, profile: JobProfile, name: 
         container_command, container_args = _launch(profile, list(cmd), list(args), offset)
         rank_env = ([{"name": "NODE_RANK", "valueFrom": {"fieldRef": {"fieldPath": COMPLETION_INDEX}}}]
                     if offset == 0 else [])
-        pod_annotations = {}
-        if profile.topology is not None:
-            pod_annotations[f"kueue.x-k8s.io/podset-{profile.topology.mode}-topology"] = profile.topology.level
-            if len(rjobs) == 2:  # rank 0 in the same domain as its workers
-                pod_annotations[PODSET_GROUP] = "rendezvous"
-            if profile.topology.slice is not None:  # the checks exclude a leader (its podset group) here
-                pod_annotations["kueue.x-k8s.io/podset-slice-required-topology"] = profile.topology.slice.level
-                pod_annotations["kueue.x-k8s.io/podset-slice-size"] = str(profile.topology.slice.size)
-        container = {
-            "name": CONTAINER, "image": profile.image, "command": container_command, "args": container_args,
-            "env": base_env + rank_env + user_env,
-            "ports": [{"name": "rendezvous", "containerPort": profile.master_port}],
-            "resources": {"requests": dict(resources),
-                          "limits": {"memory": resources["memory"], pool.gpu.resource: str(gpus)}},
-            "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}],
-        }
-        if restricted:  # the namespace enforces Pod Security `restricted`: the template must meet it
-            container["securityContext"] = RESTRICTED_CONTAINER
-        pod: dict[str, Any] = {
-            **({"securityContext": RESTRICTED_POD} if restricted else {}),
-            "restartPolicy": "Never",
-            **({"terminationGracePeriodSeconds": profile.termination_grace_period_seconds}
-               if profile.termination_grace_period_seconds != KUBERNETES_GRACE_SECONDS else {}),
-            # Pins the job to its pool: Kueue skips flavors whose nodeLabels contradict the pod's
-            # nodeSelector, so a team's quota in another pool of the same queue is never used.
-            **({"nodeSelector": dict(sorted(pool.node_labels.items()))} if pool.node_labels else {}),
-            "tolerations": [toleration(t) for t in pool.taints],
-            "containers": [container],
-            "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory",
-                                                      "sizeLimit": quantity.normalise(profile.shared_memory)}}],
-        }
-        template: dict[str, Any] = {"spec": pod}
-        if pod_annotations:
-            template = {"metadata": {"annotations": pod_annotations}, "spec": pod}
+        template = _pod_template(team, cluster, profile, base_env + rank_env + user_env, container_command,
+                                 container_args, grouped=len(rjobs) == 2)
         replicated.append({"name": rjob, "replicas": 1, "template": {"spec": {
             "parallelism": pods, "completions": pods, "completionMode": "Indexed", "backoffLimit": 0,
-            # Rule 0: a disrupted pod (drained or lost node, eviction, preemption) fails its Job at
-            # once and the JobSet restarts without spending maxRestarts. Rule 1: a program bug (the
-            # fail-fast exit codes) fails the JobSet. Anything else (a worker failure, an OOM kill)
-            # exceeds backoffLimit 0 and restarts the JobSet within maxRestarts.
-            "podFailurePolicy": {"rules": [
-                {"action": "FailJob", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
-                {"action": "FailJob", "onExitCodes": {"containerName": CONTAINER, "operator": "In",
-                                                      "values": profile.exit_codes}}]},
+            # A disrupted pod fails its Job at once and the JobSet restarts without spending
+            # maxRestarts; a program bug fails the JobSet. Anything else (a worker failure, an OOM
+            # kill) exceeds backoffLimit 0 and restarts the JobSet within maxRestarts.
+            "podFailurePolicy": _pod_failure_policy(profile, "FailJob"),
             "template": template}}})
         offset += pods
-    meta_labels = {**labels(cluster.name, team.name), "fleetgen.io/profile": profile.name,
-                   "kueue.x-k8s.io/queue-name": team.queue_for(cluster, profile.pool)}
-    if priority:
-        meta_labels["kueue.x-k8s.io/priority-class"] = priority
-    if profile.max_execution_seconds is not None:  # Kueue's Workload maximumExecutionTimeSeconds
-        meta_labels[MAX_EXEC_LABEL] = str(profile.max_execution_seconds)
     return {
         "apiVersion": JOBSET_API, "kind": "JobSet",
-        "metadata": {"name": name, "namespace": namespace, "labels": meta_labels},
+        "metadata": {"name": name, "namespace": team.namespace_names[0],
+                     "labels": _job_labels(team, cluster, profile)},
         "spec": {
             "network": {"enableDNSHostnames": True, "subdomain": name},
             # Rules are tried in order; no match means RestartJobSet (counted against maxRestarts).
@@ -204,6 +240,66 @@ def jobset(team: TeamConfig, cluster: ClusterConfig, profile: JobProfile, name: 
             "replicatedJobs": replicated,
         },
     }
+
+
+def batch_job(team: TeamConfig, cluster: ClusterConfig, profile: JobProfile, name: str | None = None,
+              nodes: int | None = None, image: str | None = None, command: list[str] | None = None) -> dict[str, Any]:
+    """The batch/v1 Indexed Job for a `kind: job` profile: one pod per node, pod `i` on node rank `i`.
+
+    Its pods' hostnames are `<job>-<index>` (the Job controller's, for Indexed Jobs); with more than one
+    node they sit in the subdomain of the headless Service of `rendezvous_service`, so rank 0 is
+    `<job>-0.<job>`. Each index is retried up to maxRestarts times; a disruption is not counted
+    (podFailurePolicy Ignore: the pod is recreated); a fail-fast exit code fails the Job.
+    """
+    profile = _resized(profile, nodes, image, command)
+    name = name or profile.name
+    several = profile.nodes > 1
+    master = f"{name}-0.{name}" if several else "localhost"
+    env = [*_rendezvous_env(profile, cluster, master),
+           {"name": "NODE_RANK", "valueFrom": {"fieldRef": {"fieldPath": COMPLETION_INDEX}}},
+           *({"name": k, "value": v} for k, v in program_env(profile).items())]
+    container_command, container_args = _launch(profile, list(profile.command), list(profile.args), 0)
+    template = _pod_template(team, cluster, profile, env, container_command, container_args, grouped=False,
+                             subdomain=name if several else None)
+    return {
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": name, "namespace": team.namespace_names[0],
+                     "labels": _job_labels(team, cluster, profile)},
+        "spec": {
+            "parallelism": profile.nodes, "completions": profile.nodes, "completionMode": "Indexed",
+            "backoffLimitPerIndex": profile.max_restarts, "maxFailedIndexes": 0,
+            "podFailurePolicy": _pod_failure_policy(profile, "Ignore"),
+            "template": template,
+        },
+    }
+
+
+def rendezvous_service(job: dict[str, Any]) -> dict[str, Any] | None:
+    """The headless Service that gives a multi-node batch Job's pods their `<pod>.<job>` DNS names
+    (as JobSet makes one for its own), or None for one node. Addresses are published before the pods
+    are ready: rendezvous happens before any readiness."""
+    template = job["spec"]["template"]["spec"]
+    subdomain = template.get("subdomain")
+    if not subdomain:
+        return None
+    meta = job["metadata"]
+    return {"apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": subdomain, "namespace": meta["namespace"],
+                         "labels": {k: v for k, v in meta["labels"].items() if not k.startswith("kueue.x-k8s.io/")}},
+            "spec": {"clusterIP": "None", "publishNotReadyAddresses": True,
+                     "selector": {JOB_NAME_LABEL: meta["name"]}}}
+
+
+def job_object(team: TeamConfig, cluster: ClusterConfig, profile: JobProfile, **changes: Any) -> dict[str, Any]:
+    """The object of `profile`'s kind (a JobSet or a batch Job), with the changes `jobset` takes."""
+    made = batch_job if profile.kind == "job" else jobset
+    return made(team, cluster, profile, **changes)
+
+
+JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
+"""The label the API server adds to every Job's pod template (k8s.io/kubernetes v1.36.3
+pkg/registry/batch/job/strategy.go:248); pod `i` of an Indexed Job is named host `<job>-<i>` by the Job
+controller (pkg/controller/job/job_controller.go:1944)."""
 
 
 MAX_EXEC_LABEL = "kueue.x-k8s.io/max-exec-time-seconds"
@@ -288,15 +384,19 @@ def skypilot_config(team: TeamConfig) -> dict[str, Any]:
 
 
 def compile_templates(cluster: Loaded[ClusterConfig], teams: list[Loaded[TeamConfig]]) -> list[Manifest]:
-    """JobSet templates of every profile that targets this cluster (not synced by GitOps)."""
+    """The job (JobSet or batch Job, with its rendezvous Service) and SkyPilot task of every profile that
+    targets this cluster (not synced by GitOps)."""
     out = []
     for team in teams:
         for i, profile in enumerate(team.config.job_profiles):
             if profile.cluster != cluster.config.name:
                 continue
-            body = jobset(team.config, cluster.config, profile)
+            body = job_object(team.config, cluster.config, profile)
             folder, source = ("templates", team.config.name), team.at("jobProfiles", i)
-            out.append(Manifest(folder, body, source, synced=False, file=f"{profile.name}.jobset.yaml"))
+            out.append(Manifest(folder, body, source, synced=False, file=f"{profile.name}.{profile.kind}.yaml"))
+            service = rendezvous_service(body) if profile.kind == "job" else None
+            if service is not None:
+                out.append(Manifest(folder, service, source, synced=False, file=f"{profile.name}.service.yaml"))
             out.append(Manifest(folder, skypilot_task(team.config, cluster.config, profile), source,
                                 synced=False, file=f"{profile.name}.sky.yaml", kubernetes=False))
         if any(p.cluster == cluster.config.name for p in team.config.job_profiles):

@@ -34,6 +34,8 @@ PART_BYTES = 512 * 1024
 INDEX_KEY = "parts.json"
 """In the first part, when there are more: the names of the others."""
 MAX_PARTS = 64
+"""Parts the SDK reads at most (32 MiB of files, about 150,000 teams in one cluster); render refuses
+more (generator/validate/limits.py), so a hostile index cannot make the SDK read without end."""
 
 
 def data_key(kind: str, name: str) -> str:

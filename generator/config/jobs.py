@@ -64,11 +64,21 @@ class Leader(ConfigModel):
     """Leader arguments; default to the profile's arguments."""
 
 
+JobKind = Literal["jobset", "job"]
+KIND_OBJECTS: dict[str, str] = {"jobset": "JobSet", "job": "Job"}
+"""The object each profile `kind` is rendered as (and its template file's middle name, lower-cased)."""
+
+
 class JobProfile(ConfigModel):
-    """A multi-node training job template: rendered as a JobSet and a SkyPilot task."""
+    """A multi-node training job template: rendered as a JobSet (or a batch Job) and a SkyPilot task."""
 
     name: StrictStr = Field(pattern=PROFILE_NAME, max_length=63)
-    """Profile name: the JobSet name of the template (a DNS-1035 label: starts with a letter)."""
+    """Profile name: the job's name in the template (a DNS-1035 label: starts with a letter)."""
+    kind: JobKind = "jobset"
+    """`jobset`: a JobSet, which recreates the whole job after a failure (within `maxRestarts`).
+    `job`: a batch/v1 Indexed Job, one pod per node (plus a headless Service named after the job for
+    the rendezvous hostname when it has more than one node), for tools that know only Jobs; each
+    node's pod is retried in place up to `maxRestarts` times (`backoffLimitPerIndex`). No `leader`."""
     cluster: StrictStr
     """Cluster to run in; the team needs a quota there."""
     pool: StrictStr
@@ -90,7 +100,8 @@ class JobProfile(ConfigModel):
     priority: DnsSubdomain | None = None
     """WorkloadPriorityClass; defaults to the team's defaultPriority."""
     max_restarts: int = Field(default=3, ge=0, le=100, strict=True)
-    """How often the whole JobSet is recreated after an infrastructure failure."""
+    """How often the whole JobSet is recreated after a failure (`kind: job`: how often each node's pod
+    is retried); a disruption (a drained or lost node, a preemption) is not counted."""
     fail_fast_exit_codes: list[Annotated[int, Field(ge=1, le=255, strict=True)]] | None = None
     """Exit codes of the container that mean a bug, not a fault: the JobSet fails at once instead of
     restarting. Default: `[2, 126, 127]` with torchrun (which exits 1 whenever any worker fails,

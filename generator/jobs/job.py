@@ -1,5 +1,7 @@
 """Jobs for ML engineers: instantiate a team's profile, submit it, watch it, read logs, cancel.
 
+A job is a JobSet or a batch/v1 Indexed Job (a profile's `kind`); `KINDS` says how each is reached.
+
     from generator.jobs import Job, connect
     job = Job.from_profile("ml-research", "pretrain-4node", nodes=8)
     job.submit(connect(context="prod-west"))
@@ -18,7 +20,6 @@ from generator.errors import UsageError
 from generator.jobs import pods, presubmit, workloads
 from generator.jobs.connection import ClusterError, guarded, timeout, word
 
-GROUP, VERSION, PLURAL = "jobset.x-k8s.io", "v1alpha2", "jobsets"
 if TYPE_CHECKING:
     from generator.config.fleet import Fleet
 
@@ -26,6 +27,50 @@ MERGE_PATCH = "application/merge-patch+json"
 MILESTONES = {"admitted": {"admitted", "running", "succeeded", "failed"}, "running": {"running", "succeeded", "failed"},
               "finished": {"succeeded", "failed"}}
 """`job wait --for X`: the phases in which X has been reached (a job that finished was admitted)."""
+
+
+@dataclass(frozen=True)
+class Kind:
+    """How the SDK reaches one kind of job: its API, the conditions that end it, its pods and progress."""
+
+    kind: str
+    group: str
+    version: str
+    plural: str
+    option: str
+    """Its `--kind` on the command line."""
+    pod_label: str
+    """The label every pod of the job carries with the job's name."""
+    ended: tuple[tuple[str, str], ...]
+    """(condition, phase) that end it."""
+    active: Callable[[dict[str, Any]], int]
+    """Pods active (created, not finished) in its status."""
+    restarts: Callable[[dict[str, Any]], int]
+    """Restarts so far: the JobSet's, or a Job's failed pods that were retried."""
+    not_child: str = ""
+    """A selector term that leaves out the objects of this kind another job made (a JobSet's Jobs)."""
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}"
+
+
+def _status(obj: dict[str, Any]) -> dict[str, Any]:
+    return obj.get("status") or {}
+
+
+KINDS = {k.kind: k for k in (
+    Kind("JobSet", "jobset.x-k8s.io", "v1alpha2", "jobsets", "jobset", "jobset.sigs.k8s.io/jobset-name",
+         (("Completed", "succeeded"), ("Failed", "failed")),
+         lambda o: sum(int(j.get("active") or 0) for j in _status(o).get("replicatedJobsStatus") or []),
+         lambda o: int(_status(o).get("restarts") or 0)),
+    Kind("Job", "batch", "v1", "jobs", "job", "batch.kubernetes.io/job-name",
+         (("Complete", "succeeded"), ("Failed", "failed")),
+         lambda o: int(_status(o).get("active") or 0),
+         lambda o: int(_status(o).get("failed") or 0), "!jobset.sigs.k8s.io/jobset-name"),
+)}
+"""Every kind of job a profile renders (`kind: jobset | job`), by its Kubernetes kind."""
+KIND_OPTIONS = {k.option: k.kind for k in KINDS.values()}
 
 
 class ConfigurationError(ValueError):
@@ -113,12 +158,14 @@ class JobStatus:
 
 
 class Job:
-    """A JobSet to submit (from a profile or a file), or one already on the cluster."""
+    """A JobSet or batch Job to submit (from a profile or a file), or one already on the cluster."""
 
     def __init__(self, body: dict[str, Any], api: Any = None) -> None:
-        if body.get("kind") != "JobSet" or not (body.get("metadata") or {}).get("name"):
-            raise UsageError("not a JobSet: a job file needs kind: JobSet and metadata.name")
+        if body.get("kind") not in KINDS or not (body.get("metadata") or {}).get("name"):
+            raise UsageError("not a job: a job file needs kind: JobSet or kind: Job, and metadata.name")
         self.body = body
+        self.of = KINDS[body["kind"]]
+        """What kind of job it is."""
         self.api = api
         self.root: Path | None = None
         """The fleet repository the job came from: its files are the quota the pre-submit check uses."""
@@ -139,8 +186,9 @@ class Job:
     def from_profile(cls, team: str, profile: str, *, root: str | Path | None = None, api: Any = None,
                      name: str | None = None, nodes: int | None = None, image: str | None = None,
                      command: list[str] | None = None) -> Job:
-        """A concrete JobSet from a team's profile: in the fleet repository at `root`, or, given only
-        `api`, in the fleet files the connected cluster publishes (no checkout needed)."""
+        """A concrete job (JobSet or batch Job, as the profile's `kind`) from a team's profile: in the
+        fleet repository at `root`, or, given only `api`, in the fleet files the connected cluster
+        publishes (no checkout needed)."""
         fleet = _fleet(root, api)
         tcfg = _team(fleet, team)
         found = next((p for p in tcfg.job_profiles if p.name == profile), None)
@@ -160,12 +208,13 @@ class Job:
                args: list[str] | None = None, env: dict[str, str] | None = None, launcher: str = "torchrun",
                priority: str | None = None, max_restarts: int = 3, shared_memory: str = "64Gi",
                max_execution_time: str | None = None, termination_grace_period_seconds: int = 30,
-               api: Any = None, root: str | Path | None = None) -> Job:
+               kind: str = "jobset", api: Any = None, root: str | Path | None = None) -> Job:
         """A job written in Python instead of a team file's profile, checked by the same rules.
 
         `pool` and `cluster` default to the only ones the team has a quota in; `gpus_per_node` to the
-        pool's GPUs per node. The team's facts come from `root` (a checkout) or, given only `api`, from
-        the cluster. ConfigurationError names each wrong argument and what to use instead.
+        pool's GPUs per node; `kind` is `jobset` or `job` (a batch Indexed Job). The team's facts come
+        from `root` (a checkout) or, given only `api`, from the cluster. ConfigurationError names each
+        wrong argument and what to use instead.
         """
         from pydantic import ValidationError
 
@@ -187,7 +236,7 @@ class Job:
             "image": image, "command": command, "args": args or [], "launcher": launcher, "priority": priority,
             "env": [{"name": k, "value": v} for k, v in (env or {}).items()], "max_restarts": max_restarts,
             "shared_memory": shared_memory, "max_execution_time": max_execution_time,
-            "termination_grace_period_seconds": termination_grace_period_seconds}
+            "termination_grace_period_seconds": termination_grace_period_seconds, "kind": kind}
         try:
             profile = JobProfile.model_validate({k: v for k, v in given.items() if v is not None},
                                                 by_alias=False, by_name=True)
@@ -201,9 +250,9 @@ class Job:
     def _made(cls, fleet: Fleet, tcfg: Any, profile: Any, root: str | Path | None, api: Any, *, label: str,
               name: str | None = None, image: str | None = None, command: list[str] | None = None,
               refuse: type[Exception] = UsageError) -> Job:
-        """The JobSet of `profile` once the render-time rules hold for it (`refuse` names each one broken)."""
+        """The job of `profile` once the render-time rules hold for it (`refuse` names each one broken)."""
         from generator.checks.fleet import profile_problems
-        from generator.compile.jobs import jobset, name_problems
+        from generator.compile.jobs import job_object, name_problems
 
         problems = name_problems(name or profile.name, profile)
         if problems:
@@ -214,13 +263,13 @@ class Job:
         if refused:
             raise refuse(f"{label}: " + "; ".join(refused))
         cluster = fleet.clusters[profile.cluster].config
-        made = cls(jobset(tcfg, cluster, profile, name=name, image=image, command=command), api)
+        made = cls(job_object(tcfg, cluster, profile, name=name, image=image, command=command), api)
         made.root, made.fleet, made.profile = (Path(root) if root is not None else None), fleet, profile
         return made
 
     @classmethod
     def from_file(cls, path: str | Path) -> Job:
-        """A JobSet from a YAML file (as written by `fleetgen job new`)."""
+        """A JobSet or batch Job from a YAML file (as written by `fleetgen job new`)."""
         import yaml
 
         try:
@@ -230,9 +279,11 @@ class Job:
         return cls(body if isinstance(body, dict) else {})
 
     @classmethod
-    def on_cluster(cls, api: Any, name: str, namespace: str) -> Job:
-        """A handle on a job that was submitted before."""
-        return cls({"kind": "JobSet", "metadata": {"name": name, "namespace": namespace}}, api)
+    def on_cluster(cls, api: Any, name: str, namespace: str, kind: str = "JobSet") -> Job:
+        """A handle on a job that was submitted before (`kind`: JobSet or Job)."""
+        if kind not in KINDS:
+            raise UsageError(f"kind must be one of {', '.join(KINDS)}, not {kind!r}")
+        return cls({"kind": kind, "metadata": {"name": name, "namespace": namespace}}, api)
 
     def _objects(self) -> Any:
         from kubernetes import client
@@ -248,34 +299,54 @@ class Job:
     def check(self, api: Any = None) -> list[presubmit.Outcome]:
         """Pre-submit checks: rights, LocalQueue, priority, and the team's quota in the fleet files."""
         self._require_api(api)
-        return presubmit.run_checks(self.api, self.body, self.fleet, self.root, self.profile)
+        return presubmit.run_checks(self.api, self.body, self.fleet, self.root, self.profile, self.of)
 
     @guarded("submit job {self.name}")
     def submit(self, api: Any = None, dry_run: bool = False, check: bool = True) -> Job:
-        """Create the JobSet (Kueue queues it in the team's LocalQueue) after the pre-submit checks.
+        """Create the job (Kueue queues it in the team's LocalQueue) after the pre-submit checks; a batch
+        Job of several nodes gets its rendezvous Service, owned by the Job (deleted with it).
 
-        `dry_run` sends it through the API server, its admission webhooks (JobSet's and Kueue's) and
+        `dry_run` sends it through the API server, its admission webhooks (JobSet's or Kueue's) and
         RBAC without storing it. A failed check raises SubmitRefused and creates nothing.
         """
+        from generator.compile.jobs import rendezvous_service
+
         self._require_api(api)
         if check:
             presubmit.refuse(self.name, self.check())
+        mode = "All" if dry_run else None
         created = self._objects().create_namespaced_custom_object(
-            GROUP, VERSION, self.namespace, PLURAL, self.body, dry_run="All" if dry_run else None,
+            self.of.group, self.of.version, self.namespace, self.of.plural, self.body, dry_run=mode,
             _request_timeout=timeout(self.api))
+        service = rendezvous_service(self.body) if self.of.kind == "Job" else None
+        if service is not None:
+            from kubernetes import client
+
+            uid = (created.get("metadata") or {}).get("uid")
+            if uid:  # the garbage collector deletes the Service with its Job
+                service["metadata"]["ownerReferences"] = [{"apiVersion": self.of.api_version, "kind": self.of.kind,
+                                                           "name": self.name, "uid": uid}]
+            body: Any = service
+            client.CoreV1Api(self.api).create_namespaced_service(self.namespace, body, dry_run=mode,
+                                                                 _request_timeout=timeout(self.api))
         if not dry_run:
             self.body = created
         return self
 
+    def _read(self) -> dict[str, Any]:
+        found: dict[str, Any] = self._objects().get_namespaced_custom_object(
+            self.of.group, self.of.version, self.namespace, self.of.plural, self.name,
+            _request_timeout=timeout(self.api))
+        return found
+
     @guarded("read job {self.name}")
     def status(self, api: Any = None) -> JobStatus:
-        """Kueue admission and JobSet progress: pending (with every reason and the queue position),
+        """Kueue admission and the job's progress: pending (with every reason and the queue position),
         admitted, running, succeeded, failed."""
         self._require_api(api)
-        current = self._objects().get_namespaced_custom_object(GROUP, VERSION, self.namespace, PLURAL, self.name,
-                                                               _request_timeout=timeout(self.api))
-        restarts = int((current.get("status") or {}).get("restarts") or 0)
-        for kind, phase in (("Completed", "succeeded"), ("Failed", "failed")):
+        current = self._read()
+        restarts = self.of.restarts(current)
+        for kind, phase in self.of.ended:
             cond = workloads.condition(current, kind)
             if cond and cond.get("status") == "True":
                 return JobStatus(self.name, phase, cond.get("message") or cond.get("reason") or "", restarts=restarts)
@@ -294,8 +365,7 @@ class Job:
             names = sorted(set((assignment.get("flavors") or {}).values()))
             flavors[assignment.get("name", "")] = ",".join(names)
         suspended = (current.get("spec") or {}).get("suspend")
-        active = sum(int(j.get("active") or 0) for j in (current.get("status") or {}).get("replicatedJobsStatus") or [])
-        phase = "running" if active and not suspended else "admitted"
+        phase = "running" if self.of.active(current) and not suspended else "admitted"
         worker = (workload.get("status") or {}).get("clusterName")
         if worker:  # a MultiKueue manager's flavors are its own bookkeeping; the worker runs the job (and its pods)
             return JobStatus(self.name, phase, f"dispatched by MultiKueue to worker cluster {worker}", {}, restarts)
@@ -303,7 +373,7 @@ class Job:
             return JobStatus(self.name, phase, "", flavors, restarts)
         # Admitted: running only once a pod is (a Job counts pods active while they wait to be
         # scheduled or pulled); otherwise why not, in the scheduler's or the kubelet's words.
-        found = pods.states(self.api, self.namespace, f"jobset.sigs.k8s.io/jobset-name={self.name}")
+        found = pods.states(self.api, self.namespace, f"{self.of.pod_label}={self.name}")
         started = any(state in pods.RUNNING for state in found.values())
         waiting = any(state not in pods.RUNNING for state in found.values())
         reason = pods.summary(found) if waiting else ""
@@ -322,23 +392,27 @@ class Job:
         return poll_phase(lambda: self.status(api), MILESTONES[until], f"job {self.name} is not {until}",
                           timeout_seconds, poll, progress)
 
-    def _pod_for_rank(self, rank: int) -> tuple[str, str]:
+    def _rank_selector(self, rank: int) -> str:
+        """The labels of node `rank`'s pods: a JobSet's ranks run through its replicated jobs in order."""
+        spec = self.body.get("spec") or {}
+        if self.of.kind == "Job":
+            if rank >= int(spec.get("completions") or 1):
+                raise UsageError(f"rank {rank} is out of range: the job has {spec.get('completions') or 1} nodes")
+            return f"{self.of.pod_label}={self.name},batch.kubernetes.io/job-completion-index={rank}"
+        jobs = [(rj["name"], int(rj["template"]["spec"].get("completions") or 1))
+                for rj in spec.get("replicatedJobs") or []]
+        offset = 0
+        for rjob, count in jobs:
+            if rank < offset + count:
+                return (f"{self.of.pod_label}={self.name},jobset.sigs.k8s.io/replicatedjob-name={rjob},"
+                        f"batch.kubernetes.io/job-completion-index={rank - offset}")
+            offset += count
+        raise UsageError(f"rank {rank} is out of range: the job has {offset} nodes")
+
+    def _pod_for_rank(self, rank: int) -> str:
         from kubernetes import client
 
-        jobs = [(rj["name"], int(rj["template"]["spec"].get("completions") or 1))
-                for rj in (self.body.get("spec") or {}).get("replicatedJobs") or []]
-        if not jobs:  # a handle without the spec: assume one workers job
-            jobs = [("workers", rank + 1)]
-        offset = 0
-        for rjob, count in jobs:  # noqa: B007 - rjob and index are used after the loop
-            if rank < offset + count:
-                index = rank - offset
-                break
-            offset += count
-        else:
-            raise UsageError(f"rank {rank} is out of range: the job has {offset} nodes")
-        selector = (f"jobset.sigs.k8s.io/jobset-name={self.name},jobset.sigs.k8s.io/replicatedjob-name={rjob},"
-                    f"batch.kubernetes.io/job-completion-index={index}")
+        selector = self._rank_selector(rank)
         pods_found = client.CoreV1Api(self.api).list_namespaced_pod(self.namespace, label_selector=selector,
                                                                      _request_timeout=timeout(self.api)).items
         if not pods_found:
@@ -346,7 +420,7 @@ class Job:
                              + word(self.api, "`fleetgen job status`", "status()") + ")")
         names = sorted((str(p.metadata.creation_timestamp or ""), str(p.metadata.name))
                        for p in pods_found if p.metadata is not None)
-        return names[-1][1], rjob
+        return names[-1][1]
 
     @guarded("read the logs of job {self.name}")
     def logs(self, api: Any = None, rank: int = 0, follow: bool = False) -> Iterator[str]:
@@ -355,9 +429,8 @@ class Job:
 
         self._require_api(api)
         if "spec" not in self.body:
-            self.body = self._objects().get_namespaced_custom_object(GROUP, VERSION, self.namespace, PLURAL,
-                                                                     self.name, _request_timeout=timeout(self.api))
-        pod, _ = self._pod_for_rank(rank)
+            self.body = self._read()
+        pod = self._pod_for_rank(rank)
         response: Any = client.CoreV1Api(self.api).read_namespaced_pod_log(
             pod, self.namespace, container="trainer", follow=follow, _preload_content=False,
             _request_timeout=timeout(self.api))
@@ -372,9 +445,10 @@ class Job:
 
     @guarded("cancel job {self.name}")
     def cancel(self, api: Any = None) -> None:
-        """Delete the JobSet and its pods (Kueue releases the quota)."""
+        """Delete the job and its pods (Kueue releases the quota; a Job's rendezvous Service goes with it)."""
         self._require_api(api)
-        self._objects().delete_namespaced_custom_object(GROUP, VERSION, self.namespace, PLURAL, self.name,
+        self._objects().delete_namespaced_custom_object(self.of.group, self.of.version, self.namespace,
+                                                        self.of.plural, self.name,
                                                         propagation_policy="Foreground",
                                                         _request_timeout=timeout(self.api))
 
@@ -388,25 +462,32 @@ class JobList:
     @guarded("check which namespaces you may list jobs in")
     def readable(self, namespaces: list[str]) -> list[str]:
         """The namespaces among `namespaces` where the user may list JobSets (SelfSubjectAccessReview)."""
-        return [ns for ns in namespaces if presubmit.allowed(self.api, "list", GROUP, PLURAL, ns)[0]]
+        jobsets = KINDS["JobSet"]
+        return [ns for ns in namespaces if presubmit.allowed(self.api, "list", jobsets.group, jobsets.plural, ns)[0]]
 
     @guarded("list jobs")
     def jobs(self, namespaces: list[str] | None = None, team: str | None = None) -> list[Job]:
-        """Jobs in `namespaces` (each read separately: a member has no cluster-wide rights), or in
-        every namespace when None."""
+        """Jobs of every kind in `namespaces` (each read separately: a member has no cluster-wide
+        rights), or in every namespace when None."""
         from kubernetes import client
+        from kubernetes.client.exceptions import ApiException
 
         objects = client.CustomObjectsApi(self.api)
         selector = f"fleetgen.io/team={team}" if team else "app.kubernetes.io/managed-by=fleetgen"
         items: list[dict[str, Any]] = []
-        if namespaces is not None:
-            for ns in namespaces:
-                found: Any = objects.list_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, label_selector=selector,
-                                                                   _request_timeout=timeout(self.api))
-                items.extend(found["items"])
-        else:
-            everywhere: Any = objects.list_cluster_custom_object(GROUP, VERSION, PLURAL, label_selector=selector,
-                                                                 _request_timeout=timeout(self.api))
-            items = list(everywhere["items"])
+        for of in KINDS.values():
+            chosen = ",".join(filter(None, (selector, of.not_child)))
+            for ns in namespaces if namespaces is not None else [None]:
+                try:
+                    listed: Any = (objects.list_namespaced_custom_object(
+                        of.group, of.version, ns, of.plural, label_selector=chosen, _request_timeout=timeout(self.api))
+                        if ns is not None else objects.list_cluster_custom_object(
+                        of.group, of.version, of.plural, label_selector=chosen, _request_timeout=timeout(self.api)))
+                except ApiException as exc:
+                    if exc.status == 403 and of.kind != "JobSet":  # you may list JobSets there: not this kind
+                        continue
+                    raise
+                # A list's items need not name their kind (the API server leaves it out for built-in kinds).
+                items.extend({**item, "kind": of.kind} for item in listed["items"])
         return [Job(item, self.api) for item in sorted(items, key=lambda i: (i["metadata"].get("namespace", ""),
-                                                                          i["metadata"]["name"]))]
+                                                                          i["metadata"]["name"], i["kind"]))]

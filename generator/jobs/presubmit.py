@@ -52,12 +52,16 @@ def allowed(api: Any, verb: str, group: str, resource: str, namespace: str) -> t
     return bool(status.allowed), str(status.reason or status.evaluation_error or "")
 
 
-def rights(api: Any, namespace: str) -> Outcome:
-    may, why = allowed(api, "create", "jobset.x-k8s.io", "jobsets", namespace)
-    if may:
-        return Outcome("rights", True, f"you may create JobSets in namespace {namespace}")
-    return Outcome("rights", False, f"you may not create JobSets in namespace {namespace}{f' ({why})' if why else ''}: "
-                   "ask the team's owners to add you to its members (teams/<team>.yaml)")
+def rights(api: Any, namespace: str, needed: tuple[tuple[str, str, str], ...] = (
+        ("jobset.x-k8s.io", "jobsets", "JobSets"),)) -> Outcome:
+    """Whether the user may create each of `needed` (group, resource, what it is called) in `namespace`."""
+    for group, resource, called in needed:
+        may, why = allowed(api, "create", group, resource, namespace)
+        if not may:
+            return Outcome("rights", False, f"you may not create {called} in namespace {namespace}"
+                           f"{f' ({why})' if why else ''}: ask the team's owners to add you to its members "
+                           "(teams/<team>.yaml)")
+    return Outcome("rights", True, f"you may create {' and '.join(c for _, _, c in needed)} in namespace {namespace}")
 
 
 def local_queue(api: Any, namespace: str, queue: str | None) -> Outcome:
@@ -117,9 +121,11 @@ def priority(api: Any, name: str | None) -> Outcome:
 
 
 def requested_gpus(body: dict[str, Any], resource: str) -> int:
-    """GPUs of `resource` the whole JobSet requests when all its pods run."""
+    """GPUs of `resource` the whole JobSet or batch Job requests when all its pods run."""
     total = 0
-    for rjob in (body.get("spec") or {}).get("replicatedJobs") or []:
+    spec = body.get("spec") or {}
+    rjobs: list[Any] = spec.get("replicatedJobs") or [] if body.get("kind") != "Job" else [{"template": {"spec": spec}}]
+    for rjob in rjobs:
         job = (rjob.get("template") or {}).get("spec") or {}
         pods = int(job.get("parallelism") or 1) * int(rjob.get("replicas") or 1)
         for container in ((job.get("template") or {}).get("spec") or {}).get("containers") or []:
@@ -137,8 +143,11 @@ def capacity(body: dict[str, Any], fleet: Fleet | None, root: Path | None,
 
     labels = (body.get("metadata") or {}).get("labels") or {}
     team, cluster, name = (labels.get(f"fleetgen.io/{k}") for k in ("team", "cluster", "profile"))
-    if not (team and cluster and name) or (fleet is None and root is None):
+    if not (team and cluster and name):
         return Outcome("capacity", None, "not a fleetgen profile job: the team's quota was not checked")
+    if fleet is None and root is None:
+        return Outcome("capacity", None, "no fleet files (no fleet repository here, and none read from the "
+                       "cluster): the team's quota was not checked")
     if fleet is None:
         try:
             fleet = load_fleet(root)  # type: ignore[arg-type]
@@ -163,12 +172,18 @@ def capacity(body: dict[str, Any], fleet: Fleet | None, root: Path | None,
 
 
 def run_checks(api: Any, body: dict[str, Any], fleet: Fleet | None, root: Path | None,
-               profile: JobProfile | None = None) -> list[Outcome]:
-    """Every pre-submit check of the JobSet `body`, in order."""
+               profile: JobProfile | None = None, of: Any = None) -> list[Outcome]:
+    """Every pre-submit check of the job `body` (of the SDK's Kind `of`; a JobSet when None), in order."""
+    from generator.compile.jobs import rendezvous_service
+
     meta = body.get("metadata") or {}
     namespace, labels = str(meta.get("namespace") or "default"), meta.get("labels") or {}
+    needed: tuple[tuple[str, str, str], ...] = (
+        ((of.group, of.plural, f"{of.kind}s"),) if of is not None else (("jobset.x-k8s.io", "jobsets", "JobSets"),))
+    if body.get("kind") == "Job" and rendezvous_service(body) is not None:
+        needed += (("", "services", "Services (its rendezvous hostnames)"),)
     checks: list[Callable[[], Outcome]] = [
-        lambda: rights(api, namespace),
+        lambda: rights(api, namespace, needed),
         lambda: local_queue(api, namespace, labels.get(QUEUE_LABEL)),
         lambda: priority(api, labels.get(PRIORITY_LABEL)),
         lambda: capacity(body, fleet, root, profile),

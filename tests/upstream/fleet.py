@@ -283,11 +283,21 @@ def custom(stack: Stack, api: Any = None) -> Any:
     return client.CustomObjectsApi(api or stack.client())
 
 
-def workload_of(stack: Stack, namespace: str, name: str) -> dict[str, Any] | None:
-    objects = custom(stack)
-    js = objects.get_namespaced_custom_object(JOBSET, "v1alpha2", namespace, "jobsets", name)
-    found = objects.list_namespaced_custom_object(KUEUE, "v1beta2", namespace, "workloads",
-                                                  label_selector=f"kueue.x-k8s.io/job-uid={js['metadata']['uid']}")
+JOB_KINDS = {"JobSet": (JOBSET, "v1alpha2", "jobsets", "jobset.sigs.k8s.io/jobset-name"),
+             "Job": ("batch", "v1", "jobs", "batch.kubernetes.io/job-name")}
+"""(group, version, plural, the label naming the job on its pods) of each kind of job a profile renders."""
+
+
+def job_object(stack: Stack, namespace: str, name: str, kind: str = "JobSet") -> dict[str, Any]:
+    group, version, plural, _ = JOB_KINDS[kind]
+    found: dict[str, Any] = custom(stack).get_namespaced_custom_object(group, version, namespace, plural, name)
+    return found
+
+
+def workload_of(stack: Stack, namespace: str, name: str, kind: str = "JobSet") -> dict[str, Any] | None:
+    uid = job_object(stack, namespace, name, kind)["metadata"]["uid"]
+    found = custom(stack).list_namespaced_custom_object(KUEUE, "v1beta2", namespace, "workloads",
+                                                        label_selector=f"kueue.x-k8s.io/job-uid={uid}")
     return found["items"][0] if found["items"] else None
 
 

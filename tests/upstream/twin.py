@@ -143,9 +143,11 @@ def pods(stack: Stack, namespace: str, selector: str) -> list[Any]:
     return list(client.CoreV1Api(stack.client()).list_namespaced_pod(namespace, label_selector=selector).items)
 
 
-def bound_pods(stack: Stack, namespace: str, jobset: str, count: int, seconds: float = 90) -> list[Any]:
-    """The JobSet's pods once `count` of them are bound to nodes (one list per look); [] after `seconds`."""
+def bound_pods(stack: Stack, namespace: str, jobset: str, count: int, seconds: float = 90,
+               label: str = "jobset.sigs.k8s.io/jobset-name") -> list[Any]:
+    """The job's pods (`label`: the one naming the job on them) once `count` of them are bound to nodes
+    (one list per look); [] after `seconds`."""
     def look() -> list[Any]:
-        found = [p for p in pods(stack, namespace, f"jobset.sigs.k8s.io/jobset-name={jobset}") if p.spec.node_name]
+        found = [p for p in pods(stack, namespace, f"{label}={jobset}") if p.spec.node_name]
         return found if len(found) == count else []
     return list(wait_for(look, seconds) or [])

@@ -1,0 +1,80 @@
+"""Jobs of each kind a profile renders (`kind: jobset | job`) in the SDK, fast tier: what is built,
+what the pre-submit checks ask for, how each kind's status and pods are read. The real API server,
+Kueue and the Job controller judge them in tests/test_e2e_fleet.py and tests/test_twin_scheduling.py."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from generator.checks import load_fleet
+from generator.errors import UsageError
+from generator.jobs import ConfigurationError, Job
+from generator.jobs.job import KINDS
+from generator.jobs.presubmit import requested_gpus
+from tests.conftest import REPO
+
+FLEET = load_fleet(REPO)
+
+
+def test_a_job_profile_makes_a_batch_job_of_its_size() -> None:
+    job = Job.from_profile("speech", "asr-eval", root=REPO, nodes=3, name="eval3")
+    assert job.of is KINDS["Job"] and job.body["kind"] == "Job" and job.name == "eval3"
+    assert job.body["spec"]["completions"] == job.body["spec"]["parallelism"] == 3
+    env = {e["name"]: e.get("value") for e in job.body["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["MASTER_ADDR"] == "eval3-0.eval3" and env["NNODES"] == "3"
+    assert requested_gpus(job.body, "nvidia.com/gpu") == 3
+    assert requested_gpus(Job.from_profile("speech", "asr-2node", root=REPO).body, "nvidia.com/gpu") == 4
+
+
+def test_define_makes_either_kind_by_the_same_rules() -> None:
+    common: dict[str, Any] = {"nodes": 2, "gpus_per_node": 1, "root": REPO}
+    batch = Job.define("speech", "mine", "ghcr.io/acme/x:1", ["python", "eval.py"], kind="job", **common)
+    jobset = Job.define("speech", "mine", "ghcr.io/acme/x:1", ["python", "eval.py"], **common)
+    assert (batch.body["kind"], jobset.body["kind"]) == ("Job", "JobSet")
+    # The same container on the same nodes: only the rendezvous address differs (the pod's hostname).
+    batch_pod = batch.body["spec"]["template"]["spec"]
+    jobset_pod = jobset.body["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    addresses = [{e["name"]: e.get("value") for e in p["containers"][0]["env"]}["MASTER_ADDR"]
+                 for p in (batch_pod, jobset_pod)]
+    assert addresses == ["mine-0.mine", "mine-workers-0-0.mine"]
+    for pod in (batch_pod, jobset_pod):
+        pod["containers"][0]["env"] = [v for v in pod["containers"][0]["env"] if v["name"] != "MASTER_ADDR"]
+    assert batch_pod["containers"] == jobset_pod["containers"]
+    assert {k: v for k, v in batch_pod.items() if k != "subdomain"} == jobset_pod
+    with pytest.raises(ConfigurationError, match="kind: Input should be 'jobset' or 'job'"):
+        Job.define("speech", "mine", "ghcr.io/acme/x:1", ["python"], kind="pytorchjob", **common)
+    with pytest.raises(ConfigurationError, match="the last pod's hostname would be"):
+        Job.define("speech", "e" * 62, "ghcr.io/acme/x:1", ["python"], kind="job", **common)
+
+
+def test_only_jobsets_and_batch_jobs_are_jobs() -> None:
+    with pytest.raises(UsageError, match="kind: JobSet or kind: Job"):
+        Job({"kind": "Pod", "metadata": {"name": "p"}})
+    with pytest.raises(UsageError, match="kind must be one of JobSet, Job"):
+        Job.on_cluster(None, "x", "ns", "RayCluster")
+
+
+@pytest.mark.parametrize(("kind", "rank", "selector"), [
+    ("Job", 1, "batch.kubernetes.io/job-name=j,batch.kubernetes.io/job-completion-index=1"),
+    ("JobSet", 1, "jobset.sigs.k8s.io/jobset-name=j,jobset.sigs.k8s.io/replicatedjob-name=workers,"
+                  "batch.kubernetes.io/job-completion-index=0"),
+])
+def test_a_rank_is_found_in_each_kinds_pods(kind: str, rank: int, selector: str) -> None:
+    spec: dict[str, Any] = ({"completions": 2} if kind == "Job" else {"replicatedJobs": [
+        {"name": "leader", "template": {"spec": {"completions": 1}}},
+        {"name": "workers", "template": {"spec": {"completions": 1}}}]})
+    job = Job({"kind": kind, "metadata": {"name": "j", "namespace": "ns"}, "spec": spec})
+    assert job._rank_selector(rank) == selector
+    with pytest.raises(UsageError, match="rank 2 is out of range: the job has 2 nodes"):
+        job._rank_selector(2)
+
+
+def test_each_kinds_status_is_read_from_its_own_fields() -> None:
+    jobset, batch = KINDS["JobSet"], KINDS["Job"]
+    assert jobset.active({"status": {"replicatedJobsStatus": [{"active": 2}, {"active": 1}]}}) == 3
+    assert batch.active({"status": {"active": 2}}) == 2 and batch.active({}) == 0
+    assert (jobset.restarts({"status": {"restarts": 4}}), batch.restarts({"status": {"failed": 1}})) == (4, 1)
+    assert dict(batch.ended)["Complete"] == "succeeded" and dict(jobset.ended)["Completed"] == "succeeded"
+    assert batch.not_child == "!jobset.sigs.k8s.io/jobset-name"  # a JobSet's own Jobs are not listed as jobs
