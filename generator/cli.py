@@ -451,12 +451,12 @@ def _job_command(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 T = TypeVar("T")
-KIND_OPTION = click.option("--kind", type=click.Choice(["jobset", "job", "raycluster"]), default="jobset",
-                           show_default=True,
-                           help="What NAME is: a JobSet, a batch Job, or a RayCluster (`operators.ray`).")
-JOB_KIND_OPTION = click.option("--kind", type=click.Choice(["jobset", "job"]), default="jobset", show_default=True,
-                               help="What NAME is: a JobSet, or a batch Job.")
-KIND_NAMES = {"jobset": "a JobSet", "job": "a batch Job", "raycluster": "a RayCluster"}
+KIND_OPTION = click.option("--kind", type=click.Choice(["jobset", "job", "rayjob", "raycluster"]), default="jobset",
+                           show_default=True, help="What NAME is: a JobSet, a batch Job, a RayJob or a RayCluster "
+                           "(the Ray kinds where the cluster runs KubeRay).")
+JOB_KIND_OPTION = click.option("--kind", type=click.Choice(["jobset", "job", "rayjob"]), default="jobset",
+                               show_default=True, help="What NAME is: a JobSet, a batch Job, or a RayJob (its driver).")
+KIND_NAMES = {"jobset": "a JobSet", "job": "a batch Job", "rayjob": "a RayJob", "raycluster": "a RayCluster"}
 
 
 def _is_kind(api: Any, name: str, namespace: str, kind: str) -> bool:

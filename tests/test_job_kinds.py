@@ -43,7 +43,7 @@ def test_define_makes_either_kind_by_the_same_rules() -> None:
         pod["containers"][0]["env"] = [v for v in pod["containers"][0]["env"] if v["name"] != "MASTER_ADDR"]
     assert batch_pod["containers"] == jobset_pod["containers"]
     assert {k: v for k, v in batch_pod.items() if k != "subdomain"} == jobset_pod
-    with pytest.raises(ConfigurationError, match="kind: Input should be 'jobset' or 'job'"):
+    with pytest.raises(ConfigurationError, match="kind: Input should be 'jobset', 'job' or 'rayjob'"):
         Job.define("speech", "mine", "ghcr.io/acme/x:1", ["python"], kind="pytorchjob", **common)
     with pytest.raises(ConfigurationError, match="the last pod's hostname would be"):
         Job.define("speech", "e" * 62, "ghcr.io/acme/x:1", ["python"], kind="job", **common)
@@ -76,5 +76,33 @@ def test_each_kinds_status_is_read_from_its_own_fields() -> None:
     assert jobset.active({"status": {"replicatedJobsStatus": [{"active": 2}, {"active": 1}]}}) == 3
     assert batch.active({"status": {"active": 2}}) == 2 and batch.active({}) == 0
     assert (jobset.restarts({"status": {"restarts": 4}}), batch.restarts({"status": {"failed": 1}})) == (4, 1)
-    assert dict(batch.ended)["Complete"] == "succeeded" and dict(jobset.ended)["Completed"] == "succeeded"
+    done = {"status": {"conditions": [{"type": "Complete", "status": "True", "message": "all done"}]}}
+    assert batch.ended(done) == ("succeeded", "all done") and jobset.ended(done) is None
+    assert batch.ended({"status": {"conditions": [{"type": "Failed", "status": "False"}]}}) is None
+    ray = KINDS["RayJob"]
+    assert ray.ended({"status": {"jobDeploymentStatus": "Running"}}) is None
+    assert ray.ended({"status": {"jobDeploymentStatus": "Failed", "jobStatus": "FAILED", "reason": "AppFailed"}}) \
+        == ("failed", "FAILED: AppFailed")
+    assert (ray.active({"status": {"jobDeploymentStatus": "Running"}}), ray.active({})) == (1, 0)
+    assert ray.pods({"status": {"rayClusterName": "tune-x1b2c"}}, "tune") == "ray.io/cluster=tune-x1b2c"
     assert batch.not_child == "!jobset.sigs.k8s.io/jobset-name"  # a JobSet's own Jobs are not listed as jobs
+
+
+def test_a_ray_job_asks_for_its_workers_gpus_and_logs_its_driver() -> None:
+    job = Job.from_profile("ml-research", "tune-sweep", root=REPO, nodes=3)
+    assert job.of is KINDS["RayJob"] and requested_gpus(job.body, "nvidia.com/gpu") == 24
+    assert job._rank_selector(0) == "batch.kubernetes.io/job-name=tune-sweep"  # KubeRay's submitter Job
+    with pytest.raises(UsageError, match="a RayJob's log is its driver's"):
+        job._rank_selector(1)
+
+
+def test_define_makes_a_ray_job_where_kuberay_runs() -> None:
+    job = Job.define("ml-research", "tune", "rayproject/ray:2.52.0-gpu", ["python", "tune.py", "--n", "a b"],
+                     cluster="prod-east", pool="h100", nodes=2, kind="rayjob", root=REPO)
+    assert job.body["kind"] == "RayJob" and job.body["spec"]["entrypoint"] == "python tune.py --n 'a b'"
+    with pytest.raises(ConfigurationError, match="kind: cluster prod-west does not run KubeRay"):
+        Job.define("ml-research", "tune", "rayproject/ray:2.52.0-gpu", ["python"], cluster="prod-west", pool="a100",
+                   kind="rayjob", root=REPO)
+    with pytest.raises(ConfigurationError, match="launcher: a RayJob has no launcher"):
+        Job.define("ml-research", "tune", "rayproject/ray:2.52.0-gpu", ["python"], cluster="prod-east", pool="h100",
+                   kind="rayjob", launcher="none", root=REPO)

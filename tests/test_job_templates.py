@@ -260,7 +260,7 @@ def test_a_single_node_batch_job_needs_no_service(fleet_root: Path) -> None:
      "teams/speech.yaml:23", f"the last pod's hostname would be 'asr-eval-{'x' * 53}-1' (64 > 63)", "shorten it by 1"),
     ("    kind: job\n", "    kind: job\n    leader: {}\n", "teams/speech.yaml:25", "no separate leader",
      "use kind: jobset"),
-    ("    kind: job\n", "    kind: pytorchjob\n", "teams/speech.yaml:24", "'jobset' or 'job'", None),
+    ("    kind: job\n", "    kind: pytorchjob\n", "teams/speech.yaml:24", "'jobset', 'job' or 'rayjob'", None),
 ])
 def test_bad_batch_job_profiles_are_located(fleet_root: Path, old: str, new: str, where: str, message: str,
                                             hint: str | None) -> None:
@@ -282,3 +282,41 @@ def test_a_multi_node_batch_job_is_refused_on_a_multikueue_manager(fleet_root: P
     assert "use kind: jobset" in result.err
     path.write_text("\n".join([*lines, *profile]).replace("nodes: 2", "nodes: 1") + "\n")
     assert run(fleet_root, "render").code == 0
+
+
+def test_golden_ray_job() -> None:
+    """`kind: rayjob`: KubeRay's RayJob with the program as its entrypoint, a head and `nodes` fixed-size
+    workers pinned to the pool, and the cluster torn down when the job ends (Kueue's own rule)."""
+    body = load("prod-east/templates/ml-research/tune-sweep.rayjob.yaml")
+    assert (body["apiVersion"], body["kind"]) == ("ray.io/v1", "RayJob")
+    assert body["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "ml-research"
+    spec = body["spec"]
+    assert spec["entrypoint"] == "python -m research.tune --trials 64"
+    assert (spec["shutdownAfterJobFinishes"], spec["backoffLimit"]) == (True, 1)
+    [workers] = spec["rayClusterSpec"]["workerGroupSpecs"]
+    assert workers["replicas"] == workers["minReplicas"] == workers["maxReplicas"] == 2
+    pod = workers["template"]["spec"]
+    assert pod["nodeSelector"] == {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
+    [container] = pod["containers"]
+    assert container["name"] == "ray-worker" and "command" not in container and "ports" not in container
+    assert container["resources"]["limits"]["nvidia.com/gpu"] == "8"
+    head = spec["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]["containers"][0]
+    assert head["resources"] == {"requests": {"cpu": "2", "memory": "8Gi"}, "limits": {"cpu": "2", "memory": "8Gi"}}
+    folder = TEMPLATES / "prod-east/templates/ml-research"
+    assert not (folder / "tune-sweep.sky.yaml").exists()  # a Ray entrypoint is no SkyPilot program
+
+
+@pytest.mark.parametrize(("old", "new", "where", "message", "hint"), [
+    ("    kind: rayjob\n    cluster: prod-east\n    pool: h100\n",
+     "    kind: rayjob\n    cluster: prod-west\n    pool: a100\n", "teams/ml-research.yaml:54",
+     "cluster prod-west does not run KubeRay", "set operators.ray: true"),
+    ("    kind: rayjob\n", "    kind: rayjob\n    launcher: torchrun\n", "teams/ml-research.yaml:55",
+     "a RayJob has no launcher", "remove launcher"),
+    ("    kind: rayjob\n", "    kind: rayjob\n    leader: {}\n", "teams/ml-research.yaml:55",
+     "a RayJob's head is its leader", "remove leader"),
+    ("  - name: tune-sweep\n", f"  - name: tune-{'s' * 43}\n", "teams/ml-research.yaml:53",
+     "KubeRay takes at most 47 for a RayJob", "shorten it by 1"),
+])
+def test_bad_ray_job_profiles_are_located(fleet_root: Path, old: str, new: str, where: str, message: str,
+                                          hint: str | None) -> None:
+    refused_at(fleet_root, "teams/ml-research.yaml", old, new, where, message, hint)

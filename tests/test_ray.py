@@ -223,3 +223,56 @@ def test_a_notebook_brings_a_ray_cluster_up_follows_it_and_takes_it_down(ray_twi
     assert wait_for(lambda: all_gone(stack, ns), 60)
     with pytest.raises(ClusterError, match="404"):
         RayCluster.on_cluster(api, "nb-tune", ns).status()
+
+
+def test_a_members_ray_job_profile_is_admitted_run_on_its_pools_and_cancelled(
+        ray_twin: tuple[Stack, Fleet, Twin], tmp_path: Path) -> None:
+    """A `kind: rayjob` profile through `fleetgen job` as a member of ml-research: `job submit` creates the
+    RayJob; Kueue admits it against the team's quota; the real KubeRay makes its Ray cluster, whose head
+    and two H100 workers are bound to the CPU pool and the H100 pool, pinned by the profile; `job status
+    --kind rayjob` and `job list` follow it; `job cancel --kind rayjob` removes it and its cluster."""
+    stack, fleet, twin = ray_twin
+    team = fleet.teams[TEAM].config
+    ns = team.namespace_names[0]
+    who = stack.identity(f"ray-job@{TEAM}.test", (team.members.groups[0],))
+    kubeconfig = ("--kubeconfig", str(who.kubeconfig))
+    submitted = run(REPO, "job", "submit", TEAM, "tune-sweep", *kubeconfig)
+    assert submitted.code == 0, submitted.err
+    objects = custom(stack)
+
+    def rayjob() -> dict[str, Any]:
+        found: dict[str, Any] = objects.get_namespaced_custom_object(RAY, "v1", ns, "rayjobs", "tune-sweep")
+        return found
+
+    def workload() -> dict[str, Any] | None:
+        found = objects.list_namespaced_custom_object(KUEUE, "v1beta2", ns, "workloads", label_selector=(
+            f"kueue.x-k8s.io/job-uid={rayjob()['metadata']['uid']}"))["items"]
+        return found[0] if found else None
+    try:
+        assert wait_for(lambda: condition(workload(), "Admitted").get("status") == "True", 60), workload()
+        assert workload()["status"]["admission"]["clusterQueue"] == team.name  # type: ignore[index]
+        assert wait_for(lambda: rayjob().get("status", {}).get("rayClusterName"), 60), rayjob().get("status")
+        cluster = rayjob()["status"]["rayClusterName"]
+        pool_of = {n["metadata"]["name"]: n["metadata"]["labels"][MANAGED] for n in fake_nodes(
+            fleet.clusters[CLUSTER].config)}
+
+        def placed() -> list[str]:
+            found = [p for p in pods(stack, ns, f"ray.io/cluster={cluster}") if p.spec.node_name]
+            return sorted(pool_of[p.spec.node_name] for p in found) if len(found) == 3 else []
+        assert wait_for(placed, 90) == ["cpu", "h100", "h100"], \
+            f"{[(p.metadata.name, p.spec.node_name) for p in pods(stack, ns, f'ray.io/cluster={cluster}')]}\n" \
+            f"{twin.logs()}"
+        status = run(REPO, "job", "status", "tune-sweep", "-n", ns, "--kind", "rayjob", *kubeconfig)
+        assert status.code == 0 and status.out.startswith("tune-sweep: ") and \
+            ("admitted" in status.out or "running" in status.out), status.out + status.err
+        hinted = run(REPO, "job", "status", "tune-sweep", "-n", ns, *kubeconfig)
+        assert hinted.code == 2 and "is a RayJob, not a JobSet" in hinted.err and "--kind rayjob" in hinted.err
+        listed = run(REPO, "job", "list", "-n", ns, *kubeconfig)
+        assert listed.code == 0 and f"{ns}/tune-sweep: " in listed.out and "(RayJob)" in listed.out, \
+            listed.out + listed.err
+        assert "(RayCluster)" not in listed.out  # the RayJob's own cluster is the RayJob's, not listed again
+    finally:
+        cancelled = run(REPO, "job", "cancel", "tune-sweep", "-n", ns, "--kind", "rayjob", *kubeconfig)
+        assert cancelled.code == 0, cancelled.err
+    assert wait_for(lambda: not objects.list_namespaced_custom_object(RAY, "v1", ns, "rayjobs")["items"]
+                    and all_gone(stack, ns), 90)

@@ -158,8 +158,9 @@ def test_a_cordoned_and_tainted_node_gets_no_new_pods(twin: tuple[Stack, Fleet, 
 
 
 PROFILES = sorted((team, profile.name) for team, loaded in load_fleet(REPO).teams.items()
-                  for profile in loaded.config.job_profiles)
-"""Every job profile of the example fleet (team, profile), each submitted on its cluster's twin."""
+                  for profile in loaded.config.job_profiles if profile.kind != "rayjob")
+"""Every job profile of the example fleet (team, profile), each submitted on its cluster's twin; a
+RayJob's on the twin that runs KubeRay (tests/test_ray.py)."""
 
 
 @pytest.fixture(scope="module")

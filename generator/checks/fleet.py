@@ -10,7 +10,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from generator.config.cluster import AdmissionFairSharing, kueue_tuple
+from generator.config.cluster import AdmissionFairSharing, ClusterConfig, kueue_tuple
 from generator.config.fleet import Fleet, Loaded, fair_sharing
 from generator.config.jobs import JobProfile
 from generator.config.team import TeamConfig
@@ -533,6 +533,8 @@ def _profile_problems(fleet: Fleet, team: TeamConfig, profile: JobProfile,
             "torchrun exits 1 whenever any worker fails (a lost node, an NCCL error, an OOM kill), so exit code 1 "
             "would fail the JobSet on infrastructure faults instead of restarting it"), \
             "remove 1 (usage errors and missing commands still fail fast: 2, 126, 127), or use launcher: none"
+    if profile.kind == "rayjob":
+        yield from _ray_profile_problems(profile, cluster.config)
     if profile.kind == "job" and profile.nodes > 1 and cluster.config.multikueue is not None:
         yield ("kind",), "kind", f"{profile.cluster} is a MultiKueue manager: it dispatches a batch Job to a worker " \
             "but not the Service its pods' hostnames need, so the nodes could not find rank 0", \
@@ -543,6 +545,23 @@ def _profile_problems(fleet: Fleet, team: TeamConfig, profile: JobProfile,
     elif profile.leader is not None and profile.nodes < 2 and profile.launcher == "torchrun":
         yield ("leader",), "leader", "a leader job needs at least 2 nodes (a leader and a worker)", \
             "set nodes to 2 or more, or remove leader"
+
+
+RAY_UNUSED = (("launcher", "launcher"), ("fail_fast_exit_codes", "failFastExitCodes"), ("master_port", "masterPort"))
+"""Profile fields a RayJob has no use for: Ray starts the entrypoint, reports the job's end itself and
+wires its own ports."""
+
+
+def _ray_profile_problems(profile: JobProfile, cluster: ClusterConfig) -> Iterator[Problem]:
+    if not cluster.operators.ray:
+        yield ("kind",), "kind", f"cluster {cluster.name} does not run KubeRay, so nothing would run a RayJob", \
+            "set operators.ray: true in its cluster file, or use kind: jobset"
+    for field, key in RAY_UNUSED:
+        if field in profile.model_fields_set:
+            yield (key,), key, f"a RayJob has no {key}: Ray starts the entrypoint and reports how it ended", \
+                f"remove {key}"
+    if profile.leader is not None:
+        yield ("leader",), "leader", "a RayJob's head is its leader", "remove leader (the head runs the entrypoint)"
 
 
 def profile_problems(fleet: Fleet, team: TeamConfig, profile: JobProfile) -> list[tuple[str, str, str]]:

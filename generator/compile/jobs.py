@@ -74,6 +74,11 @@ def name_problems(name: str, profile: JobProfile) -> list[str]:
     if not DNS_1035.match(name) or len(name) > MAX_NAME:
         problems.append(f"{name!r} is not a DNS-1035 label (lower-case letters, digits and '-', starting with a "
                         f"letter, at most {MAX_NAME} characters)")
+    if profile.kind == "rayjob":
+        if len(name) > RAY_JOB_NAME:
+            problems.append(f"name {name!r} has {len(name)} characters but KubeRay takes at most {RAY_JOB_NAME} for a "
+                            f"RayJob (its Ray cluster's name adds 6); shorten it by {len(name) - RAY_JOB_NAME}")
+        return problems
     if profile.kind == "job":  # each pod's hostname is <job>-<index> (its pod name is cut to fit by the controller)
         budget = MAX_NAME - len(f"-{profile.nodes - 1}")
         if len(name) > budget:
@@ -124,8 +129,10 @@ def _resized(profile: JobProfile, nodes: int | None, image: str | None, command:
 
 
 def _pod_template(team: TeamConfig, cluster: ClusterConfig, profile: JobProfile, env: list[dict[str, Any]],
-                  command: list[str], args: list[str], grouped: bool, subdomain: str | None = None) -> dict[str, Any]:
-    """The pod template of one node of `profile`: the training container on the pool's nodes."""
+                  command: list[str] | None, args: list[str] | None, grouped: bool, subdomain: str | None = None,
+                  container_name: str = CONTAINER) -> dict[str, Any]:
+    """The pod template of one node of `profile`: the training container on the pool's nodes (without
+    `command`: a Ray worker, which KubeRay starts and which has no rendezvous port)."""
     pool = cluster.pool(profile.pool)
     assert pool is not None
     gpus = profile.gpus_per_node if profile.gpus_per_node is not None else pool.gpu.per_node
@@ -138,9 +145,10 @@ def _pod_template(team: TeamConfig, cluster: ClusterConfig, profile: JobProfile,
         if profile.topology.slice is not None:  # the checks exclude a leader (its podset group) here
             pod_annotations["kueue.x-k8s.io/podset-slice-required-topology"] = profile.topology.slice.level
             pod_annotations["kueue.x-k8s.io/podset-slice-size"] = str(profile.topology.slice.size)
+    launched = {"command": command, "args": args} if command is not None else {}
     container = {
-        "name": CONTAINER, "image": profile.image, "command": command, "args": args, "env": env,
-        "ports": [{"name": "rendezvous", "containerPort": profile.master_port}],
+        "name": container_name, "image": profile.image, **launched, "env": env,
+        **({"ports": [{"name": "rendezvous", "containerPort": profile.master_port}]} if command is not None else {}),
         "resources": {"requests": dict(resources),
                       "limits": {"memory": resources["memory"], pool.gpu.resource: str(gpus)}},
         "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}],
@@ -290,10 +298,57 @@ def rendezvous_service(job: dict[str, Any]) -> dict[str, Any] | None:
                      "selector": {JOB_NAME_LABEL: meta["name"]}}}
 
 
+RAY_API = "ray.io/v1"
+RAY_JOB_NAME = 47
+"""KubeRay's longest RayJob name: its cluster's name adds 6 characters and must fit 53 (ray-operator
+v1.6.2 controllers/ray/utils/constant.go:296-305, checked at validation.go:280-281)."""
+RAY_HEAD = {"cpu": "2", "memory": "8Gi"}
+"""The Ray head's requests (and limits): it schedules and serves the dashboard, no GPUs."""
+
+
+def rayjob(team: TeamConfig, cluster: ClusterConfig, profile: JobProfile, name: str | None = None,
+           nodes: int | None = None, image: str | None = None, command: list[str] | None = None) -> dict[str, Any]:
+    """The KubeRay RayJob for a `kind: rayjob` profile: a head and `nodes` workers on the pool, the
+    program as the entrypoint. Kueue admits head and workers together, and requires the cluster to
+    go when the job ends (`shutdownAfterJobFinishes`: kueue v0.19.2
+    pkg/controller/jobs/rayjob/rayjob_webhook.go:138-140); groups are fixed-size, as Kueue admits no
+    autoscaling."""
+    profile = _resized(profile, nodes, image, command)
+    name = name or profile.name
+    env = [{"name": e.name, "value": e.value} for e in profile.env]
+    worker = _pod_template(team, cluster, profile, env, None, None, grouped=False, container_name="ray-worker")
+    head_container: dict[str, Any] = {"name": "ray-head", "image": profile.image, "env": env,
+                                      "resources": {"requests": dict(RAY_HEAD), "limits": dict(RAY_HEAD)}}
+    head_pod: dict[str, Any] = {"containers": [head_container]}
+    if "securityContext" in worker["spec"]:
+        head_container["securityContext"] = RESTRICTED_CONTAINER
+        head_pod = {"securityContext": RESTRICTED_POD, **head_pod}
+    if profile.termination_grace_period_seconds != KUBERNETES_GRACE_SECONDS:
+        head_pod["terminationGracePeriodSeconds"] = profile.termination_grace_period_seconds
+    return {
+        "apiVersion": RAY_API, "kind": "RayJob",
+        "metadata": {"name": name, "namespace": team.namespace_names[0],
+                     "labels": _job_labels(team, cluster, profile)},
+        "spec": {
+            "entrypoint": shlex.join([*profile.command, *profile.args]),
+            "shutdownAfterJobFinishes": True,
+            "backoffLimit": profile.max_restarts,
+            "rayClusterSpec": {
+                "headGroupSpec": {"rayStartParams": {}, "template": {"spec": head_pod}},
+                "workerGroupSpecs": [{"groupName": "workers", "replicas": profile.nodes, "minReplicas": profile.nodes,
+                                      "maxReplicas": profile.nodes, "rayStartParams": {}, "template": worker}],
+            },
+        },
+    }
+
+
+MAKERS = {"jobset": jobset, "job": batch_job, "rayjob": rayjob}
+"""The compiler of each profile `kind`."""
+
+
 def job_object(team: TeamConfig, cluster: ClusterConfig, profile: JobProfile, **changes: Any) -> dict[str, Any]:
-    """The object of `profile`'s kind (a JobSet or a batch Job), with the changes `jobset` takes."""
-    made = batch_job if profile.kind == "job" else jobset
-    return made(team, cluster, profile, **changes)
+    """The object of `profile`'s kind (a JobSet, a batch Job or a RayJob), with the changes `jobset` takes."""
+    return MAKERS[profile.kind](team, cluster, profile, **changes)
 
 
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
@@ -397,9 +452,10 @@ def compile_templates(cluster: Loaded[ClusterConfig], teams: list[Loaded[TeamCon
             service = rendezvous_service(body) if profile.kind == "job" else None
             if service is not None:
                 out.append(Manifest(folder, service, source, synced=False, file=f"{profile.name}.service.yaml"))
-            out.append(Manifest(folder, skypilot_task(team.config, cluster.config, profile), source,
-                                synced=False, file=f"{profile.name}.sky.yaml", kubernetes=False))
-        if any(p.cluster == cluster.config.name for p in team.config.job_profiles):
+            if profile.kind != "rayjob":  # a Ray entrypoint is not a program SkyPilot's nodes could run
+                out.append(Manifest(folder, skypilot_task(team.config, cluster.config, profile), source,
+                                    synced=False, file=f"{profile.name}.sky.yaml", kubernetes=False))
+        if any(p.cluster == cluster.config.name and p.kind != "rayjob" for p in team.config.job_profiles):
             out.append(Manifest(("templates", team.config.name), skypilot_config(team.config),
                                 team.at("namespaces"), synced=False, file="skypilot-config.yaml", kubernetes=False))
     return out

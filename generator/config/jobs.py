@@ -64,9 +64,7 @@ class Leader(ConfigModel):
     """Leader arguments; default to the profile's arguments."""
 
 
-JobKind = Literal["jobset", "job"]
-KIND_OBJECTS: dict[str, str] = {"jobset": "JobSet", "job": "Job"}
-"""The object each profile `kind` is rendered as (and its template file's middle name, lower-cased)."""
+JobKind = Literal["jobset", "job", "rayjob"]
 
 
 class JobProfile(ConfigModel):
@@ -78,7 +76,11 @@ class JobProfile(ConfigModel):
     """`jobset`: a JobSet, which recreates the whole job after a failure (within `maxRestarts`).
     `job`: a batch/v1 Indexed Job, one pod per node (plus a headless Service named after the job for
     the rendezvous hostname when it has more than one node), for tools that know only Jobs; each
-    node's pod is retried in place up to `maxRestarts` times (`backoffLimitPerIndex`). No `leader`."""
+    node's pod is retried in place up to `maxRestarts` times (`backoffLimitPerIndex`). No `leader`.
+    `rayjob`: a KubeRay RayJob (the cluster file needs `operators.ray`): a Ray cluster of a head and
+    `nodes` workers on the pool, torn down when the job ends, that runs `command` and `args` as its
+    entrypoint (Ray starts the program: no `launcher`, `failFastExitCodes`, `masterPort` or
+    `leader`), retried whole up to `maxRestarts` times."""
     cluster: StrictStr
     """Cluster to run in; the team needs a quota there."""
     pool: StrictStr

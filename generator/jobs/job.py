@@ -39,16 +39,18 @@ class Kind:
     plural: str
     option: str
     """Its `--kind` on the command line."""
-    pod_label: str
-    """The label every pod of the job carries with the job's name."""
-    ended: tuple[tuple[str, str], ...]
-    """(condition, phase) that end it."""
+    pods: Callable[[dict[str, Any], str], str]
+    """The label selector of all the pods of the job (its object, its name)."""
+    ended: Callable[[dict[str, Any]], tuple[str, str] | None]
+    """(phase, why) once it has ended: succeeded or failed."""
     active: Callable[[dict[str, Any]], int]
-    """Pods active (created, not finished) in its status."""
+    """Pods active (created, not finished) in its status; for a RayJob, 1 while Ray runs it."""
     restarts: Callable[[dict[str, Any]], int]
-    """Restarts so far: the JobSet's, or a Job's failed pods that were retried."""
+    """Restarts so far: the JobSet's, a Job's failed pods that were retried, a RayJob's failed attempts."""
     not_child: str = ""
     """A selector term that leaves out the objects of this kind another job made (a JobSet's Jobs)."""
+    log_container: str = "trainer"
+    """The container whose log `logs` reads."""
 
     @property
     def api_version(self) -> str:
@@ -59,17 +61,48 @@ def _status(obj: dict[str, Any]) -> dict[str, Any]:
     return obj.get("status") or {}
 
 
+def _by_condition(succeeded: str) -> Callable[[dict[str, Any]], tuple[str, str] | None]:
+    """How a JobSet or a Job says it ended: condition `succeeded`, or Failed, set True."""
+    def ended(obj: dict[str, Any]) -> tuple[str, str] | None:
+        for kind, phase in ((succeeded, "succeeded"), ("Failed", "failed")):
+            cond = workloads.condition(obj, kind)
+            if cond and cond.get("status") == "True":
+                return phase, str(cond.get("message") or cond.get("reason") or "")
+        return None
+    return ended
+
+
+RAY_ENDED = {"Complete": "succeeded", "Failed": "failed"}
+"""A RayJob's jobDeploymentStatus once it has ended (ray-operator v1.6.2 apis/ray/v1/rayjob_types.go)."""
+
+
+def _ray_ended(obj: dict[str, Any]) -> tuple[str, str] | None:
+    status = _status(obj)
+    phase = RAY_ENDED.get(str(status.get("jobDeploymentStatus") or ""))
+    if phase is None:
+        return None
+    why = [str(status.get(k)) for k in ("jobStatus", "reason", "message") if status.get(k)]
+    return phase, ": ".join(why)
+
+
 KINDS = {k.kind: k for k in (
-    Kind("JobSet", "jobset.x-k8s.io", "v1alpha2", "jobsets", "jobset", "jobset.sigs.k8s.io/jobset-name",
-         (("Completed", "succeeded"), ("Failed", "failed")),
+    Kind("JobSet", "jobset.x-k8s.io", "v1alpha2", "jobsets", "jobset",
+         lambda o, name: f"jobset.sigs.k8s.io/jobset-name={name}", _by_condition("Completed"),
          lambda o: sum(int(j.get("active") or 0) for j in _status(o).get("replicatedJobsStatus") or []),
          lambda o: int(_status(o).get("restarts") or 0)),
-    Kind("Job", "batch", "v1", "jobs", "job", "batch.kubernetes.io/job-name",
-         (("Complete", "succeeded"), ("Failed", "failed")),
+    Kind("Job", "batch", "v1", "jobs", "job",
+         lambda o, name: f"batch.kubernetes.io/job-name={name}", _by_condition("Complete"),
          lambda o: int(_status(o).get("active") or 0),
          lambda o: int(_status(o).get("failed") or 0), "!jobset.sigs.k8s.io/jobset-name"),
+    # The pods of the Ray cluster KubeRay made for it (named in its status), and its driver's output in
+    # the submitter Job KubeRay names after it (container ray-job-submitter: controllers/ray/utils/
+    # constant.go:283).
+    Kind("RayJob", "ray.io", "v1", "rayjobs", "rayjob",
+         lambda o, name: f"ray.io/cluster={_status(o).get('rayClusterName') or name}", _ray_ended,
+         lambda o: int(_status(o).get("jobDeploymentStatus") == "Running"),
+         lambda o: int(_status(o).get("failed") or 0), log_container="ray-job-submitter"),
 )}
-"""Every kind of job a profile renders (`kind: jobset | job`), by its Kubernetes kind."""
+"""Every kind of job a profile renders (`kind: jobset | job | rayjob`), by its Kubernetes kind."""
 KIND_OPTIONS = {k.option: k.kind for k in KINDS.values()}
 
 
@@ -205,16 +238,17 @@ class Job:
     @classmethod
     def define(cls, team: str, name: str, image: str, command: list[str], *, nodes: int = 1,
                pool: str | None = None, cluster: str | None = None, gpus_per_node: int | None = None,
-               args: list[str] | None = None, env: dict[str, str] | None = None, launcher: str = "torchrun",
+               args: list[str] | None = None, env: dict[str, str] | None = None, launcher: str | None = None,
                priority: str | None = None, max_restarts: int = 3, shared_memory: str = "64Gi",
                max_execution_time: str | None = None, termination_grace_period_seconds: int = 30,
                kind: str = "jobset", api: Any = None, root: str | Path | None = None) -> Job:
         """A job written in Python instead of a team file's profile, checked by the same rules.
 
         `pool` and `cluster` default to the only ones the team has a quota in; `gpus_per_node` to the
-        pool's GPUs per node; `kind` is `jobset` or `job` (a batch Indexed Job). The team's facts come
-        from `root` (a checkout) or, given only `api`, from the cluster. ConfigurationError names each
-        wrong argument and what to use instead.
+        pool's GPUs per node; `kind` is `jobset`, `job` (a batch Indexed Job) or `rayjob` (the command is
+        its entrypoint); `launcher` defaults to torchrun, except for a RayJob, which has none. The team's
+        facts come from `root` (a checkout) or, given only `api`, from the cluster. ConfigurationError
+        names each wrong argument and what to use instead.
         """
         from pydantic import ValidationError
 
@@ -346,10 +380,9 @@ class Job:
         self._require_api(api)
         current = self._read()
         restarts = self.of.restarts(current)
-        for kind, phase in self.of.ended:
-            cond = workloads.condition(current, kind)
-            if cond and cond.get("status") == "True":
-                return JobStatus(self.name, phase, cond.get("message") or cond.get("reason") or "", restarts=restarts)
+        ended = self.of.ended(current)
+        if ended is not None:
+            return JobStatus(self.name, ended[0], ended[1], restarts=restarts)
         workload = workloads.workload_of(self.api, self.namespace, current["metadata"].get("uid", ""))
         if workload is None:
             queue = (current["metadata"].get("labels") or {}).get(presubmit.QUEUE_LABEL)
@@ -373,7 +406,7 @@ class Job:
             return JobStatus(self.name, phase, "", flavors, restarts)
         # Admitted: running only once a pod is (a Job counts pods active while they wait to be
         # scheduled or pulled); otherwise why not, in the scheduler's or the kubelet's words.
-        found = pods.states(self.api, self.namespace, f"{self.of.pod_label}={self.name}")
+        found = pods.states(self.api, self.namespace, self.of.pods(current, self.name))
         started = any(state in pods.RUNNING for state in found.values())
         waiting = any(state not in pods.RUNNING for state in found.values())
         reason = pods.summary(found) if waiting else ""
@@ -395,16 +428,21 @@ class Job:
     def _rank_selector(self, rank: int) -> str:
         """The labels of node `rank`'s pods: a JobSet's ranks run through its replicated jobs in order."""
         spec = self.body.get("spec") or {}
+        if self.of.kind == "RayJob":  # the driver's output, as the submitter follows it
+            if rank:
+                raise UsageError(f"a RayJob's log is its driver's (rank 0), which Ray gathers from every worker; "
+                                 f"not rank {rank}")
+            return f"batch.kubernetes.io/job-name={self.name}"
         if self.of.kind == "Job":
             if rank >= int(spec.get("completions") or 1):
                 raise UsageError(f"rank {rank} is out of range: the job has {spec.get('completions') or 1} nodes")
-            return f"{self.of.pod_label}={self.name},batch.kubernetes.io/job-completion-index={rank}"
+            return f"batch.kubernetes.io/job-name={self.name},batch.kubernetes.io/job-completion-index={rank}"
         jobs = [(rj["name"], int(rj["template"]["spec"].get("completions") or 1))
                 for rj in spec.get("replicatedJobs") or []]
         offset = 0
         for rjob, count in jobs:
             if rank < offset + count:
-                return (f"{self.of.pod_label}={self.name},jobset.sigs.k8s.io/replicatedjob-name={rjob},"
+                return (f"jobset.sigs.k8s.io/jobset-name={self.name},jobset.sigs.k8s.io/replicatedjob-name={rjob},"
                         f"batch.kubernetes.io/job-completion-index={rank - offset}")
             offset += count
         raise UsageError(f"rank {rank} is out of range: the job has {offset} nodes")
@@ -432,7 +470,7 @@ class Job:
             self.body = self._read()
         pod = self._pod_for_rank(rank)
         response: Any = client.CoreV1Api(self.api).read_namespaced_pod_log(
-            pod, self.namespace, container="trainer", follow=follow, _preload_content=False,
+            pod, self.namespace, container=self.of.log_container, follow=follow, _preload_content=False,
             _request_timeout=timeout(self.api))
         pending = b""
         for chunk in response.stream(4096):
@@ -484,7 +522,8 @@ class JobList:
                         if ns is not None else objects.list_cluster_custom_object(
                         of.group, of.version, of.plural, label_selector=chosen, _request_timeout=timeout(self.api)))
                 except ApiException as exc:
-                    if exc.status == 403 and of.kind != "JobSet":  # you may list JobSets there: not this kind
+                    # You may list JobSets there, but not this kind, or the cluster does not serve it (no KubeRay).
+                    if exc.status in (403, 404) and of.kind != "JobSet":
                         continue
                     raise
                 # A list's items need not name their kind (the API server leaves it out for built-in kinds).

@@ -121,14 +121,22 @@ def priority(api: Any, name: str | None) -> Outcome:
 
 
 def requested_gpus(body: dict[str, Any], resource: str) -> int:
-    """GPUs of `resource` the whole JobSet or batch Job requests when all its pods run."""
+    """GPUs of `resource` the whole JobSet, batch Job or RayJob requests when all its pods run."""
     total = 0
     spec = body.get("spec") or {}
-    rjobs: list[Any] = spec.get("replicatedJobs") or [] if body.get("kind") != "Job" else [{"template": {"spec": spec}}]
-    for rjob in rjobs:
-        job = (rjob.get("template") or {}).get("spec") or {}
-        pods = int(job.get("parallelism") or 1) * int(rjob.get("replicas") or 1)
-        for container in ((job.get("template") or {}).get("spec") or {}).get("containers") or []:
+    # (pods, pod template) of each group of identical pods
+    groups: list[tuple[int, dict[str, Any]]]
+    if body.get("kind") == "RayJob":
+        ray = spec.get("rayClusterSpec") or {}
+        groups = [(1, (ray.get("headGroupSpec") or {}).get("template") or {})]
+        groups += [(int(g.get("replicas") or 0), g.get("template") or {}) for g in ray.get("workerGroupSpecs") or []]
+    else:
+        rjobs: list[Any] = (spec.get("replicatedJobs") or [] if body.get("kind") != "Job"
+                            else [{"template": {"spec": spec}}])
+        jobs = [(((r.get("template") or {}).get("spec") or {}), int(r.get("replicas") or 1)) for r in rjobs]
+        groups = [(int(job.get("parallelism") or 1) * replicas, job.get("template") or {}) for job, replicas in jobs]
+    for pods, template in groups:
+        for container in (template.get("spec") or {}).get("containers") or []:
             total += pods * int(((container.get("resources") or {}).get("requests") or {}).get(resource) or 0)
     return total
 

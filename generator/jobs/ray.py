@@ -33,6 +33,9 @@ GPU = "nvidia.com/gpu"
 MAX_NAME = 53
 """KubeRay's limit, so that its longest Service name fits 63 characters (ray-operator v1.6.2
 controllers/ray/utils/constant.go:296-299, checked at validation.go:32-36 with DNS-1035)."""
+ORIGINATED_FROM = "ray.io/originated-from-crd"
+"""The label KubeRay puts on a RayCluster it made for a RayJob or RayService (ray-operator v1.6.2
+controllers/ray/utils/constant.go:13-18, rayjob_controller.go:972-973)."""
 DASHBOARD_PORT = 8265
 """The head's dashboard port, named `dashboard` on its Service (constant.go:107,114)."""
 MILESTONES = {"admitted": {"starting", "ready"}, "ready": {"ready"}}
@@ -271,15 +274,17 @@ class RayClusters:
 
     @guarded("list Ray clusters")
     def in_namespaces(self, namespaces: list[str]) -> list[RayCluster]:
-        """Those carrying a queue label (Kueue's to admit), by namespace and name; none where the
-        cluster serves no RayClusters (KubeRay is off) or you may not list them."""
+        """Those carrying a queue label (Kueue's to admit), by namespace and name, but not a RayJob's
+        own (KubeRay labels it `ray.io/originated-from-crd`; `job list` shows the RayJob); none where
+        the cluster serves no RayClusters (KubeRay is off) or you may not list them."""
         from kubernetes.client.exceptions import ApiException
 
         out = []
         for ns in namespaces:
             try:
                 found: Any = self._objects().list_namespaced_custom_object(
-                    GROUP, VERSION, ns, PLURAL, label_selector=QUEUE_LABEL, _request_timeout=timeout(self.api))
+                    GROUP, VERSION, ns, PLURAL, label_selector=f"{QUEUE_LABEL},!{ORIGINATED_FROM}",
+                    _request_timeout=timeout(self.api))
             except ApiException as exc:
                 if exc.status == 404:
                     return []  # the kind is not served here
