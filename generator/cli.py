@@ -345,6 +345,14 @@ def _team_namespaces(ctx: click.Context, team: str, api: Any = None) -> list[str
     return list(fleet.teams[team].config.namespace_names)
 
 
+def _job_target(ctx: click.Context, namespace: str | None, team: str | None, conn: dict[str, Any]) -> tuple[str, Any]:
+    """The job's namespace and the connection: a usage error first; the cluster asked for the team's
+    namespaces only outside a fleet repository, over the one connection the command then uses."""
+    api_of = functools.cache(lambda: _api(**conn))
+    namespace = _namespace(ctx, namespace, team, api_of)
+    return namespace, api_of()
+
+
 def _namespace(ctx: click.Context, namespace: str | None, team: str | None, api: Any = None) -> str:
     if namespace:
         return namespace
@@ -405,7 +413,7 @@ def job_new(ctx: click.Context, team: str, profile: str, name: str | None, nodes
 @_guard
 def job_submit(ctx: click.Context, what: tuple[str, ...], name: str | None, nodes: int | None, dry_run: bool,
                no_check: bool, **conn: Any) -> None:
-    """Submit FILE (a JobSet or batch Job) or TEAM PROFILE to the cluster, after checking it can run.
+    """Submit FILE (a JobSet, batch Job or RayJob) or TEAM PROFILE to the cluster, after checking it can run.
 
     The team's quota is checked against the fleet repository's files, or outside one against the
     files the cluster publishes.
@@ -505,9 +513,7 @@ def job_status(ctx: click.Context, name: str, namespace: str | None, team: str |
     from generator.jobs import Job, RayCluster
     from generator.jobs.job import KIND_OPTIONS
 
-    api_of = functools.cache(lambda: _api(**conn))  # usage errors first; a connection only when needed
-    ns = _namespace(ctx, namespace, team, api_of)
-    api = api_of()
+    ns, api = _job_target(ctx, namespace, team, conn)
     if kind == "raycluster":
         echo(str(RayCluster.on_cluster(api, name, ns).status()))
         return
@@ -528,9 +534,7 @@ def job_logs(ctx: click.Context, name: str, namespace: str | None, team: str | N
     from generator.jobs import Job
     from generator.jobs.job import KIND_OPTIONS
 
-    api_of = functools.cache(lambda: _api(**conn))  # usage errors first; a connection only when needed
-    ns = _namespace(ctx, namespace, team, api_of)
-    api = api_of()
+    ns, api = _job_target(ctx, namespace, team, conn)
     handle = Job.on_cluster(api, name, ns, KIND_OPTIONS[kind])
 
     def show() -> None:  # lines are printed as they come, inside the hint's reach (the first read may 404)
@@ -552,9 +556,7 @@ def job_cancel(ctx: click.Context, name: str, namespace: str | None, team: str |
     from generator.jobs import Job, RayCluster
     from generator.jobs.job import KIND_OPTIONS
 
-    api_of = functools.cache(lambda: _api(**conn))  # usage errors first; a connection only when needed
-    ns = _namespace(ctx, namespace, team, api_of)
-    api = api_of()
+    ns, api = _job_target(ctx, namespace, team, conn)
     if kind == "raycluster":
         RayCluster.on_cluster(api, name, ns).down()
     else:
@@ -584,9 +586,7 @@ def job_wait(ctx: click.Context, name: str, namespace: str | None, team: str | N
     from generator.jobs import Job, RayCluster
     from generator.jobs.job import KIND_OPTIONS
 
-    api_of = functools.cache(lambda: _api(**conn))  # usage errors first; a connection only when needed
-    ns = _namespace(ctx, namespace, team, api_of)
-    api = api_of()
+    ns, api = _job_target(ctx, namespace, team, conn)
     if kind == "raycluster":  # admitted by Kueue, or running: every pod, as KubeRay calls it ready
         if until == "finished":
             raise UsageError("a RayCluster does not finish: wait --for admitted or running (ready)")

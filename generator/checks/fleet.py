@@ -501,7 +501,7 @@ def _profile_problems(fleet: Fleet, team: TeamConfig, profile: JobProfile,
         yield ("pool",), "pool", f"team {team.name!r} has no quota in pool {profile.pool!r} of {profile.cluster!r}", \
             f"use one of: {', '.join(sorted(team.quotas[profile.cluster]))}"
         return
-    gpus = profile.gpus_per_node if profile.gpus_per_node is not None else pool.gpu.per_node
+    gpus = profile.gpus_in(pool)
     if not 1 <= gpus <= pool.gpu.per_node:
         yield ("gpusPerNode",), "gpusPerNode", \
             f"{gpus} GPUs per pod, but nodes of pool {pool.name!r} have {pool.gpu.per_node}", \

@@ -135,7 +135,7 @@ def _pod_template(team: TeamConfig, cluster: ClusterConfig, profile: JobProfile,
     `command`: a Ray worker, which KubeRay starts and which has no rendezvous port)."""
     pool = cluster.pool(profile.pool)
     assert pool is not None
-    gpus = profile.gpus_per_node if profile.gpus_per_node is not None else pool.gpu.per_node
+    gpus = profile.gpus_in(pool)
     resources = _per_node(pool, gpus)
     pod_annotations = {}
     if profile.topology is not None:
@@ -178,7 +178,7 @@ def _pod_template(team: TeamConfig, cluster: ClusterConfig, profile: JobProfile,
 def _rendezvous_env(profile: JobProfile, cluster: ClusterConfig, master: str) -> list[dict[str, Any]]:
     pool = cluster.pool(profile.pool)
     assert pool is not None
-    gpus = profile.gpus_per_node if profile.gpus_per_node is not None else pool.gpu.per_node
+    gpus = profile.gpus_in(pool)
     # JOB_COMPLETION_INDEX itself is injected into every pod of an Indexed Job by the Job controller.
     return [{"name": "MASTER_ADDR", "value": master}, {"name": "MASTER_PORT", "value": str(profile.master_port)},
             {"name": "NNODES", "value": str(profile.nodes)}, {"name": "NPROC_PER_NODE", "value": str(gpus)}]
@@ -285,9 +285,10 @@ def batch_job(team: TeamConfig, cluster: ClusterConfig, profile: JobProfile, nam
 def rendezvous_service(job: dict[str, Any]) -> dict[str, Any] | None:
     """The headless Service that gives a multi-node batch Job's pods their `<pod>.<job>` DNS names
     (as JobSet makes one for its own), or None for one node. Addresses are published before the pods
-    are ready: rendezvous happens before any readiness."""
-    template = job["spec"]["template"]["spec"]
-    subdomain = template.get("subdomain")
+    are ready: rendezvous happens before any readiness. None for any other kind: a JobSet makes its own."""
+    if job.get("kind") != "Job":
+        return None
+    subdomain = job["spec"]["template"]["spec"].get("subdomain")
     if not subdomain:
         return None
     meta = job["metadata"]
@@ -396,7 +397,7 @@ def skypilot_task(team: TeamConfig, cluster: ClusterConfig, profile: JobProfile)
     """
     pool = cluster.pool(profile.pool)
     assert pool is not None
-    gpus = profile.gpus_per_node if profile.gpus_per_node is not None else pool.gpu.per_node
+    gpus = profile.gpus_in(pool)
     program = " ".join(shlex.quote(part) for part in [*profile.command, *profile.args])
     run = (f"torchrun --nnodes=$SKYPILOT_NUM_NODES --nproc-per-node={gpus} --node-rank=$SKYPILOT_NODE_RANK "
            f'--master-addr=$(echo "$SKYPILOT_NODE_IPS" | head -n1) --master-port={profile.master_port} '
@@ -439,7 +440,7 @@ def skypilot_config(team: TeamConfig) -> dict[str, Any]:
 
 
 def compile_templates(cluster: Loaded[ClusterConfig], teams: list[Loaded[TeamConfig]]) -> list[Manifest]:
-    """The job (JobSet or batch Job, with its rendezvous Service) and SkyPilot task of every profile that
+    """The job (JobSet, batch Job with its rendezvous Service, or RayJob) and SkyPilot task of every profile that
     targets this cluster (not synced by GitOps)."""
     out = []
     for team in teams:
@@ -449,7 +450,7 @@ def compile_templates(cluster: Loaded[ClusterConfig], teams: list[Loaded[TeamCon
             body = job_object(team.config, cluster.config, profile)
             folder, source = ("templates", team.config.name), team.at("jobProfiles", i)
             out.append(Manifest(folder, body, source, synced=False, file=f"{profile.name}.{profile.kind}.yaml"))
-            service = rendezvous_service(body) if profile.kind == "job" else None
+            service = rendezvous_service(body)
             if service is not None:
                 out.append(Manifest(folder, service, source, synced=False, file=f"{profile.name}.service.yaml"))
             if profile.kind != "rayjob":  # a Ray entrypoint is not a program SkyPilot's nodes could run

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import Field, StrictStr, field_validator
 
 from generator.config.base import ConfigModel
 from generator.config.types import Count, DnsSubdomain, LabelKey, PositiveCount, Quantity
 from generator.durations import seconds
+
+if TYPE_CHECKING:
+    from generator.config.cluster import NodePool
 
 KUBERNETES_GRACE_SECONDS = 30
 """A pod's terminationGracePeriodSeconds when it sets none: templates leave the default out."""
@@ -134,6 +137,10 @@ class JobProfile(ConfigModel):
     def max_execution_seconds(self) -> int | None:
         """`maxExecutionTime` in seconds, as Kueue's label takes it."""
         return None if self.max_execution_time is None else int(seconds(self.max_execution_time))
+
+    def gpus_in(self, pool: NodePool) -> int:
+        """GPUs per pod on `pool`: the profile's `gpusPerNode`, or the pool's GPUs per node."""
+        return self.gpus_per_node if self.gpus_per_node is not None else pool.gpu.per_node
 
     @property
     def exit_codes(self) -> list[int]:

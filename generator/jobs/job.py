@@ -1,6 +1,7 @@
 """Jobs for ML engineers: instantiate a team's profile, submit it, watch it, read logs, cancel.
 
-A job is a JobSet or a batch/v1 Indexed Job (a profile's `kind`); `KINDS` says how each is reached.
+A job is a JobSet, a batch/v1 Indexed Job or a KubeRay RayJob (a profile's `kind`); `KINDS` says how
+each is reached.
 
     from generator.jobs import Job, connect
     job = Job.from_profile("ml-research", "pretrain-4node", nodes=8)
@@ -47,6 +48,8 @@ class Kind:
     """Pods active (created, not finished) in its status; for a RayJob, 1 while Ray runs it."""
     restarts: Callable[[dict[str, Any]], int]
     """Restarts so far: the JobSet's, a Job's failed pods that were retried, a RayJob's failed attempts."""
+    rank: Callable[[dict[str, Any], str, int], str]
+    """The label selector of node `rank`'s pods (the job's body, its name, the rank); UsageError past the last."""
     not_child: str = ""
     """A selector term that leaves out the objects of this kind another job made (a JobSet's Jobs)."""
     log_container: str = "trainer"
@@ -85,22 +88,50 @@ def _ray_ended(obj: dict[str, Any]) -> tuple[str, str] | None:
     return phase, ": ".join(why)
 
 
+def _jobset_rank(body: dict[str, Any], name: str, rank: int) -> str:
+    """A JobSet's ranks run through its replicated jobs in order."""
+    offset = 0
+    for rjob in (body.get("spec") or {}).get("replicatedJobs") or []:
+        count = int(rjob["template"]["spec"].get("completions") or 1)
+        if rank < offset + count:
+            return (f"jobset.sigs.k8s.io/jobset-name={name},jobset.sigs.k8s.io/replicatedjob-name={rjob['name']},"
+                    f"batch.kubernetes.io/job-completion-index={rank - offset}")
+        offset += count
+    raise UsageError(f"rank {rank} is out of range: the job has {offset} nodes")
+
+
+def _job_rank(body: dict[str, Any], name: str, rank: int) -> str:
+    """A batch Job's rank is its completion index."""
+    nodes = int((body.get("spec") or {}).get("completions") or 1)
+    if rank >= nodes:
+        raise UsageError(f"rank {rank} is out of range: the job has {nodes} nodes")
+    return f"batch.kubernetes.io/job-name={name},batch.kubernetes.io/job-completion-index={rank}"
+
+
+def _ray_rank(body: dict[str, Any], name: str, rank: int) -> str:
+    """A RayJob's log is its driver's, which KubeRay's submitter Job (named after it) follows."""
+    if rank:
+        raise UsageError(f"a RayJob's log is its driver's (rank 0), which Ray gathers from every worker; "
+                         f"not rank {rank}")
+    return f"batch.kubernetes.io/job-name={name}"
+
+
 KINDS = {k.kind: k for k in (
     Kind("JobSet", "jobset.x-k8s.io", "v1alpha2", "jobsets", "jobset",
          lambda o, name: f"jobset.sigs.k8s.io/jobset-name={name}", _by_condition("Completed"),
          lambda o: sum(int(j.get("active") or 0) for j in _status(o).get("replicatedJobsStatus") or []),
-         lambda o: int(_status(o).get("restarts") or 0)),
+         lambda o: int(_status(o).get("restarts") or 0), _jobset_rank),
     Kind("Job", "batch", "v1", "jobs", "job",
          lambda o, name: f"batch.kubernetes.io/job-name={name}", _by_condition("Complete"),
          lambda o: int(_status(o).get("active") or 0),
-         lambda o: int(_status(o).get("failed") or 0), "!jobset.sigs.k8s.io/jobset-name"),
+         lambda o: int(_status(o).get("failed") or 0), _job_rank, "!jobset.sigs.k8s.io/jobset-name"),
     # The pods of the Ray cluster KubeRay made for it (named in its status), and its driver's output in
     # the submitter Job KubeRay names after it (container ray-job-submitter: controllers/ray/utils/
     # constant.go:283).
     Kind("RayJob", "ray.io", "v1", "rayjobs", "rayjob",
          lambda o, name: f"ray.io/cluster={_status(o).get('rayClusterName') or name}", _ray_ended,
          lambda o: int(_status(o).get("jobDeploymentStatus") == "Running"),
-         lambda o: int(_status(o).get("failed") or 0), log_container="ray-job-submitter"),
+         lambda o: int(_status(o).get("failed") or 0), _ray_rank, log_container="ray-job-submitter"),
 )}
 """Every kind of job a profile renders (`kind: jobset | job | rayjob`), by its Kubernetes kind."""
 KIND_OPTIONS = {k.option: k.kind for k in KINDS.values()}
@@ -191,7 +222,7 @@ class JobStatus:
 
 
 class Job:
-    """A JobSet or batch Job to submit (from a profile or a file), or one already on the cluster."""
+    """A job of one of KINDS to submit (from a profile or a file), or one already on the cluster."""
 
     def __init__(self, body: dict[str, Any], api: Any = None) -> None:
         if body.get("kind") not in KINDS or not (body.get("metadata") or {}).get("name"):
@@ -219,7 +250,7 @@ class Job:
     def from_profile(cls, team: str, profile: str, *, root: str | Path | None = None, api: Any = None,
                      name: str | None = None, nodes: int | None = None, image: str | None = None,
                      command: list[str] | None = None) -> Job:
-        """A concrete job (JobSet or batch Job, as the profile's `kind`) from a team's profile: in the
+        """A concrete job (JobSet, batch Job or RayJob, as the profile's `kind`) from a team's profile: in the
         fleet repository at `root`, or, given only `api`, in the fleet files the connected cluster
         publishes (no checkout needed)."""
         fleet = _fleet(root, api)
@@ -303,7 +334,7 @@ class Job:
 
     @classmethod
     def from_file(cls, path: str | Path) -> Job:
-        """A JobSet or batch Job from a YAML file (as written by `fleetgen job new`)."""
+        """A job of one of KINDS from a YAML file (as written by `fleetgen job new`)."""
         import yaml
 
         try:
@@ -314,7 +345,7 @@ class Job:
 
     @classmethod
     def on_cluster(cls, api: Any, name: str, namespace: str, kind: str = "JobSet") -> Job:
-        """A handle on a job that was submitted before (`kind`: JobSet or Job)."""
+        """A handle on a job that was submitted before (`kind`: one of KINDS)."""
         if kind not in KINDS:
             raise UsageError(f"kind must be one of {', '.join(KINDS)}, not {kind!r}")
         return cls({"kind": kind, "metadata": {"name": name, "namespace": namespace}}, api)
@@ -352,7 +383,7 @@ class Job:
         created = self._objects().create_namespaced_custom_object(
             self.of.group, self.of.version, self.namespace, self.of.plural, self.body, dry_run=mode,
             _request_timeout=timeout(self.api))
-        service = rendezvous_service(self.body) if self.of.kind == "Job" else None
+        service = rendezvous_service(self.body)
         if service is not None:
             from kubernetes import client
 
@@ -426,26 +457,8 @@ class Job:
                           timeout_seconds, poll, progress)
 
     def _rank_selector(self, rank: int) -> str:
-        """The labels of node `rank`'s pods: a JobSet's ranks run through its replicated jobs in order."""
-        spec = self.body.get("spec") or {}
-        if self.of.kind == "RayJob":  # the driver's output, as the submitter follows it
-            if rank:
-                raise UsageError(f"a RayJob's log is its driver's (rank 0), which Ray gathers from every worker; "
-                                 f"not rank {rank}")
-            return f"batch.kubernetes.io/job-name={self.name}"
-        if self.of.kind == "Job":
-            if rank >= int(spec.get("completions") or 1):
-                raise UsageError(f"rank {rank} is out of range: the job has {spec.get('completions') or 1} nodes")
-            return f"batch.kubernetes.io/job-name={self.name},batch.kubernetes.io/job-completion-index={rank}"
-        jobs = [(rj["name"], int(rj["template"]["spec"].get("completions") or 1))
-                for rj in spec.get("replicatedJobs") or []]
-        offset = 0
-        for rjob, count in jobs:
-            if rank < offset + count:
-                return (f"jobset.sigs.k8s.io/jobset-name={self.name},jobset.sigs.k8s.io/replicatedjob-name={rjob},"
-                        f"batch.kubernetes.io/job-completion-index={rank - offset}")
-            offset += count
-        raise UsageError(f"rank {rank} is out of range: the job has {offset} nodes")
+        """The labels of node `rank`'s pods (how, is the kind's)."""
+        return self.of.rank(self.body, self.name, rank)
 
     def _pod_for_rank(self, rank: int) -> str:
         from kubernetes import client

@@ -188,7 +188,7 @@ def run_checks(api: Any, body: dict[str, Any], fleet: Fleet | None, root: Path |
     namespace, labels = str(meta.get("namespace") or "default"), meta.get("labels") or {}
     needed: tuple[tuple[str, str, str], ...] = (
         ((of.group, of.plural, f"{of.kind}s"),) if of is not None else (("jobset.x-k8s.io", "jobsets", "JobSets"),))
-    if body.get("kind") == "Job" and rendezvous_service(body) is not None:
+    if rendezvous_service(body) is not None:
         needed += (("", "services", "Services (its rendezvous hostnames)"),)
     checks: list[Callable[[], Outcome]] = [
         lambda: rights(api, namespace, needed),
