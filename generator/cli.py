@@ -459,12 +459,12 @@ def _job_command(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 T = TypeVar("T")
-KIND_OPTION = click.option("--kind", type=click.Choice(["jobset", "job", "rayjob", "raycluster"]), default="jobset",
-                           show_default=True, help="What NAME is: a JobSet, a batch Job, a RayJob or a RayCluster "
-                           "(the Ray kinds where the cluster runs KubeRay).")
-JOB_KIND_OPTION = click.option("--kind", type=click.Choice(["jobset", "job", "rayjob"]), default="jobset",
-                               show_default=True, help="What NAME is: a JobSet, a batch Job, or a RayJob (its driver).")
-KIND_NAMES = {"jobset": "a JobSet", "job": "a batch Job", "rayjob": "a RayJob", "raycluster": "a RayCluster"}
+KIND_OPTION = click.option("--kind", type=click.Choice(["jobset", "job", "rayjob", "trainjob", "raycluster"]),
+                           default="jobset", show_default=True,
+                           help="What NAME is: a JobSet, a batch Job, a RayJob, a TrainJob or a RayCluster (the Ray "
+                           "kinds where the cluster runs KubeRay, a TrainJob where it runs Kubeflow Trainer).")
+KIND_NAMES = {"jobset": "a JobSet", "job": "a batch Job", "rayjob": "a RayJob", "trainjob": "a TrainJob",
+              "raycluster": "a RayCluster"}
 
 
 def _is_kind(api: Any, name: str, namespace: str, kind: str) -> bool:
@@ -522,23 +522,25 @@ def job_status(ctx: click.Context, name: str, namespace: str | None, team: str |
 
 @job.command("logs")
 @_job_command
-@click.option("--rank", type=int, default=0, show_default=True, help="Node rank (0 is the master).")
+@click.option("--rank", type=int, default=0, show_default=True,
+              help="Node rank (0 is the master; a RayCluster's head, then its workers in name order).")
 @click.option("-f", "--follow", is_flag=True, help="Keep streaming new lines.")
-@JOB_KIND_OPTION
+@KIND_OPTION
 @_connection_options
 @click.pass_context
 @_guard
 def job_logs(ctx: click.Context, name: str, namespace: str | None, team: str | None, rank: int, follow: bool,
              kind: str, **conn: Any) -> None:
-    """Logs of the training container of one node of job NAME."""
-    from generator.jobs import Job
+    """Logs of the training container of one node of job NAME (a RayJob: its driver; a RayCluster: Ray's)."""
+    from generator.jobs import Job, RayCluster
     from generator.jobs.job import KIND_OPTIONS
 
     ns, api = _job_target(ctx, namespace, team, conn)
-    handle = Job.on_cluster(api, name, ns, KIND_OPTIONS[kind])
+    lines = (RayCluster.on_cluster(api, name, ns).logs if kind == "raycluster"
+             else Job.on_cluster(api, name, ns, KIND_OPTIONS[kind]).logs)
 
     def show() -> None:  # lines are printed as they come, inside the hint's reach (the first read may 404)
-        for line in handle.logs(rank=rank, follow=follow):
+        for line in lines(rank=rank, follow=follow):
             echo(line)
 
     _job_or_hint(api, name, ns, "logs", kind, show)

@@ -95,13 +95,14 @@ def test_what_the_charts_make_of_our_values_is_valid(chart: str, namespace: str,
 
 
 def assert_kubeconform_strict(docs: list[dict[str, Any]], cluster: str, exe: Path, schemas: Path,
-                              tmp_path: Path) -> None:
-    """Every object a chart rendered is valid for kubeconform -strict at the cluster's version."""
+                              tmp_path: Path, more: Path | None = None) -> None:
+    """Every object a chart rendered is valid for kubeconform -strict at the cluster's version (against
+    `more` schemas too)."""
     folder = tmp_path / "out"
     folder.mkdir()
     for i, doc in enumerate(docs):
         (folder / f"{i:03d}-{doc['kind'].lower()}.yaml").write_text(yaml.safe_dump(doc))
-    found = kubeconform(exe, folder, kubernetes_version(cluster), schemas)
+    found = kubeconform(exe, folder, kubernetes_version(cluster), schemas, more)
     summary = json.loads(found.pop()["summary"])
     assert found == [], found  # -output json lists only what is not valid
     assert summary == {"valid": len(docs), "invalid": 0, "errors": 0, "skipped": 0}, summary
@@ -117,3 +118,25 @@ def test_what_kuberays_chart_makes_of_our_values_is_valid(upstream_tools: None, 
     assert not any("batch-scheduler" in a for a in args) and "--enable-metrics=true" in args, args
     assert any(d["kind"] == "ServiceMonitor" for d in docs)
     assert_kubeconform_strict(docs, "prod-east", kubeconform_on_path, shared_schemas, tmp_path)
+
+
+def test_what_kubeflow_trainers_chart_makes_of_our_values_is_valid(
+        upstream_tools: None, kubeconform_on_path: Path, shared_schemas: Path, tmp_path: Path) -> None:
+    """Issue 32: prod-east's `operators.trainer` through Kubeflow Trainer's own chart (the trainer module at
+    the pin, its subcharts from theirs): no second JobSet, the torch-distributed runtime the profiles name,
+    the webhook Secret Argo CD is told to leave to the controller, and valid for kubeconform -strict."""
+    from generator.compile.platform import WRITTEN_BY_THE_CONTROLLER
+    from generator.config.platform import TRAINER_RUNTIME
+    from tests.test_kubeconform import operator_schemas
+
+    docs = helm_template("kubeflow-trainer", "prod-east", "kubeflow-system", tmp_path)
+    kinds = sorted(d["kind"] for d in docs)
+    assert "CustomResourceDefinition" not in kinds and not any(
+        d["kind"] == "Deployment" and "jobset" in d["metadata"]["name"] for d in docs), kinds
+    assert [d["metadata"]["name"] for d in docs if d["kind"] == "ClusterTrainingRuntime"] == [TRAINER_RUNTIME]
+    (ignored,) = WRITTEN_BY_THE_CONTROLLER["kubeflow-trainer"]
+    (secret,) = [d for d in docs if d["kind"] == "Secret"]
+    assert secret["metadata"]["name"] == ignored["name"] and set(secret["data"]) == {"ca.crt", "ca.key", "tls.crt",
+                                                                                     "tls.key"}
+    assert_kubeconform_strict(docs, "prod-east", kubeconform_on_path, shared_schemas, tmp_path,
+                              operator_schemas(tmp_path / "operators"))

@@ -104,9 +104,11 @@ def member(stack: Stack, team: TeamConfig) -> Identity:
 
 def templates(cluster: str) -> list[Path]:
     """Every Kubernetes object among the cluster's job templates (not the SkyPilot files, and not the
-    RayJobs: this stack serves no KubeRay CRDs, so tests/test_ray.py submits them on the twin that does)."""
+    RayJobs or TrainJobs: this stack serves no KubeRay or Trainer CRDs, so tests/test_ray.py and
+    tests/test_trainer.py submit them on twins that do)."""
     return sorted(p for p in (RENDERED / cluster / "templates").glob("*/*.yaml")
-                  if not p.name.endswith((".sky.yaml", ".rayjob.yaml")) and p.name != "skypilot-config.yaml")
+                  if not p.name.endswith((".sky.yaml", ".rayjob.yaml", ".trainjob.yaml"))
+                  and p.name != "skypilot-config.yaml")
 
 
 def flavors(workload: dict[str, Any] | None) -> set[str]:

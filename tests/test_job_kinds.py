@@ -43,14 +43,14 @@ def test_define_makes_either_kind_by_the_same_rules() -> None:
         pod["containers"][0]["env"] = [v for v in pod["containers"][0]["env"] if v["name"] != "MASTER_ADDR"]
     assert batch_pod["containers"] == jobset_pod["containers"]
     assert {k: v for k, v in batch_pod.items() if k != "subdomain"} == jobset_pod
-    with pytest.raises(ConfigurationError, match="kind: Input should be 'jobset', 'job' or 'rayjob'"):
+    with pytest.raises(ConfigurationError, match="kind: Input should be 'jobset', 'job', 'rayjob' or 'trainjob'"):
         Job.define("speech", "mine", "ghcr.io/acme/x:1", ["python"], kind="pytorchjob", **common)
     with pytest.raises(ConfigurationError, match="the last pod's hostname would be"):
         Job.define("speech", "e" * 62, "ghcr.io/acme/x:1", ["python"], kind="job", **common)
 
 
 def test_only_jobsets_and_batch_jobs_are_jobs() -> None:
-    with pytest.raises(UsageError, match="kind: JobSet or kind: Job"):
+    with pytest.raises(UsageError, match="kind: JobSet, Job, RayJob, TrainJob, and metadata.name"):
         Job({"kind": "Pod", "metadata": {"name": "p"}})
     with pytest.raises(UsageError, match="kind must be one of JobSet, Job"):
         Job.on_cluster(None, "x", "ns", "RayCluster")
@@ -106,3 +106,33 @@ def test_define_makes_a_ray_job_where_kuberay_runs() -> None:
     with pytest.raises(ConfigurationError, match="launcher: a RayJob has no launcher"):
         Job.define("ml-research", "tune", "rayproject/ray:2.52.0-gpu", ["python"], cluster="prod-east", pool="h100",
                    kind="rayjob", launcher="none", root=REPO)
+
+
+def test_a_train_job_is_read_through_its_jobset_and_asks_for_its_nodes_gpus() -> None:
+    """A TrainJob ends on its Complete or Failed condition; its pods and ranks are those of the JobSet
+    Trainer names after it (replicated job `node`); its GPUs are numNodes x resourcesPerNode."""
+    train = KINDS["TrainJob"]
+    assert train.ended({"status": {"conditions": [{"type": "Complete", "status": "True", "message": "done"}]}}) \
+        == ("succeeded", "done")
+    assert train.ended({"status": {"conditions": [{"type": "Suspended", "status": "True"}]}}) is None
+    assert train.active({"status": {"jobsStatus": [{"name": "node", "active": 2}, "junk"]}}) == 2
+    assert train.active({}) == 0 and train.log_container == "node"
+    job = Job.from_profile("ml-research", "finetune", root=REPO, nodes=3)
+    assert job.of is train and requested_gpus(job.body, "nvidia.com/gpu") == 24
+    assert job._rank_selector(2) == ("jobset.sigs.k8s.io/jobset-name=finetune,jobset.sigs.k8s.io/replicatedjob-name="
+                                     "node,batch.kubernetes.io/job-completion-index=2")
+    with pytest.raises(UsageError, match="rank 3 is out of range: the job has 3 nodes"):
+        job._rank_selector(3)
+
+
+def test_define_makes_a_train_job_where_trainer_runs() -> None:
+    """Left at their defaults, maxRestarts and the grace period are not a TrainJob's to refuse; set, they are."""
+    job = Job.define("ml-research", "ft", "nvcr.io/nvidia/pytorch:25.10-py3", ["python", "ft.py"],
+                     cluster="prod-east", pool="h100", nodes=2, kind="trainjob", root=REPO)
+    assert job.body["kind"] == "TrainJob" and job.body["spec"]["trainer"]["numNodes"] == 2
+    with pytest.raises(ConfigurationError, match="max_restarts: a TrainJob has no maxRestarts"):
+        Job.define("ml-research", "ft", "nvcr.io/nvidia/pytorch:25.10-py3", ["python"], cluster="prod-east",
+                   pool="h100", kind="trainjob", max_restarts=5, root=REPO)
+    with pytest.raises(ConfigurationError, match="kind: cluster prod-west does not run Kubeflow Trainer"):
+        Job.define("ml-research", "ft", "nvcr.io/nvidia/pytorch:25.10-py3", ["python"], cluster="prod-west",
+                   pool="a100", kind="trainjob", root=REPO)

@@ -260,7 +260,8 @@ def test_a_single_node_batch_job_needs_no_service(fleet_root: Path) -> None:
      "teams/speech.yaml:23", f"the last pod's hostname would be 'asr-eval-{'x' * 53}-1' (64 > 63)", "shorten it by 1"),
     ("    kind: job\n", "    kind: job\n    leader: {}\n", "teams/speech.yaml:25", "no separate leader",
      "use kind: jobset"),
-    ("    kind: job\n", "    kind: pytorchjob\n", "teams/speech.yaml:24", "'jobset', 'job' or 'rayjob'", None),
+    ("    kind: job\n", "    kind: pytorchjob\n", "teams/speech.yaml:24", "'jobset', 'job', 'rayjob' or 'trainjob'",
+     None),
 ])
 def test_bad_batch_job_profiles_are_located(fleet_root: Path, old: str, new: str, where: str, message: str,
                                             hint: str | None) -> None:
@@ -319,4 +320,50 @@ def test_golden_ray_job() -> None:
 ])
 def test_bad_ray_job_profiles_are_located(fleet_root: Path, old: str, new: str, where: str, message: str,
                                           hint: str | None) -> None:
+    refused_at(fleet_root, "teams/ml-research.yaml", old, new, where, message, hint)
+
+
+def test_golden_train_job() -> None:
+    """`kind: trainjob`: a Kubeflow Trainer TrainJob on the platform's torch-distributed runtime: the program
+    under torchrun (which reads Trainer's PET_* settings), nodes and per-node resources in `spec.trainer`,
+    and the pool, /dev/shm and nothing else as fleetgen's runtime patch of the runtime's `node` pods."""
+    body = load("prod-east/templates/ml-research/finetune.trainjob.yaml")
+    assert (body["apiVersion"], body["kind"]) == ("trainer.kubeflow.org/v1alpha1", "TrainJob")
+    labels = body["metadata"]["labels"]
+    assert (labels["kueue.x-k8s.io/queue-name"], labels["kueue.x-k8s.io/priority-class"]) == ("ml-research", "standard")
+    spec = body["spec"]
+    assert spec["runtimeRef"] == {"name": "torch-distributed"}
+    trainer = spec["trainer"]
+    assert trainer["command"] == ["torchrun"]
+    assert trainer["args"] == ["--no-python", "python", "-m", "research.finetune", "--epochs", "3"]
+    assert (trainer["numNodes"], trainer["numProcPerNode"]) == (2, 8)
+    assert trainer["env"] == [{"name": "PYTHONUNBUFFERED", "value": "1"}]
+    assert trainer["resourcesPerNode"]["limits"]["nvidia.com/gpu"] == "8"
+    (patch,) = spec["runtimePatches"]
+    assert patch["manager"] == "fleetgen.io/profile"
+    (rjob,) = patch["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"]
+    pod = rjob["template"]["spec"]["template"]["spec"]
+    assert rjob["name"] == "node" and set(pod) == {"nodeSelector", "tolerations", "volumes", "containers"}
+    assert pod["nodeSelector"] == {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
+    assert pod["containers"] == [{"name": "node", "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}]}]
+    assert (TEMPLATES / "prod-east/templates/ml-research/finetune.sky.yaml").exists()  # the same program
+
+
+@pytest.mark.parametrize(("old", "new", "where", "message", "hint"), [
+    ("    kind: trainjob\n    cluster: prod-east\n    pool: h100\n",
+     "    kind: trainjob\n    cluster: prod-west\n    pool: a100\n", "teams/ml-research.yaml:65",
+     "cluster prod-west does not run Kubeflow Trainer", "set operators.trainer: true"),
+    ("    kind: trainjob\n", "    kind: trainjob\n    maxRestarts: 2\n", "teams/ml-research.yaml:66",
+     "a TrainJob has no maxRestarts: its training runtime (torch-distributed) decides it", "remove maxRestarts"),
+    ("    kind: trainjob\n", "    kind: trainjob\n    terminationGracePeriodSeconds: 600\n",
+     "teams/ml-research.yaml:66", "a TrainJob has no terminationGracePeriodSeconds", "use kind: jobset"),
+    ("    kind: trainjob\n", "    kind: trainjob\n    leader: {}\n", "teams/ml-research.yaml:66",
+     "a TrainJob's nodes all run the same program", "remove leader"),
+    ("    kind: trainjob\n", "    kind: trainjob\n    env: [{name: PET_MASTER_ADDR, value: x}]\n",
+     "teams/ml-research.yaml:66", "PET_MASTER_ADDR is set by Kubeflow Trainer for torchrun", "remove it"),
+    ("  - name: finetune\n", f"  - name: finetune-{'x' * 40}\n", "teams/ml-research.yaml:64",
+     f"its longest pod name would be 'finetune-{'x' * 40}-node-0-1-xxxxx' (64 > 63)", "shorten it by 1"),
+])
+def test_bad_train_job_profiles_are_located(fleet_root: Path, old: str, new: str, where: str, message: str,
+                                            hint: str | None) -> None:
     refused_at(fleet_root, "teams/ml-research.yaml", old, new, where, message, hint)

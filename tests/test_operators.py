@@ -1,11 +1,13 @@
-"""Issue 32, job operators: `operators.ray` installs KubeRay after Kueue, lets team members use Ray
-kinds in their own namespaces only, and is refused where Kueue would not queue what it runs. What the
-real chart makes of the values: tests/test_charts.py; the real operator and Kueue: tests/test_ray.py."""
+"""Issue 32, job operators: `operators.ray` installs KubeRay after Kueue, `operators.trainer` Kubeflow
+Trainer after Kueue and JobSet; each lets team members use its kinds in their own namespaces only, and is
+refused where Kueue would not queue what it runs. What the real charts make of the values:
+tests/test_charts.py; the real operators and Kueue: tests/test_ray.py, tests/test_trainer.py."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import yaml
 
 from tests.conftest import REPO, edit, run, snapshot
@@ -17,11 +19,20 @@ def _load(rel: str, root: Path = REPO) -> dict:
     return yaml.safe_load((root / "rendered" / rel).read_text())
 
 
+def _installed_after(name: str, *before: str) -> dict:
+    """prod-east's platform Application `name`, synced after each of `before`, from a source its project allows."""
+    app = _load(f"prod-east/platform/application-prod-east-{name}.yaml")
+    wave = "argocd.argoproj.io/sync-wave"
+    for earlier in before:
+        other = _load(f"prod-east/platform/application-prod-east-{earlier}.yaml")
+        assert int(app["metadata"]["annotations"][wave]) > int(other["metadata"]["annotations"][wave]), earlier
+    project = _load("gitops/prod-east/appproject-prod-east-platform.yaml")
+    assert app["spec"]["source"]["repoURL"] in project["spec"]["sourceRepos"]
+    return app
+
+
 def test_prod_east_installs_kuberay_after_kueue() -> None:
-    app = _load("prod-east/platform/application-prod-east-kuberay-operator.yaml")
-    kueue = _load("prod-east/platform/application-prod-east-kueue.yaml")
-    annotations = "argocd.argoproj.io/sync-wave"
-    assert int(app["metadata"]["annotations"][annotations]) > int(kueue["metadata"]["annotations"][annotations])
+    app = _installed_after("kuberay-operator", "kueue")
     source = app["spec"]["source"]
     assert (source["chart"], source["targetRevision"]) == ("kuberay-operator", "1.6.2")
     assert app["spec"]["destination"]["namespace"] == "kuberay-system"
@@ -30,21 +41,25 @@ def test_prod_east_installs_kuberay_after_kueue() -> None:
     assert values["metrics"]["serviceMonitor"]["enabled"] is True
     # The CRDs are over 256 KiB: only server-side apply can write them (no last-applied annotation).
     assert "ServerSideApply=true" in app["spec"]["syncPolicy"]["syncOptions"]
-    project = _load("gitops/prod-east/appproject-prod-east-platform.yaml")
-    assert source["repoURL"] in project["spec"]["sourceRepos"]
 
 
-def test_flux_installs_kuberay_once_kueue_is_ready(fleet_root: Path) -> None:
-    edit(fleet_root, "clusters/prod-west.yaml", "kueue:\n", "operators: {ray: true}\nkueue:\n")
+@pytest.mark.parametrize(("operator", "release", "namespace", "after", "source"), [
+    ("ray", "kuberay-operator", "kuberay-system", ["kueue", "kube-prometheus-stack"],
+     ("helmrepository", "url", "https://ray-project.github.io/kuberay-helm/")),
+    ("trainer", "kubeflow-trainer", "kubeflow-system", ["jobset", "kueue"],
+     ("ocirepository", "url", "oci://ghcr.io/kubeflow/charts/kubeflow-trainer")),
+])
+def test_flux_installs_an_operator_once_what_it_needs_is_ready(fleet_root: Path, operator: str, release: str,
+                                                              namespace: str, after: list[str],
+                                                              source: tuple[str, str, str]) -> None:
+    edit(fleet_root, "clusters/prod-west.yaml", "kueue:\n", f"operators: {{{operator}: true}}\nkueue:\n")
     result = run(fleet_root, "render")
     assert result.code == 0, result.err
-    release = _load("prod-west/platform/helmrelease-kuberay-operator.yaml", fleet_root)
-    assert release["spec"]["dependsOn"] == [{"name": "kueue", "namespace": "flux-system"},
-                                            {"name": "kube-prometheus-stack", "namespace": "flux-system"}]
-    assert release["spec"]["targetNamespace"] == "kuberay-system"
-    assert release["spec"]["install"]["crds"] == "CreateReplace"
-    source = _load("prod-west/platform/helmrepository-kuberay-operator.yaml", fleet_root)
-    assert source["spec"]["url"] == "https://ray-project.github.io/kuberay-helm/"
+    spec = _load(f"prod-west/platform/helmrelease-{release}.yaml", fleet_root)["spec"]
+    assert spec["dependsOn"] == [{"name": name, "namespace": "flux-system"} for name in after]
+    assert (spec["targetNamespace"], spec["install"]["crds"]) == (namespace, "CreateReplace")
+    kind, key, value = source
+    assert _load(f"prod-west/platform/{kind}-{release}.yaml", fleet_root)["spec"][key] == value
 
 
 def test_members_get_ray_kinds_only_where_kuberay_runs() -> None:
@@ -82,4 +97,46 @@ def test_ray_on_a_multikueue_manager_is_refused(fleet_root: Path) -> None:
     path.write_text(path.read_text() + "operators: {ray: true}\n")
     result = run(fleet_root, "render")
     assert result.code == 2
-    assert "clusters/hub.yaml" in result.err and "does not dispatch Ray kinds" in result.err, result.err
+    assert "clusters/hub.yaml" in result.err and "does not dispatch its kinds" in result.err, result.err
+
+
+def test_prod_east_installs_kubeflow_trainer_after_kueue_and_jobset() -> None:
+    app = _installed_after("kubeflow-trainer", "kueue", "jobset")
+    source = app["spec"]["source"]
+    assert (source["repoURL"], source["chart"], source["targetRevision"]) == (
+        "ghcr.io/kubeflow/charts", "kubeflow-trainer", "2.2.1")
+    assert app["spec"]["destination"]["namespace"] == "kubeflow-system"
+    # The cluster's own JobSet, not the chart's second one; the runtime the profiles name.
+    assert source["helm"]["valuesObject"] == {"jobset": {"install": False},
+                                              "runtimes": {"torchDistributed": {"enabled": True}}}
+    # Its cert-controller fills the webhook Secret the chart declares empty: Argo CD must leave it.
+    assert {"group": "", "kind": "Secret", "name": "kubeflow-trainer-webhook-cert", "jsonPointers": ["/data"],
+            "namespace": "kubeflow-system"} in app["spec"]["ignoreDifferences"]
+    assert "RespectIgnoreDifferences=true" in app["spec"]["syncPolicy"]["syncOptions"]
+
+
+def test_members_get_trainjobs_only_where_trainer_runs() -> None:
+    """TrainJobs, not TrainingRuntimes (whose pod templates would pass by the profiles' rules)."""
+    def trainer_rules(cluster: str) -> list[dict]:
+        role = _load(f"{cluster}/teams/clusterrole-fleetgen-team-member.yaml")
+        return [rule for rule in role["rules"] if "trainer.kubeflow.org" in rule["apiGroups"]]
+
+    granted = trainer_rules("prod-east")
+    assert [rule["resources"] for rule in granted] == [["trainjobs"], ["trainjobs/status"]]
+    assert "create" in granted[0]["verbs"] and "update" not in granted[0]["verbs"] and granted[1]["verbs"] == ["get"]
+    assert trainer_rules("prod-west") == [] and trainer_rules("dev") == []
+
+
+def test_trainer_where_kueue_would_not_queue_it_or_on_a_manager_is_refused(fleet_root: Path) -> None:
+    from tests.test_job_templates import refused_at
+
+    refused_at(fleet_root, "clusters/prod-east.yaml", "  version: v0.19.2\n",
+               "  version: v0.19.2\n  integrations: [jobset.x-k8s.io/jobset, batch/job, ray.io/raycluster, "
+               "ray.io/rayjob]\n", "clusters/prod-east.yaml:51: operators:",
+               "trainer is on, but Kueue would not queue trainer.kubeflow.org/trainjob,",
+               "add trainer.kubeflow.org/trainjob to kueue.integrations")
+    edit(fleet_root, "clusters/prod-east.yaml", ", ray.io/rayjob]\n",
+         ", ray.io/rayjob, trainer.kubeflow.org/trainjob]\n")
+    refused_at(fleet_root, "clusters/hub.yaml", "kueue:\n", "operators: {trainer: true}\nkueue:\n", "clusters/hub.yaml",
+               "trainer is on, but a MultiKueue manager does not dispatch its kinds (trainer.kubeflow.org/trainjob)",
+               "turn operators.trainer on in the worker clusters' files instead")

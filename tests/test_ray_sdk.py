@@ -57,3 +57,37 @@ def test_details_of_an_odd_answer_are_partial_not_a_traceback(monkeypatch: pytes
     assert (details.head_service, details.workers, details.worker_gpus) == ("tune-head-svc", 3, 4)
     assert details.dashboard_via_api == ("https://api.fleet.internal:6443/api/v1/namespaces/ml-research/services/"
                                          "tune-head-svc:dashboard/proxy/")
+
+
+def test_logs_number_the_head_then_the_workers_and_skip_odd_pods(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rank 0 is the head, then workers in name order, each read from its first (Ray) container; pods
+    without a spec or of another node type are not numbered."""
+    from types import SimpleNamespace
+
+    from kubernetes import client
+
+    from generator.errors import UsageError
+    from generator.jobs import pods
+    from generator.jobs.ray import RayCluster
+
+    def pod(name: str, kind: str | None, container: str | None = "ray") -> SimpleNamespace:
+        spec = None if container is None else SimpleNamespace(containers=[SimpleNamespace(name=container)])
+        return SimpleNamespace(metadata=SimpleNamespace(name=name, labels={"ray.io/node-type": kind} if kind else None),
+                               spec=spec)
+    listed = [pod("tune-gpu-b", "worker"), pod("tune-head", "head", "ray-head"), pod("tune-gpu-a", "worker"),
+              pod("tune-cleanup", "redis-cleanup"), pod("stray", None), pod("tune-gpu-0", "worker", None)]
+    monkeypatch.setattr(client.CoreV1Api, "list_namespaced_pod",
+                        lambda self, *a, **k: SimpleNamespace(items=listed))
+    monkeypatch.setattr(RayCluster, "_get", lambda self: {})
+    read: list[tuple[str, str]] = []
+    monkeypatch.setattr(pods, "log_lines", lambda api, ns, name, container, follow: iter([read.append(
+        (name, container)) or f"{name} says hi"]))
+    cluster = RayCluster.on_cluster(SimpleNamespace(configuration=SimpleNamespace(host="https://x")), "tune", "ml")
+    assert [next(cluster.logs(rank=r)) for r in range(3)] == ["tune-head says hi", "tune-gpu-a says hi",
+                                                                 "tune-gpu-b says hi"]
+    assert read == [("tune-head", "ray-head"), ("tune-gpu-a", "ray"), ("tune-gpu-b", "ray")]
+    with pytest.raises(UsageError, match=r"no rank 3 in Ray cluster tune: it has 3 pods now \(0 is the head\)"):
+        next(cluster.logs(rank=3))
+    listed.clear()
+    with pytest.raises(UsageError, match=r"it has no pods yet \(is it admitted\? see status\(\)\)"):
+        next(cluster.logs())

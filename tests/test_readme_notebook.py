@@ -22,17 +22,15 @@ import yaml
 from generator.config.fleet import Fleet
 from tests.conftest import REPO
 from tests.test_ray import all_gone, ray_crds, start_operator
-from tests.test_twin_scheduling import running_twin
+from tests.test_twin_scheduling import operator_twin
 from tests.upstream.cluster import Stack
 from tests.upstream.fleet import custom
 from tests.upstream.processes import wait_for
+from tests.upstream.twin import LOG
 
 pytestmark = pytest.mark.upstream
 
 MARKER = "<!-- notebook session: tests/test_readme_notebook.py runs this block as written -->\n```python\n"
-LOG = "step 1 loss 2.31\nstep 2 loss 1.97\n"
-CRI_LOG = "".join(f"2026-11-26T12:00:0{i}.000000000Z stdout F {line}\n" for i, line in enumerate(LOG.splitlines()))
-"""The file as a container runtime writes it (the CRI log format kwok reads, as the kubelet does)."""
 
 
 def session() -> str:
@@ -44,15 +42,9 @@ def session() -> str:
 
 @pytest.fixture(scope="module")
 def twin(upstream_etcd: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Stack, Fleet]]:
-    workdir = tmp_path_factory.mktemp("notebook-prod-east")
-    logs = workdir / "container.log"
-    logs.write_text(CRI_LOG)
-    with running_twin("prod-east", upstream_etcd, workdir, crds=ray_crds(), logs=logs) as (stack, fleet, _):
-        operator = start_operator(stack, workdir)
-        try:
-            yield stack, fleet
-        finally:
-            operator.stop()
+    with operator_twin("prod-east", upstream_etcd, tmp_path_factory.mktemp("notebook-prod-east"), ray_crds(),
+                       start_operator) as (stack, fleet, _):
+        yield stack, fleet
 
 
 def test_the_readme_notebook_session_runs_as_written(twin: tuple[Stack, Fleet], tmp_path: Path,
@@ -75,9 +67,11 @@ def test_the_readme_notebook_session_runs_as_written(twin: tuple[Stack, Fleet], 
     assert lines[0] == ("ml-research: queue ml-research in ml-research: h100 (NVIDIA-H100-80GB-HBM3) on prod-east: "
                         "64 guaranteed + 32 borrowable; 0 in use, 64 free, up to 96 if the cohort is idle"), lines
     # Running once its pod runs on an H100 node; kwok may have ended the pod (succeeded) by the next look.
-    assert lines[1] in ("nb-finetune: running on workers -> h100", "nb-finetune: succeeded"), lines
+    # (JobSet's word then follows: "nb-finetune: succeeded: jobset completed successfully").
+    assert lines[1] == "nb-finetune: running on workers -> h100" or lines[1].startswith("nb-finetune: succeeded"), \
+        lines
     assert lines[2:4] == LOG.splitlines(), lines
-    assert lines[4:] == ["http://nb-ray-head-svc.ml-research.svc:8265"], lines
+    assert lines[4:] == ["http://nb-ray-head-svc.ml-research.svc:8265", *LOG.splitlines()], lines
 
     objects = custom(stack)
 

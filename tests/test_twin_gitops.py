@@ -8,11 +8,12 @@ health (the GPU exporter's chart, NVIDIA's, is refused by the Go module proxy, s
 it; the reconciler's story is tests/test_twin_health.py). A bare control plane (no Kueue, no JobSet),
 Nodes from the cluster file, kube-scheduler and kwok; the engine installed as its project ships it, then
 exactly the commands of docs/how-to/gitops.md. The engine installs JobSet's and Kueue's charts from the
-mirror (and prod-east's KubeRay's, `operators.ray`); their controller pods run under kwok while
-`Managers` runs Kueue's and JobSet's real managers with the configuration the engine applied (the real
-KubeRay operator: tests/test_ray.py); then the queues and the teams. A member's job profile is admitted and
-runs there. A quota raise committed and pushed reaches the live ClusterQueue (timed, after what a git
-webhook or a Flux Receiver triggers), and a hand edit of that ClusterQueue is put back. The bootstrap
+mirror (and prod-east's KubeRay's and Kubeflow Trainer's, `operators`); their controller pods run
+under kwok while `Managers` runs Kueue's, JobSet's and Trainer's real managers with the configuration
+the engine applied (the real KubeRay operator: tests/test_ray.py); then the queues and the teams. A
+member's job profile is admitted and runs there. A quota raise committed and pushed reaches the live
+ClusterQueue (timed, after what a git webhook or a Flux Receiver triggers), and a hand edit of that
+ClusterQueue is put back. The bootstrap
 folders keep themselves in sync (a branch switch arrives through git; under Argo CD a hand edit of the
 settings is put back). And with monitoring on and its charts missing from the mirror, Argo CD holds every
 later sync wave while the first platform chart cannot be fetched.
@@ -134,7 +135,8 @@ def _argocd_names(cluster: ClusterConfig) -> list[str]:
     """The Applications that must be Healthy once the cluster is bootstrapped (its file's, as pushed)."""
     name = cluster.name
     ray = [f"{name}-kuberay-operator"] if cluster.operators.ray else []
-    return [SETTINGS_APP, f"{name}-gitops", f"{name}-jobset", f"{name}-kueue", *ray, f"{name}-fleet"]
+    trainer = [f"{name}-kubeflow-trainer"] if cluster.operators.trainer else []
+    return [SETTINGS_APP, f"{name}-gitops", f"{name}-jobset", f"{name}-kueue", *ray, *trainer, f"{name}-fleet"]
 
 
 def _flux_ready(flux: Flux, names: list[str], seconds: float,
@@ -172,8 +174,9 @@ def bootstrapped(request: pytest.FixtureRequest, upstream_etcd: Any,
     try:
         fleet = _fleet_repo(work / "fleet", git, case.cluster)
         cluster = load_fleet(fleet).clusters[case.cluster].config
-        ray = {"kuberay-operator": f"v{component('kuberay-operator').version}"} if cluster.operators.ray else {}
-        chart_mirror(git.charts, {"kueue": cluster.kueue.version, "jobset": "v0.12.0", **ray})
+        operators = {name: f"v{component(name).version}" for name, on in (
+            ("kuberay-operator", cluster.operators.ray), ("kubeflow-trainer", cluster.operators.trainer)) if on}
+        chart_mirror(git.charts, {"kueue": cluster.kueue.version, "jobset": "v0.12.0", **operators})
         remote = git.create("fleet")
         _git(fleet, "push", "-q", str(remote), "main")
         stack = Stack.start(work / "stack", upstream_etcd, platform=False, service_cidr=SERVICE_RANGE,

@@ -40,8 +40,8 @@ from tests.upstream.fleet import (
     topology_domains,
     workload_of,
 )
-from tests.upstream.processes import wait_for
-from tests.upstream.twin import MANAGED, Twin, bound_pods, pods
+from tests.upstream.processes import Process, wait_for
+from tests.upstream.twin import CRI_LOG, MANAGED, Twin, bound_pods, pods
 
 pytestmark = pytest.mark.upstream
 
@@ -71,6 +71,21 @@ def running_twin(name: str, etcd: Any, workdir: Path, crds: tuple[dict[str, Any]
             running.stop()
     finally:
         stack.stop()
+
+
+@contextmanager
+def operator_twin(name: str, etcd: Any, workdir: Path, crds: tuple[dict[str, Any], ...],
+                  start: Callable[[Stack, Path], Process]) -> Iterator[tuple[Stack, Fleet, Twin]]:
+    """`running_twin` with an operator's CRDs and its process `start`ed on it (stopped after), every
+    container's log being CRI_LOG (kwok serves it as each kubelet would)."""
+    logs = workdir / "container.log"
+    logs.write_text(CRI_LOG)
+    with running_twin(name, etcd, workdir, crds=crds, logs=logs) as running:
+        operator = start(running[0], workdir)
+        try:
+            yield running
+        finally:
+            operator.stop()
 
 
 @pytest.fixture(scope="module")
@@ -158,9 +173,10 @@ def test_a_cordoned_and_tainted_node_gets_no_new_pods(twin: tuple[Stack, Fleet, 
 
 
 PROFILES = sorted((team, profile.name) for team, loaded in load_fleet(REPO).teams.items()
-                  for profile in loaded.config.job_profiles if profile.kind != "rayjob")
+                  for profile in loaded.config.job_profiles if profile.kind not in ("rayjob", "trainjob"))
 """Every job profile of the example fleet (team, profile), each submitted on its cluster's twin; a
-RayJob's on the twin that runs KubeRay (tests/test_ray.py)."""
+RayJob's on the twin that runs KubeRay (tests/test_ray.py), a TrainJob's on the one that runs Kubeflow
+Trainer (tests/test_trainer.py)."""
 
 
 @pytest.fixture(scope="module")

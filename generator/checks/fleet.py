@@ -13,6 +13,7 @@ from typing import Any
 from generator.config.cluster import AdmissionFairSharing, ClusterConfig, kueue_tuple
 from generator.config.fleet import Fleet, Loaded, fair_sharing
 from generator.config.jobs import JobProfile
+from generator.config.platform import TRAINER_RUNTIME
 from generator.config.team import TeamConfig
 from generator.errors import Finding
 
@@ -525,7 +526,7 @@ def _profile_problems(fleet: Fleet, team: TeamConfig, profile: JobProfile,
             f"use one of: {', '.join(levels)}" if levels else "the pool declares no topologyLevels; remove topology"
     yield from _slice_problems(profile, pool)
     for j, env in enumerate(profile.env):
-        if env.name in RESERVED_ENV:
+        if env.name in RESERVED_ENV and profile.kind != "trainjob":  # Trainer sets its own (PET_*)
             yield ("env", j, "name"), f"env[{j}].name", f"{env.name} is set by fleetgen for the rendezvous", \
                 "remove it or use another name"
     if profile.launcher == "torchrun" and TORCHRUN_ANY_FAILURE in (profile.fail_fast_exit_codes or []):
@@ -535,6 +536,8 @@ def _profile_problems(fleet: Fleet, team: TeamConfig, profile: JobProfile,
             "remove 1 (usage errors and missing commands still fail fast: 2, 126, 127), or use launcher: none"
     if profile.kind == "rayjob":
         yield from _ray_profile_problems(profile, cluster.config)
+    if profile.kind == "trainjob":
+        yield from _trainer_profile_problems(profile, cluster.config)
     if profile.kind == "job" and profile.nodes > 1 and cluster.config.multikueue is not None:
         yield ("kind",), "kind", f"{profile.cluster} is a MultiKueue manager: it dispatches a batch Job to a worker " \
             "but not the Service its pods' hostnames need, so the nodes could not find rank 0", \
@@ -562,6 +565,31 @@ def _ray_profile_problems(profile: JobProfile, cluster: ClusterConfig) -> Iterat
                 f"remove {key}"
     if profile.leader is not None:
         yield ("leader",), "leader", "a RayJob's head is its leader", "remove leader (the head runs the entrypoint)"
+
+
+TRAINER_UNUSED = (("fail_fast_exit_codes", "failFastExitCodes"), ("max_restarts", "maxRestarts"),
+                  ("master_port", "masterPort"), ("termination_grace_period_seconds", "terminationGracePeriodSeconds"))
+"""Profile fields the TrainJob API has no place for: its runtime (the platform's) decides the JobSet's
+failure policy and the pods' grace period, and fixes rank 0's port at 29500."""
+
+
+def _trainer_profile_problems(profile: JobProfile, cluster: ClusterConfig) -> Iterator[Problem]:
+    from generator.compile.jobs import TRAINER_RESERVED_ENV
+
+    if not cluster.operators.trainer:
+        yield ("kind",), "kind", f"cluster {cluster.name} does not run Kubeflow Trainer, so nothing would run a " \
+            "TrainJob", "set operators.trainer: true in its cluster file, or use kind: jobset"
+    for field, key in TRAINER_UNUSED:
+        if field in profile.model_fields_set:
+            yield (key,), key, f"a TrainJob has no {key}: its training runtime " \
+                f"({TRAINER_RUNTIME}) decides it", f"remove {key}, or use kind: jobset to choose it"
+    for j, env in enumerate(profile.env):
+        if env.name in TRAINER_RESERVED_ENV:
+            yield ("env", j, "name"), f"env[{j}].name", f"{env.name} is set by Kubeflow Trainer for torchrun", \
+                "remove it or use another name"
+    if profile.leader is not None:
+        yield ("leader",), "leader", "a TrainJob's nodes all run the same program (rank 0 is node 0)", \
+            "remove leader, or use kind: jobset"
 
 
 def profile_problems(fleet: Fleet, team: TeamConfig, profile: JobProfile) -> list[tuple[str, str, str]]:

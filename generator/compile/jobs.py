@@ -23,6 +23,7 @@ from generator.compile.quota import node_share
 from generator.config.cluster import ClusterConfig, NodePool
 from generator.config.fleet import Loaded
 from generator.config.jobs import KUBERNETES_GRACE_SECONDS, JobProfile
+from generator.config.platform import TRAINER_RUNTIME
 from generator.config.team import TeamConfig
 
 JOBSET_API = "jobset.x-k8s.io/v1alpha2"
@@ -62,7 +63,10 @@ def program_env(profile: JobProfile) -> dict[str, str]:
 
 
 def replicated_jobs(profile: JobProfile) -> list[tuple[str, int]]:
-    """(replicated job name, pods) of the profile: workers only, or a leader and workers."""
+    """(replicated job name, pods) of the profile: workers only, or a leader and workers (a TrainJob's
+    JobSet: the runtime's `node`)."""
+    if profile.kind == "trainjob":
+        return [(TRAINER_NODE, profile.nodes)]
     if profile.leader is None:
         return [("workers", profile.nodes)]
     return [("leader", 1)] + ([("workers", profile.nodes - 1)] if profile.nodes > 1 else [])
@@ -343,7 +347,57 @@ def rayjob(team: TeamConfig, cluster: ClusterConfig, profile: JobProfile, name: 
     }
 
 
-MAKERS = {"jobset": jobset, "job": batch_job, "rayjob": rayjob}
+TRAINER_API = "trainer.kubeflow.org/v1alpha1"
+TRAINER_NODE = "node"
+"""The runtime's replicated job and its container, which the Torch plugin fills from `spec.trainer`
+(kubeflow/trainer v2.2.1 pkg/constants/constants.go:69)."""
+TRAINER_PATCH_MANAGER = "fleetgen.io/profile"
+"""Who owns the runtime patch fleetgen writes (Trainer requires a domain-prefixed manager; Kueue writes
+its own beside it at admission: kueue v0.19.2 pkg/controller/jobs/trainjob/trainjob_controller.go:76)."""
+TRAINER_RESERVED_ENV = frozenset({"PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK", "PET_MASTER_ADDR",
+                                  "PET_MASTER_PORT"})
+"""torchrun's settings the Torch plugin writes and Trainer's webhook refuses in `env` (constants.go:286-287)."""
+
+
+def trainjob(team: TeamConfig, cluster: ClusterConfig, profile: JobProfile, name: str | None = None,
+             nodes: int | None = None, image: str | None = None, command: list[str] | None = None) -> dict[str, Any]:
+    """The Kubeflow Trainer TrainJob for a `kind: trainjob` profile, on the platform's `torch-distributed`
+    runtime: image, program, nodes and per-node resources in `spec.trainer` (Trainer writes torchrun's
+    PET_* settings, rank 0 at `<job>-node-0-0.<job>`), and the pool, topology and /dev/shm as a runtime
+    patch of the node pods, the only way the TrainJob API reaches them."""
+    profile = _resized(profile, nodes, image, command)
+    name = name or profile.name
+    pool = cluster.pool(profile.pool)
+    assert pool is not None
+    env = [{"name": k, "value": v} for k, v in program_env(profile).items()]
+    template = _pod_template(team, cluster, profile, [], None, None, grouped=False, container_name=TRAINER_NODE)
+    pod, (container,) = template["spec"], template["spec"].pop("containers")
+    program = [*profile.command, *profile.args]
+    # torchrun reads its flags from the PET_* variables; --no-python as for a JobSet (see _launch).
+    launched = ["torchrun", "--no-python", *program] if profile.launcher == "torchrun" else program
+    patch_pod = {k: pod[k] for k in ("securityContext", "nodeSelector", "tolerations", "volumes") if k in pod}
+    patch_pod["containers"] = [{"name": TRAINER_NODE, "volumeMounts": container["volumeMounts"],
+                                **({"securityContext": container["securityContext"]}
+                                   if "securityContext" in container else {})}]
+    node_template: dict[str, Any] = {"spec": patch_pod}
+    if "metadata" in template:
+        node_template = {"metadata": template["metadata"], **node_template}
+    return {
+        "apiVersion": TRAINER_API, "kind": "TrainJob",
+        "metadata": {"name": name, "namespace": team.namespace_names[0],
+                     "labels": _job_labels(team, cluster, profile)},
+        "spec": {
+            "runtimeRef": {"name": TRAINER_RUNTIME},
+            "trainer": {"image": profile.image, "command": launched[:1], "args": launched[1:], "env": env,
+                        "numNodes": profile.nodes, "numProcPerNode": profile.gpus_in(pool),
+                        "resourcesPerNode": container["resources"]},
+            "runtimePatches": [{"manager": TRAINER_PATCH_MANAGER, "trainingRuntimeSpec": {"template": {"spec": {
+                "replicatedJobs": [{"name": TRAINER_NODE, "template": {"spec": {"template": node_template}}}]}}}}],
+        },
+    }
+
+
+MAKERS = {"jobset": jobset, "job": batch_job, "rayjob": rayjob, "trainjob": trainjob}
 """The compiler of each profile `kind`."""
 
 
@@ -440,8 +494,8 @@ def skypilot_config(team: TeamConfig) -> dict[str, Any]:
 
 
 def compile_templates(cluster: Loaded[ClusterConfig], teams: list[Loaded[TeamConfig]]) -> list[Manifest]:
-    """The job (JobSet, batch Job with its rendezvous Service, or RayJob) and SkyPilot task of every profile that
-    targets this cluster (not synced by GitOps)."""
+    """The job (JobSet, batch Job with its rendezvous Service, RayJob or TrainJob) and SkyPilot task of every
+    profile that targets this cluster (not synced by GitOps)."""
     out = []
     for team in teams:
         for i, profile in enumerate(team.config.job_profiles):

@@ -256,6 +256,12 @@ def _kuberay_operator(cfg: ClusterConfig) -> dict[str, Any]:
             "metrics": {"enabled": True, "serviceMonitor": {"enabled": cfg.monitoring.enabled}}}
 
 
+def _kubeflow_trainer(cfg: ClusterConfig) -> dict[str, Any]:
+    """Kubeflow Trainer's chart on the cluster's own JobSet (the chart would otherwise install a second,
+    older one: its `jobset.install` defaults to true), with the one runtime the profiles use."""
+    return {"jobset": {"install": False}, "runtimes": {"torchDistributed": {"enabled": True}}}
+
+
 def installs(cfg: ClusterConfig, teams: list[Loaded[TeamConfig]]) -> list[Install]:
     """Every component of the cluster with its namespace, order and values."""
     out = [
@@ -271,6 +277,9 @@ def installs(cfg: ClusterConfig, teams: list[Loaded[TeamConfig]]) -> list[Instal
     if cfg.operators.ray:  # after Kueue, whose webhooks suspend Ray kinds until they are admitted
         after = ("kueue", "kube-prometheus-stack") if cfg.monitoring.enabled else ("kueue",)
         out.append(Install("kuberay-operator", "kuberay-system", -15, _kuberay_operator(cfg), after))
+    if cfg.operators.trainer:  # after Kueue (its webhooks suspend TrainJobs) and JobSet (what a TrainJob makes)
+        after = ("jobset", "kueue")
+        out.append(Install("kubeflow-trainer", "kubeflow-system", -15, _kubeflow_trainer(cfg), after))
     if cfg.monitoring.enabled:
         ns = cfg.monitoring.namespace
         out.insert(0, Install("kube-prometheus-stack", ns, -30, _prometheus_stack(cfg)))
@@ -291,6 +300,10 @@ WRITTEN_BY_THE_CONTROLLER: dict[str, list[dict[str, Any]]] = {
     # (the fleet twin saw Argo CD v3.6.1 do so), leaving the webhooks without a certificate until the
     # controller writes it again. Kueue's chart declares no data, so server-side apply leaves it alone.
     "jobset": [{"group": "", "kind": "Secret", "name": "jobset-webhook-server-cert", "jsonPointers": ["/data"]}],
+    # The same for Kubeflow Trainer's (charts/kubeflow-trainer/templates/webhook/secret.yaml at v2.2.1),
+    # which its cert-controller fills.
+    "kubeflow-trainer": [{"group": "", "kind": "Secret", "name": "kubeflow-trainer-webhook-cert",
+                          "jsonPointers": ["/data"]}],
 }
 """Per release, fields its own controller writes into objects its chart declares: Argo CD ignores
 them in the diff and, with `RespectIgnoreDifferences`, in the sync."""

@@ -38,6 +38,13 @@ RAY_RULES: list[dict[str, list[str]]] = [
      "verbs": ["get"]},
 ]
 """With `operators.ray`: KubeRay's chart aggregates none of its editor roles to `edit`."""
+TRAINER_RULES: list[dict[str, list[str]]] = [
+    {"apiGroups": ["trainer.kubeflow.org"], "resources": ["trainjobs"],
+     "verbs": ["create", "delete", "get", "list", "patch", "watch"]},
+    {"apiGroups": ["trainer.kubeflow.org"], "resources": ["trainjobs/status"], "verbs": ["get"]},
+]
+"""With `operators.trainer`: TrainJobs only. Not TrainingRuntimes, whose pod templates would bypass the
+profiles' rules, and not ClusterTrainingRuntimes, which are the platform's."""
 
 
 def namespaces(cluster: Loaded[ClusterConfig], team: Loaded[TeamConfig]) -> list[Manifest]:
@@ -80,7 +87,8 @@ def member_role(cluster: Loaded[ClusterConfig]) -> Manifest:
     """The ClusterRole the `<team>-members-jobs` RoleBindings refer to (one per cluster)."""
     body = {"apiVersion": f"{RBAC}/v1", "kind": "ClusterRole",
             "metadata": {"name": JOBS_ROLE, "labels": labels(cluster.config.name)},
-            "rules": JOBS_RULES + (RAY_RULES if cluster.config.operators.ray else [])}
+            "rules": JOBS_RULES + (RAY_RULES if cluster.config.operators.ray else [])
+                     + (TRAINER_RULES if cluster.config.operators.trainer else [])}
     return Manifest(("teams",), body, cluster.at("name"))
 
 

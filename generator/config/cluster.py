@@ -100,8 +100,8 @@ MUTATING_POLICY_KUBERNETES = (1, 36)
 """The first Kubernetes minor that serves MutatingAdmissionPolicy without a feature gate."""
 FLEETGEN_FRAMEWORKS = ("batch/job", "jobset.x-k8s.io/jobset", "kubeflow.org/pytorchjob", "pod")
 """What fleetgen's own job templates and the health of its queues rely on."""
-RAY_KINDS = ("ray.io/raycluster", "ray.io/rayjob")
-"""The Ray kinds Kueue must queue where KubeRay runs: each makes pods from a team's quota."""
+OPERATOR_KINDS = {"ray": ("ray.io/raycluster", "ray.io/rayjob"), "trainer": ("trainer.kubeflow.org/trainjob",)}
+"""Per operator, the kinds Kueue must queue where it runs: each makes pods from a team's quota."""
 MULTIKUEUE_FRAMEWORKS = ("batch/job", "jobset.x-k8s.io/jobset")
 """What a MultiKueue manager dispatches: its client on each worker watches every enabled
 integration's kind and stays disconnected while one is not served there (the real Kueue v0.19.2
@@ -694,7 +694,7 @@ class ClusterConfig(ConfigModel):
     multikueue: MultiKueue | None = None
     """Make this cluster a MultiKueue manager over worker clusters of the fleet."""
     operators: Operators = Operators()
-    """Job operators the platform installs (KubeRay), beyond JobSet."""
+    """Job operators the platform installs (KubeRay, Kubeflow Trainer), beyond JobSet."""
     _managers: tuple[str, ...] = PrivateAttr(default=())
     """MultiKueue managers that list this cluster as a worker (set when the fleet is loaded)."""
 
@@ -702,14 +702,18 @@ class ClusterConfig(ConfigModel):
     @classmethod
     def _operators_queued(cls, value: Operators, info: ValidationInfo) -> Operators:
         """An operator whose kinds Kueue does not queue would run them outside every team's quota."""
-        if value.ray and info.data.get("multikueue") is not None:
-            raise ValueError("ray is on, but a MultiKueue manager does not dispatch Ray kinds to its workers "
-                             "yet: turn operators.ray on in the worker clusters' files instead")
         kueue = info.data.get("kueue")
-        missing = [kind for kind in RAY_KINDS if kueue is not None and kind not in kueue.frameworks]
-        if value.ray and missing:
-            raise ValueError(f"ray is on, but Kueue would not queue {' or '.join(missing)}, so they would run outside "
-                             f"every team's quota: add {', '.join(missing)} to kueue.integrations")
+        for operator, kinds in OPERATOR_KINDS.items():
+            if not getattr(value, operator):
+                continue
+            if info.data.get("multikueue") is not None:
+                raise ValueError(f"{operator} is on, but a MultiKueue manager does not dispatch its kinds "
+                                 f"({', '.join(kinds)}) to its workers yet: turn operators.{operator} on in the worker "
+                                 "clusters' files instead")
+            missing = [kind for kind in kinds if kueue is not None and kind not in kueue.frameworks]
+            if missing:
+                raise ValueError(f"{operator} is on, but Kueue would not queue {' or '.join(missing)}, so they would "
+                                 f"run outside every team's quota: add {', '.join(missing)} to kueue.integrations")
         return value
 
     @property

@@ -67,7 +67,7 @@ class Leader(ConfigModel):
     """Leader arguments; default to the profile's arguments."""
 
 
-JobKind = Literal["jobset", "job", "rayjob"]
+JobKind = Literal["jobset", "job", "rayjob", "trainjob"]
 
 
 class JobProfile(ConfigModel):
@@ -83,7 +83,11 @@ class JobProfile(ConfigModel):
     `rayjob`: a KubeRay RayJob (the cluster file needs `operators.ray`): a Ray cluster of a head and
     `nodes` workers on the pool, torn down when the job ends, that runs `command` and `args` as its
     entrypoint (Ray starts the program: no `launcher`, `failFastExitCodes`, `masterPort` or
-    `leader`), retried whole up to `maxRestarts` times."""
+    `leader`), retried whole up to `maxRestarts` times.
+    `trainjob`: a Kubeflow Trainer TrainJob (the cluster file needs `operators.trainer`) on the platform's
+    `torch-distributed` runtime, which makes a JobSet of `nodes` pods and sets torchrun's PET_*
+    variables (rank 0 listens on 29500); its runtime decides restarts and grace period (no `leader`,
+    `failFastExitCodes`, `maxRestarts`, `masterPort` or `terminationGracePeriodSeconds`)."""
     cluster: StrictStr
     """Cluster to run in; the team needs a quota there."""
     pool: StrictStr

@@ -91,6 +91,11 @@ class Images(ConfigModel):
         return f"{self.registry}/{name}{'@' if tag.startswith('sha256:') else ':'}{tag}"
 
 
+TRAINER_RUNTIME = "torch-distributed"
+"""The ClusterTrainingRuntime `kind: trainjob` profiles run on, which `operators.trainer` installs: the
+chart's PyTorch runtime (charts/kubeflow-trainer/templates/runtimes/torch-distributed.yaml at v2.2.1)."""
+
+
 class Operators(ConfigModel):
     """Job operators installed beside Kueue and JobSet, each pinned in `generator/versions.yaml` and
     synced by the cluster's GitOps engine after Kueue, so that Kueue's webhooks queue what they run."""
@@ -99,6 +104,11 @@ class Operators(ConfigModel):
     """KubeRay's operator (RayCluster, RayJob, RayService), in `kuberay-system`. Kueue queues RayClusters
     and RayJobs against the team's quota (its `ray.io/*` integrations must be on), and team members may
     create, follow and delete them in their own namespaces."""
+    trainer: StrictBool = False
+    """Kubeflow Trainer v2 (TrainJob, and its `torch-distributed` ClusterTrainingRuntime), in
+    `kubeflow-system`, on the cluster's JobSet. Kueue queues TrainJobs against the team's quota (its
+    `trainer.kubeflow.org/trainjob` integration must be on), and team members may create, follow and
+    delete them in their own namespaces."""
 
 
 class Storage(ConfigModel):

@@ -1,7 +1,7 @@
 """Jobs for ML engineers: instantiate a team's profile, submit it, watch it, read logs, cancel.
 
-A job is a JobSet, a batch/v1 Indexed Job or a KubeRay RayJob (a profile's `kind`); `KINDS` says how
-each is reached.
+A job is a JobSet, a batch/v1 Indexed Job, a KubeRay RayJob or a Kubeflow Trainer TrainJob (a profile's
+`kind`); `KINDS` says how each is reached.
 
     from generator.jobs import Job, connect
     job = Job.from_profile("ml-research", "pretrain-4node", nodes=8)
@@ -116,6 +116,15 @@ def _ray_rank(body: dict[str, Any], name: str, rank: int) -> str:
     return f"batch.kubernetes.io/job-name={name}"
 
 
+def _trainjob_rank(body: dict[str, Any], name: str, rank: int) -> str:
+    """A TrainJob's ranks are the completion indexes of its JobSet's one replicated job, `node`."""
+    nodes = int(((body.get("spec") or {}).get("trainer") or {}).get("numNodes") or 1)
+    if rank >= nodes:
+        raise UsageError(f"rank {rank} is out of range: the job has {nodes} nodes")
+    return (f"jobset.sigs.k8s.io/jobset-name={name},jobset.sigs.k8s.io/replicatedjob-name=node,"
+            f"batch.kubernetes.io/job-completion-index={rank}")
+
+
 KINDS = {k.kind: k for k in (
     Kind("JobSet", "jobset.x-k8s.io", "v1alpha2", "jobsets", "jobset",
          lambda o, name: f"jobset.sigs.k8s.io/jobset-name={name}", _by_condition("Completed"),
@@ -132,8 +141,15 @@ KINDS = {k.kind: k for k in (
          lambda o, name: f"ray.io/cluster={_status(o).get('rayClusterName') or name}", _ray_ended,
          lambda o: int(_status(o).get("jobDeploymentStatus") == "Running"),
          lambda o: int(_status(o).get("failed") or 0), _ray_rank, log_container="ray-job-submitter"),
+    # The pods of the JobSet Kubeflow Trainer makes, named after it (kubeflow/trainer v2.2.1 pkg/runtime/
+    # framework/plugins/jobset/jobset.go), in the runtime's container `node`. Its status counts the
+    # JobSet's jobs, not restarts: the platform's runtime sets no failure policy, so a failure ends it.
+    Kind("TrainJob", "trainer.kubeflow.org", "v1alpha1", "trainjobs", "trainjob",
+         lambda o, name: f"jobset.sigs.k8s.io/jobset-name={name}", _by_condition("Complete"),
+         lambda o: sum(int(j.get("active") or 0) for j in _status(o).get("jobsStatus") or [] if isinstance(j, dict)),
+         lambda o: 0, _trainjob_rank, log_container="node"),
 )}
-"""Every kind of job a profile renders (`kind: jobset | job | rayjob`), by its Kubernetes kind."""
+"""Every kind of job a profile renders (`kind: jobset | job | rayjob | trainjob`), by its Kubernetes kind."""
 KIND_OPTIONS = {k.option: k.kind for k in KINDS.values()}
 
 
@@ -226,7 +242,7 @@ class Job:
 
     def __init__(self, body: dict[str, Any], api: Any = None) -> None:
         if body.get("kind") not in KINDS or not (body.get("metadata") or {}).get("name"):
-            raise UsageError("not a job: a job file needs kind: JobSet or kind: Job, and metadata.name")
+            raise UsageError(f"not a job: a job file needs kind: {', '.join(KINDS)}, and metadata.name")
         self.body = body
         self.of = KINDS[body["kind"]]
         """What kind of job it is."""
@@ -250,7 +266,7 @@ class Job:
     def from_profile(cls, team: str, profile: str, *, root: str | Path | None = None, api: Any = None,
                      name: str | None = None, nodes: int | None = None, image: str | None = None,
                      command: list[str] | None = None) -> Job:
-        """A concrete job (JobSet, batch Job or RayJob, as the profile's `kind`) from a team's profile: in the
+        """A concrete job (JobSet, batch Job, RayJob or TrainJob, as the profile's `kind`) from a team's profile: in the
         fleet repository at `root`, or, given only `api`, in the fleet files the connected cluster
         publishes (no checkout needed)."""
         fleet = _fleet(root, api)
@@ -270,14 +286,16 @@ class Job:
     def define(cls, team: str, name: str, image: str, command: list[str], *, nodes: int = 1,
                pool: str | None = None, cluster: str | None = None, gpus_per_node: int | None = None,
                args: list[str] | None = None, env: dict[str, str] | None = None, launcher: str | None = None,
-               priority: str | None = None, max_restarts: int = 3, shared_memory: str = "64Gi",
-               max_execution_time: str | None = None, termination_grace_period_seconds: int = 30,
+               priority: str | None = None, max_restarts: int | None = None, shared_memory: str = "64Gi",
+               max_execution_time: str | None = None, termination_grace_period_seconds: int | None = None,
                kind: str = "jobset", api: Any = None, root: str | Path | None = None) -> Job:
         """A job written in Python instead of a team file's profile, checked by the same rules.
 
         `pool` and `cluster` default to the only ones the team has a quota in; `gpus_per_node` to the
-        pool's GPUs per node; `kind` is `jobset`, `job` (a batch Indexed Job) or `rayjob` (the command is
-        its entrypoint); `launcher` defaults to torchrun, except for a RayJob, which has none. The team's
+        pool's GPUs per node; `kind` is `jobset`, `job` (a batch Indexed Job), `rayjob` (the command is
+        its entrypoint) or `trainjob` (on the platform's torch-distributed runtime); `launcher` defaults to
+        torchrun, except for a RayJob, which has none; `max_restarts` (3) and
+        `termination_grace_period_seconds` (30) default as in a team file, and a TrainJob takes neither. The team's
         facts come from `root` (a checkout) or, given only `api`, from the cluster. ConfigurationError
         names each wrong argument and what to use instead.
         """
@@ -399,9 +417,19 @@ class Job:
         return self
 
     def _read(self) -> dict[str, Any]:
+        """The job's object; UsageError where another job runs it (a TrainJob's JobSet, a JobSet's Job), whose
+        operator would recreate what was cancelled and whose status is the one to follow."""
         found: dict[str, Any] = self._objects().get_namespaced_custom_object(
             self.of.group, self.of.version, self.namespace, self.of.plural, self.name,
             _request_timeout=timeout(self.api))
+        owners = (found.get("metadata") or {}).get("ownerReferences") or []
+        owner = next((o for o in owners if isinstance(o, dict) and o.get("controller") and o.get("kind") in KINDS),
+                     None)
+        if owner is not None:
+            of, name = KINDS[str(owner["kind"])], str(owner.get("name") or "")
+            raise UsageError(f"{self.namespace}/{self.name} is the {self.of.kind} of {of.kind} {name}, which makes it: "
+                             "follow or cancel that one (" + word(self.api, f"--kind {of.option}",
+                             f"Job.on_cluster(api, {name!r}, {self.namespace!r}, kind={of.kind!r})") + ")")
         return found
 
     @guarded("read job {self.name}")
@@ -476,28 +504,16 @@ class Job:
     @guarded("read the logs of job {self.name}")
     def logs(self, api: Any = None, rank: int = 0, follow: bool = False) -> Iterator[str]:
         """Log lines of the training container of node `rank` (0 is the rendezvous master)."""
-        from kubernetes import client
-
         self._require_api(api)
         if "spec" not in self.body:
             self.body = self._read()
-        pod = self._pod_for_rank(rank)
-        response: Any = client.CoreV1Api(self.api).read_namespaced_pod_log(
-            pod, self.namespace, container=self.of.log_container, follow=follow, _preload_content=False,
-            _request_timeout=timeout(self.api))
-        pending = b""
-        for chunk in response.stream(4096):
-            pending += chunk
-            *lines, pending = pending.split(b"\n")
-            for line in lines:
-                yield line.decode("utf-8", "replace")
-        if pending:
-            yield pending.decode("utf-8", "replace")
+        yield from pods.log_lines(self.api, self.namespace, self._pod_for_rank(rank), self.of.log_container, follow)
 
     @guarded("cancel job {self.name}")
     def cancel(self, api: Any = None) -> None:
         """Delete the job and its pods (Kueue releases the quota; a Job's rendezvous Service goes with it)."""
         self._require_api(api)
+        self._read()  # not another job's part, which its operator would make again
         self._objects().delete_namespaced_custom_object(self.of.group, self.of.version, self.namespace,
                                                         self.of.plural, self.name,
                                                         propagation_policy="Foreground",

@@ -4,6 +4,7 @@ an image that cannot be pulled). A job is not running while all its pods wait.""
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterator
 from typing import Any
 
 from generator.jobs.connection import timeout
@@ -52,3 +53,19 @@ def summary(by_pod: dict[str, str]) -> str:
     if rest:
         parts.append(f"{rest} more waiting")
     return "; ".join([f"{started} of {len(by_pod)} pods running", *parts])
+
+
+def log_lines(api: Any, namespace: str, pod: str, container: str, follow: bool = False) -> Iterator[str]:
+    """The container's log, line by line as it arrives (through the API server, from the node's kubelet)."""
+    from kubernetes import client
+
+    response: Any = client.CoreV1Api(api).read_namespaced_pod_log(
+        pod, namespace, container=container, follow=follow, _preload_content=False, _request_timeout=timeout(api))
+    pending = b""
+    for chunk in response.stream(4096):
+        pending += chunk
+        *lines, pending = pending.split(b"\n")
+        for line in lines:
+            yield line.decode("utf-8", "replace")
+    if pending:
+        yield pending.decode("utf-8", "replace")

@@ -121,12 +121,16 @@ def priority(api: Any, name: str | None) -> Outcome:
 
 
 def requested_gpus(body: dict[str, Any], resource: str) -> int:
-    """GPUs of `resource` the whole JobSet, batch Job or RayJob requests when all its pods run."""
+    """GPUs of `resource` the whole JobSet, batch Job, RayJob or TrainJob requests when all its pods run."""
     total = 0
     spec = body.get("spec") or {}
     # (pods, pod template) of each group of identical pods
     groups: list[tuple[int, dict[str, Any]]]
-    if body.get("kind") == "RayJob":
+    if body.get("kind") == "TrainJob":  # numNodes pods, each with resourcesPerNode (the runtime's container)
+        trainer = spec.get("trainer") or {}
+        per_node = {"spec": {"containers": [{"resources": trainer.get("resourcesPerNode") or {}}]}}
+        groups = [(int(trainer.get("numNodes") or 1), per_node)]
+    elif body.get("kind") == "RayJob":
         ray = spec.get("rayClusterSpec") or {}
         groups = [(1, (ray.get("headGroupSpec") or {}).get("template") or {})]
         groups += [(int(g.get("replicas") or 0), g.get("template") or {}) for g in ray.get("workerGroupSpecs") or []]

@@ -7,6 +7,8 @@
     cluster.up()
     cluster.wait_ready()
     print(cluster.details().dashboard)
+    for line in cluster.logs():  # the head's; logs(rank=1) is the first worker's
+        print(line)
     cluster.down()
 
 What CodeFlare's SDK offers (`up`, `status`, `details`, `down`), over the objects KubeRay v1.6.2 and
@@ -17,12 +19,13 @@ and the status says what Kueue and the pods say.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from generator.errors import UsageError
 from generator.jobs import pods, workloads
-from generator.jobs.connection import ClusterError, guarded, timeout
+from generator.jobs.connection import ClusterError, guarded, timeout, word
 from generator.jobs.job import ConfigurationError, poll_phase
 from generator.jobs.pods import summary as pods_summary
 from generator.jobs.presubmit import PRIORITY_LABEL, QUEUE_LABEL
@@ -38,6 +41,10 @@ ORIGINATED_FROM = "ray.io/originated-from-crd"
 controllers/ray/utils/constant.go:13-18, rayjob_controller.go:972-973)."""
 DASHBOARD_PORT = 8265
 """The head's dashboard port, named `dashboard` on its Service (constant.go:107,114)."""
+NODE_TYPE = "ray.io/node-type"
+RANKED = ("head", "worker")
+"""KubeRay's node-type label and the kinds of its pods `logs` numbers, head first (constant.go:20,
+apis/ray/v1/raycluster_types.go:392-393)."""
 MILESTONES = {"admitted": {"starting", "ready"}, "ready": {"ready"}}
 """`wait(until)`: the phases in which `until` has been reached."""
 
@@ -257,6 +264,26 @@ class RayCluster:
             f"http://{service}.{self.namespace}.svc:{DASHBOARD_PORT}",
             f"{host}/api/v1/namespaces/{self.namespace}/services/{service}:dashboard/proxy/",
             sum(_whole(g.get("replicas")) for g in groups), gpus)
+
+    @guarded("read the logs of Ray cluster {self.name}")
+    def logs(self, rank: int = 0, follow: bool = False) -> Iterator[str]:
+        """Log lines of its head (`rank` 0: Ray's own, and what drivers started there print) or of a worker
+        (`rank` 1, 2, ... in the order of their names), from the pod's first container, the one KubeRay
+        runs Ray in (ray-operator v1.6.2 controllers/ray/utils/constant.go:50-51)."""
+        from kubernetes import client
+
+        self._get()  # a 404 names the missing cluster, not missing pods
+        found = client.CoreV1Api(self.api).list_namespaced_pod(
+            self.namespace, label_selector=f"ray.io/cluster={self.name}", _request_timeout=timeout(self.api)).items
+        ordered = sorted((RANKED.index(str(kind)), str(p.metadata.name), str(p.spec.containers[0].name))
+                         for p in found if p.metadata is not None and p.spec is not None and p.spec.containers
+                         and (kind := (p.metadata.labels or {}).get(NODE_TYPE)) in RANKED)
+        if rank < 0 or rank >= len(ordered):
+            where = f"it has {len(ordered)} pods now (0 is the head)" if ordered else \
+                "it has no pods yet (is it admitted? see " + word(self.api, "`fleetgen job status`", "status()") + ")"
+            raise UsageError(f"no rank {rank} in Ray cluster {self.name}: {where}")
+        _, pod, container = ordered[rank]
+        yield from pods.log_lines(self.api, self.namespace, pod, container, follow)
 
     @guarded("delete Ray cluster {self.name}")
     def down(self) -> None:

@@ -330,6 +330,10 @@ MANAGERS = (
     Manager("kueue", "kueue-system", "kueue-controller-manager", "kueue-manager-config",
             "controller_manager_config.yaml", "kueue-webhook-server-cert",
             {"webhook": "kueue-webhook-service", "visibilityServer": "kueue-visibility-server"}),
+    # Kubeflow Trainer's (`operators.trainer`): its webhook is the Service's `webhook-server` port.
+    Manager("kubeflow-trainer", "kubeflow-system", "kubeflow-trainer-controller-manager", "kubeflow-trainer-config",
+            "controller_manager_config.yaml", "kubeflow-trainer-webhook-cert",
+            {"webhook": "kubeflow-trainer-controller-manager"}),
 )
 
 
@@ -384,7 +388,9 @@ class Managers:
         health = free_port()
         for section, service in services.items():
             assert service is not None
-            ip, port = service["spec"]["clusterIP"], service["spec"]["ports"][0]["port"]
+            ports = service["spec"]["ports"]  # the section's own port where the Service names it, else its first
+            port = next((p["port"] for p in ports if section in str(p.get("name"))), ports[0]["port"])
+            ip = service["spec"]["clusterIP"]
             if section == "webhook":
                 config["webhook"] = {**(config.get("webhook") or {}), "host": ip, "port": port}
             else:

@@ -62,6 +62,12 @@ policy (every rendered one), keeps them until the pod is terminal, so a deleted 
 stayed Running forever and its replacement was never created."""
 
 
+LOG = "step 1 loss 2.31\nstep 2 loss 1.97\n"
+CRI_LOG = "".join(f"2026-11-26T12:00:0{i}.000000000Z stdout F {line}\n" for i, line in enumerate(LOG.splitlines()))
+"""A log for `Twin.start(logs=...)`: LOG as a container runtime writes it (the CRI format kwok reads, as the
+kubelet does)."""
+
+
 def kwok_config(dest: Path, logs: Path | None = None) -> Path:
     """One file of every Stage kwok v0.8.0 ships for Ready nodes and the pod lifecycle, and TERMINATE;
     with `logs`, a ClusterLogs that makes that file every container's log."""
