@@ -223,24 +223,25 @@ def writable_copy(source: Path, dest: Path) -> Path:
     return dest
 
 
-SUBCHART_MODULES = {"jobset": "sigs.k8s.io/jobset", "lws": "sigs.k8s.io/lws"}
-"""The Go modules that ship the subcharts a chart depends on (`charts/<name>` at the dependency's version):
-Kubeflow Trainer's chart names JobSet's and LeaderWorkerSet's."""
+SUBCHART_MODULES = {"kubeflow-trainer": {"jobset": "sigs.k8s.io/jobset", "lws": "sigs.k8s.io/lws"}}
+"""Per chart, the Go modules that ship its subcharts (`charts/<name>` at the dependency's version). Other
+charts come as their module has them (tests/loki.py drops the subcharts Loki's values leave off)."""
 
 
 def chart(name: str, version: str | None = None) -> Path:
     """The Helm chart a tool's module ships (`charts/<name>`) at the pinned version or `version`
-    (another release of the same module: Go downloads it into its module cache). A chart with
-    dependencies is assembled once beside the tools, as `helm dependency build` packs the published one:
-    each subchart from its own module at the version Chart.yaml names (Helm refuses to template a chart
-    whose subcharts are missing, even those its values turn off)."""
+    (another release of the same module: Go downloads it into its module cache). A chart named in
+    SUBCHART_MODULES is assembled once beside the tools, as `helm dependency build` packs the published
+    one: each subchart from its own module at the version Chart.yaml names (Helm refuses to template a
+    chart whose subcharts are missing, even those its values turn off)."""
     import yaml
 
     module = module_dir(name, version, BY_NAME[name].chart_module or None)
     source = module / CHART_FOLDERS.get(name, "charts") / name
-    needs = (yaml.safe_load((source / "Chart.yaml").read_text()) or {}).get("dependencies") or []
-    if not needs:
+    modules = SUBCHART_MODULES.get(name)
+    if not modules:
         return source
+    needs = (yaml.safe_load((source / "Chart.yaml").read_text()) or {}).get("dependencies") or []
     target = tools_dir() / "charts" / f"{name}-{version or BY_NAME[name].version}"
     if target.is_dir():
         return target
@@ -249,7 +250,7 @@ def chart(name: str, version: str | None = None) -> Path:
     writable_copy(source, staged)
     for need in needs:
         sub = Path(json.loads(_go("mod", "download", "-json",
-                                  f"{SUBCHART_MODULES[need['name']]}@v{need['version']}"))["Dir"])
+                                  f"{modules[need['name']]}@v{need['version']}"))["Dir"])
         writable_copy(sub / "charts" / need["name"], staged / "charts" / need["name"])
     try:
         staged.rename(target)
