@@ -13,7 +13,10 @@ platform's managers run where the engine installed them.
   Once the engine has applied a chart's Deployment, its configuration ConfigMap and its webhook Service,
   the real manager starts with that configuration, listening on the Service's ClusterIP and port (the
   twin's Service range is on loopback, so the API server's webhook calls reach it), and the certificate
-  Secret its own cert-controller fills is written into its certDir as a Secret volume would be.
+  Secret its own cert-controller fills is written into its certDir as a Secret volume would be. A
+  manager that exits is started again after the kubelet's crash-loop back-off (10 s, doubling, at most
+  300 s): Kubeflow Trainer's exits when it starts before the API server serves its CRDs, as it can under
+  Argo CD, which applies CRDs and the Deployment in one wave.
 """
 
 from __future__ import annotations
@@ -344,6 +347,8 @@ class Managers:
     stack: Stack
     processes: dict[str, Process] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
+    restarts: dict[str, int] = field(default_factory=dict)
+    _restart_at: dict[str, float] = field(default_factory=dict)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
 
@@ -375,7 +380,7 @@ class Managers:
         secret = self._get(f"/api/v1/namespaces/{m.namespace}/secrets/{m.secret}")
         if secret and (secret.get("data") or {}).get("tls.crt"):
             _write_secret_volume(certs, secret["data"])
-        if m.name in self.processes:
+        if m.name in self.processes and not self._exited(m.name):
             return
         deployment = self._get(f"/apis/apps/v1/namespaces/{m.namespace}/deployments/{m.deployment}")
         config_map = self._get(f"/api/v1/namespaces/{m.namespace}/configmaps/{m.config_map}")
@@ -402,10 +407,26 @@ class Managers:
         path.write_text(yaml.safe_dump(config))
         kubeconfig = str(self.stack.workdir / "admin.kubeconfig")
         argv = [str(tools.binary(m.name)), f"--config={path}", f"--kubeconfig={kubeconfig}", "--zap-log-level=info"]
+        run = self.restarts.get(m.name, 0)
         self.processes[m.name] = spawn(
             f"{m.name} (chart)", _in_pod_filesystem(_volumes(deployment, m.secret, certs, self.stack.workdir / m.name),
                                                     argv),
-            self.stack.workdir / f"{m.name}-managed.log", env={"KUBECONFIG": kubeconfig, "POD_NAMESPACE": m.namespace})
+            self.stack.workdir / f"{m.name}-managed.{run}.log", env={"KUBECONFIG": kubeconfig, "POD_NAMESPACE": m.namespace})
+
+    def _exited(self, name: str) -> bool:
+        """Whether `name`'s manager has exited and its back-off has passed, so it is to be started again."""
+        proc = self.processes[name]
+        if proc.alive():
+            return False
+        if name not in self._restart_at:
+            run = self.restarts.get(name, 0)
+            self.problems.append(f"{name}: exited ({proc.popen.returncode}) on run {run}:\n{proc.tail(8)}")
+            self._restart_at[name] = time.monotonic() + min(10.0 * 2 ** run, 300.0)
+        if time.monotonic() < self._restart_at[name]:
+            return False
+        del self._restart_at[name]
+        self.restarts[name] = self.restarts.get(name, 0) + 1
+        return True
 
     def logs(self) -> str:
         return "\n".join([*self.problems[-5:], *(f"--- {n}\n{p.tail(25)}" for n, p in self.processes.items())])
