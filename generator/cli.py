@@ -381,22 +381,23 @@ def job() -> None:
 @_guard
 def job_new(ctx: click.Context, team: str, profile: str, name: str | None, nodes: int | None, image: str | None,
             output: str | None, command: tuple[str, ...], **conn: Any) -> None:
-    """Print a concrete job (a JobSet, or a batch Job for a `kind: job` profile) from TEAM's PROFILE;
-    `-- CMD...` replaces the program.
+    """Print a concrete job (a JobSet, or the profile's `kind`: a batch Job, RayJob, TrainJob or RayCluster)
+    from TEAM's PROFILE; `-- CMD...` replaces the program.
 
     In a fleet repository the profile comes from its files; elsewhere, from the fleet files the
     connected cluster publishes (the connection options then say which cluster).
     """
-    from generator.jobs import Job
+    from generator.jobs.made import from_profile
     from generator.yamltext import to_yaml
 
     root = _checkout(ctx)
-    made = Job.from_profile(team, profile, root=root, api=None if root else _api(**conn), name=name, nodes=nodes,
-                            image=image, command=list(command) or None)
+    made = from_profile(team, profile, root=root, api=None if root else _api(**conn), name=name, nodes=nodes,
+                        image=image, command=list(command) or None)
+    assert made.body is not None
     text = to_yaml(made.body)
     if output:
         Path(output).write_text(text, encoding="utf-8")
-        echo(f"wrote {output}: {made.of.kind} {made.namespace}/{made.name}", err=True)
+        echo(f"wrote {output}: {made.body['kind']} {made.namespace}/{made.name}", err=True)
     else:
         echo(text, nl=False)
 
@@ -413,17 +414,20 @@ def job_new(ctx: click.Context, team: str, profile: str, name: str | None, nodes
 @_guard
 def job_submit(ctx: click.Context, what: tuple[str, ...], name: str | None, nodes: int | None, dry_run: bool,
                no_check: bool, **conn: Any) -> None:
-    """Submit FILE (a JobSet, batch Job or RayJob) or TEAM PROFILE to the cluster, after checking it can run.
+    """Submit FILE (a JobSet, batch Job, RayJob, TrainJob or RayCluster) or TEAM PROFILE to the cluster, after
+    checking it can run.
 
     The team's quota is checked against the fleet repository's files, or outside one against the
     files the cluster publishes.
     """
     from generator.errors import UsageError
-    from generator.jobs import Job
+    from generator.jobs import Job, RayCluster
+    from generator.jobs import made as making
 
     api, root = _api(**conn), _checkout(ctx)
+    made: Job | RayCluster
     if len(what) == 1:
-        made = Job.from_file(what[0])
+        made = making.from_file(what[0])
         made.root = root
         if root is None:  # the quota check reads the cluster's published files, if it publishes them
             from generator.jobs import ClusterError
@@ -431,7 +435,7 @@ def job_submit(ctx: click.Context, what: tuple[str, ...], name: str | None, node
             with contextlib.suppress(ClusterError):
                 made.fleet = _job_fleet(ctx, api)
     elif len(what) == 2:
-        made = Job.from_profile(what[0], what[1], root=root, api=None if root else api, name=name, nodes=nodes)
+        made = making.from_profile(what[0], what[1], root=root, api=None if root else api, name=name, nodes=nodes)
     else:
         raise UsageError("give a job file, or TEAM PROFILE")
     if dry_run and not no_check:  # say every check, then refuse as submit would (checked once)
@@ -446,8 +450,10 @@ def job_submit(ctx: click.Context, what: tuple[str, ...], name: str | None, node
         echo(f"dry run: {made.namespace}/{made.name} accepted by the API server and its admission webhooks; "
              "nothing was created")
         return
+    kind = str((made.body or {}).get("kind"))
+    option = "" if kind == "JobSet" else f" --kind {kind.lower()}"
     echo(f"submitted {made.namespace}/{made.name}; follow it with: fleetgen job status {made.name} "
-         f"--namespace {made.namespace}")
+         f"--namespace {made.namespace}{option}")
 
 
 def _job_command(fn: Callable[..., Any]) -> Callable[..., Any]:

@@ -43,7 +43,8 @@ def test_define_makes_either_kind_by_the_same_rules() -> None:
         pod["containers"][0]["env"] = [v for v in pod["containers"][0]["env"] if v["name"] != "MASTER_ADDR"]
     assert batch_pod["containers"] == jobset_pod["containers"]
     assert {k: v for k, v in batch_pod.items() if k != "subdomain"} == jobset_pod
-    with pytest.raises(ConfigurationError, match="kind: Input should be 'jobset', 'job', 'rayjob' or 'trainjob'"):
+    with pytest.raises(ConfigurationError,
+                       match="kind: Input should be 'jobset', 'job', 'rayjob', 'trainjob' or 'raycluster'"):
         Job.define("speech", "mine", "ghcr.io/acme/x:1", ["python"], kind="pytorchjob", **common)
     with pytest.raises(ConfigurationError, match="the last pod's hostname would be"):
         Job.define("speech", "e" * 62, "ghcr.io/acme/x:1", ["python"], kind="job", **common)
@@ -136,3 +137,41 @@ def test_define_makes_a_train_job_where_trainer_runs() -> None:
     with pytest.raises(ConfigurationError, match="kind: cluster prod-west does not run Kubeflow Trainer"):
         Job.define("ml-research", "ft", "nvcr.io/nvidia/pytorch:25.10-py3", ["python"], cluster="prod-west",
                    pool="a100", kind="trainjob", root=REPO)
+
+
+def test_a_ray_cluster_profile_makes_a_ray_cluster_not_a_job(tmp_path: Any) -> None:
+    """`kind: raycluster` makes a RayCluster (from the profile, or a file `job new` wrote), checked by the
+    same rules; asking for it as a job, or a job as a Ray cluster, says which to use."""
+    from generator.jobs import RayCluster
+    from generator.jobs import made as making
+    from generator.jobs.ray import MAX_NAME
+    from generator.yamltext import to_yaml
+
+    ray = RayCluster.from_profile("ml-research", "workbench", root=REPO, nodes=3, name="bench3")
+    assert ray.body is not None and (ray.body["kind"], ray.name, ray.namespace) == ("RayCluster", "bench3",
+                                                                                     "ml-research")
+    assert requested_gpus(ray.body, "nvidia.com/gpu") == 24 and ray.profile.nodes == 3
+    either = making.from_profile("ml-research", "workbench", root=REPO)
+    assert isinstance(either, RayCluster) and either.body == RayCluster.from_profile(
+        "ml-research", "workbench", root=REPO).body
+    assert isinstance(making.from_profile("ml-research", "tune-sweep", root=REPO), Job)
+    path = tmp_path / "bench.yaml"
+    path.write_text(to_yaml(ray.body))
+    from_file = making.from_file(path)
+    assert isinstance(from_file, RayCluster) and from_file.body == ray.body
+    path.write_text("kind: Pod\nmetadata: {name: p}\n")
+    with pytest.raises(UsageError, match="needs kind: JobSet, Job, RayJob, TrainJob or RayCluster"):
+        making.from_file(path)
+    with pytest.raises(UsageError, match=r"ml-research/workbench is a Ray cluster \(kind: raycluster\), not a job"):
+        Job.from_profile("ml-research", "workbench", root=REPO)
+    with pytest.raises(UsageError, match=r"ml-research/tune-sweep is a job \(kind: rayjob\), not a Ray cluster"):
+        RayCluster.from_profile("ml-research", "tune-sweep", root=REPO)
+    with pytest.raises(UsageError, match="runs no program, so none can replace it"):
+        making.from_profile("ml-research", "workbench", root=REPO, command=["python"])
+    with pytest.raises(UsageError, match="KubeRay takes at most 53 for a RayCluster"):
+        RayCluster.from_profile("ml-research", "workbench", root=REPO, name="w" * 54)
+    with pytest.raises(ConfigurationError, match="is a Ray cluster, not a job"):
+        Job.define("ml-research", "wb", "rayproject/ray:2.52.0-gpu", ["ray"], cluster="prod-east", pool="h100",
+                   kind="raycluster", root=REPO)
+    from generator.compile.jobs import RAY_CLUSTER_NAME
+    assert MAX_NAME == RAY_CLUSTER_NAME  # the SDK's copy of the limit (it does not import the compilers)

@@ -260,8 +260,8 @@ def test_a_single_node_batch_job_needs_no_service(fleet_root: Path) -> None:
      "teams/speech.yaml:23", f"the last pod's hostname would be 'asr-eval-{'x' * 53}-1' (64 > 63)", "shorten it by 1"),
     ("    kind: job\n", "    kind: job\n    leader: {}\n", "teams/speech.yaml:25", "no separate leader",
      "use kind: jobset"),
-    ("    kind: job\n", "    kind: pytorchjob\n", "teams/speech.yaml:24", "'jobset', 'job', 'rayjob' or 'trainjob'",
-     None),
+    ("    kind: job\n", "    kind: pytorchjob\n", "teams/speech.yaml:24",
+     "'jobset', 'job', 'rayjob', 'trainjob' or 'raycluster'", None),
 ])
 def test_bad_batch_job_profiles_are_located(fleet_root: Path, old: str, new: str, where: str, message: str,
                                             hint: str | None) -> None:
@@ -320,6 +320,47 @@ def test_golden_ray_job() -> None:
 ])
 def test_bad_ray_job_profiles_are_located(fleet_root: Path, old: str, new: str, where: str, message: str,
                                           hint: str | None) -> None:
+    refused_at(fleet_root, "teams/ml-research.yaml", old, new, where, message, hint)
+
+
+def test_golden_ray_cluster() -> None:
+    """`kind: raycluster`: the Ray cluster a RayJob of the profile would run on, as a RayCluster of its own:
+    no entrypoint, kept until deleted, Kueue's labels (the execution limit included: Kueue reads it on any
+    job it manages, kueue v0.19.2 pkg/controller/jobframework/utils.go:186-193), no SkyPilot task."""
+    body = load("prod-east/templates/ml-research/workbench.raycluster.yaml")
+    assert (body["apiVersion"], body["kind"], body["metadata"]["name"]) == ("ray.io/v1", "RayCluster", "workbench")
+    labels = body["metadata"]["labels"]
+    assert (labels["kueue.x-k8s.io/queue-name"], labels["kueue.x-k8s.io/max-exec-time-seconds"]) == \
+        ("ml-research", "28800")
+    rayjob = load("prod-east/templates/ml-research/tune-sweep.rayjob.yaml")["spec"]["rayClusterSpec"]
+    [workers] = body["spec"]["workerGroupSpecs"]
+    assert workers["replicas"] == workers["minReplicas"] == workers["maxReplicas"] == 1
+    rayjob["workerGroupSpecs"][0].update(replicas=1, minReplicas=1, maxReplicas=1)
+    assert body["spec"]["headGroupSpec"] == rayjob["headGroupSpec"]
+    pod, like = workers["template"]["spec"], rayjob["workerGroupSpecs"][0]["template"]["spec"]
+    assert pod["volumes"][0]["emptyDir"]["sizeLimit"] == like["volumes"][0]["emptyDir"]["sizeLimit"] == "32Gi"
+    assert pod["nodeSelector"] == like["nodeSelector"] and pod["tolerations"] == like["tolerations"]
+    assert pod["containers"][0]["resources"] == like["containers"][0]["resources"]
+    assert not any(k in body["spec"] for k in ("entrypoint", "rayClusterSpec"))
+    assert not (TEMPLATES / "prod-east/templates/ml-research/workbench.sky.yaml").exists()
+
+
+@pytest.mark.parametrize(("old", "new", "where", "message", "hint"), [
+    ("    kind: raycluster\n", "    kind: raycluster\n    command: [python, x.py]\n", "teams/ml-research.yaml:76",
+     "a RayCluster has no command: it runs Ray only", "remove command"),
+    ("    kind: raycluster\n", "    kind: raycluster\n    maxRestarts: 2\n", "teams/ml-research.yaml:76",
+     "a RayCluster has no maxRestarts", "remove maxRestarts"),
+    ("    kind: raycluster\n    cluster: prod-east\n    pool: h100\n",
+     "    kind: raycluster\n    cluster: prod-west\n    pool: a100\n", "teams/ml-research.yaml:75",
+     "cluster prod-west does not run KubeRay, so nothing would run a RayCluster", "set operators.ray: true"),
+    ("  - name: workbench\n", f"  - name: w{'o' * 53}\n", "teams/ml-research.yaml:74",
+     "KubeRay takes at most 53 for a RayCluster", "shorten it by 1"),
+    # Every other kind runs a program: leaving out its command is refused where the profile is.
+    ("    kind: raycluster\n", "    kind: rayjob\n", "teams/ml-research.yaml:74",
+     "command is required for kind rayjob", "only kind raycluster runs none"),
+])
+def test_bad_ray_cluster_profiles_are_located(fleet_root: Path, old: str, new: str, where: str, message: str,
+                                              hint: str | None) -> None:
     refused_at(fleet_root, "teams/ml-research.yaml", old, new, where, message, hint)
 
 

@@ -281,3 +281,48 @@ def test_a_members_ray_job_profile_is_admitted_run_on_its_pools_and_cancelled(
         assert cancelled.code == 0, cancelled.err
     assert wait_for(lambda: not objects.list_namespaced_custom_object(RAY, "v1", ns, "rayjobs")["items"]
                     and all_gone(stack, ns), 90)
+
+
+def test_a_members_ray_cluster_profile_comes_up_on_its_pools_and_goes(
+        ray_twin: tuple[Stack, Fleet, Twin], tmp_path: Path) -> None:
+    """A `kind: raycluster` profile (ml-research's `workbench`) through `fleetgen job` as a member: `job new`
+    writes the RayCluster, `job submit --dry-run` checks it and passes it through the API server and
+    Kueue's webhook without creating it, `job submit TEAM PROFILE` creates it; Kueue admits it against the
+    team's quota with the profile's execution limit, the real KubeRay makes its head and H100 worker, bound
+    to the CPU and H100 pools; `job wait --kind raycluster` sees it ready; `job cancel` takes it down."""
+    stack, fleet, twin = ray_twin
+    team = fleet.teams[TEAM].config
+    ns = team.namespace_names[0]
+    who = stack.identity(f"workbench@{TEAM}.test", (team.members.groups[0],))
+    kubeconfig = ("--kubeconfig", str(who.kubeconfig))
+    objects = custom(stack)
+    written = tmp_path / "workbench.yaml"
+    made = run(REPO, "job", "new", TEAM, "workbench", "--name", "bench", "-o", str(written))
+    assert made.code == 0 and "wrote" in made.err and "RayCluster ml-research/bench" in made.err, made
+    dry = run(REPO, "job", "submit", str(written), "--dry-run", *kubeconfig)
+    assert dry.code == 0 and "capacity: 8 GPUs of at most" in dry.out and "nothing was created" in dry.out, dry
+    assert objects.list_namespaced_custom_object(RAY, "v1", ns, "rayclusters")["items"] == []
+    submitted = run(REPO, "job", "submit", TEAM, "workbench", *kubeconfig)
+    assert submitted.code == 0 and submitted.out.strip().endswith(
+        f"fleetgen job status workbench --namespace {ns} --kind raycluster"), submitted
+    try:
+        assert wait_for(lambda: condition(workload_of_ray(stack, ns, "workbench"), "Admitted").get("status")
+                        == "True", 60), workload_of_ray(stack, ns, "workbench")
+        spec = workload_of_ray(stack, ns, "workbench")["spec"]  # type: ignore[index]
+        assert spec["maximumExecutionTimeSeconds"] == 8 * 3600  # Kueue read the profile's maxExecutionTime
+        pool_of = {n["metadata"]["name"]: n["metadata"]["labels"][MANAGED] for n in fake_nodes(
+            fleet.clusters[CLUSTER].config)}
+
+        def placed() -> list[str]:
+            found = [p for p in pods(stack, ns, "ray.io/cluster=workbench") if p.spec.node_name]
+            return sorted(pool_of[p.spec.node_name] for p in found) if len(found) == 2 else []
+        assert wait_for(placed, 90) == ["cpu", "h100"], twin.logs()
+        [worker] = pods(stack, ns, "ray.io/cluster=workbench,ray.io/node-type=worker")
+        assert worker.spec.node_selector == {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
+        ready = run(REPO, "job", "wait", "workbench", "-n", ns, "--kind", "raycluster", "--for", "running",
+                    "--timeout", "90", *kubeconfig)
+        assert (ready.code, ready.out.strip()) == (0, "workbench: ready"), ready
+    finally:
+        cancelled = run(REPO, "job", "cancel", "workbench", "-n", ns, "--kind", "raycluster", *kubeconfig)
+        assert cancelled.code == 0, cancelled
+    assert wait_for(lambda: all_gone(stack, ns), 90)

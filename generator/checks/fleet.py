@@ -534,7 +534,7 @@ def _profile_problems(fleet: Fleet, team: TeamConfig, profile: JobProfile,
             "torchrun exits 1 whenever any worker fails (a lost node, an NCCL error, an OOM kill), so exit code 1 "
             "would fail the JobSet on infrastructure faults instead of restarting it"), \
             "remove 1 (usage errors and missing commands still fail fast: 2, 126, 127), or use launcher: none"
-    if profile.kind == "rayjob":
+    if profile.kind in ("rayjob", "raycluster"):
         yield from _ray_profile_problems(profile, cluster.config)
     if profile.kind == "trainjob":
         yield from _trainer_profile_problems(profile, cluster.config)
@@ -550,21 +550,28 @@ def _profile_problems(fleet: Fleet, team: TeamConfig, profile: JobProfile,
             "set nodes to 2 or more, or remove leader"
 
 
-RAY_UNUSED = (("launcher", "launcher"), ("fail_fast_exit_codes", "failFastExitCodes"), ("master_port", "masterPort"))
-"""Profile fields a RayJob has no use for: Ray starts the entrypoint, reports the job's end itself and
-wires its own ports."""
+RAY_UNUSED = {
+    "rayjob": (("launcher", "launcher"), ("fail_fast_exit_codes", "failFastExitCodes"), ("master_port", "masterPort")),
+    "raycluster": (("command", "command"), ("args", "args"), ("launcher", "launcher"),
+                   ("fail_fast_exit_codes", "failFastExitCodes"), ("master_port", "masterPort"),
+                   ("max_restarts", "maxRestarts")),
+}
+"""Per Ray kind, profile fields it has no use for: Ray starts the entrypoint, reports the job's end itself
+and wires its own ports; a RayCluster runs no program of the profile's and is never restarted whole."""
+RAY_WHY = {"rayjob": "Ray starts the entrypoint and reports how it ended",
+           "raycluster": "it runs Ray only (submit programs to it with `ray job submit`) and is kept until deleted"}
 
 
 def _ray_profile_problems(profile: JobProfile, cluster: ClusterConfig) -> Iterator[Problem]:
+    what = "a RayJob" if profile.kind == "rayjob" else "a RayCluster"
     if not cluster.operators.ray:
-        yield ("kind",), "kind", f"cluster {cluster.name} does not run KubeRay, so nothing would run a RayJob", \
+        yield ("kind",), "kind", f"cluster {cluster.name} does not run KubeRay, so nothing would run {what}", \
             "set operators.ray: true in its cluster file, or use kind: jobset"
-    for field, key in RAY_UNUSED:
+    for field, key in RAY_UNUSED[profile.kind]:
         if field in profile.model_fields_set:
-            yield (key,), key, f"a RayJob has no {key}: Ray starts the entrypoint and reports how it ended", \
-                f"remove {key}"
+            yield (key,), key, f"{what} has no {key}: {RAY_WHY[profile.kind]}", f"remove {key}"
     if profile.leader is not None:
-        yield ("leader",), "leader", "a RayJob's head is its leader", "remove leader (the head runs the entrypoint)"
+        yield ("leader",), "leader", f"{what}'s head is its leader", "remove leader (the head runs Ray's driver)"
 
 
 TRAINER_UNUSED = (("fail_fast_exit_codes", "failFastExitCodes"), ("max_restarts", "maxRestarts"),

@@ -78,6 +78,11 @@ def name_problems(name: str, profile: JobProfile) -> list[str]:
     if not DNS_1035.match(name) or len(name) > MAX_NAME:
         problems.append(f"{name!r} is not a DNS-1035 label (lower-case letters, digits and '-', starting with a "
                         f"letter, at most {MAX_NAME} characters)")
+    if profile.kind == "raycluster":
+        if len(name) > RAY_CLUSTER_NAME:
+            problems.append(f"name {name!r} has {len(name)} characters but KubeRay takes at most {RAY_CLUSTER_NAME} "
+                            f"for a RayCluster (its Services add to it); shorten it by {len(name) - RAY_CLUSTER_NAME}")
+        return problems
     if profile.kind == "rayjob":
         if len(name) > RAY_JOB_NAME:
             problems.append(f"name {name!r} has {len(name)} characters but KubeRay takes at most {RAY_JOB_NAME} for a "
@@ -307,19 +312,18 @@ RAY_API = "ray.io/v1"
 RAY_JOB_NAME = 47
 """KubeRay's longest RayJob name: its cluster's name adds 6 characters and must fit 53 (ray-operator
 v1.6.2 controllers/ray/utils/constant.go:296-305, checked at validation.go:280-281)."""
+RAY_CLUSTER_NAME = 53
+"""KubeRay's longest RayCluster name, so that its longest Service name fits 63 characters (ray-operator
+v1.6.2 controllers/ray/utils/constant.go:296-299, checked at validation.go:32-36 with DNS-1035)."""
+RAY_KINDS = frozenset({"rayjob", "raycluster"})
+"""Kinds KubeRay runs: Ray starts what runs, so no SkyPilot task (its nodes would run a program)."""
 RAY_HEAD = {"cpu": "2", "memory": "8Gi"}
 """The Ray head's requests (and limits): it schedules and serves the dashboard, no GPUs."""
 
 
-def rayjob(team: TeamConfig, cluster: ClusterConfig, profile: JobProfile, name: str | None = None,
-           nodes: int | None = None, image: str | None = None, command: list[str] | None = None) -> dict[str, Any]:
-    """The KubeRay RayJob for a `kind: rayjob` profile: a head and `nodes` workers on the pool, the
-    program as the entrypoint. Kueue admits head and workers together, and requires the cluster to
-    go when the job ends (`shutdownAfterJobFinishes`: kueue v0.19.2
-    pkg/controller/jobs/rayjob/rayjob_webhook.go:138-140); groups are fixed-size, as Kueue admits no
-    autoscaling."""
-    profile = _resized(profile, nodes, image, command)
-    name = name or profile.name
+def _ray_cluster_spec(team: TeamConfig, cluster: ClusterConfig, profile: JobProfile) -> dict[str, Any]:
+    """A RayCluster's spec (a RayJob's `rayClusterSpec`): a head without GPUs and `nodes` workers pinned to
+    the pool as the profile says; groups are fixed-size, as Kueue admits no autoscaling."""
     env = [{"name": e.name, "value": e.value} for e in profile.env]
     worker = _pod_template(team, cluster, profile, env, None, None, grouped=False, container_name="ray-worker")
     head_container: dict[str, Any] = {"name": "ray-head", "image": profile.image, "env": env,
@@ -330,21 +334,43 @@ def rayjob(team: TeamConfig, cluster: ClusterConfig, profile: JobProfile, name: 
         head_pod = {"securityContext": RESTRICTED_POD, **head_pod}
     if profile.termination_grace_period_seconds != KUBERNETES_GRACE_SECONDS:
         head_pod["terminationGracePeriodSeconds"] = profile.termination_grace_period_seconds
+    return {"headGroupSpec": {"rayStartParams": {}, "template": {"spec": head_pod}},
+            "workerGroupSpecs": [{"groupName": "workers", "replicas": profile.nodes, "minReplicas": profile.nodes,
+                                  "maxReplicas": profile.nodes, "rayStartParams": {}, "template": worker}]}
+
+
+def rayjob(team: TeamConfig, cluster: ClusterConfig, profile: JobProfile, name: str | None = None,
+           nodes: int | None = None, image: str | None = None, command: list[str] | None = None) -> dict[str, Any]:
+    """The KubeRay RayJob for a `kind: rayjob` profile: a head and `nodes` workers on the pool, the
+    program as the entrypoint. Kueue admits head and workers together, and requires the cluster to
+    go when the job ends (`shutdownAfterJobFinishes`: kueue v0.19.2
+    pkg/controller/jobs/rayjob/rayjob_webhook.go:138-140)."""
+    profile = _resized(profile, nodes, image, command)
     return {
         "apiVersion": RAY_API, "kind": "RayJob",
-        "metadata": {"name": name, "namespace": team.namespace_names[0],
+        "metadata": {"name": name or profile.name, "namespace": team.namespace_names[0],
                      "labels": _job_labels(team, cluster, profile)},
         "spec": {
             "entrypoint": shlex.join([*profile.command, *profile.args]),
             "shutdownAfterJobFinishes": True,
             "backoffLimit": profile.max_restarts,
-            "rayClusterSpec": {
-                "headGroupSpec": {"rayStartParams": {}, "template": {"spec": head_pod}},
-                "workerGroupSpecs": [{"groupName": "workers", "replicas": profile.nodes, "minReplicas": profile.nodes,
-                                      "maxReplicas": profile.nodes, "rayStartParams": {}, "template": worker}],
-            },
+            "rayClusterSpec": _ray_cluster_spec(team, cluster, profile),
         },
     }
+
+
+def raycluster(team: TeamConfig, cluster: ClusterConfig, profile: JobProfile, name: str | None = None,
+               nodes: int | None = None, image: str | None = None, command: list[str] | None = None) -> dict[str, Any]:
+    """The KubeRay RayCluster for a `kind: raycluster` profile: the Ray cluster a RayJob of the same
+    profile would run on, kept until it is deleted, for notebooks and `ray job submit`. Kueue admits head
+    and workers together and suspends it until then."""
+    if command is not None:
+        raise ValueError("a RayCluster runs no program of its own: submit one to it with `ray job submit`")
+    profile = _resized(profile, nodes, image, None)
+    return {"apiVersion": RAY_API, "kind": "RayCluster",
+            "metadata": {"name": name or profile.name, "namespace": team.namespace_names[0],
+                         "labels": _job_labels(team, cluster, profile)},
+            "spec": _ray_cluster_spec(team, cluster, profile)}
 
 
 TRAINER_API = "trainer.kubeflow.org/v1alpha1"
@@ -397,12 +423,13 @@ def trainjob(team: TeamConfig, cluster: ClusterConfig, profile: JobProfile, name
     }
 
 
-MAKERS = {"jobset": jobset, "job": batch_job, "rayjob": rayjob, "trainjob": trainjob}
+MAKERS = {"jobset": jobset, "job": batch_job, "rayjob": rayjob, "trainjob": trainjob, "raycluster": raycluster}
 """The compiler of each profile `kind`."""
 
 
 def job_object(team: TeamConfig, cluster: ClusterConfig, profile: JobProfile, **changes: Any) -> dict[str, Any]:
-    """The object of `profile`'s kind (a JobSet, a batch Job or a RayJob), with the changes `jobset` takes."""
+    """The object of `profile`'s kind (a JobSet, a batch Job, a RayJob, a TrainJob or a RayCluster), with the
+    changes `jobset` takes."""
     return MAKERS[profile.kind](team, cluster, profile, **changes)
 
 
@@ -494,8 +521,8 @@ def skypilot_config(team: TeamConfig) -> dict[str, Any]:
 
 
 def compile_templates(cluster: Loaded[ClusterConfig], teams: list[Loaded[TeamConfig]]) -> list[Manifest]:
-    """The job (JobSet, batch Job with its rendezvous Service, RayJob or TrainJob) and SkyPilot task of every
-    profile that targets this cluster (not synced by GitOps)."""
+    """The job (JobSet, batch Job with its rendezvous Service, RayJob, TrainJob or RayCluster) and SkyPilot task
+    of every profile that targets this cluster (not synced by GitOps)."""
     out = []
     for team in teams:
         for i, profile in enumerate(team.config.job_profiles):
@@ -507,10 +534,10 @@ def compile_templates(cluster: Loaded[ClusterConfig], teams: list[Loaded[TeamCon
             service = rendezvous_service(body)
             if service is not None:
                 out.append(Manifest(folder, service, source, synced=False, file=f"{profile.name}.service.yaml"))
-            if profile.kind != "rayjob":  # a Ray entrypoint is not a program SkyPilot's nodes could run
+            if profile.kind not in RAY_KINDS:
                 out.append(Manifest(folder, skypilot_task(team.config, cluster.config, profile), source,
                                     synced=False, file=f"{profile.name}.sky.yaml", kubernetes=False))
-        if any(p.cluster == cluster.config.name and p.kind != "rayjob" for p in team.config.job_profiles):
+        if any(p.cluster == cluster.config.name and p.kind not in RAY_KINDS for p in team.config.job_profiles):
             out.append(Manifest(("templates", team.config.name), skypilot_config(team.config),
                                 team.at("namespaces"), synced=False, file="skypilot-config.yaml", kubernetes=False))
     return out

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Annotated, Literal
 
-from pydantic import Field, StrictStr, field_validator
+from pydantic import Field, StrictStr, field_validator, model_validator
 
 from generator.config.base import ConfigModel
 from generator.config.types import Count, DnsSubdomain, LabelKey, PositiveCount, Quantity
@@ -67,11 +67,14 @@ class Leader(ConfigModel):
     """Leader arguments; default to the profile's arguments."""
 
 
-JobKind = Literal["jobset", "job", "rayjob", "trainjob"]
+JobKind = Literal["jobset", "job", "rayjob", "trainjob", "raycluster"]
+PROGRAMLESS_KINDS = frozenset({"raycluster"})
+"""Kinds that run no program of the profile's: `command` is left out."""
 
 
 class JobProfile(ConfigModel):
-    """A multi-node training job template: rendered as a JobSet (or a batch Job) and a SkyPilot task."""
+    """A ready-to-run job template of a team (or a Ray cluster, `kind: raycluster`): rendered as its `kind`'s
+    object, and a SkyPilot task where its nodes run a program."""
 
     name: StrictStr = Field(pattern=PROFILE_NAME, max_length=63)
     """Profile name: the job's name in the template (a DNS-1035 label: starts with a letter)."""
@@ -87,7 +90,11 @@ class JobProfile(ConfigModel):
     `trainjob`: a Kubeflow Trainer TrainJob (the cluster file needs `operators.trainer`) on the platform's
     `torch-distributed` runtime, which makes a JobSet of `nodes` pods and sets torchrun's PET_*
     variables (rank 0 listens on 29500); its runtime decides restarts and grace period (no `leader`,
-    `failFastExitCodes`, `maxRestarts`, `masterPort` or `terminationGracePeriodSeconds`)."""
+    `failFastExitCodes`, `maxRestarts`, `masterPort` or `terminationGracePeriodSeconds`).
+    `raycluster`: an interactive KubeRay RayCluster (the cluster file needs `operators.ray`): a head and
+    `nodes` workers on the pool that run Ray and no program of their own (no `command`, `args`,
+    `launcher`, `failFastExitCodes`, `masterPort`, `maxRestarts` or `leader`); it holds its quota until
+    deleted (`fleetgen job cancel --kind raycluster`), or until `maxExecutionTime` when set."""
     cluster: StrictStr
     """Cluster to run in; the team needs a quota there."""
     pool: StrictStr
@@ -98,8 +105,9 @@ class JobProfile(ConfigModel):
     """GPUs per pod; defaults to the pool's GPUs per node."""
     image: StrictStr = Field(pattern=IMAGE)
     """Container image, ideally pinned by digest."""
-    command: list[Arg] = Field(min_length=1)
-    """The training program, e.g. [python, train.py]; torchrun starts it on every GPU."""
+    command: list[Arg] = []
+    """The training program, e.g. [python, train.py]; torchrun starts it on every GPU. Required, except
+    for `kind: raycluster`, which runs none."""
     args: list[Arg] = []
     """Arguments for the program."""
     env: list[EnvVar] = []
@@ -136,6 +144,13 @@ class JobProfile(ConfigModel):
         if value is not None and not 1 <= seconds(value) <= 2**31 - 1:
             raise ValueError(f"maxExecutionTime {value} is not between 1s and 2147483647s (Kueue's int32 seconds)")
         return value
+
+    @model_validator(mode="after")
+    def _program_where_run(self) -> JobProfile:
+        if not self.command and self.kind not in PROGRAMLESS_KINDS:
+            raise ValueError(f"command is required for kind {self.kind}: the program every node runs, e.g. "
+                             "[python, train.py] (only kind raycluster runs none)")
+        return self
 
     @property
     def max_execution_seconds(self) -> int | None:

@@ -149,7 +149,8 @@ KINDS = {k.kind: k for k in (
          lambda o: sum(int(j.get("active") or 0) for j in _status(o).get("jobsStatus") or [] if isinstance(j, dict)),
          lambda o: 0, _trainjob_rank, log_container="node"),
 )}
-"""Every kind of job a profile renders (`kind: jobset | job | rayjob | trainjob`), by its Kubernetes kind."""
+"""Every kind of job a profile renders (`kind: jobset | job | rayjob | trainjob`), by its Kubernetes kind (a
+`kind: raycluster` profile makes a RayCluster: generator.jobs.ray)."""
 KIND_OPTIONS = {k.option: k.kind for k in KINDS.values()}
 
 
@@ -182,6 +183,55 @@ def _team(fleet: Fleet, team: str) -> Any:
         where = " with a quota on this cluster" if str(fleet.root).startswith("cluster:") else ""
         raise UsageError(f"unknown team {team!r}{where}; known: {', '.join(sorted(fleet.teams)) or '(none)'}")
     return fleet.teams[team].config
+
+
+def resolve_profile(team: str, profile: str, root: str | Path | None, api: Any,
+                    nodes: int | None) -> tuple[Fleet, Any, Any, str]:
+    """(fleet, team, profile, how to name it) of TEAM's PROFILE, resized to `nodes`: from the checkout at
+    `root`, or, given only `api`, from the files the connected cluster publishes."""
+    fleet = _fleet(root, api)
+    tcfg = _team(fleet, team)
+    found = next((p for p in tcfg.job_profiles if p.name == profile), None)
+    if found is None:
+        known = ", ".join(p.name for p in tcfg.job_profiles) or "(none)"
+        raise UsageError(f"team {team!r} has no job profile {profile!r}; known: {known}")
+    if nodes is not None:
+        if nodes < 1:
+            raise UsageError(f"nodes must be at least 1, not {nodes}")
+        found = found.model_copy(update={"nodes": nodes})
+    return fleet, tcfg, found, f"{team}/{profile}" + (f" with {nodes} nodes" if nodes is not None else "")
+
+
+def checked_object(fleet: Fleet, tcfg: Any, profile: Any, label: str, *, name: str | None = None,
+                   image: str | None = None, command: list[str] | None = None,
+                   refuse: type[Exception] = UsageError) -> dict[str, Any]:
+    """The object of `profile` once the render-time rules hold for it (`refuse` names each one broken)."""
+    from generator.checks.fleet import profile_problems
+    from generator.compile.jobs import job_object, name_problems
+    from generator.config.jobs import PROGRAMLESS_KINDS
+
+    problems = name_problems(name or profile.name, profile)
+    if command is not None and profile.kind in PROGRAMLESS_KINDS:
+        problems.append(f"a {profile.kind} profile runs no program, so none can replace it")
+    if problems:
+        raise refuse("; ".join(problems))
+    python = refuse is ConfigurationError
+    refused = [f"{_argument(field.split('.')) if python else field}: {problem}; {fix}"
+               for field, problem, fix in profile_problems(fleet, tcfg, profile) if field != "name"]
+    if refused:
+        raise refuse(f"{label}: " + "; ".join(refused))
+    return job_object(tcfg, fleet.clusters[profile.cluster].config, profile, name=name, image=image, command=command)
+
+
+def read_job_file(path: str | Path) -> dict[str, Any]:
+    """The object in a YAML job file ({} if it holds no mapping); UsageError if it cannot be read."""
+    import yaml
+
+    try:
+        body = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise UsageError(f"cannot read job file {path}: {exc}") from None
+    return body if isinstance(body, dict) else {}
 
 
 class WaitTimedOut(ClusterError):
@@ -268,19 +318,15 @@ class Job:
                      command: list[str] | None = None) -> Job:
         """A concrete job (JobSet, batch Job, RayJob or TrainJob, as the profile's `kind`) from a team's profile: in the
         fleet repository at `root`, or, given only `api`, in the fleet files the connected cluster
-        publishes (no checkout needed)."""
-        fleet = _fleet(root, api)
-        tcfg = _team(fleet, team)
-        found = next((p for p in tcfg.job_profiles if p.name == profile), None)
-        if found is None:
-            known = ", ".join(p.name for p in tcfg.job_profiles) or "(none)"
-            raise UsageError(f"team {team!r} has no job profile {profile!r}; known: {known}")
-        if nodes is not None:
-            if nodes < 1:
-                raise UsageError(f"nodes must be at least 1, not {nodes}")
-            found = found.model_copy(update={"nodes": nodes})
-        return cls._made(fleet, tcfg, found, root, api, name=name, image=image, command=command,
-                         label=f"{team}/{profile}" + (f" with {nodes} nodes" if nodes is not None else ""))
+        publishes (no checkout needed). A `kind: raycluster` profile is a Ray cluster: RayCluster.from_profile."""
+        from generator.config.jobs import PROGRAMLESS_KINDS
+
+        fleet, tcfg, found, label = resolve_profile(team, profile, root, api, nodes)
+        if found.kind in PROGRAMLESS_KINDS:
+            raise UsageError(f"{team}/{profile} is a Ray cluster (kind: raycluster), not a job: " + word(
+                api, "`fleetgen job submit` brings it up", f"RayCluster.from_profile({team!r}, {profile!r}, api)"))
+        return cls(checked_object(fleet, tcfg, found, label, name=name, image=image, command=command), api).made_by(
+            fleet, found, root)
 
     @classmethod
     def define(cls, team: str, name: str, image: str, command: list[str], *, nodes: int = 1,
@@ -301,7 +347,7 @@ class Job:
         """
         from pydantic import ValidationError
 
-        from generator.config.jobs import JobProfile
+        from generator.config.jobs import PROGRAMLESS_KINDS, JobProfile
 
         fleet = _fleet(root, api)
         tcfg = _team(fleet, team)
@@ -326,40 +372,21 @@ class Job:
         except ValidationError as exc:
             raise ConfigurationError("Job.define: " + "; ".join(
                 f"{_argument(e['loc'])}: {e['msg']}" for e in exc.errors())) from None
-        return cls._made(fleet, tcfg, profile, root, api, label=f"Job.define({team!r}, {name!r})",
-                         refuse=ConfigurationError)
+        if profile.kind in PROGRAMLESS_KINDS:
+            raise ConfigurationError("Job.define: kind='raycluster' is a Ray cluster, not a job: "
+                                     "RayCluster(ClusterConfiguration(...), api)")
+        return cls(checked_object(fleet, tcfg, profile, f"Job.define({team!r}, {name!r})", refuse=ConfigurationError),
+                   api).made_by(fleet, profile, root)
 
-    @classmethod
-    def _made(cls, fleet: Fleet, tcfg: Any, profile: Any, root: str | Path | None, api: Any, *, label: str,
-              name: str | None = None, image: str | None = None, command: list[str] | None = None,
-              refuse: type[Exception] = UsageError) -> Job:
-        """The job of `profile` once the render-time rules hold for it (`refuse` names each one broken)."""
-        from generator.checks.fleet import profile_problems
-        from generator.compile.jobs import job_object, name_problems
-
-        problems = name_problems(name or profile.name, profile)
-        if problems:
-            raise refuse("; ".join(problems))
-        python = refuse is ConfigurationError
-        refused = [f"{_argument(field.split('.')) if python else field}: {problem}; {fix}"
-                   for field, problem, fix in profile_problems(fleet, tcfg, profile) if field != "name"]
-        if refused:
-            raise refuse(f"{label}: " + "; ".join(refused))
-        cluster = fleet.clusters[profile.cluster].config
-        made = cls(job_object(tcfg, cluster, profile, name=name, image=image, command=command), api)
-        made.root, made.fleet, made.profile = (Path(root) if root is not None else None), fleet, profile
-        return made
+    def made_by(self, fleet: Fleet, profile: Any, root: str | Path | None) -> Job:
+        """Remember the fleet and profile it was made from: the quota check reads them."""
+        self.root, self.fleet, self.profile = (Path(root) if root is not None else None), fleet, profile
+        return self
 
     @classmethod
     def from_file(cls, path: str | Path) -> Job:
         """A job of one of KINDS from a YAML file (as written by `fleetgen job new`)."""
-        import yaml
-
-        try:
-            body = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-        except (OSError, yaml.YAMLError) as exc:
-            raise UsageError(f"cannot read job file {path}: {exc}") from None
-        return cls(body if isinstance(body, dict) else {})
+        return cls(read_job_file(path))
 
     @classmethod
     def on_cluster(cls, api: Any, name: str, namespace: str, kind: str = "JobSet") -> Job:

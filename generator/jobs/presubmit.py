@@ -17,6 +17,16 @@ if TYPE_CHECKING:
     from generator.config.fleet import Fleet
     from generator.config.jobs import JobProfile
 
+@dataclass(frozen=True)
+class Resource:
+    """What the rights check asks for besides a job kind of the SDK's (a RayCluster): its API group, its
+    plural, and its kind for messages."""
+
+    group: str
+    plural: str
+    kind: str
+
+
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 DEFAULT_QUEUE = "default"
@@ -121,7 +131,8 @@ def priority(api: Any, name: str | None) -> Outcome:
 
 
 def requested_gpus(body: dict[str, Any], resource: str) -> int:
-    """GPUs of `resource` the whole JobSet, batch Job, RayJob or TrainJob requests when all its pods run."""
+    """GPUs of `resource` the whole JobSet, batch Job, RayJob, TrainJob or RayCluster requests when all its pods
+    run."""
     total = 0
     spec = body.get("spec") or {}
     # (pods, pod template) of each group of identical pods
@@ -130,8 +141,8 @@ def requested_gpus(body: dict[str, Any], resource: str) -> int:
         trainer = spec.get("trainer") or {}
         per_node = {"spec": {"containers": [{"resources": trainer.get("resourcesPerNode") or {}}]}}
         groups = [(int(trainer.get("numNodes") or 1), per_node)]
-    elif body.get("kind") == "RayJob":
-        ray = spec.get("rayClusterSpec") or {}
+    elif body.get("kind") in ("RayJob", "RayCluster"):
+        ray = (spec.get("rayClusterSpec") or {}) if body.get("kind") == "RayJob" else spec
         groups = [(1, (ray.get("headGroupSpec") or {}).get("template") or {})]
         groups += [(int(g.get("replicas") or 0), g.get("template") or {}) for g in ray.get("workerGroupSpecs") or []]
     else:
@@ -185,7 +196,8 @@ def capacity(body: dict[str, Any], fleet: Fleet | None, root: Path | None,
 
 def run_checks(api: Any, body: dict[str, Any], fleet: Fleet | None, root: Path | None,
                profile: JobProfile | None = None, of: Any = None) -> list[Outcome]:
-    """Every pre-submit check of the job `body` (of the SDK's Kind `of`; a JobSet when None), in order."""
+    """Every pre-submit check of the job `body` (of the SDK's Kind `of`, or a Resource; a JobSet when None), in
+    order."""
     from generator.compile.jobs import rendezvous_service
 
     meta = body.get("metadata") or {}

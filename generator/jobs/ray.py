@@ -21,21 +21,26 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from generator.errors import UsageError
-from generator.jobs import pods, workloads
+from generator.jobs import pods, presubmit, workloads
 from generator.jobs.connection import ClusterError, guarded, timeout, word
-from generator.jobs.job import ConfigurationError, poll_phase
+from generator.jobs.job import ConfigurationError, checked_object, poll_phase, resolve_profile
 from generator.jobs.pods import summary as pods_summary
 from generator.jobs.presubmit import PRIORITY_LABEL, QUEUE_LABEL
 from generator.quantity import QuantityError, value_of
 
+if TYPE_CHECKING:
+    from generator.config.fleet import Fleet
+
 GROUP, VERSION, PLURAL = "ray.io", "v1", "rayclusters"
+RESOURCE = presubmit.Resource(GROUP, PLURAL, "RayCluster")
 GPU = "nvidia.com/gpu"
 MAX_NAME = 53
-"""KubeRay's limit, so that its longest Service name fits 63 characters (ray-operator v1.6.2
-controllers/ray/utils/constant.go:296-299, checked at validation.go:32-36 with DNS-1035)."""
+"""KubeRay's limit (generator.compile.jobs.RAY_CLUSTER_NAME, not imported: notebooks import this module
+without the compilers)."""
 ORIGINATED_FROM = "ray.io/originated-from-crd"
 """The label KubeRay puts on a RayCluster it made for a RayJob or RayService (ray-operator v1.6.2
 controllers/ray/utils/constant.go:13-18, rayjob_controller.go:972-973)."""
@@ -159,19 +164,64 @@ def _whole(value: Any) -> int:
 
 
 class RayCluster:
-    """A RayCluster to bring up (from a ClusterConfiguration), or one already on the cluster."""
+    """A RayCluster to bring up (from a ClusterConfiguration or a team's `kind: raycluster` profile), or one
+    already on the cluster."""
 
-    def __init__(self, config: ClusterConfiguration | None, api: Any, *, name: str = "", namespace: str = "") -> None:
-        if api is None:
+    def __init__(self, config: ClusterConfiguration | None, api: Any, *, name: str = "", namespace: str = "",
+                 body: dict[str, Any] | None = None) -> None:
+        if api is None and body is None:
             raise ClusterError("no cluster connection: pass generator.jobs.connect(...) as `api`")
         self.config, self.api = config, api
-        self.name = config.name if config else name
-        self.namespace = config.namespace if config else namespace
+        self.body: dict[str, Any] | None = config.body() if config else body
+        """The RayCluster `up` creates (None: a handle on one brought up before)."""
+        meta = (self.body or {}).get("metadata") or {}
+        self.name = str(meta.get("name") or name)
+        self.namespace = str(meta.get("namespace") or namespace)
+        self.root: Path | None = None
+        self.fleet: Fleet | None = None
+        self.profile: Any = None
+        """The fleet files and profile it was made from (from_profile): the quota check reads them."""
 
     @classmethod
     def on_cluster(cls, api: Any, name: str, namespace: str) -> RayCluster:
         """A handle on a Ray cluster brought up before (from another notebook, or kubectl)."""
         return cls(None, api, name=name, namespace=namespace)
+
+    @classmethod
+    def from_profile(cls, team: str, profile: str, api: Any = None, *, root: str | Path | None = None,
+                     name: str | None = None, nodes: int | None = None, image: str | None = None) -> RayCluster:
+        """The Ray cluster of a team's `kind: raycluster` profile (pinned to its pool, with its queue, priority
+        and topology), from the fleet repository at `root` or, given only `api`, from the fleet files the
+        connected cluster publishes; checked by the rules render applies."""
+        from generator.config.jobs import PROGRAMLESS_KINDS
+
+        fleet, tcfg, found, label = resolve_profile(team, profile, root, api, nodes)
+        if found.kind not in PROGRAMLESS_KINDS:
+            raise UsageError(f"{team}/{profile} is a job (kind: {found.kind}), not a Ray cluster: "
+                             + word(api, "`fleetgen job submit` runs it", f"Job.from_profile({team!r}, {profile!r})"))
+        return cls(None, api, body=checked_object(fleet, tcfg, found, label, name=name, image=image)).made_by(
+            fleet, found, root)
+
+    def made_by(self, fleet: Fleet, profile: Any, root: str | Path | None) -> RayCluster:
+        """Remember the fleet and profile it was made from: the quota check reads them."""
+        self.root, self.fleet, self.profile = (Path(root) if root is not None else None), fleet, profile
+        return self
+
+    @guarded("check Ray cluster {self.name}")
+    def check(self, api: Any = None) -> list[presubmit.Outcome]:
+        """Pre-submit checks, as for a job: rights on RayClusters, the LocalQueue, the priority, and (made
+        from a profile) the team's quota in the fleet files."""
+        self.api = api or self.api
+        if self.api is None or self.body is None:
+            raise ClusterError("no cluster connection, or nothing to bring up: pass generator.jobs.connect(...)")
+        return presubmit.run_checks(self.api, self.body, self.fleet, self.root, self.profile, RESOURCE)
+
+    def submit(self, api: Any = None, dry_run: bool = False, check: bool = True) -> RayCluster:
+        """`up`, after the pre-submit checks (SubmitRefused names each one failed; nothing is created)."""
+        self.api = api or self.api
+        if check:
+            presubmit.refuse(self.name, self.check())
+        return self.up(dry_run)
 
     def _objects(self) -> Any:
         from kubernetes import client
@@ -182,9 +232,11 @@ class RayCluster:
     def up(self, dry_run: bool = False) -> RayCluster:
         """Create it; Kueue queues it in `config.queue` and KubeRay makes its pods once it is admitted.
         `dry_run` passes it through the API server, Kueue's webhooks and RBAC without storing it."""
-        if self.config is None:
+        if self.body is None:
             raise ClusterError(f"RayCluster.on_cluster({self.name!r}) has no configuration to bring up")
-        self._objects().create_namespaced_custom_object(GROUP, VERSION, self.namespace, PLURAL, self.config.body(),
+        if self.api is None:
+            raise ClusterError("no cluster connection: pass generator.jobs.connect(...) as `api`")
+        self._objects().create_namespaced_custom_object(GROUP, VERSION, self.namespace, PLURAL, self.body,
                                                         dry_run="All" if dry_run else None,
                                                         _request_timeout=timeout(self.api))
         return self

@@ -411,7 +411,8 @@ class Managers:
         self.processes[m.name] = spawn(
             f"{m.name} (chart)", _in_pod_filesystem(_volumes(deployment, m.secret, certs, self.stack.workdir / m.name),
                                                     argv),
-            self.stack.workdir / f"{m.name}-managed.{run}.log", env={"KUBECONFIG": kubeconfig, "POD_NAMESPACE": m.namespace})
+            self.stack.workdir / f"{m.name}-managed.{run}.log",
+            env={"KUBECONFIG": kubeconfig, "POD_NAMESPACE": m.namespace})
 
     def _exited(self, name: str) -> bool:
         """Whether `name`'s manager has exited and its back-off has passed, so it is to be started again."""

@@ -1,0 +1,32 @@
+"""What a team's profile or a YAML file makes: a Job, or a RayCluster for a Ray cluster (`kind: raycluster`),
+for the commands that take either (`fleetgen job new` and `fleetgen job submit`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from generator.errors import UsageError
+from generator.jobs.job import KINDS, Job, checked_object, read_job_file, resolve_profile
+from generator.jobs.ray import RayCluster
+
+
+def from_profile(team: str, profile: str, *, root: str | Path | None = None, api: Any = None,
+                 name: str | None = None, nodes: int | None = None, image: str | None = None,
+                 command: list[str] | None = None) -> Job | RayCluster:
+    """TEAM's PROFILE made concrete (as Job.from_profile or RayCluster.from_profile), its fleet read once."""
+    from generator.config.jobs import PROGRAMLESS_KINDS
+
+    fleet, tcfg, found, label = resolve_profile(team, profile, root, api, nodes)
+    body = checked_object(fleet, tcfg, found, label, name=name, image=image, command=command)
+    made = RayCluster(None, api, body=body) if found.kind in PROGRAMLESS_KINDS else Job(body, api)
+    return made.made_by(fleet, found, root)
+
+
+def from_file(path: str | Path) -> Job | RayCluster:
+    """A job of one of KINDS, or a RayCluster, from a YAML file (as `fleetgen job new` writes them)."""
+    body = read_job_file(path)
+    if not (body.get("metadata") or {}).get("name") or body.get("kind") not in (*KINDS, "RayCluster"):
+        raise UsageError(f"{path} is not a job: a job file needs kind: {', '.join(KINDS)} or RayCluster, and "
+                         "metadata.name")
+    return RayCluster(None, None, body=body) if body["kind"] == "RayCluster" else Job(body)
