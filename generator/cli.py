@@ -465,12 +465,12 @@ def _job_command(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 T = TypeVar("T")
-KIND_OPTION = click.option("--kind", type=click.Choice(["jobset", "job", "rayjob", "trainjob", "raycluster"]),
-                           default="jobset", show_default=True,
-                           help="What NAME is: a JobSet, a batch Job, a RayJob, a TrainJob or a RayCluster (the Ray "
-                           "kinds where the cluster runs KubeRay, a TrainJob where it runs Kubeflow Trainer).")
 KIND_NAMES = {"jobset": "a JobSet", "job": "a batch Job", "rayjob": "a RayJob", "trainjob": "a TrainJob",
-              "raycluster": "a RayCluster"}
+              "raycluster": "a RayCluster", "deployment": "a serving Deployment"}
+KIND_OPTION = click.option("--kind", type=click.Choice(list(KIND_NAMES)), default="jobset", show_default=True,
+                           help="What NAME is: a JobSet, a batch Job, a RayJob, a TrainJob, a RayCluster or a serving "
+                           "Deployment (the Ray kinds where the cluster runs KubeRay, a TrainJob where it runs "
+                           "Kubeflow Trainer).")
 
 
 def _is_kind(api: Any, name: str, namespace: str, kind: str) -> bool:

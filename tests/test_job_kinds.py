@@ -44,14 +44,15 @@ def test_define_makes_either_kind_by_the_same_rules() -> None:
     assert batch_pod["containers"] == jobset_pod["containers"]
     assert {k: v for k, v in batch_pod.items() if k != "subdomain"} == jobset_pod
     with pytest.raises(ConfigurationError,
-                       match="kind: Input should be 'jobset', 'job', 'rayjob', 'trainjob' or 'raycluster'"):
+                       match="kind: Input should be 'jobset', 'job', 'rayjob', 'trainjob', 'raycluster' or "
+                             "'deployment'"):
         Job.define("speech", "mine", "ghcr.io/acme/x:1", ["python"], kind="pytorchjob", **common)
     with pytest.raises(ConfigurationError, match="the last pod's hostname would be"):
         Job.define("speech", "e" * 62, "ghcr.io/acme/x:1", ["python"], kind="job", **common)
 
 
 def test_only_jobsets_and_batch_jobs_are_jobs() -> None:
-    with pytest.raises(UsageError, match="kind: JobSet, Job, RayJob, TrainJob, and metadata.name"):
+    with pytest.raises(UsageError, match="kind: JobSet, Job, RayJob, TrainJob, Deployment, and metadata.name"):
         Job({"kind": "Pod", "metadata": {"name": "p"}})
     with pytest.raises(UsageError, match="kind must be one of JobSet, Job"):
         Job.on_cluster(None, "x", "ns", "RayCluster")
@@ -160,7 +161,7 @@ def test_a_ray_cluster_profile_makes_a_ray_cluster_not_a_job(tmp_path: Any) -> N
     from_file = making.from_file(path)
     assert isinstance(from_file, RayCluster) and from_file.body == ray.body
     path.write_text("kind: Pod\nmetadata: {name: p}\n")
-    with pytest.raises(UsageError, match="needs kind: JobSet, Job, RayJob, TrainJob or RayCluster"):
+    with pytest.raises(UsageError, match="needs kind: JobSet, Job, RayJob, TrainJob, Deployment or RayCluster"):
         making.from_file(path)
     with pytest.raises(UsageError, match=r"ml-research/workbench is a Ray cluster \(kind: raycluster\), not a job"):
         Job.from_profile("ml-research", "workbench", root=REPO)
@@ -175,3 +176,50 @@ def test_a_ray_cluster_profile_makes_a_ray_cluster_not_a_job(tmp_path: Any) -> N
                    kind="raycluster", root=REPO)
     from generator.compile.jobs import RAY_CLUSTER_NAME
     assert MAX_NAME == RAY_CLUSTER_NAME  # the SDK's copy of the limit (it does not import the compilers)
+
+
+def test_a_serving_profile_makes_a_deployment_whose_status_is_its_pods_workloads(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """`kind: deployment`: a Deployment (and its Service) asking for replicas x GPUs; Kueue admits each pod on
+    its own, so status is pending while any pod's Workload waits (the first one's reasons and position),
+    admitted until every replica is ready, then running; it never finishes; the Deployment's pods are
+    numbered in name order for logs."""
+    from types import SimpleNamespace
+
+    from kubernetes import client
+
+    from generator.compile.jobs import companion_service
+    from generator.jobs import workloads
+
+    job = Job.from_profile("ml-research", "chat-serve", root=REPO, nodes=3)
+    assert job.of is KINDS["Deployment"] and requested_gpus(job.body, "nvidia.com/gpu") == 3
+    service = companion_service(job.body)
+    assert service is not None and service["spec"]["ports"][0]["port"] == 8000
+    listed: list[Any] = []
+    monkeypatch.setattr(client.CoreV1Api, "list_namespaced_pod", lambda self, *a, **k: SimpleNamespace(items=listed))
+    held = {"uid-b": ("couldn't assign flavors to pod set main: insufficient quota", "position 2 in queue x")}
+    monkeypatch.setattr(workloads, "workload_of", lambda api, ns, uid: None if uid == "uid-c" else {"uid": uid})
+    monkeypatch.setattr(workloads, "waiting", lambda api, ns, workload: held.get(workload["uid"]))
+    from generator.jobs import pods
+    monkeypatch.setattr(pods, "states", lambda api, ns, selector: {"chat-serve-a": "Running",
+                                                                   "chat-serve-b": "ContainerCreating"})
+
+    def status(ready: int | None) -> Any:
+        current = {**job.body, "status": {} if ready is None else {"readyReplicas": ready}}
+        return job._serving_status(current)
+    assert str(status(None)) == "chat-serve: pending: no pod yet"
+    listed.extend(SimpleNamespace(metadata=SimpleNamespace(name=f"chat-serve-{c}", uid=f"uid-{c}")) for c in "cba")
+    pending = status(None)
+    assert (pending.phase, pending.position) == ("pending", "position 2 in queue x")
+    assert pending.reason == ("2 of 3 pods held by Kueue; chat-serve-b: couldn't assign flavors to pod set main: "
+                              "insufficient quota")
+    held.clear()
+    monkeypatch.setattr(workloads, "workload_of", lambda api, ns, uid: {"uid": uid})
+    assert status(1).phase == "admitted" and status(1).reason.startswith("1/3 replicas ready; ")
+    assert str(status(3)) == "chat-serve: running: 3/3 replicas ready"
+    with pytest.raises(UsageError, match="never finishes: wait for admitted or running"):
+        job.wait(SimpleNamespace(), until="finished")
+    job.api = SimpleNamespace()
+    assert [job._pod_for_rank(r) for r in range(3)] == ["chat-serve-a", "chat-serve-b", "chat-serve-c"]
+    with pytest.raises(UsageError, match="no replica 3 of chat-serve: it has 3 pods now"):
+        job._pod_for_rank(3)

@@ -261,7 +261,7 @@ def test_a_single_node_batch_job_needs_no_service(fleet_root: Path) -> None:
     ("    kind: job\n", "    kind: job\n    leader: {}\n", "teams/speech.yaml:25", "no separate leader",
      "use kind: jobset"),
     ("    kind: job\n", "    kind: pytorchjob\n", "teams/speech.yaml:24",
-     "'jobset', 'job', 'rayjob', 'trainjob' or 'raycluster'", None),
+     "'jobset', 'job', 'rayjob', 'trainjob', 'raycluster' or 'deployment'", None),
 ])
 def test_bad_batch_job_profiles_are_located(fleet_root: Path, old: str, new: str, where: str, message: str,
                                             hint: str | None) -> None:
@@ -361,6 +361,53 @@ def test_golden_ray_cluster() -> None:
 ])
 def test_bad_ray_cluster_profiles_are_located(fleet_root: Path, old: str, new: str, where: str, message: str,
                                               hint: str | None) -> None:
+    refused_at(fleet_root, "teams/ml-research.yaml", old, new, where, message, hint)
+
+
+def test_golden_serving_deployment() -> None:
+    """`kind: deployment`: a Deployment of `nodes` replicas running the command as written (no torchrun, no
+    rendezvous), restarted when it exits, pinned to the pool with its GPUs; rollouts one replica at a time
+    within the same GPUs; a ClusterIP Service on its port; no SkyPilot task. Kueue's own webhook puts the
+    queue and priority on the pods (tests/test_serving.py checks that on the real one)."""
+    body = load("prod-east/templates/ml-research/chat-serve.deployment.yaml")
+    assert (body["apiVersion"], body["kind"]) == ("apps/v1", "Deployment")
+    assert body["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "ml-research"
+    spec = body["spec"]
+    assert spec["replicas"] == 2 and spec["strategy"]["rollingUpdate"] == {"maxSurge": 0, "maxUnavailable": 1}
+    assert spec["selector"]["matchLabels"] == spec["template"]["metadata"]["labels"] == \
+        {"app.kubernetes.io/instance": "chat-serve"}
+    pod = spec["template"]["spec"]
+    assert pod["restartPolicy"] == "Always"
+    assert pod["nodeSelector"] == {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
+    [container] = pod["containers"]
+    assert container["name"] == "server"
+    assert [*container["command"], *container["args"]] == ["python", "-m", "research.serve", "--port", "8000"]
+    assert container["ports"] == [{"name": "serving", "containerPort": 8000}] and container["env"] == []
+    assert container["resources"]["limits"]["nvidia.com/gpu"] == "1"
+    service = load("prod-east/templates/ml-research/chat-serve.service.yaml")
+    assert service["spec"] == {"selector": {"app.kubernetes.io/instance": "chat-serve"},
+                               "ports": [{"name": "serving", "port": 8000, "targetPort": "serving"}]}
+    assert not any(k.startswith("kueue.x-k8s.io/") for k in service["metadata"]["labels"])
+    assert not (TEMPLATES / "prod-east/templates/ml-research/chat-serve.sky.yaml").exists()
+
+
+@pytest.mark.parametrize(("old", "new", "where", "message", "hint"), [
+    ("    kind: deployment\n", "    kind: deployment\n    launcher: none\n", "teams/ml-research.yaml:86",
+     "a Deployment has no launcher: its replicas serve on their own", "remove launcher"),
+    ("    kind: deployment\n", "    kind: deployment\n    maxExecutionTime: 8h\n", "teams/ml-research.yaml:86",
+     "a Deployment has no maxExecutionTime", "remove maxExecutionTime"),
+    ("    kind: deployment\n",
+     "    kind: deployment\n    topology: {mode: preferred, level: topology.kubernetes.io/zone}\n",
+     "teams/ml-research.yaml:86", "a Deployment has no topology", "remove topology"),
+    ("    kind: trainjob\n", "    kind: trainjob\n    port: 8080\n", "teams/ml-research.yaml:66",
+     "a trainjob profile serves nothing: port is for kind deployment", "use kind: deployment"),
+    # dev runs Kueue v0.15.2, whose chart does not enable the deployment integration.
+    ("    kind: deployment\n    cluster: prod-east\n    pool: h100\n",
+     "    kind: deployment\n    cluster: dev\n    pool: l4\n", "teams/ml-research.yaml:85",
+     "Kueue on dev does not queue this kind (its integrations lack deployment)", "kueue.integrations"),
+])
+def test_bad_serving_profiles_are_located(fleet_root: Path, old: str, new: str, where: str, message: str,
+                                          hint: str | None) -> None:
     refused_at(fleet_root, "teams/ml-research.yaml", old, new, where, message, hint)
 
 

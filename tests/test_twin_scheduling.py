@@ -50,6 +50,11 @@ UNHEALTHY = {"key": TAINT_KEY, "value": taint_value("xid-79"), "effect": "NoSche
 """The taint the health reconciler puts on a node with a faulty GPU (reconciler/nodes.py)."""
 
 
+TWIN_CONTROLLERS = ("job-controller", "deployment-controller", "replicaset-controller")
+"""What of kube-controller-manager the twins run beyond the stack's own: Jobs' pods (JobSet's, batch
+Jobs), and a serving Deployment's ReplicaSet and pods."""
+
+
 @contextmanager
 def running_twin(name: str, etcd: Any, workdir: Path, crds: tuple[dict[str, Any], ...] = (),
                  logs: Path | None = None) -> Iterator[tuple[Stack, Fleet, Twin]]:
@@ -57,7 +62,7 @@ def running_twin(name: str, etcd: Any, workdir: Path, crds: tuple[dict[str, Any]
     served before Kueue starts (an operator's kinds); `logs`, every container's log (Twin.start)."""
     objects = kustomize_build(REPO / "rendered" / name) + kustomize_build(REPO / "rendered" / "gitops" / name)
     stack = Stack.start(workdir, etcd, kueue_config=rendered_kueue_config(objects),
-                        extra_controllers=("job-controller",), crds=crds)
+                        extra_controllers=TWIN_CONTROLLERS, crds=crds)
     try:
         fleet = load_fleet(REPO)
         cluster = fleet.clusters[name].config

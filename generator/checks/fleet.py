@@ -526,7 +526,7 @@ def _profile_problems(fleet: Fleet, team: TeamConfig, profile: JobProfile,
             f"use one of: {', '.join(levels)}" if levels else "the pool declares no topologyLevels; remove topology"
     yield from _slice_problems(profile, pool)
     for j, env in enumerate(profile.env):
-        if env.name in RESERVED_ENV and profile.kind != "trainjob":  # Trainer sets its own (PET_*)
+        if env.name in RESERVED_ENV and profile.kind not in ("trainjob", "deployment"):  # no rendezvous of ours
             yield ("env", j, "name"), f"env[{j}].name", f"{env.name} is set by fleetgen for the rendezvous", \
                 "remove it or use another name"
     if profile.launcher == "torchrun" and TORCHRUN_ANY_FAILURE in (profile.fail_fast_exit_codes or []):
@@ -538,6 +538,17 @@ def _profile_problems(fleet: Fleet, team: TeamConfig, profile: JobProfile,
         yield from _ray_profile_problems(profile, cluster.config)
     if profile.kind == "trainjob":
         yield from _trainer_profile_problems(profile, cluster.config)
+    unqueued = [f for f in KUEUE_FRAMEWORKS[profile.kind] if f not in cluster.config.frameworks]
+    if unqueued:
+        yield ("kind",), "kind", f"Kueue on {profile.cluster} does not queue this kind (its integrations lack " \
+            f"{', '.join(unqueued)}), so it would run outside the team's quota", \
+            "use kind: jobset" if cluster.config.multikueue is not None else \
+            f"set kueue.integrations in its cluster file to include {', '.join(unqueued)}"
+    if profile.kind == "deployment":
+        yield from _serving_profile_problems(profile)
+    elif profile.port is not None:
+        yield ("port",), "port", f"a {profile.kind} profile serves nothing: port is for kind deployment", \
+            "remove port, or use kind: deployment"
     if profile.kind == "job" and profile.nodes > 1 and cluster.config.multikueue is not None:
         yield ("kind",), "kind", f"{profile.cluster} is a MultiKueue manager: it dispatches a batch Job to a worker " \
             "but not the Service its pods' hostnames need, so the nodes could not find rank 0", \
@@ -597,6 +608,26 @@ def _trainer_profile_problems(profile: JobProfile, cluster: ClusterConfig) -> It
     if profile.leader is not None:
         yield ("leader",), "leader", "a TrainJob's nodes all run the same program (rank 0 is node 0)", \
             "remove leader, or use kind: jobset"
+
+
+KUEUE_FRAMEWORKS = {"jobset": ("jobset.x-k8s.io/jobset",), "job": ("batch/job",), "rayjob": ("ray.io/rayjob",),
+                    "raycluster": ("ray.io/raycluster",), "trainjob": ("trainer.kubeflow.org/trainjob",),
+                    "deployment": ("deployment", "pod")}
+"""The Kueue integrations each profile kind needs (a Deployment's pods are admitted by the pod integration)."""
+SERVING_UNUSED = (("launcher", "launcher"), ("fail_fast_exit_codes", "failFastExitCodes"),
+                  ("master_port", "masterPort"), ("max_restarts", "maxRestarts"), ("topology", "topology"),
+                  ("max_execution_time", "maxExecutionTime"), ("leader", "leader"))
+"""Profile fields a serving Deployment has no use for: its replicas run the command as written, each on its
+own (no rendezvous, no topology across them: Kueue admits each pod alone), and are restarted when they
+exit; Kueue's deployment integration carries no execution limit to the pods (kueue v0.19.2
+pkg/controller/jobs/deployment/deployment_webhook.go:91-105 copies the queue and priority only)."""
+
+
+def _serving_profile_problems(profile: JobProfile) -> Iterator[Problem]:
+    for field, key in SERVING_UNUSED:
+        if field in profile.model_fields_set:
+            yield (key,), key, f"a Deployment has no {key}: its replicas serve on their own and are restarted " \
+                "when they exit", f"remove {key}"
 
 
 def profile_problems(fleet: Fleet, team: TeamConfig, profile: JobProfile) -> list[tuple[str, str, str]]:

@@ -264,7 +264,7 @@ def batch_job(team: TeamConfig, cluster: ClusterConfig, profile: JobProfile, nam
     """The batch/v1 Indexed Job for a `kind: job` profile: one pod per node, pod `i` on node rank `i`.
 
     Its pods' hostnames are `<job>-<index>` (the Job controller's, for Indexed Jobs); with more than one
-    node they sit in the subdomain of the headless Service of `rendezvous_service`, so rank 0 is
+    node they sit in the subdomain of the headless Service of `companion_service`, so rank 0 is
     `<job>-0.<job>`. Each index is retried up to maxRestarts times; a disruption is not counted
     (podFailurePolicy Ignore: the pod is recreated); a fail-fast exit code fails the Job.
     """
@@ -291,21 +291,67 @@ def batch_job(team: TeamConfig, cluster: ClusterConfig, profile: JobProfile, nam
     }
 
 
-def rendezvous_service(job: dict[str, Any]) -> dict[str, Any] | None:
-    """The headless Service that gives a multi-node batch Job's pods their `<pod>.<job>` DNS names
-    (as JobSet makes one for its own), or None for one node. Addresses are published before the pods
-    are ready: rendezvous happens before any readiness. None for any other kind: a JobSet makes its own."""
+def companion_service(job: dict[str, Any]) -> dict[str, Any] | None:
+    """The Service a job needs beside it, created with it: a multi-node batch Job's headless Service, which
+    gives its pods their `<pod>.<job>` DNS names (as JobSet makes one for its own; addresses published
+    before the pods are ready, since rendezvous comes first), or a serving Deployment's ClusterIP Service
+    on its port. None for anything else (a JobSet makes its own; a one-node Job needs none)."""
+    meta = job.get("metadata") or {}
+    labels = {k: v for k, v in (meta.get("labels") or {}).items() if not k.startswith("kueue.x-k8s.io/")}
+    if job.get("kind") == "Deployment":
+        pod = job["spec"]["template"]["spec"]
+        ports = [p for c in pod["containers"] for p in c.get("ports") or [] if p.get("name") == SERVING_PORT]
+        if not ports:
+            return None
+        return {"apiVersion": "v1", "kind": "Service",
+                "metadata": {"name": meta["name"], "namespace": meta["namespace"], "labels": labels},
+                "spec": {"selector": dict(job["spec"]["selector"]["matchLabels"]),
+                         "ports": [{"name": SERVING_PORT, "port": ports[0]["containerPort"],
+                                    "targetPort": SERVING_PORT}]}}
     if job.get("kind") != "Job":
         return None
     subdomain = job["spec"]["template"]["spec"].get("subdomain")
     if not subdomain:
         return None
-    meta = job["metadata"]
     return {"apiVersion": "v1", "kind": "Service",
-            "metadata": {"name": subdomain, "namespace": meta["namespace"],
-                         "labels": {k: v for k, v in meta["labels"].items() if not k.startswith("kueue.x-k8s.io/")}},
+            "metadata": {"name": subdomain, "namespace": meta["namespace"], "labels": labels},
             "spec": {"clusterIP": "None", "publishNotReadyAddresses": True,
                      "selector": {JOB_NAME_LABEL: meta["name"]}}}
+
+
+SERVING_CONTAINER = "server"
+SERVING_PORT = "serving"
+SERVING_INSTANCE = "app.kubernetes.io/instance"
+"""A serving Deployment's container, its port's name (the Service's too), and the label that selects its pods."""
+ONE_AT_A_TIME = {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}}
+"""A rollout replaces one replica at a time, within the GPUs the Deployment holds: a surge pod would need
+quota the team may not have, and wait for it."""
+
+
+def deployment(team: TeamConfig, cluster: ClusterConfig, profile: JobProfile, name: str | None = None,
+               nodes: int | None = None, image: str | None = None, command: list[str] | None = None) -> dict[str, Any]:
+    """The apps/v1 Deployment of a `kind: deployment` profile: `nodes` replicas of the server, each pinned to
+    the pool with its GPUs and share, restarted when it exits. Kueue's deployment integration puts the
+    queue and priority on its pods, which the pod integration then admits one by one (kueue v0.19.2
+    pkg/controller/jobs/deployment/deployment_webhook.go:91-105)."""
+    profile = _resized(profile, nodes, image, command)
+    name = name or profile.name
+    env = [{"name": e.name, "value": e.value} for e in profile.env]
+    program = [*profile.command, *profile.args]
+    template = _pod_template(team, cluster, profile, env, program[:1], program[1:], grouped=False,
+                             container_name=SERVING_CONTAINER)
+    pod, (container,) = template["spec"], template["spec"]["containers"]
+    pod["restartPolicy"] = "Always"  # the only policy a Deployment takes
+    container.pop("ports")
+    if profile.port is not None:
+        container["ports"] = [{"name": SERVING_PORT, "containerPort": profile.port}]
+    selected = {SERVING_INSTANCE: name}
+    template["metadata"] = {**template.get("metadata", {}), "labels": dict(selected)}
+    return {"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": name, "namespace": team.namespace_names[0],
+                         "labels": _job_labels(team, cluster, profile)},
+            "spec": {"replicas": profile.nodes, "selector": {"matchLabels": selected}, "strategy": ONE_AT_A_TIME,
+                     "template": {"metadata": template["metadata"], "spec": pod}}}
 
 
 RAY_API = "ray.io/v1"
@@ -315,8 +361,9 @@ v1.6.2 controllers/ray/utils/constant.go:296-305, checked at validation.go:280-2
 RAY_CLUSTER_NAME = 53
 """KubeRay's longest RayCluster name, so that its longest Service name fits 63 characters (ray-operator
 v1.6.2 controllers/ray/utils/constant.go:296-299, checked at validation.go:32-36 with DNS-1035)."""
-RAY_KINDS = frozenset({"rayjob", "raycluster"})
-"""Kinds KubeRay runs: Ray starts what runs, so no SkyPilot task (its nodes would run a program)."""
+NO_SKYPILOT_KINDS = frozenset({"rayjob", "raycluster", "deployment"})
+"""Kinds with no SkyPilot task: Ray starts what a Ray kind runs (SkyPilot's nodes would run a program),
+and a server is no batch task."""
 RAY_HEAD = {"cpu": "2", "memory": "8Gi"}
 """The Ray head's requests (and limits): it schedules and serves the dashboard, no GPUs."""
 
@@ -423,7 +470,8 @@ def trainjob(team: TeamConfig, cluster: ClusterConfig, profile: JobProfile, name
     }
 
 
-MAKERS = {"jobset": jobset, "job": batch_job, "rayjob": rayjob, "trainjob": trainjob, "raycluster": raycluster}
+MAKERS = {"jobset": jobset, "job": batch_job, "rayjob": rayjob, "trainjob": trainjob, "raycluster": raycluster,
+          "deployment": deployment}
 """The compiler of each profile `kind`."""
 
 
@@ -531,13 +579,13 @@ def compile_templates(cluster: Loaded[ClusterConfig], teams: list[Loaded[TeamCon
             body = job_object(team.config, cluster.config, profile)
             folder, source = ("templates", team.config.name), team.at("jobProfiles", i)
             out.append(Manifest(folder, body, source, synced=False, file=f"{profile.name}.{profile.kind}.yaml"))
-            service = rendezvous_service(body)
+            service = companion_service(body)
             if service is not None:
                 out.append(Manifest(folder, service, source, synced=False, file=f"{profile.name}.service.yaml"))
-            if profile.kind not in RAY_KINDS:
+            if profile.kind not in NO_SKYPILOT_KINDS:
                 out.append(Manifest(folder, skypilot_task(team.config, cluster.config, profile), source,
                                     synced=False, file=f"{profile.name}.sky.yaml", kubernetes=False))
-        if any(p.cluster == cluster.config.name and p.kind not in RAY_KINDS for p in team.config.job_profiles):
+        if any(p.cluster == cluster.config.name and p.kind not in NO_SKYPILOT_KINDS for p in team.config.job_profiles):
             out.append(Manifest(("templates", team.config.name), skypilot_config(team.config),
                                 team.at("namespaces"), synced=False, file="skypilot-config.yaml", kubernetes=False))
     return out

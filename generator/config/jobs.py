@@ -67,7 +67,7 @@ class Leader(ConfigModel):
     """Leader arguments; default to the profile's arguments."""
 
 
-JobKind = Literal["jobset", "job", "rayjob", "trainjob", "raycluster"]
+JobKind = Literal["jobset", "job", "rayjob", "trainjob", "raycluster", "deployment"]
 PROGRAMLESS_KINDS = frozenset({"raycluster"})
 """Kinds that run no program of the profile's: `command` is left out."""
 
@@ -94,7 +94,12 @@ class JobProfile(ConfigModel):
     `raycluster`: an interactive KubeRay RayCluster (the cluster file needs `operators.ray`): a head and
     `nodes` workers on the pool that run Ray and no program of their own (no `command`, `args`,
     `launcher`, `failFastExitCodes`, `masterPort`, `maxRestarts` or `leader`); it holds its quota until
-    deleted (`fleetgen job cancel --kind raycluster`), or until `maxExecutionTime` when set."""
+    deleted (`fleetgen job cancel --kind raycluster`), or until `maxExecutionTime` when set.
+    `deployment`: a server (inference, an evaluation service): an apps/v1 Deployment of `nodes` replicas
+    that runs `command` and `args` as written and is restarted when it exits, with a ClusterIP Service
+    named after it on `port` when set; Kueue admits each replica's pod on its own against the team's
+    quota, and a rollout replaces one replica at a time within the same GPUs. No `launcher`,
+    `failFastExitCodes`, `masterPort`, `maxRestarts`, `leader`, `topology` or `maxExecutionTime`."""
     cluster: StrictStr
     """Cluster to run in; the team needs a quota there."""
     pool: StrictStr
@@ -131,6 +136,9 @@ class JobProfile(ConfigModel):
     """Optional topology-aware placement (the pool needs topologyLevels)."""
     leader: Leader | None = None
     """Optional separate leader replicated job for rank 0."""
+    port: int | None = Field(default=None, ge=1, le=65535, strict=True)
+    """`kind: deployment` only: the port the server listens on, exposed by a ClusterIP Service named after
+    the job (port name `serving`)."""
     termination_grace_period_seconds: int = Field(default=KUBERNETES_GRACE_SECONDS, ge=0, le=86400, strict=True)
     """Seconds between SIGTERM and SIGKILL when a pod is stopped (preemption, eviction, a drained
     node): time for a checkpoint-on-SIGTERM handler to save. Kubernetes' default is 30."""

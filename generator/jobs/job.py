@@ -51,9 +51,13 @@ class Kind:
     rank: Callable[[dict[str, Any], str, int], str]
     """The label selector of node `rank`'s pods (the job's body, its name, the rank); UsageError past the last."""
     not_child: str = ""
-    """A selector term that leaves out the objects of this kind another job made (a JobSet's Jobs)."""
+    """A selector term that keeps jobs only: it leaves out the objects of this kind another job made (a
+    JobSet's Jobs), or that are no profile's (the platform's own Deployments)."""
     log_container: str = "trainer"
     """The container whose log `logs` reads."""
+    serving: bool = False
+    """A server (a Deployment): it never finishes, and Kueue admits each of its pods on its own, so its
+    status is read from its pods' Workloads."""
 
     @property
     def api_version(self) -> str:
@@ -125,6 +129,11 @@ def _trainjob_rank(body: dict[str, Any], name: str, rank: int) -> str:
             f"batch.kubernetes.io/job-completion-index={rank}")
 
 
+def _replica_rank(body: dict[str, Any], name: str, rank: int) -> str:
+    """A Deployment's replicas have no ranks of their own: `logs` numbers its pods in name order (_pod_for_rank)."""
+    return f"app.kubernetes.io/instance={name}"
+
+
 KINDS = {k.kind: k for k in (
     Kind("JobSet", "jobset.x-k8s.io", "v1alpha2", "jobsets", "jobset",
          lambda o, name: f"jobset.sigs.k8s.io/jobset-name={name}", _by_condition("Completed"),
@@ -148,9 +157,15 @@ KINDS = {k.kind: k for k in (
          lambda o, name: f"jobset.sigs.k8s.io/jobset-name={name}", _by_condition("Complete"),
          lambda o: sum(int(j.get("active") or 0) for j in _status(o).get("jobsStatus") or [] if isinstance(j, dict)),
          lambda o: 0, _trainjob_rank, log_container="node"),
+    # A serving profile's Deployment: its pods carry the instance label fleetgen selects them by, and run
+    # container `server`; restarts are the kubelet's, in each pod's status.
+    Kind("Deployment", "apps", "v1", "deployments", "deployment",
+         lambda o, name: f"app.kubernetes.io/instance={name}", lambda o: None,
+         lambda o: int(_status(o).get("readyReplicas") or 0), lambda o: 0, _replica_rank,
+         not_child="fleetgen.io/profile", log_container="server", serving=True),
 )}
-"""Every kind of job a profile renders (`kind: jobset | job | rayjob | trainjob`), by its Kubernetes kind (a
-`kind: raycluster` profile makes a RayCluster: generator.jobs.ray)."""
+"""Every kind of job a profile renders (`kind: jobset | job | rayjob | trainjob | deployment`), by its Kubernetes
+kind (a `kind: raycluster` profile makes a RayCluster: generator.jobs.ray)."""
 KIND_OPTIONS = {k.option: k.kind for k in KINDS.values()}
 
 
@@ -414,12 +429,13 @@ class Job:
     @guarded("submit job {self.name}")
     def submit(self, api: Any = None, dry_run: bool = False, check: bool = True) -> Job:
         """Create the job (Kueue queues it in the team's LocalQueue) after the pre-submit checks; a batch
-        Job of several nodes gets its rendezvous Service, owned by the Job (deleted with it).
+        Job of several nodes gets its rendezvous Service, and a serving Deployment with a port its Service,
+        owned by it (deleted with it).
 
         `dry_run` sends it through the API server, its admission webhooks (JobSet's or Kueue's) and
         RBAC without storing it. A failed check raises SubmitRefused and creates nothing.
         """
-        from generator.compile.jobs import rendezvous_service
+        from generator.compile.jobs import companion_service
 
         self._require_api(api)
         if check:
@@ -428,7 +444,7 @@ class Job:
         created = self._objects().create_namespaced_custom_object(
             self.of.group, self.of.version, self.namespace, self.of.plural, self.body, dry_run=mode,
             _request_timeout=timeout(self.api))
-        service = rendezvous_service(self.body)
+        service = companion_service(self.body)
         if service is not None:
             from kubernetes import client
 
@@ -465,6 +481,8 @@ class Job:
         admitted, running, succeeded, failed."""
         self._require_api(api)
         current = self._read()
+        if self.of.serving:
+            return self._serving_status(current)
         restarts = self.of.restarts(current)
         ended = self.of.ended(current)
         if ended is not None:
@@ -500,6 +518,36 @@ class Job:
             return JobStatus(self.name, "admitted", reason or "no pod yet", flavors, restarts)
         return JobStatus(self.name, phase, reason, flavors, restarts)
 
+    def _serving_status(self, current: dict[str, Any]) -> JobStatus:
+        """A server's: pending while Kueue holds any of its pods (the first one's reasons and queue
+        position), admitted until every replica is ready, then running."""
+        from kubernetes import client
+
+        spec = current.get("spec") or {}
+        wanted = int(spec["replicas"]) if isinstance(spec.get("replicas"), int) else 1
+        ready = self.of.active(current)
+        found = sorted((str(p.metadata.name), str(p.metadata.uid or "")) for p in client.CoreV1Api(
+            self.api).list_namespaced_pod(self.namespace, label_selector=self.of.pods(current, self.name),
+                                          _request_timeout=timeout(self.api)).items if p.metadata is not None)
+        if not found:
+            return JobStatus(self.name, "pending" if wanted else "admitted",
+                             "no pod yet" if wanted else "scaled to 0 replicas")
+        held = []
+        for pod_name, uid in found:
+            workload = workloads.workload_of(self.api, self.namespace, uid)
+            pending = ("Kueue has not created a Workload yet", "") if workload is None else \
+                workloads.waiting(self.api, self.namespace, workload)
+            if pending is not None:
+                held.append((pod_name, *pending))
+        if held:
+            pod_name, reason, position = held[0]
+            return JobStatus(self.name, "pending", f"{len(held)} of {len(found)} pods held by Kueue; {pod_name}: "
+                             f"{reason}", position=position)
+        if ready >= wanted:
+            return JobStatus(self.name, "running", f"{ready}/{wanted} replicas ready")
+        states = pods.states(self.api, self.namespace, self.of.pods(current, self.name))
+        return JobStatus(self.name, "admitted", f"{ready}/{wanted} replicas ready; {pods.summary(states)}")
+
     def wait(self, api: Any = None, until: str = "finished", timeout_seconds: float = 3600.0, poll: float = 5.0,
              progress: Callable[[JobStatus], None] | None = None) -> JobStatus:
         """Block until the job is admitted, running or finished (`until`); WaitTimedOut after the timeout.
@@ -508,6 +556,9 @@ class Job:
         """
         if until not in MILESTONES:
             raise UsageError(f"wait until one of {', '.join(MILESTONES)}, not {until!r}")
+        if until == "finished" and self.of.serving:
+            raise UsageError(f"a {self.of.kind} serves until it is cancelled and never finishes: wait for admitted "
+                             "or running (every replica ready)")
         return poll_phase(lambda: self.status(api), MILESTONES[until], f"job {self.name} is not {until}",
                           timeout_seconds, poll, progress)
 
@@ -524,6 +575,12 @@ class Job:
         if not pods_found:
             raise UsageError(f"no pod yet for rank {rank} of job {self.name} (is it admitted? see "
                              + word(self.api, "`fleetgen job status`", "status()") + ")")
+        if self.of.serving:  # replicas have no ranks: rank N is the Nth pod in name order
+            replicas = sorted(str(p.metadata.name) for p in pods_found if p.metadata is not None)
+            if rank >= len(replicas):
+                raise UsageError(f"no replica {rank} of {self.name}: it has {len(replicas)} pods now (0 is the first "
+                                 "in name order)")
+            return replicas[rank]
         names = sorted((str(p.metadata.creation_timestamp or ""), str(p.metadata.name))
                        for p in pods_found if p.metadata is not None)
         return names[-1][1]

@@ -131,8 +131,8 @@ def priority(api: Any, name: str | None) -> Outcome:
 
 
 def requested_gpus(body: dict[str, Any], resource: str) -> int:
-    """GPUs of `resource` the whole JobSet, batch Job, RayJob, TrainJob or RayCluster requests when all its pods
-    run."""
+    """GPUs of `resource` the whole JobSet, batch Job, RayJob, TrainJob, RayCluster or Deployment requests when all
+    its pods run."""
     total = 0
     spec = body.get("spec") or {}
     # (pods, pod template) of each group of identical pods
@@ -145,6 +145,9 @@ def requested_gpus(body: dict[str, Any], resource: str) -> int:
         ray = (spec.get("rayClusterSpec") or {}) if body.get("kind") == "RayJob" else spec
         groups = [(1, (ray.get("headGroupSpec") or {}).get("template") or {})]
         groups += [(int(g.get("replicas") or 0), g.get("template") or {}) for g in ray.get("workerGroupSpecs") or []]
+    elif body.get("kind") == "Deployment":
+        replicas = spec.get("replicas")
+        groups = [(replicas if isinstance(replicas, int) else 1, spec.get("template") or {})]
     else:
         rjobs: list[Any] = (spec.get("replicatedJobs") or [] if body.get("kind") != "Job"
                             else [{"template": {"spec": spec}}])
@@ -198,14 +201,15 @@ def run_checks(api: Any, body: dict[str, Any], fleet: Fleet | None, root: Path |
                profile: JobProfile | None = None, of: Any = None) -> list[Outcome]:
     """Every pre-submit check of the job `body` (of the SDK's Kind `of`, or a Resource; a JobSet when None), in
     order."""
-    from generator.compile.jobs import rendezvous_service
+    from generator.compile.jobs import companion_service
 
     meta = body.get("metadata") or {}
     namespace, labels = str(meta.get("namespace") or "default"), meta.get("labels") or {}
     needed: tuple[tuple[str, str, str], ...] = (
         ((of.group, of.plural, f"{of.kind}s"),) if of is not None else (("jobset.x-k8s.io", "jobsets", "JobSets"),))
-    if rendezvous_service(body) is not None:
-        needed += (("", "services", "Services (its rendezvous hostnames)"),)
+    if companion_service(body) is not None:
+        needed += (("", "services", "Services (its rendezvous hostnames)" if body.get("kind") == "Job"
+                    else "Services (its serving address)"),)
     checks: list[Callable[[], Outcome]] = [
         lambda: rights(api, namespace, needed),
         lambda: local_queue(api, namespace, labels.get(QUEUE_LABEL)),
