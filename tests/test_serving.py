@@ -87,7 +87,7 @@ def test_a_members_serving_profile_is_admitted_replica_by_replica_and_cancelled(
 
         ready = run(REPO, "job", "wait", PROFILE, "-n", ns, "--kind", "deployment", "--for", "running",
                     "--timeout", "90", *login)
-        assert (ready.code, ready.out.strip()) == (0, f"{PROFILE}: running: 2/2 replicas ready"), ready
+        assert (ready.code, ready.out.splitlines()[-1]) == (0, f"{PROFILE}: running: 2/2 replicas ready"), ready
         never = run(REPO, "job", "wait", PROFILE, "-n", ns, "--kind", "deployment", *login)
         assert never.code == 2 and "never finishes" in never.err, never
         hinted = run(REPO, "job", "status", PROFILE, "-n", ns, *login)
