@@ -104,10 +104,10 @@ def member(stack: Stack, team: TeamConfig) -> Identity:
 
 def templates(cluster: str) -> list[Path]:
     """Every Kubernetes object among the cluster's job templates (not the SkyPilot files, and not the
-    RayJobs or TrainJobs: this stack serves no KubeRay or Trainer CRDs, so tests/test_ray.py and
-    tests/test_trainer.py submit them on twins that do)."""
+    RayJobs, RayClusters or TrainJobs: this stack serves no KubeRay or Trainer CRDs, so tests/test_ray.py
+    and tests/test_trainer.py submit them on twins that do)."""
     return sorted(p for p in (RENDERED / cluster / "templates").glob("*/*.yaml")
-                  if not p.name.endswith((".sky.yaml", ".rayjob.yaml", ".trainjob.yaml"))
+                  if not p.name.endswith((".sky.yaml", ".rayjob.yaml", ".raycluster.yaml", ".trainjob.yaml"))
                   and p.name != "skypilot-config.yaml")
 
 
@@ -193,8 +193,9 @@ def test_cluster_queues_are_active_and_local_queues_resolve(deployed: Deployed) 
 
 
 def test_members_submit_each_template_and_kueue_admits_it(deployed: Deployed) -> None:
-    """`fleetgen job submit` as a team member (real RBAC), admitted by Kueue, Jobs created by JobSet."""
-    paths = [p for p in templates(deployed.name) if not p.name.endswith(".service.yaml")]
+    """`fleetgen job submit` as a team member (real RBAC), admitted by Kueue, Jobs created by JobSet. Not the
+    servers: Kueue admits a Deployment pod by pod, as tests/test_serving.py follows on a twin."""
+    paths = [p for p in templates(deployed.name) if not p.name.endswith((".service.yaml", ".deployment.yaml"))]
     if not paths:
         pytest.skip(f"no job profile targets {deployed.name}")
     for path in paths:

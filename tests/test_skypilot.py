@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from generator.checks import load_fleet
-from generator.compile.jobs import skypilot_accelerator
+from generator.compile.jobs import NO_SKYPILOT_KINDS, skypilot_accelerator
 from tests.conftest import REPO
 from tests.upstream import pyenvs
 
@@ -102,8 +102,8 @@ def seen(sky_python: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str
 
 def test_every_task_parses_and_launches_into_its_team_queue_as_one_gang(seen: dict[str, Any]) -> None:
     fleet = load_fleet(REPO)
-    profiles = sum(p.kind != "rayjob" for t in fleet.teams.values() for p in t.config.job_profiles)
-    assert profiles >= 4 and len(seen["tasks"]) == profiles  # one task per job profile but a RayJob, none missed
+    profiles = sum(p.kind not in NO_SKYPILOT_KINDS for t in fleet.teams.values() for p in t.config.job_profiles)
+    assert profiles >= 4 and len(seen["tasks"]) == profiles  # one task per profile of a batch program, none missed
     for path, task in seen["tasks"].items():
         team, profile = Path(path).parent.name, Path(path).name.removesuffix(".sky.yaml")
         found = next(p for p in fleet.teams[team].config.job_profiles if p.name == profile)

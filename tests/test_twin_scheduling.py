@@ -178,7 +178,9 @@ def test_a_cordoned_and_tainted_node_gets_no_new_pods(twin: tuple[Stack, Fleet, 
 
 
 PROFILES = sorted((team, profile.name) for team, loaded in load_fleet(REPO).teams.items()
-                  for profile in loaded.config.job_profiles if profile.kind not in ("rayjob", "trainjob"))
+                  for profile in loaded.config.job_profiles if profile.kind in ("jobset", "job"))
+"""The profiles this twin runs to completion: the operators' kinds run on twins with their operators
+(tests/test_ray.py, tests/test_trainer.py), and a server never completes (tests/test_serving.py)."""
 """Every job profile of the example fleet (team, profile), each submitted on its cluster's twin; a
 RayJob's on the twin that runs KubeRay (tests/test_ray.py), a TrainJob's on the one that runs Kubeflow
 Trainer (tests/test_trainer.py)."""
