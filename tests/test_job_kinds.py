@@ -200,15 +200,14 @@ def test_a_serving_profile_makes_a_deployment_whose_status_is_its_pods_workloads
     held = {"uid-b": ("couldn't assign flavors to pod set main: insufficient quota", "position 2 in queue x")}
     monkeypatch.setattr(workloads, "workload_of", lambda api, ns, uid: None if uid == "uid-c" else {"uid": uid})
     monkeypatch.setattr(workloads, "waiting", lambda api, ns, workload: held.get(workload["uid"]))
-    from generator.jobs import pods
-    monkeypatch.setattr(pods, "states", lambda api, ns, selector: {"chat-serve-a": "Running",
-                                                                   "chat-serve-b": "ContainerCreating"})
 
     def status(ready: int | None) -> Any:
         current = {**job.body, "status": {} if ready is None else {"readyReplicas": ready}}
         return job._serving_status(current)
     assert str(status(None)) == "chat-serve: pending: no pod yet"
-    listed.extend(SimpleNamespace(metadata=SimpleNamespace(name=f"chat-serve-{c}", uid=f"uid-{c}")) for c in "cba")
+    phases = {"a": "Running", "b": "Pending", "c": "Pending"}
+    listed.extend(SimpleNamespace(metadata=SimpleNamespace(name=f"chat-serve-{c}", uid=f"uid-{c}"),
+                                  status=SimpleNamespace(phase=phases[c]), spec=SimpleNamespace()) for c in "cba")
     pending = status(None)
     assert (pending.phase, pending.position) == ("pending", "position 2 in queue x")
     assert pending.reason == ("2 of 3 pods held by Kueue; chat-serve-b: couldn't assign flavors to pod set main: "

@@ -544,9 +544,8 @@ def _profile_problems(fleet: Fleet, team: TeamConfig, profile: JobProfile,
             f"{', '.join(unqueued)}), so it would run outside the team's quota", \
             "use kind: jobset" if cluster.config.multikueue is not None else \
             f"set kueue.integrations in its cluster file to include {', '.join(unqueued)}"
-    if profile.kind == "deployment":
-        yield from _serving_profile_problems(profile)
-    elif profile.port is not None:
+    yield from _unused_field_problems(profile)
+    if profile.kind != "deployment" and profile.port is not None:
         yield ("port",), "port", f"a {profile.kind} profile serves nothing: port is for kind deployment", \
             "remove port, or use kind: deployment"
     if profile.kind == "job" and profile.nodes > 1 and cluster.config.multikueue is not None:
@@ -561,34 +560,13 @@ def _profile_problems(fleet: Fleet, team: TeamConfig, profile: JobProfile,
             "set nodes to 2 or more, or remove leader"
 
 
-RAY_UNUSED = {
-    "rayjob": (("launcher", "launcher"), ("fail_fast_exit_codes", "failFastExitCodes"), ("master_port", "masterPort")),
-    "raycluster": (("command", "command"), ("args", "args"), ("launcher", "launcher"),
-                   ("fail_fast_exit_codes", "failFastExitCodes"), ("master_port", "masterPort"),
-                   ("max_restarts", "maxRestarts")),
-}
-"""Per Ray kind, profile fields it has no use for: Ray starts the entrypoint, reports the job's end itself
-and wires its own ports; a RayCluster runs no program of the profile's and is never restarted whole."""
-RAY_WHY = {"rayjob": "Ray starts the entrypoint and reports how it ended",
-           "raycluster": "it runs Ray only (submit programs to it with `ray job submit`) and is kept until deleted"}
-
-
 def _ray_profile_problems(profile: JobProfile, cluster: ClusterConfig) -> Iterator[Problem]:
-    what = "a RayJob" if profile.kind == "rayjob" else "a RayCluster"
+    what = UNUSED_FIELDS[profile.kind][0]
     if not cluster.operators.ray:
         yield ("kind",), "kind", f"cluster {cluster.name} does not run KubeRay, so nothing would run {what}", \
             "set operators.ray: true in its cluster file, or use kind: jobset"
-    for field, key in RAY_UNUSED[profile.kind]:
-        if field in profile.model_fields_set:
-            yield (key,), key, f"{what} has no {key}: {RAY_WHY[profile.kind]}", f"remove {key}"
     if profile.leader is not None:
         yield ("leader",), "leader", f"{what}'s head is its leader", "remove leader (the head runs Ray's driver)"
-
-
-TRAINER_UNUSED = (("fail_fast_exit_codes", "failFastExitCodes"), ("max_restarts", "maxRestarts"),
-                  ("master_port", "masterPort"), ("termination_grace_period_seconds", "terminationGracePeriodSeconds"))
-"""Profile fields the TrainJob API has no place for: its runtime (the platform's) decides the JobSet's
-failure policy and the pods' grace period, and fixes rank 0's port at 29500."""
 
 
 def _trainer_profile_problems(profile: JobProfile, cluster: ClusterConfig) -> Iterator[Problem]:
@@ -597,10 +575,6 @@ def _trainer_profile_problems(profile: JobProfile, cluster: ClusterConfig) -> It
     if not cluster.operators.trainer:
         yield ("kind",), "kind", f"cluster {cluster.name} does not run Kubeflow Trainer, so nothing would run a " \
             "TrainJob", "set operators.trainer: true in its cluster file, or use kind: jobset"
-    for field, key in TRAINER_UNUSED:
-        if field in profile.model_fields_set:
-            yield (key,), key, f"a TrainJob has no {key}: its training runtime " \
-                f"({TRAINER_RUNTIME}) decides it", f"remove {key}, or use kind: jobset to choose it"
     for j, env in enumerate(profile.env):
         if env.name in TRAINER_RESERVED_ENV:
             yield ("env", j, "name"), f"env[{j}].name", f"{env.name} is set by Kubeflow Trainer for torchrun", \
@@ -614,20 +588,41 @@ KUEUE_FRAMEWORKS = {"jobset": ("jobset.x-k8s.io/jobset",), "job": ("batch/job",)
                     "raycluster": ("ray.io/raycluster",), "trainjob": ("trainer.kubeflow.org/trainjob",),
                     "deployment": ("deployment", "pod")}
 """The Kueue integrations each profile kind needs (a Deployment's pods are admitted by the pod integration)."""
-SERVING_UNUSED = (("launcher", "launcher"), ("fail_fast_exit_codes", "failFastExitCodes"),
-                  ("master_port", "masterPort"), ("max_restarts", "maxRestarts"), ("topology", "topology"),
-                  ("max_execution_time", "maxExecutionTime"), ("leader", "leader"))
-"""Profile fields a serving Deployment has no use for: its replicas run the command as written, each on its
-own (no rendezvous, no topology across them: Kueue admits each pod alone), and are restarted when they
-exit; Kueue's deployment integration carries no execution limit to the pods (kueue v0.19.2
+UNUSED_FIELDS: dict[str, tuple[str, tuple[tuple[str, str], ...], str, str]] = {
+    # kind: (what it is, (field, key) it has no use for, why, more to the fix than removing it)
+    "rayjob": ("a RayJob", (("launcher", "launcher"), ("fail_fast_exit_codes", "failFastExitCodes"),
+                            ("master_port", "masterPort")),
+               "Ray starts the entrypoint and reports how it ended", ""),
+    "raycluster": ("a RayCluster", (("command", "command"), ("args", "args"), ("launcher", "launcher"),
+                                    ("fail_fast_exit_codes", "failFastExitCodes"), ("master_port", "masterPort"),
+                                    ("max_restarts", "maxRestarts")),
+                   "it runs Ray only (submit programs to it with `ray job submit`) and is kept until deleted", ""),
+    "trainjob": ("a TrainJob", (("fail_fast_exit_codes", "failFastExitCodes"), ("max_restarts", "maxRestarts"),
+                                ("master_port", "masterPort"),
+                                ("termination_grace_period_seconds", "terminationGracePeriodSeconds")),
+                 f"its training runtime ({TRAINER_RUNTIME}) decides it", ", or use kind: jobset to choose it"),
+    "deployment": ("a Deployment", (("launcher", "launcher"), ("fail_fast_exit_codes", "failFastExitCodes"),
+                                    ("master_port", "masterPort"), ("max_restarts", "maxRestarts"),
+                                    ("topology", "topology"), ("max_execution_time", "maxExecutionTime"),
+                                    ("leader", "leader")),
+                   "its replicas serve on their own and are restarted when they exit", ""),
+}
+"""Per kind, the profile fields it has no use for, refused where they are set. A RayJob: Ray starts the
+entrypoint, reports the job's end and wires its own ports; a RayCluster runs no program of the profile's
+and is never restarted whole; a TrainJob's runtime (the platform's) decides the JobSet's failure policy
+and the pods' grace period, and fixes rank 0's port at 29500; a Deployment's replicas run the command as
+written, each on its own (no rendezvous, no topology across them: Kueue admits each pod alone), and
+Kueue's deployment integration carries no execution limit to the pods (kueue v0.19.2
 pkg/controller/jobs/deployment/deployment_webhook.go:91-105 copies the queue and priority only)."""
 
 
-def _serving_profile_problems(profile: JobProfile) -> Iterator[Problem]:
-    for field, key in SERVING_UNUSED:
+def _unused_field_problems(profile: JobProfile) -> Iterator[Problem]:
+    if profile.kind not in UNUSED_FIELDS:
+        return
+    what, fields, why, fix = UNUSED_FIELDS[profile.kind]
+    for field, key in fields:
         if field in profile.model_fields_set:
-            yield (key,), key, f"a Deployment has no {key}: its replicas serve on their own and are restarted " \
-                "when they exit", f"remove {key}"
+            yield (key,), key, f"{what} has no {key}: {why}", f"remove {key}{fix}"
 
 
 def profile_problems(fleet: Fleet, team: TeamConfig, profile: JobProfile) -> list[tuple[str, str, str]]:

@@ -526,14 +526,14 @@ class Job:
         spec = current.get("spec") or {}
         wanted = int(spec["replicas"]) if isinstance(spec.get("replicas"), int) else 1
         ready = self.of.active(current)
-        found = sorted((str(p.metadata.name), str(p.metadata.uid or "")) for p in client.CoreV1Api(
+        found = sorted((str(p.metadata.name), str(p.metadata.uid or ""), pods.state(p)) for p in client.CoreV1Api(
             self.api).list_namespaced_pod(self.namespace, label_selector=self.of.pods(current, self.name),
                                           _request_timeout=timeout(self.api)).items if p.metadata is not None)
         if not found:
             return JobStatus(self.name, "pending" if wanted else "admitted",
                              "no pod yet" if wanted else "scaled to 0 replicas")
         held = []
-        for pod_name, uid in found:
+        for pod_name, uid, _ in found:
             workload = workloads.workload_of(self.api, self.namespace, uid)
             pending = ("Kueue has not created a Workload yet", "") if workload is None else \
                 workloads.waiting(self.api, self.namespace, workload)
@@ -545,7 +545,7 @@ class Job:
                              f"{reason}", position=position)
         if ready >= wanted:
             return JobStatus(self.name, "running", f"{ready}/{wanted} replicas ready")
-        states = pods.states(self.api, self.namespace, self.of.pods(current, self.name))
+        states = {pod_name: state for pod_name, _, state in found}  # from the one listing above
         return JobStatus(self.name, "admitted", f"{ready}/{wanted} replicas ready; {pods.summary(states)}")
 
     def wait(self, api: Any = None, until: str = "finished", timeout_seconds: float = 3600.0, poll: float = 5.0,
