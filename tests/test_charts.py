@@ -26,7 +26,12 @@ def chart_version(cluster: str, chart: str) -> str:
     app = platform / f"application-{cluster}-{chart}.yaml"
     if app.exists():
         return str(yaml.safe_load(app.read_text())["spec"]["source"]["targetRevision"])
-    return str(yaml.safe_load((platform / f"ocirepository-{chart}.yaml").read_text())["spec"]["ref"]["tag"])
+    oci = platform / f"ocirepository-{chart}.yaml"
+    if oci.exists():
+        return str(yaml.safe_load(oci.read_text())["spec"]["ref"]["tag"])
+    # A chart from a Helm repository: the HelmRelease names the version.
+    release = yaml.safe_load((platform / f"helmrelease-{chart}.yaml").read_text())
+    return str(release["spec"]["chart"]["spec"]["version"])
 
 
 def test_each_cluster_installs_the_kueue_it_declares() -> None:

@@ -102,8 +102,8 @@ def test_define_makes_a_ray_job_where_kuberay_runs() -> None:
     job = Job.define("ml-research", "tune", "rayproject/ray:2.52.0-gpu", ["python", "tune.py", "--n", "a b"],
                      cluster="prod-east", pool="h100", nodes=2, kind="rayjob", root=REPO)
     assert job.body["kind"] == "RayJob" and job.body["spec"]["entrypoint"] == "python tune.py --n 'a b'"
-    with pytest.raises(ConfigurationError, match="kind: cluster prod-west does not run KubeRay"):
-        Job.define("ml-research", "tune", "rayproject/ray:2.52.0-gpu", ["python"], cluster="prod-west", pool="a100",
+    with pytest.raises(ConfigurationError, match="kind: cluster dev does not run KubeRay"):
+        Job.define("ml-research", "tune", "rayproject/ray:2.52.0-gpu", ["python"], cluster="dev", pool="l4",
                    kind="rayjob", root=REPO)
     with pytest.raises(ConfigurationError, match="launcher: a RayJob has no launcher"):
         Job.define("ml-research", "tune", "rayproject/ray:2.52.0-gpu", ["python"], cluster="prod-east", pool="h100",

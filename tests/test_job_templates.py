@@ -309,8 +309,8 @@ def test_golden_ray_job() -> None:
 
 @pytest.mark.parametrize(("old", "new", "where", "message", "hint"), [
     ("    kind: rayjob\n    cluster: prod-east\n    pool: h100\n",
-     "    kind: rayjob\n    cluster: prod-west\n    pool: a100\n", "teams/ml-research.yaml:54",
-     "cluster prod-west does not run KubeRay", "set operators.ray: true"),
+     "    kind: rayjob\n    cluster: dev\n    pool: l4\n", "teams/ml-research.yaml:54",
+     "cluster dev does not run KubeRay", "set operators.ray: true"),
     ("    kind: rayjob\n", "    kind: rayjob\n    launcher: torchrun\n", "teams/ml-research.yaml:55",
      "a RayJob has no launcher", "remove launcher"),
     ("    kind: rayjob\n", "    kind: rayjob\n    leader: {}\n", "teams/ml-research.yaml:55",
@@ -351,8 +351,8 @@ def test_golden_ray_cluster() -> None:
     ("    kind: raycluster\n", "    kind: raycluster\n    maxRestarts: 2\n", "teams/ml-research.yaml:76",
      "a RayCluster has no maxRestarts", "remove maxRestarts"),
     ("    kind: raycluster\n    cluster: prod-east\n    pool: h100\n",
-     "    kind: raycluster\n    cluster: prod-west\n    pool: a100\n", "teams/ml-research.yaml:75",
-     "cluster prod-west does not run KubeRay, so nothing would run a RayCluster", "set operators.ray: true"),
+     "    kind: raycluster\n    cluster: dev\n    pool: l4\n", "teams/ml-research.yaml:75",
+     "cluster dev does not run KubeRay, so nothing would run a RayCluster", "set operators.ray: true"),
     ("  - name: workbench\n", f"  - name: w{'o' * 53}\n", "teams/ml-research.yaml:74",
      "KubeRay takes at most 53 for a RayCluster", "shorten it by 1"),
     # Every other kind runs a program: leaving out its command is refused where the profile is.

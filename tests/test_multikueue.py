@@ -1,5 +1,7 @@
 """Issue 17: the example fleet's MultiKueue manager (hub) dispatching to a worker (prod-west), on
-two real API servers with a Kueue manager and JobSet on each.
+two real API servers with a Kueue manager and JobSet on each. Issue 32: both run KubeRay
+(`operators.ray`: its CRDs, and the real operator built from its module), so the manager dispatches
+RayJobs and RayClusters too: the worker's operator runs them, the manager's leaves its copies alone.
 
 The worker's side is set up as README says: its rendered ServiceAccount's token Secret (filled by
 the worker's real token controller) becomes a kubeconfig, stored as the Secret the manager's
@@ -23,6 +25,7 @@ from generator.config.cluster import MultiKueue
 from generator.config.fleet import Fleet
 from generator.jobs.job import Job
 from tests.conftest import REPO, SHARED
+from tests.test_ray import RAY, ray_crds, start_operator
 from tests.upstream.cluster import Stack
 from tests.upstream.fleet import (
     JOBSET,
@@ -53,11 +56,13 @@ class Pair:
 def _start(fleet: Fleet, name: str, etcd: Any, tmp: Path, controllers: tuple[str, ...] = ()) -> Stack:
     """The rendered cluster (its tree and GitOps wiring) applied to a Stack of its own, all accepted."""
     objects = kustomize_build(RENDERED / name) + kustomize_build(RENDERED / "gitops" / name)
-    stack = Stack.start(tmp / name, etcd, kueue_config=rendered_kueue_config(objects), extra_controllers=controllers)
+    stack = Stack.start(tmp / name, etcd, kueue_config=rendered_kueue_config(objects), extra_controllers=controllers,
+                        crds=ray_crds())
     try:
         create_nodes(stack, fake_nodes(fleet.clusters[name].config))
         refused, _ = deploy(stack, fleet.clusters[name].config, objects, SHARED / "schemas")
         assert refused == [], refused
+        stack.processes["kuberay-operator"] = start_operator(stack, tmp / name, name)
     except BaseException:
         stack.stop()
         raise
@@ -95,6 +100,14 @@ def pair(upstream_etcd: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
             client.CoreV1Api(manager.client()).create_namespaced_secret("kueue-system", {
                 "apiVersion": "v1", "kind": "Secret", "metadata": {"name": MultiKueue.secret(WORKER)},
                 "stringData": {"kubeconfig": worker_kubeconfig(worker, MANAGER)}})
+
+            def queues_active() -> bool:
+                """vision's LocalQueues on the manager, active once the check is (they lag the ClusterQueue:
+                a member's pre-submit check read one still inactive)."""
+                found = custom(manager).list_namespaced_custom_object(KUEUE, "v1beta2", "vision", "localqueues")
+                return bool(found["items"]) and all(condition(q, "Active").get("status") == "True"
+                                                    for q in found["items"])
+            assert wait_for(queues_active, 90), "vision's LocalQueues on the manager stayed inactive"
             yield Pair(manager, worker, fleet)
         finally:
             manager.stop()
@@ -222,3 +235,99 @@ def test_without_quota_on_the_worker_the_job_waits_on_the_manager(pair: Pair) ->
         apply(pair.worker, original)
         custom(pair.manager).delete_namespaced_custom_object(JOBSET, "v1alpha2", ns, "jobsets", name,
                                                              propagation_policy="Foreground")
+
+
+def _worker_copy(pair: Pair, ns: str, plural: str, name: str) -> dict[str, Any] | None:
+    from kubernetes.client.exceptions import ApiException
+
+    try:
+        found: dict[str, Any] = custom(pair.worker).get_namespaced_custom_object(RAY, "v1", ns, plural, name)
+    except ApiException as e:
+        if e.status == 404:
+            return None
+        raise
+    return found
+
+
+def _admitted_on_both(pair: Pair, ns: str, name: str, kind: str) -> dict[str, Any]:
+    """The manager's Workload for the job admitted, and its copy on the worker admitted there."""
+    assert wait_for(lambda: condition(workload_of(pair.manager, ns, name, kind), "Admitted").get("status") == "True",
+                    90), workload_of(pair.manager, ns, name, kind)
+    local = workload_of(pair.manager, ns, name, kind) or {}
+    assert local["status"]["clusterName"] == WORKER
+    remote = [w for w in workloads(pair.worker, ns) if w["metadata"]["name"] == local["metadata"]["name"]]
+    assert remote and condition(remote[0], "Admitted").get("status") == "True", remote
+    assert remote[0]["metadata"]["labels"]["kueue.x-k8s.io/multikueue-origin"] == MANAGER
+    return remote[0]
+
+
+def test_a_members_ray_job_is_dispatched_to_a_worker_whose_kuberay_runs_it(pair: Pair) -> None:
+    """A RayJob defined in Python and submitted on the manager as a member: Kueue's webhook hands it
+    to MultiKueue (`spec.managedBy`), the worker admits its copy on the team's pool there, and the
+    worker's KubeRay makes its Ray cluster and pods; the manager's KubeRay makes nothing, and the
+    manager's RayJob carries the worker's status. Cancelled, the copy goes too."""
+    team = pair.fleet.teams["vision"].config
+    ns = team.namespace_names[0]
+    member = pair.manager.identity(f"e2e-ray@{team.name}.test", (team.members.groups[0],))
+    api = pair.manager.client(member.user, (team.members.groups[0],))
+    name = f"rayjob-{uuid.uuid4().hex[:5]}"
+    job = Job.define("vision", name, "rayproject/ray:2.52.0", ["python", "-c", "print('hello')"], cluster=MANAGER,
+                     pool="l40s", gpus_per_node=4, kind="rayjob", root=REPO, api=api)
+    job.submit()
+    try:
+        local = custom(pair.manager).get_namespaced_custom_object(RAY, "v1", ns, "rayjobs", name)
+        assert local["spec"]["managedBy"] == "kueue.x-k8s.io/multikueue"
+        remote = _admitted_on_both(pair, ns, name, "RayJob")
+        assert {f for ps in remote["status"]["admission"]["podSetAssignments"] for f in ps["flavors"].values()} \
+            >= {"l40s"}
+        copy = _worker_copy(pair, ns, "rayjobs", name) or {}
+        assert "managedBy" not in copy.get("spec", {}), copy  # the worker's KubeRay runs it
+        assert wait_for(lambda: ((_worker_copy(pair, ns, "rayjobs", name) or {}).get("status") or {}).get(
+            "rayClusterName"), 60), _worker_copy(pair, ns, "rayjobs", name)
+        ray_cluster = (_worker_copy(pair, ns, "rayjobs", name) or {})["status"]["rayClusterName"]
+        core = client_for(pair.worker)
+        assert wait_for(lambda: core.list_namespaced_pod(ns, label_selector=f"ray.io/cluster={ray_cluster}").items,
+                        60), "the worker's KubeRay made no pods"
+        # The manager's KubeRay left its copy alone, and MultiKueue copied the worker's status onto it.
+        assert custom(pair.manager).list_namespaced_custom_object(RAY, "v1", ns, "rayclusters")["items"] == []
+        assert wait_for(lambda: (custom(pair.manager).get_namespaced_custom_object(
+            RAY, "v1", ns, "rayjobs", name).get("status") or {}).get("rayClusterName") == ray_cluster, 60)
+        status = Job.on_cluster(api, name, ns, "RayJob").status()
+        assert status.phase in ("admitted", "running") and \
+            status.reason == "dispatched by MultiKueue to worker cluster prod-west", status
+    finally:
+        job.cancel()
+    assert wait_for(lambda: _worker_copy(pair, ns, "rayjobs", name) is None, 60), "the worker's copy stayed"
+
+
+def test_a_notebook_ray_cluster_on_the_manager_comes_up_on_the_worker(pair: Pair) -> None:
+    """A RayCluster brought up from Python on the manager: admitted there and on the worker, made by the
+    worker's KubeRay; its status says where it runs, and `down()` removes the copy too."""
+    from generator.jobs import connect
+    from generator.jobs.ray import ClusterConfiguration, RayCluster
+
+    team = pair.fleet.teams["vision"].config
+    ns = team.namespace_names[0]
+    who = pair.manager.identity(f"notebook@{team.name}.test", (team.members.groups[0],))
+    queue = team.queue_for(pair.fleet.clusters[MANAGER].config, "l40s")
+    name = f"nb-{uuid.uuid4().hex[:5]}"
+    cluster = RayCluster(ClusterConfiguration(name=name, namespace=ns, queue=queue, image="rayproject/ray:2.52.0",
+                                              workers=1, worker_gpus=4, worker_cpus="8", worker_memory="64Gi"),
+                         connect(kubeconfig=str(who.kubeconfig))).up()
+    try:
+        _admitted_on_both(pair, ns, name, "RayCluster")
+        core = client_for(pair.worker)
+        assert wait_for(lambda: len(core.list_namespaced_pod(ns, label_selector=f"ray.io/cluster={name}").items) == 2,
+                        60), "the worker's KubeRay did not make the head and the worker"
+        status = cluster.status()
+        assert status.phase == "starting" and status.pods == {}, status
+        assert status.reason == "dispatched by MultiKueue to worker cluster prod-west: its pods run there", status
+    finally:
+        cluster.down()
+    assert wait_for(lambda: _worker_copy(pair, ns, "rayclusters", name) is None, 60), "the worker's copy stayed"
+
+
+def client_for(stack: Stack) -> Any:
+    from kubernetes import client
+
+    return client.CoreV1Api(stack.client())

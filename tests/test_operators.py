@@ -52,7 +52,9 @@ def test_prod_east_installs_kuberay_after_kueue() -> None:
 def test_flux_installs_an_operator_once_what_it_needs_is_ready(fleet_root: Path, operator: str, release: str,
                                                               namespace: str, after: list[str],
                                                               source: tuple[str, str, str]) -> None:
-    edit(fleet_root, "clusters/prod-west.yaml", "kueue:\n", f"operators: {{{operator}: true}}\nkueue:\n")
+    if operator != "ray":  # prod-west runs KubeRay already (the hub dispatches Ray kinds there)
+        edit(fleet_root, "clusters/prod-west.yaml", "operators: {ray: true}",
+             f"operators: {{ray: true, {operator}: true}}")
     result = run(fleet_root, "render")
     assert result.code == 0, result.err
     spec = _load(f"prod-west/platform/helmrelease-{release}.yaml", fleet_root)["spec"]
@@ -73,7 +75,7 @@ def test_members_get_ray_kinds_only_where_kuberay_runs() -> None:
     assert {"rayclusters", "rayjobs", "rayservices"} <= set(granted[0]["resources"])
     assert "create" in granted[0]["verbs"] and "update" not in granted[0]["verbs"]
     assert all(not r.endswith("/status") or rule["verbs"] == ["get"] for rule in granted for r in rule["resources"])
-    assert ray_rules("prod-west") == [] and ray_rules("dev") == []
+    assert ray_rules("prod-west") == granted and ray_rules("hub") == granted and ray_rules("dev") == []
     bindings = list((REPO / "rendered" / "prod-east" / "teams").rglob("rolebinding-*-members-jobs.yaml"))
     assert bindings and all(_load(str(b.relative_to(REPO / "rendered")))["kind"] == "RoleBinding" for b in bindings)
 
@@ -92,12 +94,16 @@ def test_ray_where_kueue_would_not_queue_it_is_refused_at_its_line(fleet_root: P
     assert snapshot(fleet_root / "rendered") == before
 
 
-def test_ray_on_a_multikueue_manager_is_refused(fleet_root: Path) -> None:
-    path = fleet_root / "clusters/hub.yaml"
-    path.write_text(path.read_text() + "operators: {ray: true}\n")
-    result = run(fleet_root, "render")
-    assert result.code == 2
-    assert "clusters/hub.yaml" in result.err and "does not dispatch its kinds" in result.err, result.err
+def test_a_manager_with_kuberay_dispatches_ray_kinds_to_workers_that_run_it() -> None:
+    """hub's `operators.ray`: its Kueue queues the Ray kinds (MultiKueue dispatches them), and each worker
+    lets the manager's ServiceAccount watch and write them there, besides JobSets and batch Jobs."""
+    kueue = _load("hub/platform/application-hub-kueue.yaml")["spec"]["source"]["helm"]["valuesObject"]
+    frameworks = yaml.safe_load(kueue["managerConfig"]["controllerManagerConfigYaml"])["integrations"]["frameworks"]
+    assert frameworks == ["batch/job", "jobset.x-k8s.io/jobset", "ray.io/raycluster", "ray.io/rayjob"]
+    for worker in ("prod-east", "prod-west"):
+        write = _load(f"{worker}/kueue/clusterrole-fleetgen-multikueue-hub-write.yaml")["rules"][0]
+        assert write["resources"] == ["workloads", "jobs", "jobsets", "rayclusters", "rayjobs"]
+        assert RAY in write["apiGroups"] and "delete" in write["verbs"]
 
 
 def test_prod_east_installs_kubeflow_trainer_after_kueue_and_jobset() -> None:
@@ -137,6 +143,7 @@ def test_trainer_where_kueue_would_not_queue_it_or_on_a_manager_is_refused(fleet
                "add trainer.kubeflow.org/trainjob to kueue.integrations")
     edit(fleet_root, "clusters/prod-east.yaml", ", ray.io/rayjob]\n",
          ", ray.io/rayjob, trainer.kubeflow.org/trainjob]\n")
-    refused_at(fleet_root, "clusters/hub.yaml", "kueue:\n", "operators: {trainer: true}\nkueue:\n", "clusters/hub.yaml",
-               "trainer is on, but a MultiKueue manager does not dispatch its kinds (trainer.kubeflow.org/trainjob)",
-               "turn operators.trainer on in the worker clusters' files instead")
+    refused_at(fleet_root, "clusters/hub.yaml", "operators: {ray: true}", "operators: {ray: true, trainer: true}",
+               "clusters/hub.yaml", "trainer is on, but a MultiKueue manager cannot dispatch its kinds "
+               "(trainer.kubeflow.org/trainjob): Kubeflow Trainer v2.2.1's controller ignores a TrainJob's "
+               "spec.managedBy", "turn operators.trainer on in the worker clusters' files and submit those there")

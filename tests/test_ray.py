@@ -47,12 +47,12 @@ def ray_crds() -> tuple[dict[str, Any], ...]:
     return tuple(yaml.safe_load(path.read_text()) for path in sorted(folder.glob("*.yaml")))
 
 
-def start_operator(stack: Stack, workdir: Path) -> Process:
+def start_operator(stack: Stack, workdir: Path, cluster: str = CLUSTER) -> Process:
     """The chart's objects applied, then the operator with the chart's args and its ServiceAccount's token;
     the leader-election namespace is the one a pod would read from its token mount."""
     from kubernetes import client, utils
 
-    docs = helm_template("kuberay-operator", CLUSTER, NAMESPACE, workdir)
+    docs = helm_template("kuberay-operator", cluster, NAMESPACE, workdir)
     client.CoreV1Api(stack.client()).create_namespace({"metadata": {"name": NAMESPACE}})
     for doc in docs:
         if doc["kind"] in SERVED:
@@ -64,7 +64,7 @@ def start_operator(stack: Stack, workdir: Path) -> Process:
     args = [*container["args"], f"--leader-election-namespace={NAMESPACE}",
             f"--health-probe-bind-address=127.0.0.1:{health}", f"--metrics-addr=127.0.0.1:{metrics}"]
     who = stack.token_identity(NAMESPACE, pod["serviceAccountName"])
-    proc = spawn("kuberay-operator", [str(tools.binary("kuberay-operator")), *args], workdir / "kuberay.log",
+    proc = spawn("kuberay-operator", [str(tools.binary("kuberay-operator")), *args], workdir / f"kuberay-{cluster}.log",
                  env={"KUBECONFIG": str(who.kubeconfig)})
     wait_until(proc, lambda: _http_ok(f"http://127.0.0.1:{health}/readyz"), 60, "ready")
     return proc

@@ -10,7 +10,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from generator.config.cluster import AdmissionFairSharing, ClusterConfig, kueue_tuple
+from generator.config.cluster import OPERATOR_KINDS, AdmissionFairSharing, ClusterConfig, kueue_tuple
 from generator.config.fleet import Fleet, Loaded, fair_sharing
 from generator.config.jobs import JobProfile
 from generator.config.platform import TRAINER_RUNTIME
@@ -317,8 +317,9 @@ def _admission_checks(fleet: Fleet) -> Iterator[Finding]:
 
 
 def _multikueue_workers(fleet: Fleet) -> Iterator[Finding]:
-    """A manager's workers are clusters of the fleet, not managers, on its Kueue release line, with
-    its priority classes at the same values (dispatched Workloads keep their class)."""
+    """A manager's workers are clusters of the fleet, not managers, on its Kueue release line, running
+    the operators whose kinds it dispatches (its Kueue watches those kinds on every worker), with its
+    priority classes at the same values (dispatched Workloads keep their class)."""
     for cluster in fleet.clusters.values():
         cfg, mk = cluster.config, cluster.config.multikueue
         if mk is None:
@@ -339,6 +340,12 @@ def _multikueue_workers(fleet: Fleet) -> Iterator[Finding]:
                 yield Finding(file, line, field, f"{worker!r} runs Kueue {wcfg.kueue.version}, the manager "
                               f"{cfg.kueue.version}: the manager creates its own release's Workloads there",
                               "run the same Kueue minor release on the manager and its workers")
+            for operator, kinds in OPERATOR_KINDS.items():
+                if set(kinds) & set(cfg.dispatched_operator_kinds) and not getattr(wcfg.operators, operator):
+                    yield Finding(file, line, field, f"the manager dispatches {', '.join(kinds)} (operators."
+                                  f"{operator}), but {worker!r} does not run that operator: the manager's Kueue "
+                                  "would stay disconnected from it, dispatching nothing there",
+                                  f"set operators.{operator}: true in {worker!r}'s file, or turn it off here")
             values = {p.name: p.value for p in wcfg.priorities}
             for prio in cfg.priorities:
                 if values.get(prio.name) != prio.value:

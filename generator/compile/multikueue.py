@@ -21,20 +21,36 @@ from generator.config.team import TeamConfig
 RBAC = "rbac.authorization.k8s.io"
 CONTROLLER = "kueue.x-k8s.io/multikueue"
 KUEUE_NAMESPACE = "kueue-system"
-MIRRORED: list[tuple[str, str]] = [("kueue.x-k8s.io", "workloads"), ("jobset.x-k8s.io", "jobsets"), ("batch", "jobs")]
-"""What the manager creates on a worker for a dispatched job: the Workload and the job object
-(JobSets, fleetgen's templates, and batch Jobs)."""
-READ_RULES: list[dict[str, list[str]]] = [
-    {"apiGroups": [g for g, _ in MIRRORED], "resources": [r for _, r in MIRRORED], "verbs": ["get", "list", "watch"]},
-    {"apiGroups": [g for g, _ in MIRRORED], "resources": [f"{r}/status" for _, r in MIRRORED], "verbs": ["get"]},
-    {"apiGroups": ["kueue.x-k8s.io"], "resources": ["clusterqueues", "localqueues"], "verbs": ["get", "list", "watch"]},
-]
-WRITE_RULES: list[dict[str, list[str]]] = [
-    {"apiGroups": [g for g, _ in MIRRORED], "resources": [r for _, r in MIRRORED],
-     "verbs": ["create", "delete", "patch", "update"]},
-    {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads/status"], "verbs": ["patch", "update"]},
-]
+MIRRORED = {"batch/job": ("batch", "jobs"), "jobset.x-k8s.io/jobset": ("jobset.x-k8s.io", "jobsets"),
+            "ray.io/rayjob": ("ray.io", "rayjobs"), "ray.io/raycluster": ("ray.io", "rayclusters")}
+"""Per Kueue integration a manager dispatches, the (group, resource) it creates on a worker for a
+dispatched job, beside the Workload (Kueue's MultiKueue adapters copy the job object alone)."""
 
+
+def _resources(dispatched: tuple[str, ...]) -> tuple[list[str], list[str]]:
+    """API groups and resources of the Workload and of the kinds a manager dispatches."""
+    pairs = [("kueue.x-k8s.io", "workloads")] + [MIRRORED[f] for f in dispatched if f in MIRRORED]
+    return list(dict.fromkeys(g for g, _ in pairs)), [r for _, r in pairs]
+
+
+def read_rules(dispatched: tuple[str, ...]) -> list[dict[str, list[str]]]:
+    """Cluster-wide: the manager's client watches these kinds and the queues on each worker."""
+    groups, resources = _resources(dispatched)
+    return [
+        {"apiGroups": groups, "resources": resources, "verbs": ["get", "list", "watch"]},
+        {"apiGroups": groups, "resources": [f"{r}/status" for r in resources], "verbs": ["get"]},
+        {"apiGroups": ["kueue.x-k8s.io"], "resources": ["clusterqueues", "localqueues"],
+         "verbs": ["get", "list", "watch"]},
+    ]
+
+
+def write_rules(dispatched: tuple[str, ...]) -> list[dict[str, list[str]]]:
+    """In the namespaces of the teams it dispatches: create and delete the copies, update Workloads."""
+    groups, resources = _resources(dispatched)
+    return [
+        {"apiGroups": groups, "resources": resources, "verbs": ["create", "delete", "patch", "update"]},
+        {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads/status"], "verbs": ["patch", "update"]},
+    ]
 
 def service_account(manager: str) -> str:
     """The ServiceAccount on a worker that a manager acts as."""
@@ -85,7 +101,8 @@ def worker_objects(cluster: Loaded[ClusterConfig], teams: list[Loaded[TeamConfig
         out.append(Manifest(SHARED, token, cluster.at("name")))
         grantee, write_role = manager_grant(manager)
         subject = [grantee]
-        for suffix, rules in (("read", READ_RULES), ("write", WRITE_RULES)):
+        dispatched = cfg.dispatched_by(manager)
+        for suffix, rules in (("read", read_rules(dispatched)), ("write", write_rules(dispatched))):
             out.append(Manifest(SHARED, {"apiVersion": f"{RBAC}/v1", "kind": "ClusterRole",
                                          "metadata": {"name": f"fleetgen-{sa}-{suffix}", "labels": labels(cfg.name)},
                                          "rules": rules}, cluster.at("name")))

@@ -107,6 +107,15 @@ MULTIKUEUE_FRAMEWORKS = ("batch/job", "jobset.x-k8s.io/jobset")
 integration's kind and stays disconnected while one is not served there (the real Kueue v0.19.2
 reported `no matches for kind "MPIJob"` for the chart's defaults); fleetgen installs JobSet on
 every cluster and grants the manager these kinds on its workers."""
+MULTIKUEUE_OPERATORS = {
+    "ray": "",
+    "trainer": "Kubeflow Trainer v2.2.1's controller ignores a TrainJob's spec.managedBy, so it would also run "
+               "the manager's copy of every TrainJob that MultiKueue dispatches",
+}
+"""Per operator, why a MultiKueue manager may not turn it on ("" where it may). With `operators.ray` a
+manager also dispatches RayJobs and RayClusters: KubeRay v1.6.2 leaves alone what Kueue's webhook
+marks `spec.managedBy: kueue.x-k8s.io/multikueue` (ray-operator `controllers/ray/rayjob_controller.go:108`,
+`raycluster_controller.go:163`), and every worker must run KubeRay too."""
 
 
 class WaitForPodsReady(ConfigModel):
@@ -243,7 +252,8 @@ class Kueue(ConfigModel):
     the release plus fleetgen's (JobSet, batch Job, PyTorchJob, pod), so Ray, TrainJob,
     LeaderWorkerSet, Deployment and StatefulSet jobs with a queue label are queued, not run
     unqueued. Set: exactly these, which must include `jobset.x-k8s.io/jobset` (the job templates).
-    A MultiKueue manager: `batch/job` and JobSet, the kinds it dispatches."""
+    A MultiKueue manager: `batch/job` and JobSet, the kinds it dispatches, and with `operators.ray`
+    the Ray kinds."""
     manage_jobs_without_queue_name: bool = False
     """Kueue's `manageJobsWithoutQueueName`. In team namespaces it changes little: Kueue already gives
     every job, Pod and Deployment without a queue label the namespace's `default` LocalQueue (which
@@ -695,8 +705,9 @@ class ClusterConfig(ConfigModel):
     """Make this cluster a MultiKueue manager over worker clusters of the fleet."""
     operators: Operators = Operators()
     """Job operators the platform installs (KubeRay, Kubeflow Trainer), beyond JobSet."""
-    _managers: tuple[str, ...] = PrivateAttr(default=())
-    """MultiKueue managers that list this cluster as a worker (set when the fleet is loaded)."""
+    _managers: dict[str, tuple[str, ...]] = PrivateAttr(default_factory=dict)
+    """MultiKueue managers that list this cluster as a worker, each with the Kueue integrations it
+    dispatches (set when the fleet is loaded)."""
 
     @field_validator("operators")
     @classmethod
@@ -706,10 +717,10 @@ class ClusterConfig(ConfigModel):
         for operator, kinds in OPERATOR_KINDS.items():
             if not getattr(value, operator):
                 continue
-            if info.data.get("multikueue") is not None:
-                raise ValueError(f"{operator} is on, but a MultiKueue manager does not dispatch its kinds "
-                                 f"({', '.join(kinds)}) to its workers yet: turn operators.{operator} on in the worker "
-                                 "clusters' files instead")
+            if info.data.get("multikueue") is not None and MULTIKUEUE_OPERATORS[operator]:
+                raise ValueError(f"{operator} is on, but a MultiKueue manager cannot dispatch its kinds "
+                                 f"({', '.join(kinds)}): {MULTIKUEUE_OPERATORS[operator]}; turn operators.{operator} "
+                                 "on in the worker clusters' files and submit those there")
             missing = [kind for kind in kinds if kueue is not None and kind not in kueue.frameworks]
             if missing:
                 raise ValueError(f"{operator} is on, but Kueue would not queue {' or '.join(missing)}, so they would "
@@ -719,20 +730,32 @@ class ClusterConfig(ConfigModel):
     @property
     def managers(self) -> tuple[str, ...]:
         """MultiKueue managers dispatching to this cluster, sorted."""
-        return self._managers
+        return tuple(sorted(self._managers))
 
-    def with_managers(self, managers: tuple[str, ...]) -> ClusterConfig:
-        """A copy that knows the managers dispatching to it."""
+    def dispatched_by(self, manager: str) -> tuple[str, ...]:
+        """The Kueue integrations whose kinds `manager` dispatches here (its client watches them)."""
+        return self._managers.get(manager, ())
+
+    def with_managers(self, managers: dict[str, tuple[str, ...]]) -> ClusterConfig:
+        """A copy that knows the managers dispatching to it, and what each dispatches."""
         copy = self.model_copy()
-        copy._managers = tuple(sorted(managers))
+        copy._managers = dict(sorted(managers.items()))
         return copy
 
     @property
     def frameworks(self) -> list[str]:
         """The Kueue integrations of the cluster: a manager's are what it can dispatch."""
         if self.multikueue is not None and self.kueue.integrations is None:
-            return list(MULTIKUEUE_FRAMEWORKS)
+            return list(MULTIKUEUE_FRAMEWORKS) + self.dispatched_operator_kinds
         return self.kueue.frameworks
+
+    @property
+    def dispatched_operator_kinds(self) -> list[str]:
+        """On a MultiKueue manager, the operators' kinds it dispatches besides MULTIKUEUE_FRAMEWORKS."""
+        if self.multikueue is None:
+            return []
+        return [kind for operator, kinds in OPERATOR_KINDS.items() if getattr(self.operators, operator)
+                and not MULTIKUEUE_OPERATORS[operator] for kind in kinds]
 
     @property
     def runs_own_images(self) -> list[str]:
@@ -763,10 +786,12 @@ class ClusterConfig(ConfigModel):
                                ("admissionChecks", self.admission_checks)):
                 if value:
                     raise ValueError(f"a MultiKueue manager has no {key}: its jobs run on its workers' pools")
-            beyond = [f for f in self.kueue.integrations or [] if f not in MULTIKUEUE_FRAMEWORKS]
+            dispatched = [*MULTIKUEUE_FRAMEWORKS, *self.dispatched_operator_kinds]
+            beyond = [f for f in self.kueue.integrations or [] if f not in dispatched]
             if beyond:
-                raise ValueError(f"a MultiKueue manager dispatches {' and '.join(MULTIKUEUE_FRAMEWORKS)} only, not "
-                                 f"{', '.join(beyond)}: its workers grant it no more (omit kueue.integrations)")
+                raise ValueError(f"a MultiKueue manager dispatches {', '.join(dispatched)} only, not "
+                                 f"{', '.join(beyond)}: its workers grant it no more (omit kueue.integrations, "
+                                 "and turn on operators.ray for the Ray kinds)")
         return self
 
     def pool(self, name: str) -> NodePool | None:

@@ -144,14 +144,14 @@ def with_worker_pools(clusters: dict[str, Loaded[ClusterConfig]],
     would admit), and no node labels or taints (the manager has no such nodes). Pools a worker shares
     by usage are left out: MultiKueue creates a job in the team's own queue on the worker."""
     out = dict(clusters)
-    managers_of: dict[str, list[str]] = {}
+    managers_of: dict[str, dict[str, tuple[str, ...]]] = {}
     for name, manager in clusters.items():
         mk = manager.config.multikueue
         if mk is None:
             continue
         pools: dict[str, NodePool] = {}
         for i, worker in enumerate(mk.workers):
-            managers_of.setdefault(worker, []).append(name)
+            managers_of.setdefault(worker, {})[name] = tuple(manager.config.frameworks)
             if worker not in clusters or clusters[worker].config.multikueue is not None:
                 continue  # the checks name it
             shared = set(clusters[worker].config.shared_pools)
@@ -175,7 +175,7 @@ def with_worker_pools(clusters: dict[str, Loaded[ClusterConfig]],
         out[name] = Loaded(manager.config.model_copy(update={"node_pools": list(pools.values())}), manager.source)
     for name, managers in managers_of.items():
         if name in clusters:
-            out[name] = Loaded(clusters[name].config.with_managers(tuple(managers)), clusters[name].source)
+            out[name] = Loaded(clusters[name].config.with_managers(managers), clusters[name].source)
     return out
 
 

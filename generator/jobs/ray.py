@@ -276,6 +276,10 @@ class RayCluster:
         pending = workloads.waiting(self.api, self.namespace, workload)
         if pending is not None:
             return RayClusterStatus(self.name, "pending", *pending)
+        worker = (workload.get("status") or {}).get("clusterName")
+        if worker:  # a MultiKueue manager: the state is the worker's copy's, its pods are there
+            return RayClusterStatus(self.name, "ready" if state == "ready" else "starting",
+                                    f"dispatched by MultiKueue to worker cluster {worker}: its pods run there")
         found = self._pods()
         if state == "ready" and all(phase == "Running" for phase in found.values()):
             return RayClusterStatus(self.name, "ready", pods=found)

@@ -506,7 +506,9 @@ class Stack:
         return self.processes[name].tail(lines)
 
     def stop(self) -> None:
-        for name in ("kueue", "jobset", "kube-controller-manager", "kube-apiserver"):
+        """Processes a test added (operators) first, then the managers, the API server last."""
+        core = ("kueue", "jobset", "kube-controller-manager", "kube-apiserver")
+        for name in [n for n in self.processes if n not in core] + list(core):
             if name in self.processes:
                 self.processes[name].stop()
 

@@ -284,7 +284,9 @@ def custom(stack: Stack, api: Any = None) -> Any:
 
 
 JOB_KINDS = {"JobSet": (JOBSET, "v1alpha2", "jobsets", "jobset.sigs.k8s.io/jobset-name"),
-             "Job": ("batch", "v1", "jobs", "batch.kubernetes.io/job-name")}
+             "Job": ("batch", "v1", "jobs", "batch.kubernetes.io/job-name"),
+             "RayJob": ("ray.io", "v1", "rayjobs", "ray.io/originated-from-cr-name"),
+             "RayCluster": ("ray.io", "v1", "rayclusters", "ray.io/cluster")}
 """(group, version, plural, the label naming the job on its pods) of each kind of job a profile renders."""
 
 
