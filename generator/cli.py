@@ -466,11 +466,12 @@ def _job_command(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 T = TypeVar("T")
 KIND_NAMES = {"jobset": "a JobSet", "job": "a batch Job", "rayjob": "a RayJob", "trainjob": "a TrainJob",
-              "raycluster": "a RayCluster", "deployment": "a serving Deployment"}
+              "raycluster": "a RayCluster", "deployment": "a serving Deployment",
+              "leaderworkerset": "a serving LeaderWorkerSet"}
 KIND_OPTION = click.option("--kind", type=click.Choice(list(KIND_NAMES)), default="jobset", show_default=True,
-                           help="What NAME is: a JobSet, a batch Job, a RayJob, a TrainJob, a RayCluster or a serving "
-                           "Deployment (the Ray kinds where the cluster runs KubeRay, a TrainJob where it runs "
-                           "Kubeflow Trainer).")
+                           help="What NAME is: a JobSet, a batch Job, a RayJob, a TrainJob, a RayCluster, a serving "
+                           "Deployment or LeaderWorkerSet (the Ray kinds where the cluster runs KubeRay, a TrainJob "
+                           "where it runs Kubeflow Trainer, a LeaderWorkerSet where it runs LeaderWorkerSet).")
 
 
 def _is_kind(api: Any, name: str, namespace: str, kind: str) -> bool:

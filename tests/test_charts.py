@@ -57,7 +57,8 @@ def _helm_template(chart: str, cluster: str, namespace: str, tmp_path: Path) -> 
 
     values = tmp_path / f"{cluster}-{chart}-values.yaml"
     values.write_text(yaml.safe_dump(_values(cluster, chart)))
-    source = tools.chart(chart, f"v{chart_version(cluster, chart)}")
+    version = chart_version(cluster, chart)
+    source = tools.chart(chart, version if version.startswith("v") else f"v{version}")  # a module tag
     proc = subprocess.run([str(tools.binary("helm")), "template", chart, str(source), "--namespace",
                            namespace, "--values", str(values), "--kube-version", f"{kubernetes_version(cluster)}.0"],
                           capture_output=True, text=True, check=False, timeout=120)
@@ -145,3 +146,22 @@ def test_what_kubeflow_trainers_chart_makes_of_our_values_is_valid(
                                                                                      "tls.key"}
     assert_kubeconform_strict(docs, "prod-east", kubeconform_on_path, shared_schemas, tmp_path,
                               operator_schemas(tmp_path / "operators"))
+
+
+def test_what_leaderworkersets_chart_makes_of_our_values_is_valid(
+        upstream_tools: None, kubeconform_on_path: Path, shared_schemas: Path, tmp_path: Path) -> None:
+    """Issue 32: prod-east's `operators.lws` through LeaderWorkerSet's own chart (the lws module at the pin):
+    the controller's image at the release, not the module chart's `main` always pulled; its webhooks for
+    LeaderWorkerSets and their pods only; its Secret declared without data (its cert-controller fills it,
+    so Argo CD has nothing to put back); valid for kubeconform -strict."""
+    docs = helm_template("lws", "prod-east", "lws-system", tmp_path)
+    (deployment,) = [d for d in docs if d["kind"] == "Deployment"]
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    assert (container["image"], container["imagePullPolicy"]) == ("registry.k8s.io/lws/lws:v0.9.0", "IfNotPresent")
+    hooks = [h for d in docs if d["kind"].endswith("WebhookConfiguration") for h in d["webhooks"]]
+    pod_hooks = [h for h in hooks if "pods" in h["rules"][0]["resources"]]
+    assert pod_hooks and all(h["objectSelector"] == {"matchExpressions": [
+        {"key": "leaderworkerset.sigs.k8s.io/name", "operator": "Exists"}]} for h in pod_hooks), pod_hooks
+    (secret,) = [d for d in docs if d["kind"] == "Secret"]
+    assert "data" not in secret
+    assert_kubeconform_strict(docs, "prod-east", kubeconform_on_path, shared_schemas, tmp_path)

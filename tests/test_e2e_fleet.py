@@ -104,10 +104,12 @@ def member(stack: Stack, team: TeamConfig) -> Identity:
 
 def templates(cluster: str) -> list[Path]:
     """Every Kubernetes object among the cluster's job templates (not the SkyPilot files, and not the
-    RayJobs, RayClusters or TrainJobs: this stack serves no KubeRay or Trainer CRDs, so tests/test_ray.py
-    and tests/test_trainer.py submit them on twins that do)."""
+    RayJobs, RayClusters, TrainJobs or LeaderWorkerSets: this stack serves no KubeRay, Trainer or
+    LeaderWorkerSet CRDs, so tests/test_ray.py, tests/test_trainer.py and tests/test_lws.py submit them on
+    twins that do)."""
     return sorted(p for p in (RENDERED / cluster / "templates").glob("*/*.yaml")
-                  if not p.name.endswith((".sky.yaml", ".rayjob.yaml", ".raycluster.yaml", ".trainjob.yaml"))
+                  if not p.name.endswith((".sky.yaml", ".rayjob.yaml", ".raycluster.yaml", ".trainjob.yaml",
+                                          ".leaderworkerset.yaml"))
                   and p.name != "skypilot-config.yaml")
 
 

@@ -44,15 +44,16 @@ def test_define_makes_either_kind_by_the_same_rules() -> None:
     assert batch_pod["containers"] == jobset_pod["containers"]
     assert {k: v for k, v in batch_pod.items() if k != "subdomain"} == jobset_pod
     with pytest.raises(ConfigurationError,
-                       match="kind: Input should be 'jobset', 'job', 'rayjob', 'trainjob', 'raycluster' or "
-                             "'deployment'"):
+                       match="kind: Input should be 'jobset', 'job', 'rayjob', 'trainjob', 'raycluster', "
+                             "'deployment' or 'leaderworkerset'"):
         Job.define("speech", "mine", "ghcr.io/acme/x:1", ["python"], kind="pytorchjob", **common)
     with pytest.raises(ConfigurationError, match="the last pod's hostname would be"):
         Job.define("speech", "e" * 62, "ghcr.io/acme/x:1", ["python"], kind="job", **common)
 
 
 def test_only_jobsets_and_batch_jobs_are_jobs() -> None:
-    with pytest.raises(UsageError, match="kind: JobSet, Job, RayJob, TrainJob, Deployment, and metadata.name"):
+    with pytest.raises(UsageError,
+                       match="kind: JobSet, Job, RayJob, TrainJob, Deployment, LeaderWorkerSet, and metadata.name"):
         Job({"kind": "Pod", "metadata": {"name": "p"}})
     with pytest.raises(UsageError, match="kind must be one of JobSet, Job"):
         Job.on_cluster(None, "x", "ns", "RayCluster")
@@ -161,7 +162,8 @@ def test_a_ray_cluster_profile_makes_a_ray_cluster_not_a_job(tmp_path: Any) -> N
     from_file = making.from_file(path)
     assert isinstance(from_file, RayCluster) and from_file.body == ray.body
     path.write_text("kind: Pod\nmetadata: {name: p}\n")
-    with pytest.raises(UsageError, match="needs kind: JobSet, Job, RayJob, TrainJob, Deployment or RayCluster"):
+    with pytest.raises(UsageError,
+                       match="needs kind: JobSet, Job, RayJob, TrainJob, Deployment, LeaderWorkerSet or RayCluster"):
         making.from_file(path)
     with pytest.raises(UsageError, match=r"ml-research/workbench is a Ray cluster \(kind: raycluster\), not a job"):
         Job.from_profile("ml-research", "workbench", root=REPO)
@@ -222,3 +224,34 @@ def test_a_serving_profile_makes_a_deployment_whose_status_is_its_pods_workloads
     assert [job._pod_for_rank(r) for r in range(3)] == ["chat-serve-a", "chat-serve-b", "chat-serve-c"]
     with pytest.raises(UsageError, match="no replica 3 of chat-serve: it has 3 pods now"):
         job._pod_for_rank(3)
+
+
+def test_a_multi_node_server_is_held_and_counted_by_groups(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`kind: leaderworkerset`: a LeaderWorkerSet asking for replicas x nodes x GPUs; Kueue admits each group
+    as one Workload labelled with the set's uid, so status is pending while any group's Workload waits,
+    then counts the groups LeaderWorkerSet calls ready. The twin runs it for real: tests/test_lws.py."""
+    from types import SimpleNamespace
+
+    from kubernetes import client
+
+    from generator.jobs import workloads
+
+    job = Job.from_profile("ml-research", "big-serve", root=REPO)
+    assert job.of is KINDS["LeaderWorkerSet"] and requested_gpus(job.body, "nvidia.com/gpu") == 32
+    monkeypatch.setattr(client.CoreV1Api, "list_namespaced_pod", lambda self, *a, **k: SimpleNamespace(items=[]))
+    groups: list[dict[str, Any]] = []
+    monkeypatch.setattr(workloads, "workloads_of", lambda api, ns, uid: groups if uid == "u1" else [])
+    held = {"leaderworkerset-big-serve-1": ("couldn't assign flavors to pod set main: insufficient quota", "")}
+    monkeypatch.setattr(workloads, "waiting", lambda api, ns, w: held.get(w["metadata"]["name"]))
+
+    def status(ready: int | None) -> Any:
+        current = {**job.body, "metadata": {**job.body["metadata"], "uid": "u1"},
+                   "status": {} if ready is None else {"readyReplicas": ready}}
+        return job._serving_status(current)
+    assert str(status(None)) == "big-serve: pending: Kueue has not created a Workload yet"
+    groups.extend({"metadata": {"name": f"leaderworkerset-big-serve-{i}"}} for i in range(2))
+    assert status(None).reason == ("1 of 2 groups held by Kueue; leaderworkerset-big-serve-1: couldn't assign "
+                                   "flavors to pod set main: insufficient quota")
+    held.clear()
+    assert status(1).phase == "admitted"
+    assert str(status(2)) == "big-serve: running: 2/2 replicas ready"

@@ -261,7 +261,7 @@ def test_a_single_node_batch_job_needs_no_service(fleet_root: Path) -> None:
     ("    kind: job\n", "    kind: job\n    leader: {}\n", "teams/speech.yaml:25", "no separate leader",
      "use kind: jobset"),
     ("    kind: job\n", "    kind: pytorchjob\n", "teams/speech.yaml:24",
-     "'jobset', 'job', 'rayjob', 'trainjob', 'raycluster' or 'deployment'", None),
+     "'jobset', 'job', 'rayjob', 'trainjob', 'raycluster', 'deployment' or 'leaderworkerset'", None),
 ])
 def test_bad_batch_job_profiles_are_located(fleet_root: Path, old: str, new: str, where: str, message: str,
                                             hint: str | None) -> None:
@@ -400,7 +400,7 @@ def test_golden_serving_deployment() -> None:
      "    kind: deployment\n    topology: {mode: preferred, level: topology.kubernetes.io/zone}\n",
      "teams/ml-research.yaml:86", "a Deployment has no topology", "remove topology"),
     ("    kind: trainjob\n", "    kind: trainjob\n    port: 8080\n", "teams/ml-research.yaml:66",
-     "a trainjob profile serves nothing: port is for kind deployment", "use kind: deployment"),
+     "a trainjob profile serves nothing: port is for kinds deployment and leaderworkerset", "use kind: deployment"),
     # dev runs Kueue v0.15.2, whose chart does not enable the deployment integration.
     ("    kind: deployment\n    cluster: prod-east\n    pool: h100\n",
      "    kind: deployment\n    cluster: dev\n    pool: l4\n", "teams/ml-research.yaml:85",
@@ -408,6 +408,51 @@ def test_golden_serving_deployment() -> None:
 ])
 def test_bad_serving_profiles_are_located(fleet_root: Path, old: str, new: str, where: str, message: str,
                                           hint: str | None) -> None:
+    refused_at(fleet_root, "teams/ml-research.yaml", old, new, where, message, hint)
+
+
+def test_golden_multi_node_server() -> None:
+    """`kind: leaderworkerset`: `replicas` groups of `nodes` pods (the leader first) running the command as
+    written, pinned to the pool with their GPUs; a group recreated whole when a pod restarts; rollouts one
+    group at a time within the same GPUs; the leaders behind a ClusterIP Service on the port; no SkyPilot
+    task. tests/test_lws.py runs it under the real LeaderWorkerSet controller and Kueue."""
+    body = load("prod-east/templates/ml-research/big-serve.leaderworkerset.yaml")
+    assert (body["apiVersion"], body["kind"]) == ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet")
+    assert body["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "ml-research"
+    spec = body["spec"]
+    assert (spec["replicas"], spec["startupPolicy"]) == (2, "LeaderCreated")
+    assert spec["rolloutStrategy"] == {"type": "RollingUpdate",
+                                       "rollingUpdateConfiguration": {"maxUnavailable": 1, "maxSurge": 0}}
+    group = spec["leaderWorkerTemplate"]
+    assert (group["size"], group["restartPolicy"]) == (2, "RecreateGroupOnPodRestart")
+    assert "leaderTemplate" not in group  # the leader runs what its workers run
+    pod = group["workerTemplate"]["spec"]
+    assert "restartPolicy" not in pod and pod["nodeSelector"] == {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
+    [container] = pod["containers"]
+    assert container["name"] == "server" and container["ports"] == [{"name": "serving", "containerPort": 8000}]
+    assert [*container["command"], *container["args"]] == ["python", "-m", "research.serve_sharded", "--port", "8000"]
+    assert container["resources"]["limits"]["nvidia.com/gpu"] == "8"
+    service = load("prod-east/templates/ml-research/big-serve.service.yaml")
+    assert service["spec"]["selector"] == {"leaderworkerset.sigs.k8s.io/name": "big-serve",
+                                           "leaderworkerset.sigs.k8s.io/worker-index": "0"}
+    assert not (TEMPLATES / "prod-east/templates/ml-research/big-serve.sky.yaml").exists()
+
+
+@pytest.mark.parametrize(("old", "new", "where", "message", "hint"), [
+    ("    kind: leaderworkerset\n", "    kind: leaderworkerset\n    maxRestarts: 2\n", "teams/ml-research.yaml:100",
+     "a LeaderWorkerSet has no maxRestarts: its groups serve until deleted", "remove maxRestarts"),
+    ("    kind: leaderworkerset\n", "    kind: leaderworkerset\n    env: [{name: LWS_GROUP_SIZE, value: '4'}]\n",
+     "teams/ml-research.yaml:100", "LWS_GROUP_SIZE is set by LeaderWorkerSet on every pod", "remove it"),
+    ("    kind: deployment\n", "    kind: deployment\n    replicas: 2\n", "teams/ml-research.yaml:86",
+     "a deployment profile has no groups of pods: replicas is for kind leaderworkerset", "remove replicas"),
+    ("  - name: big-serve\n", "  - name: big-serve-for-the-largest-model-we-have-ever-served-x\n",
+     "teams/ml-research.yaml:98", "at most 50 fit: the last group's StatefulSet", "shorten it by 3"),
+    ("    kind: leaderworkerset\n    cluster: prod-east\n    pool: h100\n",
+     "    kind: leaderworkerset\n    cluster: dev\n    pool: l4\n", "teams/ml-research.yaml:99",
+     "cluster dev does not run LeaderWorkerSet's controller", "set operators.lws: true"),
+])
+def test_bad_multi_node_server_profiles_are_located(fleet_root: Path, old: str, new: str, where: str, message: str,
+                                                    hint: str | None) -> None:
     refused_at(fleet_root, "teams/ml-research.yaml", old, new, where, message, hint)
 
 

@@ -39,13 +39,14 @@ def k8s_files(folder: Path) -> list[Path]:
 
 
 def operator_schemas(folder: Path) -> Path:
-    """Schemas, in kubeconform's layout, of the CRDs KubeRay's and Kubeflow Trainer's charts ship (their
-    modules at the pins), converted as `fleetgen validate` converts CRDs: ../shared's catalog has none
-    for ray.io or trainer.kubeflow.org, whose RayJob and TrainJob templates the rendered trees hold."""
+    """Schemas, in kubeconform's layout, of the CRDs KubeRay's, Kubeflow Trainer's and LeaderWorkerSet's
+    charts ship (their modules at the pins), converted as `fleetgen validate` converts CRDs: ../shared's
+    catalog has none for ray.io, trainer.kubeflow.org or leaderworkerset.x-k8s.io, whose RayJob, TrainJob
+    and LeaderWorkerSet templates the rendered trees hold."""
     from generator.validate.schemas import crd_json_schema
     from tests.upstream import tools
 
-    crds = [path for chart in ("kuberay-operator", "kubeflow-trainer")
+    crds = [path for chart in ("kuberay-operator", "kubeflow-trainer", "lws")
             for path in sorted((tools.chart(chart) / "crds").glob("*.yaml"))]
     for path in crds:
         crd = yaml.safe_load(path.read_text())

@@ -252,7 +252,7 @@ def test_a_chart_mirror_serves_every_platform_chart(fleet_root: Path) -> None:
     assert run(fleet_root, "render").code == 0
     pinned = lock()
     apps = [yaml.safe_load(p.read_text()) for p in (fleet_root / "rendered/prod-east/platform").glob("application-*")]
-    assert len(apps) == 7  # monitoring (3), JobSet, Kueue, KubeRay, Kubeflow Trainer
+    assert len(apps) == 8  # monitoring (3), JobSet, Kueue, KubeRay, Kubeflow Trainer, LeaderWorkerSet
     for app in apps:
         source = app["spec"]["source"]
         component = pinned[source["helm"]["releaseName"]]
@@ -303,7 +303,7 @@ def test_argocd_applications_stay_inside_their_clusters_projects() -> None:
     projects = {p["metadata"]["name"]: p["spec"] for p in map(read, sorted(gitops.glob("appproject-*.yaml")))}
     platform = REPO / "rendered" / "prod-east" / "platform"
     apps = [read(f) for f in [*sorted(gitops.glob("application-*.yaml")), *sorted(platform.glob("application-*"))]]
-    assert len(apps) == 9 and set(projects) == {"prod-east", "prod-east-platform", "prod-east-gitops"}
+    assert len(apps) == 10 and set(projects) == {"prod-east", "prod-east-platform", "prod-east-gitops"}
     for app in apps:
         spec = app["spec"]
         project = projects[spec["project"]]

@@ -8,9 +8,10 @@ health (the GPU exporter's chart, NVIDIA's, is refused by the Go module proxy, s
 it; the reconciler's story is tests/test_twin_health.py). A bare control plane (no Kueue, no JobSet),
 Nodes from the cluster file, kube-scheduler and kwok; the engine installed as its project ships it, then
 exactly the commands of docs/how-to/gitops.md. The engine installs JobSet's and Kueue's charts from the
-mirror (and prod-east's KubeRay's and Kubeflow Trainer's, `operators`); their controller pods run
-under kwok while `Managers` runs Kueue's, JobSet's and Trainer's real managers with the configuration
-the engine applied (the real KubeRay operator: tests/test_ray.py); then the queues and the teams. A
+mirror (and prod-east's KubeRay's, Kubeflow Trainer's and LeaderWorkerSet's, `operators`); their
+controller pods run under kwok while `Managers` runs Kueue's, JobSet's and Trainer's real managers with
+the configuration the engine applied (the real KubeRay operator: tests/test_ray.py, LeaderWorkerSet's:
+tests/test_lws.py); then the queues and the teams. A
 member's job profile is admitted and runs there. A quota raise committed and pushed reaches the live
 ClusterQueue (timed, after what a git webhook or a Flux Receiver triggers), and a hand edit of that
 ClusterQueue is put back. The bootstrap
@@ -136,7 +137,8 @@ def _argocd_names(cluster: ClusterConfig) -> list[str]:
     name = cluster.name
     ray = [f"{name}-kuberay-operator"] if cluster.operators.ray else []
     trainer = [f"{name}-kubeflow-trainer"] if cluster.operators.trainer else []
-    return [SETTINGS_APP, f"{name}-gitops", f"{name}-jobset", f"{name}-kueue", *ray, *trainer, f"{name}-fleet"]
+    lws = [f"{name}-lws"] if cluster.operators.lws else []
+    return [SETTINGS_APP, f"{name}-gitops", f"{name}-jobset", f"{name}-kueue", *ray, *trainer, *lws, f"{name}-fleet"]
 
 
 def _flux_ready(flux: Flux, names: list[str], seconds: float,
@@ -174,8 +176,9 @@ def bootstrapped(request: pytest.FixtureRequest, upstream_etcd: Any,
     try:
         fleet = _fleet_repo(work / "fleet", git, case.cluster)
         cluster = load_fleet(fleet).clusters[case.cluster].config
-        operators = {name: f"v{component(name).version}" for name, on in (
-            ("kuberay-operator", cluster.operators.ray), ("kubeflow-trainer", cluster.operators.trainer)) if on}
+        operators = {name: "v" + component(name).version.removeprefix("v") for name, on in (
+            ("kuberay-operator", cluster.operators.ray), ("kubeflow-trainer", cluster.operators.trainer),
+            ("lws", cluster.operators.lws)) if on}
         chart_mirror(git.charts, {"kueue": cluster.kueue.version, "jobset": "v0.12.0", **operators})
         remote = git.create("fleet")
         _git(fleet, "push", "-q", str(remote), "main")

@@ -50,9 +50,9 @@ UNHEALTHY = {"key": TAINT_KEY, "value": taint_value("xid-79"), "effect": "NoSche
 """The taint the health reconciler puts on a node with a faulty GPU (reconciler/nodes.py)."""
 
 
-TWIN_CONTROLLERS = ("job-controller", "deployment-controller", "replicaset-controller")
+TWIN_CONTROLLERS = ("job-controller", "deployment-controller", "replicaset-controller", "statefulset-controller")
 """What of kube-controller-manager the twins run beyond the stack's own: Jobs' pods (JobSet's, batch
-Jobs), and a serving Deployment's ReplicaSet and pods."""
+Jobs), a serving Deployment's ReplicaSet and pods, and a LeaderWorkerSet's StatefulSets' pods."""
 
 
 @contextmanager

@@ -101,9 +101,9 @@ def test_validate_runs_every_check_offline(fleet_root: Path, checks: list[str]) 
     assert result.code == 0, result.err
     objects = [p for p in (fleet_root / "rendered").rglob("*.yaml") if is_object_file(p.name)]
     assert f"valid: {len(objects)} objects in 4 clusters" in result.out
-    # ../shared's catalog has no KubeRay schema: the RayCluster and RayJob templates are said unchecked, not refused
-    assert "prod-east: job templates not checked against a schema, none at hand for ray.io/v1 RayCluster, " \
-        "ray.io/v1 RayJob" in result.err
+    # ../shared's catalog has no KubeRay or LeaderWorkerSet schema: their templates are said unchecked, not refused
+    assert "prod-east: job templates not checked against a schema, none at hand for leaderworkerset.x-k8s.io/v1 " \
+        "LeaderWorkerSet, ray.io/v1 RayCluster, ray.io/v1 RayJob" in result.err
 
 
 def test_validate_reports_findings_with_exit_1(fleet_root: Path, checks: list[str]) -> None:

@@ -533,7 +533,7 @@ def _profile_problems(fleet: Fleet, team: TeamConfig, profile: JobProfile,
             f"use one of: {', '.join(levels)}" if levels else "the pool declares no topologyLevels; remove topology"
     yield from _slice_problems(profile, pool)
     for j, env in enumerate(profile.env):
-        if env.name in RESERVED_ENV and profile.kind not in ("trainjob", "deployment"):  # no rendezvous of ours
+        if env.name in RESERVED_ENV and profile.kind not in ("trainjob", "deployment", "leaderworkerset"):
             yield ("env", j, "name"), f"env[{j}].name", f"{env.name} is set by fleetgen for the rendezvous", \
                 "remove it or use another name"
     if profile.launcher == "torchrun" and TORCHRUN_ANY_FAILURE in (profile.fail_fast_exit_codes or []):
@@ -541,10 +541,8 @@ def _profile_problems(fleet: Fleet, team: TeamConfig, profile: JobProfile,
             "torchrun exits 1 whenever any worker fails (a lost node, an NCCL error, an OOM kill), so exit code 1 "
             "would fail the JobSet on infrastructure faults instead of restarting it"), \
             "remove 1 (usage errors and missing commands still fail fast: 2, 126, 127), or use launcher: none"
-    if profile.kind in ("rayjob", "raycluster"):
-        yield from _ray_profile_problems(profile, cluster.config)
-    if profile.kind == "trainjob":
-        yield from _trainer_profile_problems(profile, cluster.config)
+    if profile.kind in OPERATOR_OF_KIND:
+        yield from _operator_profile_problems(profile, cluster.config)
     unqueued = [f for f in KUEUE_FRAMEWORKS[profile.kind] if f not in cluster.config.frameworks]
     if unqueued:
         yield ("kind",), "kind", f"Kueue on {profile.cluster} does not queue this kind (its integrations lack " \
@@ -552,9 +550,12 @@ def _profile_problems(fleet: Fleet, team: TeamConfig, profile: JobProfile,
             "use kind: jobset" if cluster.config.multikueue is not None else \
             f"set kueue.integrations in its cluster file to include {', '.join(unqueued)}"
     yield from _unused_field_problems(profile)
-    if profile.kind != "deployment" and profile.port is not None:
-        yield ("port",), "port", f"a {profile.kind} profile serves nothing: port is for kind deployment", \
-            "remove port, or use kind: deployment"
+    if profile.kind not in SERVING_KINDS and profile.port is not None:
+        yield ("port",), "port", f"a {profile.kind} profile serves nothing: port is for kinds deployment and " \
+            "leaderworkerset", "remove port, or use kind: deployment"
+    if profile.kind != "leaderworkerset" and profile.replicas is not None:
+        yield ("replicas",), "replicas", f"a {profile.kind} profile has no groups of pods: replicas is for kind " \
+            "leaderworkerset", "remove replicas (a Deployment's replicas are its nodes)"
     if profile.kind == "job" and profile.nodes > 1 and cluster.config.multikueue is not None:
         yield ("kind",), "kind", f"{profile.cluster} is a MultiKueue manager: it dispatches a batch Job to a worker " \
             "but not the Service its pods' hostnames need, so the nodes could not find rank 0", \
@@ -567,34 +568,46 @@ def _profile_problems(fleet: Fleet, team: TeamConfig, profile: JobProfile,
             "set nodes to 2 or more, or remove leader"
 
 
-def _ray_profile_problems(profile: JobProfile, cluster: ClusterConfig) -> Iterator[Problem]:
+OPERATOR_OF_KIND = {"rayjob": ("ray", "KubeRay", "jobset"), "raycluster": ("ray", "KubeRay", "jobset"),
+                    "trainjob": ("trainer", "Kubeflow Trainer", "jobset"),
+                    "leaderworkerset": ("lws", "LeaderWorkerSet's controller", "deployment")}
+"""Per kind that an operator runs: its `operators` key, what it is called, and the kind to use instead."""
+RAY_LEADER = ("{what}'s head is its leader", "remove leader (the head runs Ray's driver)")
+LEADERLESS = {"rayjob": RAY_LEADER, "raycluster": RAY_LEADER,
+              "trainjob": ("a TrainJob's nodes all run the same program (rank 0 is node 0)",
+                           "remove leader, or use kind: jobset")}
+"""Kinds that refuse `leader`, with why and the fix (a LeaderWorkerSet's: UNUSED_FIELDS)."""
+
+
+def _operator_profile_problems(profile: JobProfile, cluster: ClusterConfig) -> Iterator[Problem]:
+    """A kind whose operator the cluster does not run; the variables that operator sets; a leader it has none of."""
+    from generator.compile.jobs import LWS_RESERVED_ENV, TRAINER_RESERVED_ENV
+
     what = UNUSED_FIELDS[profile.kind][0]
-    if not cluster.operators.ray:
-        yield ("kind",), "kind", f"cluster {cluster.name} does not run KubeRay, so nothing would run {what}", \
-            "set operators.ray: true in its cluster file, or use kind: jobset"
-    if profile.leader is not None:
-        yield ("leader",), "leader", f"{what}'s head is its leader", "remove leader (the head runs Ray's driver)"
-
-
-def _trainer_profile_problems(profile: JobProfile, cluster: ClusterConfig) -> Iterator[Problem]:
-    from generator.compile.jobs import TRAINER_RESERVED_ENV
-
-    if not cluster.operators.trainer:
-        yield ("kind",), "kind", f"cluster {cluster.name} does not run Kubeflow Trainer, so nothing would run a " \
-            "TrainJob", "set operators.trainer: true in its cluster file, or use kind: jobset"
+    operator, program, instead = OPERATOR_OF_KIND[profile.kind]
+    if not getattr(cluster.operators, operator):
+        yield ("kind",), "kind", f"cluster {cluster.name} does not run {program}, so nothing would run {what}", \
+            f"set operators.{operator}: true in its cluster file, or use kind: {instead}"
+    reserved = {"trainjob": (TRAINER_RESERVED_ENV, "by Kubeflow Trainer for torchrun"),
+                "leaderworkerset": (LWS_RESERVED_ENV, "by LeaderWorkerSet on every pod")}.get(profile.kind)
     for j, env in enumerate(profile.env):
-        if env.name in TRAINER_RESERVED_ENV:
-            yield ("env", j, "name"), f"env[{j}].name", f"{env.name} is set by Kubeflow Trainer for torchrun", \
+        if reserved and env.name in reserved[0]:
+            yield ("env", j, "name"), f"env[{j}].name", f"{env.name} is set {reserved[1]}", \
                 "remove it or use another name"
-    if profile.leader is not None:
-        yield ("leader",), "leader", "a TrainJob's nodes all run the same program (rank 0 is node 0)", \
-            "remove leader, or use kind: jobset"
+    if profile.leader is not None and profile.kind in LEADERLESS:
+        why, fix = LEADERLESS[profile.kind]
+        yield ("leader",), "leader", why.format(what=what), fix
 
 
 KUEUE_FRAMEWORKS = {"jobset": ("jobset.x-k8s.io/jobset",), "job": ("batch/job",), "rayjob": ("ray.io/rayjob",),
                     "raycluster": ("ray.io/raycluster",), "trainjob": ("trainer.kubeflow.org/trainjob",),
-                    "deployment": ("deployment", "pod")}
-"""The Kueue integrations each profile kind needs (a Deployment's pods are admitted by the pod integration)."""
+                    "deployment": ("deployment", "pod"),
+                    "leaderworkerset": ("leaderworkerset.x-k8s.io/leaderworkerset",)}
+"""The Kueue integrations each profile kind needs (a Deployment's pods are admitted by the pod integration,
+which a LeaderWorkerSet's turns on by itself: kueue v0.19.2 pkg/controller/jobs/leaderworkerset/
+leaderworkerset_controller.go:62)."""
+SERVING_KINDS = frozenset({"deployment", "leaderworkerset"})
+"""Kinds that serve until deleted, on `port` when set."""
 UNUSED_FIELDS: dict[str, tuple[str, tuple[tuple[str, str], ...], str, str]] = {
     # kind: (what it is, (field, key) it has no use for, why, more to the fix than removing it)
     "rayjob": ("a RayJob", (("launcher", "launcher"), ("fail_fast_exit_codes", "failFastExitCodes"),
@@ -613,6 +626,12 @@ UNUSED_FIELDS: dict[str, tuple[str, tuple[tuple[str, str], ...], str, str]] = {
                                     ("topology", "topology"), ("max_execution_time", "maxExecutionTime"),
                                     ("leader", "leader")),
                    "its replicas serve on their own and are restarted when they exit", ""),
+    "leaderworkerset": ("a LeaderWorkerSet", (("launcher", "launcher"), ("fail_fast_exit_codes", "failFastExitCodes"),
+                                              ("master_port", "masterPort"), ("max_restarts", "maxRestarts"),
+                                              ("topology", "topology"), ("max_execution_time", "maxExecutionTime"),
+                                              ("leader", "leader")),
+                        "its groups serve until deleted, a group recreated whole when one of its pods restarts, "
+                        "the leader being each group's first pod", ""),
 }
 """Per kind, the profile fields it has no use for, refused where they are set. A RayJob: Ray starts the
 entrypoint, reports the job's end and wires its own ports; a RayCluster runs no program of the profile's
@@ -620,7 +639,10 @@ and is never restarted whole; a TrainJob's runtime (the platform's) decides the 
 and the pods' grace period, and fixes rank 0's port at 29500; a Deployment's replicas run the command as
 written, each on its own (no rendezvous, no topology across them: Kueue admits each pod alone), and
 Kueue's deployment integration carries no execution limit to the pods (kueue v0.19.2
-pkg/controller/jobs/deployment/deployment_webhook.go:91-105 copies the queue and priority only)."""
+pkg/controller/jobs/deployment/deployment_webhook.go:91-105 copies the queue and priority only); a
+LeaderWorkerSet's groups run the command as written too, LeaderWorkerSet telling each pod its leader
+and index, and Kueue's webhook copies the queue and priority only onto its pod templates
+(pkg/controller/jobs/leaderworkerset/leaderworkerset_webhook.go:105-123)."""
 
 
 def _unused_field_problems(profile: JobProfile) -> Iterator[Problem]:

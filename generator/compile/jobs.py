@@ -88,6 +88,13 @@ def name_problems(name: str, profile: JobProfile) -> list[str]:
             problems.append(f"name {name!r} has {len(name)} characters but KubeRay takes at most {RAY_JOB_NAME} for a "
                             f"RayJob (its Ray cluster's name adds 6); shorten it by {len(name) - RAY_JOB_NAME}")
         return problems
+    if profile.kind == "leaderworkerset":  # group g's StatefulSet <name>-<g> labels its pods <sts>-<10-char hash>
+        budget = LWS_NAME - len(f"-{(profile.replicas or 1) - 1}")
+        if len(name) > budget:
+            problems.append(f"name {name!r} has {len(name)} characters but at most {budget} fit: the last group's "
+                            f"StatefulSet '{name}-{(profile.replicas or 1) - 1}' would be over {LWS_NAME}, too long "
+                            f"for its pods' controller-revision-hash label; shorten it by {len(name) - budget}")
+        return problems
     if profile.kind == "job":  # each pod's hostname is <job>-<index> (its pod name is cut to fit by the controller)
         budget = MAX_NAME - len(f"-{profile.nodes - 1}")
         if len(name) > budget:
@@ -139,9 +146,11 @@ def _resized(profile: JobProfile, nodes: int | None, image: str | None, command:
 
 def _pod_template(team: TeamConfig, cluster: ClusterConfig, profile: JobProfile, env: list[dict[str, Any]],
                   command: list[str] | None, args: list[str] | None, grouped: bool, subdomain: str | None = None,
-                  container_name: str = CONTAINER) -> dict[str, Any]:
+                  container_name: str = CONTAINER, ports: list[dict[str, Any]] | None = None,
+                  restart_policy: str | None = "Never") -> dict[str, Any]:
     """The pod template of one node of `profile`: the training container on the pool's nodes (without
-    `command`: a Ray worker, which KubeRay starts and which has no rendezvous port)."""
+    `command`: a Ray worker, which KubeRay starts and which has no rendezvous port). `ports` replace the
+    rendezvous port (a server's); `restart_policy` None leaves the pod's to its controller's default."""
     pool = cluster.pool(profile.pool)
     assert pool is not None
     gpus = profile.gpus_in(pool)
@@ -155,9 +164,10 @@ def _pod_template(team: TeamConfig, cluster: ClusterConfig, profile: JobProfile,
             pod_annotations["kueue.x-k8s.io/podset-slice-required-topology"] = profile.topology.slice.level
             pod_annotations["kueue.x-k8s.io/podset-slice-size"] = str(profile.topology.slice.size)
     launched = {"command": command, "args": args} if command is not None else {}
+    if ports is None and command is not None:
+        ports = [{"name": "rendezvous", "containerPort": profile.master_port}]
     container = {
-        "name": container_name, "image": profile.image, **launched, "env": env,
-        **({"ports": [{"name": "rendezvous", "containerPort": profile.master_port}]} if command is not None else {}),
+        "name": container_name, "image": profile.image, **launched, "env": env, **({"ports": ports} if ports else {}),
         "resources": {"requests": dict(resources),
                       "limits": {"memory": resources["memory"], pool.gpu.resource: str(gpus)}},
         "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}],
@@ -168,7 +178,7 @@ def _pod_template(team: TeamConfig, cluster: ClusterConfig, profile: JobProfile,
     pod: dict[str, Any] = {
         **({"securityContext": RESTRICTED_POD} if restricted else {}),
         **({"subdomain": subdomain} if subdomain else {}),
-        "restartPolicy": "Never",
+        **({"restartPolicy": restart_policy} if restart_policy else {}),
         **({"terminationGracePeriodSeconds": profile.termination_grace_period_seconds}
            if profile.termination_grace_period_seconds != KUBERNETES_GRACE_SECONDS else {}),
         # Pins the job to its pool: Kueue skips flavors whose nodeLabels contradict the pod's
@@ -295,7 +305,8 @@ def companion_service(job: dict[str, Any]) -> dict[str, Any] | None:
     """The Service a job needs beside it, created with it: a multi-node batch Job's headless Service, which
     gives its pods their `<pod>.<job>` DNS names (as JobSet makes one for its own; addresses published
     before the pods are ready, since rendezvous comes first), or a serving Deployment's ClusterIP Service
-    on its port. None for anything else (a JobSet makes its own; a one-node Job needs none)."""
+    on its port, or a LeaderWorkerSet's on its leaders' port. None for anything else (a JobSet makes its
+    own; a one-node Job needs none)."""
     meta = job.get("metadata") or {}
     labels = {k: v for k, v in (meta.get("labels") or {}).items() if not k.startswith("kueue.x-k8s.io/")}
     if job.get("kind") == "Deployment":
@@ -306,6 +317,16 @@ def companion_service(job: dict[str, Any]) -> dict[str, Any] | None:
         return {"apiVersion": "v1", "kind": "Service",
                 "metadata": {"name": meta["name"], "namespace": meta["namespace"], "labels": labels},
                 "spec": {"selector": dict(job["spec"]["selector"]["matchLabels"]),
+                         "ports": [{"name": SERVING_PORT, "port": ports[0]["containerPort"],
+                                    "targetPort": SERVING_PORT}]}}
+    if job.get("kind") == "LeaderWorkerSet":
+        pod = job["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]
+        ports = [p for c in pod["containers"] for p in c.get("ports") or [] if p.get("name") == SERVING_PORT]
+        if not ports:
+            return None
+        return {"apiVersion": "v1", "kind": "Service",
+                "metadata": {"name": meta["name"], "namespace": meta["namespace"], "labels": labels},
+                "spec": {"selector": {LWS_NAME_LABEL: meta["name"], LWS_WORKER_INDEX_LABEL: "0"},
                          "ports": [{"name": SERVING_PORT, "port": ports[0]["containerPort"],
                                     "targetPort": SERVING_PORT}]}}
     if job.get("kind") != "Job":
@@ -336,22 +357,57 @@ def deployment(team: TeamConfig, cluster: ClusterConfig, profile: JobProfile, na
     pkg/controller/jobs/deployment/deployment_webhook.go:91-105)."""
     profile = _resized(profile, nodes, image, command)
     name = name or profile.name
-    env = [{"name": e.name, "value": e.value} for e in profile.env]
-    program = [*profile.command, *profile.args]
-    template = _pod_template(team, cluster, profile, env, program[:1], program[1:], grouped=False,
-                             container_name=SERVING_CONTAINER)
-    pod, (container,) = template["spec"], template["spec"]["containers"]
-    pod["restartPolicy"] = "Always"  # the only policy a Deployment takes
-    container.pop("ports")
-    if profile.port is not None:
-        container["ports"] = [{"name": SERVING_PORT, "containerPort": profile.port}]
+    template = _server_pod(team, cluster, profile, "Always")  # the only policy a Deployment takes
     selected = {SERVING_INSTANCE: name}
     template["metadata"] = {**template.get("metadata", {}), "labels": dict(selected)}
     return {"apiVersion": "apps/v1", "kind": "Deployment",
             "metadata": {"name": name, "namespace": team.namespace_names[0],
                          "labels": _job_labels(team, cluster, profile)},
             "spec": {"replicas": profile.nodes, "selector": {"matchLabels": selected}, "strategy": ONE_AT_A_TIME,
-                     "template": {"metadata": template["metadata"], "spec": pod}}}
+                     "template": {"metadata": template["metadata"], "spec": template["spec"]}}}
+
+
+def _server_pod(team: TeamConfig, cluster: ClusterConfig, profile: JobProfile,
+                restart_policy: str | None) -> dict[str, Any]:
+    """A server's pod template: the command as written in container `server`, on its port when it has one."""
+    env = [{"name": e.name, "value": e.value} for e in profile.env]
+    program = [*profile.command, *profile.args]
+    ports = [{"name": SERVING_PORT, "containerPort": profile.port}] if profile.port is not None else []
+    return _pod_template(team, cluster, profile, env, program[:1], program[1:], grouped=False,
+                         container_name=SERVING_CONTAINER, ports=ports, restart_policy=restart_policy)
+
+
+LWS_API = "leaderworkerset.x-k8s.io/v1"
+LWS_NAME = 52
+"""The longest StatefulSet name whose pods' `controller-revision-hash` label (`<name>-<hash>`, the hash up to
+10 characters) still fits 63; LeaderWorkerSet names group g's StatefulSet `<name>-<g>`."""
+LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
+LWS_WORKER_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"
+"""Labels LeaderWorkerSet puts on every pod of a set (lws v0.9.0 api/leaderworkerset/v1/
+leaderworkerset_types.go:37,45): worker index 0 is each group's leader."""
+LWS_RESERVED_ENV = frozenset({"LWS_LEADER_ADDRESS", "LWS_GROUP_SIZE", "LWS_WORKER_INDEX"})
+"""What LeaderWorkerSet's pod webhook sets in every container (leaderworkerset_types.go:67-75)."""
+
+
+def leaderworkerset(team: TeamConfig, cluster: ClusterConfig, profile: JobProfile, name: str | None = None,
+                    nodes: int | None = None, image: str | None = None,
+                    command: list[str] | None = None) -> dict[str, Any]:
+    """The LeaderWorkerSet of a `kind: leaderworkerset` profile: `replicas` groups of `nodes` pods (the
+    leader is each group's first), all running the server as written, each pod pinned to the pool with
+    its GPUs and share. A group is recreated whole when one of its pods restarts (a multi-node server
+    cannot lose a member), and a rollout replaces one group at a time within the same GPUs. Kueue admits
+    each group as one Workload (kueue v0.19.2 pkg/controller/jobs/leaderworkerset/
+    leaderworkerset_reconciler.go:283)."""
+    profile = _resized(profile, nodes, image, command)
+    return {"apiVersion": LWS_API, "kind": "LeaderWorkerSet",
+            "metadata": {"name": name or profile.name, "namespace": team.namespace_names[0],
+                         "labels": _job_labels(team, cluster, profile)},
+            "spec": {"replicas": profile.replicas or 1, "startupPolicy": "LeaderCreated",
+                     "rolloutStrategy": {"type": "RollingUpdate", "rollingUpdateConfiguration": {
+                         "maxUnavailable": 1, "maxSurge": 0}},
+                     # A StatefulSet's pods always restart (its default); LeaderWorkerSet labels them by name.
+                     "leaderWorkerTemplate": {"size": profile.nodes, "restartPolicy": "RecreateGroupOnPodRestart",
+                                              "workerTemplate": _server_pod(team, cluster, profile, None)}}}
 
 
 RAY_API = "ray.io/v1"
@@ -361,7 +417,7 @@ v1.6.2 controllers/ray/utils/constant.go:296-305, checked at validation.go:280-2
 RAY_CLUSTER_NAME = 53
 """KubeRay's longest RayCluster name, so that its longest Service name fits 63 characters (ray-operator
 v1.6.2 controllers/ray/utils/constant.go:296-299, checked at validation.go:32-36 with DNS-1035)."""
-NO_SKYPILOT_KINDS = frozenset({"rayjob", "raycluster", "deployment"})
+NO_SKYPILOT_KINDS = frozenset({"rayjob", "raycluster", "deployment", "leaderworkerset"})
 """Kinds with no SkyPilot task: Ray starts what a Ray kind runs (SkyPilot's nodes would run a program),
 and a server is no batch task."""
 RAY_HEAD = {"cpu": "2", "memory": "8Gi"}
@@ -471,7 +527,7 @@ def trainjob(team: TeamConfig, cluster: ClusterConfig, profile: JobProfile, name
 
 
 MAKERS = {"jobset": jobset, "job": batch_job, "rayjob": rayjob, "trainjob": trainjob, "raycluster": raycluster,
-          "deployment": deployment}
+          "deployment": deployment, "leaderworkerset": leaderworkerset}
 """The compiler of each profile `kind`."""
 
 

@@ -262,6 +262,13 @@ def _kubeflow_trainer(cfg: ClusterConfig) -> dict[str, Any]:
     return {"jobset": {"install": False}, "runtimes": {"torchDistributed": {"enabled": True}}}
 
 
+def _lws(cfg: ClusterConfig) -> dict[str, Any]:
+    """The LeaderWorkerSet chart with its image pinned: the chart in the lws module defaults to the `main`
+    tag, always pulled, which its release script (hack/push-chart.sh at v0.9.0) replaces by the release."""
+    return {"image": {"manager": {"tag": component("lws").version, "pullPolicy": "IfNotPresent"}},
+            "enablePrometheus": cfg.monitoring.enabled}
+
+
 def installs(cfg: ClusterConfig, teams: list[Loaded[TeamConfig]]) -> list[Install]:
     """Every component of the cluster with its namespace, order and values."""
     out = [
@@ -280,6 +287,9 @@ def installs(cfg: ClusterConfig, teams: list[Loaded[TeamConfig]]) -> list[Instal
     if cfg.operators.trainer:  # after Kueue (its webhooks suspend TrainJobs) and JobSet (what a TrainJob makes)
         after = ("jobset", "kueue")
         out.append(Install("kubeflow-trainer", "kubeflow-system", -15, _kubeflow_trainer(cfg), after))
+    if cfg.operators.lws:  # after Kueue, whose webhooks gate a LeaderWorkerSet's pods until admitted
+        after = ("kueue", "kube-prometheus-stack") if cfg.monitoring.enabled else ("kueue",)
+        out.append(Install("lws", "lws-system", -15, _lws(cfg), after))
     if cfg.monitoring.enabled:
         ns = cfg.monitoring.namespace
         out.insert(0, Install("kube-prometheus-stack", ns, -30, _prometheus_stack(cfg)))

@@ -45,6 +45,12 @@ TRAINER_RULES: list[dict[str, list[str]]] = [
 ]
 """With `operators.trainer`: TrainJobs only. Not TrainingRuntimes, whose pod templates would bypass the
 profiles' rules, and not ClusterTrainingRuntimes, which are the platform's."""
+LWS_RULES: list[dict[str, list[str]]] = [
+    {"apiGroups": ["leaderworkerset.x-k8s.io"], "resources": ["leaderworkersets"],
+     "verbs": ["create", "delete", "get", "list", "patch", "watch"]},
+    {"apiGroups": ["leaderworkerset.x-k8s.io"], "resources": ["leaderworkersets/status"], "verbs": ["get"]},
+]
+"""With `operators.lws`: the LeaderWorkerSet chart aggregates no role to `edit`."""
 
 
 def namespaces(cluster: Loaded[ClusterConfig], team: Loaded[TeamConfig]) -> list[Manifest]:
@@ -88,7 +94,8 @@ def member_role(cluster: Loaded[ClusterConfig]) -> Manifest:
     body = {"apiVersion": f"{RBAC}/v1", "kind": "ClusterRole",
             "metadata": {"name": JOBS_ROLE, "labels": labels(cluster.config.name)},
             "rules": JOBS_RULES + (RAY_RULES if cluster.config.operators.ray else [])
-                     + (TRAINER_RULES if cluster.config.operators.trainer else [])}
+                     + (TRAINER_RULES if cluster.config.operators.trainer else [])
+                     + (LWS_RULES if cluster.config.operators.lws else [])}
     return Manifest(("teams",), body, cluster.at("name"))
 
 

@@ -100,7 +100,8 @@ MUTATING_POLICY_KUBERNETES = (1, 36)
 """The first Kubernetes minor that serves MutatingAdmissionPolicy without a feature gate."""
 FLEETGEN_FRAMEWORKS = ("batch/job", "jobset.x-k8s.io/jobset", "kubeflow.org/pytorchjob", "pod")
 """What fleetgen's own job templates and the health of its queues rely on."""
-OPERATOR_KINDS = {"ray": ("ray.io/raycluster", "ray.io/rayjob"), "trainer": ("trainer.kubeflow.org/trainjob",)}
+OPERATOR_KINDS = {"ray": ("ray.io/raycluster", "ray.io/rayjob"), "trainer": ("trainer.kubeflow.org/trainjob",),
+                  "lws": ("leaderworkerset.x-k8s.io/leaderworkerset",)}
 """Per operator, the kinds Kueue must queue where it runs: each makes pods from a team's quota."""
 MULTIKUEUE_FRAMEWORKS = ("batch/job", "jobset.x-k8s.io/jobset")
 """What a MultiKueue manager dispatches: its client on each worker watches every enabled
@@ -111,6 +112,8 @@ MULTIKUEUE_OPERATORS = {
     "ray": "",
     "trainer": "Kubeflow Trainer v2.2.1's controller ignores a TrainJob's spec.managedBy, so it would also run "
                "the manager's copy of every TrainJob that MultiKueue dispatches",
+    "lws": "a LeaderWorkerSet v0.9.0 has no spec.managedBy, so its controller would also run the manager's copy "
+           "of every LeaderWorkerSet that MultiKueue dispatches",
 }
 """Per operator, why a MultiKueue manager may not turn it on ("" where it may). With `operators.ray` a
 manager also dispatches RayJobs and RayClusters: KubeRay v1.6.2 leaves alone what Kueue's webhook

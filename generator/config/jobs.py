@@ -67,7 +67,7 @@ class Leader(ConfigModel):
     """Leader arguments; default to the profile's arguments."""
 
 
-JobKind = Literal["jobset", "job", "rayjob", "trainjob", "raycluster", "deployment"]
+JobKind = Literal["jobset", "job", "rayjob", "trainjob", "raycluster", "deployment", "leaderworkerset"]
 PROGRAMLESS_KINDS = frozenset({"raycluster"})
 """Kinds that run no program of the profile's: `command` is left out."""
 
@@ -99,7 +99,13 @@ class JobProfile(ConfigModel):
     that runs `command` and `args` as written and is restarted when it exits, with a ClusterIP Service
     named after it on `port` when set; Kueue admits each replica's pod on its own against the team's
     quota, and a rollout replaces one replica at a time within the same GPUs. No `launcher`,
-    `failFastExitCodes`, `masterPort`, `maxRestarts`, `leader`, `topology` or `maxExecutionTime`."""
+    `failFastExitCodes`, `masterPort`, `maxRestarts`, `leader`, `topology` or `maxExecutionTime`.
+    `leaderworkerset`: a server too big for one node (the cluster file needs `operators.lws`): a
+    LeaderWorkerSet of `replicas` groups of `nodes` pods each, a leader and its workers, all running
+    `command` and `args` as written with LeaderWorkerSet's `LWS_LEADER_ADDRESS`, `LWS_GROUP_SIZE` and
+    `LWS_WORKER_INDEX` set; a group is recreated whole when one of its pods restarts, Kueue admits each
+    group as one Workload against the team's quota, and `port` is served by the leaders. No `launcher`,
+    `failFastExitCodes`, `masterPort`, `maxRestarts`, `leader` or `maxExecutionTime`."""
     cluster: StrictStr
     """Cluster to run in; the team needs a quota there."""
     pool: StrictStr
@@ -137,8 +143,10 @@ class JobProfile(ConfigModel):
     leader: Leader | None = None
     """Optional separate leader replicated job for rank 0."""
     port: int | None = Field(default=None, ge=1, le=65535, strict=True)
-    """`kind: deployment` only: the port the server listens on, exposed by a ClusterIP Service named after
-    the job (port name `serving`)."""
+    """`kind: deployment` and `leaderworkerset` only: the port the server listens on, exposed by a
+    ClusterIP Service named after the job (port name `serving`; a LeaderWorkerSet's leaders serve it)."""
+    replicas: int | None = Field(default=None, ge=1, le=1000, strict=True)
+    """`kind: leaderworkerset` only: how many groups of `nodes` pods serve (default 1)."""
     termination_grace_period_seconds: int = Field(default=KUBERNETES_GRACE_SECONDS, ge=0, le=86400, strict=True)
     """Seconds between SIGTERM and SIGKILL when a pod is stopped (preemption, eviction, a drained
     node): time for a checkpoint-on-SIGTERM handler to save. Kubernetes' default is 30."""

@@ -109,6 +109,11 @@ class Operators(ConfigModel):
     `kubeflow-system`, on the cluster's JobSet. Kueue queues TrainJobs against the team's quota (its
     `trainer.kubeflow.org/trainjob` integration must be on), and team members may create, follow and
     delete them in their own namespaces."""
+    lws: StrictBool = False
+    """The LeaderWorkerSet controller (LeaderWorkerSet: servers of several pods per replica, a leader and
+    its workers), in `lws-system`. Kueue admits each replica's group of pods as one Workload against the
+    team's quota (its `leaderworkerset.x-k8s.io/leaderworkerset` integration must be on), and team members
+    may create, follow and delete LeaderWorkerSets in their own namespaces."""
 
 
 class Storage(ConfigModel):

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, Self, TypeVar
 
 from generator.errors import UsageError
 from generator.jobs import pods, presubmit, workloads
@@ -56,8 +56,11 @@ class Kind:
     log_container: str = "trainer"
     """The container whose log `logs` reads."""
     serving: bool = False
-    """A server (a Deployment): it never finishes, and Kueue admits each of its pods on its own, so its
-    status is read from its pods' Workloads."""
+    """A server (a Deployment, a LeaderWorkerSet): it never finishes, and Kueue admits each of its pods
+    (or groups) on its own, so its status is read from their Workloads."""
+    grouped: bool = False
+    """Kueue admits it by groups of pods, one Workload each labelled with the object's uid (a
+    LeaderWorkerSet), not pod by pod."""
 
     @property
     def api_version(self) -> str:
@@ -129,9 +132,19 @@ def _trainjob_rank(body: dict[str, Any], name: str, rank: int) -> str:
             f"batch.kubernetes.io/job-completion-index={rank}")
 
 
-def _replica_rank(body: dict[str, Any], name: str, rank: int) -> str:
-    """A Deployment's replicas have no ranks of their own: `logs` numbers its pods in name order (_pod_for_rank)."""
+def _instance(body: dict[str, Any], name: str) -> str:
+    """A serving Deployment's pods: the instance label its template gives them."""
     return f"app.kubernetes.io/instance={name}"
+
+
+def _lws_pods(body: dict[str, Any], name: str) -> str:
+    """A LeaderWorkerSet's pods: the set's name, which LeaderWorkerSet labels each with."""
+    return f"leaderworkerset.sigs.k8s.io/name={name}"
+
+
+def _replica_rank(pods_of: Callable[[dict[str, Any], str], str]) -> Callable[[dict[str, Any], str, int], str]:
+    """A server's replicas have no ranks of their own: `logs` numbers its pods in name order (_pod_for_rank)."""
+    return lambda body, name, rank: pods_of(body, name)
 
 
 KINDS = {k.kind: k for k in (
@@ -160,12 +173,18 @@ KINDS = {k.kind: k for k in (
     # A serving profile's Deployment: its pods carry the instance label fleetgen selects them by, and run
     # container `server`; restarts are the kubelet's, in each pod's status.
     Kind("Deployment", "apps", "v1", "deployments", "deployment",
-         lambda o, name: f"app.kubernetes.io/instance={name}", lambda o: None,
-         lambda o: int(_status(o).get("readyReplicas") or 0), lambda o: 0, _replica_rank,
+         _instance, lambda o: None,
+         lambda o: int(_status(o).get("readyReplicas") or 0), lambda o: 0, _replica_rank(_instance),
          not_child="fleetgen.io/profile", log_container="server", serving=True),
+    # A multi-node server's LeaderWorkerSet: LeaderWorkerSet labels every pod with its name, and counts
+    # the groups whose pods are all ready; ranks are its pods in name order, as a Deployment's.
+    Kind("LeaderWorkerSet", "leaderworkerset.x-k8s.io", "v1", "leaderworkersets", "leaderworkerset",
+         _lws_pods, lambda o: None,
+         lambda o: int(_status(o).get("readyReplicas") or 0), lambda o: 0, _replica_rank(_lws_pods),
+         log_container="server", serving=True, grouped=True),
 )}
-"""Every kind of job a profile renders (`kind: jobset | job | rayjob | trainjob | deployment`), by its Kubernetes
-kind (a `kind: raycluster` profile makes a RayCluster: generator.jobs.ray)."""
+"""Every kind of job a profile renders (`kind: jobset | job | rayjob | trainjob | deployment | leaderworkerset`), by
+its Kubernetes kind (a `kind: raycluster` profile makes a RayCluster: generator.jobs.ray)."""
 KIND_OPTIONS = {k.option: k.kind for k in KINDS.values()}
 
 
@@ -302,7 +321,23 @@ class JobStatus:
         return text + (f": {self.reason}" if self.reason else "")
 
 
-class Job:
+class MadeFromFleet:
+    """What a job or Ray cluster made from the fleet files remembers of them: the quota check reads them."""
+
+    root: Path | None = None
+    """The fleet repository it came from: its files are the quota the pre-submit check uses."""
+    fleet: Fleet | None = None
+    """That fleet, when already loaded (from_profile): the check does not read it again."""
+    profile: Any = None
+    """The JobProfile it was made from (from_profile, define): the quota check reads its pool."""
+
+    def made_by(self, fleet: Fleet, profile: Any, root: str | Path | None) -> Self:
+        """Remember the fleet and profile it was made from."""
+        self.root, self.fleet, self.profile = (Path(root) if root is not None else None), fleet, profile
+        return self
+
+
+class Job(MadeFromFleet):
     """A job of one of KINDS to submit (from a profile or a file), or one already on the cluster."""
 
     def __init__(self, body: dict[str, Any], api: Any = None) -> None:
@@ -312,12 +347,6 @@ class Job:
         self.of = KINDS[body["kind"]]
         """What kind of job it is."""
         self.api = api
-        self.root: Path | None = None
-        """The fleet repository the job came from: its files are the quota the pre-submit check uses."""
-        self.fleet: Fleet | None = None
-        """That fleet, when already loaded (from_profile): the check does not read it again."""
-        self.profile: Any = None
-        """The JobProfile it was made from (from_profile, define): the quota check reads its pool."""
 
     @property
     def name(self) -> str:
@@ -393,11 +422,6 @@ class Job:
         return cls(checked_object(fleet, tcfg, profile, f"Job.define({team!r}, {name!r})", refuse=ConfigurationError),
                    api).made_by(fleet, profile, root)
 
-    def made_by(self, fleet: Fleet, profile: Any, root: str | Path | None) -> Job:
-        """Remember the fleet and profile it was made from: the quota check reads them."""
-        self.root, self.fleet, self.profile = (Path(root) if root is not None else None), fleet, profile
-        return self
-
     @classmethod
     def from_file(cls, path: str | Path) -> Job:
         """A job of one of KINDS from a YAML file (as written by `fleetgen job new`)."""
@@ -429,8 +453,8 @@ class Job:
     @guarded("submit job {self.name}")
     def submit(self, api: Any = None, dry_run: bool = False, check: bool = True) -> Job:
         """Create the job (Kueue queues it in the team's LocalQueue) after the pre-submit checks; a batch
-        Job of several nodes gets its rendezvous Service, and a serving Deployment with a port its Service,
-        owned by it (deleted with it).
+        Job of several nodes gets its rendezvous Service, and a serving Deployment or LeaderWorkerSet with a
+        port its Service, owned by it (deleted with it).
 
         `dry_run` sends it through the API server, its admission webhooks (JobSet's or Kueue's) and
         RBAC without storing it. A failed check raises SubmitRefused and creates nothing.
@@ -529,19 +553,31 @@ class Job:
         found = sorted((str(p.metadata.name), str(p.metadata.uid or ""), pods.state(p)) for p in client.CoreV1Api(
             self.api).list_namespaced_pod(self.namespace, label_selector=self.of.pods(current, self.name),
                                           _request_timeout=timeout(self.api)).items if p.metadata is not None)
-        if not found:
+        held, unit = [], "groups" if self.of.grouped else "pods"
+        if self.of.grouped:  # one Workload per group, each labelled with the object's uid
+            groups = workloads.workloads_of(self.api, self.namespace, str(current["metadata"].get("uid", "")))
+            if not groups:
+                return JobStatus(self.name, "pending" if wanted else "admitted", "Kueue has not created a Workload "
+                                 "yet" if wanted else "scaled to 0 replicas")
+            for group in groups:
+                pending = workloads.waiting(self.api, self.namespace, group)
+                if pending is not None:
+                    held.append((str(group["metadata"].get("name")), *pending))
+            units = len(groups)
+        elif not found:
             return JobStatus(self.name, "pending" if wanted else "admitted",
                              "no pod yet" if wanted else "scaled to 0 replicas")
-        held = []
-        for pod_name, uid, _ in found:
-            workload = workloads.workload_of(self.api, self.namespace, uid)
-            pending = ("Kueue has not created a Workload yet", "") if workload is None else \
-                workloads.waiting(self.api, self.namespace, workload)
-            if pending is not None:
-                held.append((pod_name, *pending))
+        else:
+            for pod_name, uid, _ in found:
+                workload = workloads.workload_of(self.api, self.namespace, uid)
+                pending = ("Kueue has not created a Workload yet", "") if workload is None else \
+                    workloads.waiting(self.api, self.namespace, workload)
+                if pending is not None:
+                    held.append((pod_name, *pending))
+            units = len(found)
         if held:
-            pod_name, reason, position = held[0]
-            return JobStatus(self.name, "pending", f"{len(held)} of {len(found)} pods held by Kueue; {pod_name}: "
+            held_name, reason, position = held[0]
+            return JobStatus(self.name, "pending", f"{len(held)} of {units} {unit} held by Kueue; {held_name}: "
                              f"{reason}", position=position)
         if ready >= wanted:
             return JobStatus(self.name, "running", f"{ready}/{wanted} replicas ready")

@@ -131,8 +131,8 @@ def priority(api: Any, name: str | None) -> Outcome:
 
 
 def requested_gpus(body: dict[str, Any], resource: str) -> int:
-    """GPUs of `resource` the whole JobSet, batch Job, RayJob, TrainJob, RayCluster or Deployment requests when all
-    its pods run."""
+    """GPUs of `resource` the whole JobSet, batch Job, RayJob, TrainJob, RayCluster, Deployment or LeaderWorkerSet
+    requests when all its pods run."""
     total = 0
     spec = body.get("spec") or {}
     # (pods, pod template) of each group of identical pods
@@ -148,6 +148,11 @@ def requested_gpus(body: dict[str, Any], resource: str) -> int:
     elif body.get("kind") == "Deployment":
         replicas = spec.get("replicas")
         groups = [(replicas if isinstance(replicas, int) else 1, spec.get("template") or {})]
+    elif body.get("kind") == "LeaderWorkerSet":  # replicas groups of size pods (the leader like its workers)
+        lws = spec.get("leaderWorkerTemplate") or {}
+        replicas, size = spec.get("replicas"), lws.get("size")
+        groups = [((replicas if isinstance(replicas, int) else 1) * (size if isinstance(size, int) else 1),
+                   lws.get("workerTemplate") or {})]
     else:
         rjobs: list[Any] = (spec.get("replicatedJobs") or [] if body.get("kind") != "Job"
                             else [{"template": {"spec": spec}}])

@@ -22,18 +22,15 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from generator.errors import UsageError
 from generator.jobs import pods, presubmit, workloads
 from generator.jobs.connection import ClusterError, guarded, timeout, word
-from generator.jobs.job import ConfigurationError, checked_object, poll_phase, resolve_profile
+from generator.jobs.job import ConfigurationError, MadeFromFleet, checked_object, poll_phase, resolve_profile
 from generator.jobs.pods import summary as pods_summary
 from generator.jobs.presubmit import PRIORITY_LABEL, QUEUE_LABEL
 from generator.quantity import QuantityError, value_of
-
-if TYPE_CHECKING:
-    from generator.config.fleet import Fleet
 
 GROUP, VERSION, PLURAL = "ray.io", "v1", "rayclusters"
 RESOURCE = presubmit.Resource(GROUP, PLURAL, "RayCluster")
@@ -163,7 +160,7 @@ def _whole(value: Any) -> int:
         return 0
 
 
-class RayCluster:
+class RayCluster(MadeFromFleet):
     """A RayCluster to bring up (from a ClusterConfiguration or a team's `kind: raycluster` profile), or one
     already on the cluster."""
 
@@ -177,10 +174,6 @@ class RayCluster:
         meta = (self.body or {}).get("metadata") or {}
         self.name = str(meta.get("name") or name)
         self.namespace = str(meta.get("namespace") or namespace)
-        self.root: Path | None = None
-        self.fleet: Fleet | None = None
-        self.profile: Any = None
-        """The fleet files and profile it was made from (from_profile): the quota check reads them."""
 
     @classmethod
     def on_cluster(cls, api: Any, name: str, namespace: str) -> RayCluster:
@@ -201,11 +194,6 @@ class RayCluster:
                              + word(api, "`fleetgen job submit` runs it", f"Job.from_profile({team!r}, {profile!r})"))
         return cls(None, api, body=checked_object(fleet, tcfg, found, label, name=name, image=image)).made_by(
             fleet, found, root)
-
-    def made_by(self, fleet: Fleet, profile: Any, root: str | Path | None) -> RayCluster:
-        """Remember the fleet and profile it was made from: the quota check reads them."""
-        self.root, self.fleet, self.profile = (Path(root) if root is not None else None), fleet, profile
-        return self
 
     @guarded("check Ray cluster {self.name}")
     def check(self, api: Any = None) -> list[presubmit.Outcome]:

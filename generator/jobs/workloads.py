@@ -85,16 +85,21 @@ def preferred_version(api: Any, group: str) -> str | None:
 
 def workload_of(api: Any, namespace: str, uid: str) -> dict[str, Any] | None:
     """The Workload Kueue made for the job with this uid, or None (not yet, or Kueue absent)."""
+    items = sorted(workloads_of(api, namespace, uid), key=lambda w: w["metadata"].get("creationTimestamp") or "")
+    return items[-1] if items else None
+
+
+def workloads_of(api: Any, namespace: str, uid: str) -> list[dict[str, Any]]:
+    """Every Workload Kueue made for the object with this uid (a LeaderWorkerSet has one per group), by name."""
     from kubernetes import client
 
     version = preferred_version(api, KUEUE)
     if version is None:
-        return None
+        return []
     found: Any = client.CustomObjectsApi(api).list_namespaced_custom_object(
         KUEUE, version, namespace, "workloads", label_selector=f"kueue.x-k8s.io/job-uid={uid}",
         _request_timeout=timeout(api))
-    items = sorted(found["items"], key=lambda w: w["metadata"].get("creationTimestamp") or "")
-    return items[-1] if items else None
+    return sorted(found["items"], key=lambda w: str(w["metadata"].get("name")))
 
 
 @dataclass(frozen=True)

@@ -42,11 +42,11 @@ class Report:
 
 
 
-OPERATOR_GROUPS = frozenset({"ray.io", "trainer.kubeflow.org"})
-"""API groups of job templates whose CRDs come with an operator's chart (KubeRay's, Kubeflow Trainer's),
-not with the schema catalog. Where no schema of theirs is at hand, their templates are said unchecked
-instead of refused; the real operators, Kueue and the API server judge them in tests/test_ray.py and
-tests/test_trainer.py."""
+OPERATOR_GROUPS = frozenset({"ray.io", "trainer.kubeflow.org", "leaderworkerset.x-k8s.io"})
+"""API groups of job templates whose CRDs come with an operator's chart (KubeRay's, Kubeflow Trainer's,
+LeaderWorkerSet's), not with the schema catalog. Where no schema of theirs is at hand, their templates are
+said unchecked instead of refused; the real operators, Kueue and the API server judge them in tests/test_ray.py,
+tests/test_trainer.py and tests/test_lws.py."""
 
 
 def _operator_templates_without_schema(manifests: list[Manifest], k8s_version: str,

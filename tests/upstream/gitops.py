@@ -55,12 +55,19 @@ def _run(argv: list[str], what: str, env: dict[str, str] | None = None, cwd: Pat
 
 # ------------------------------------------------------------------------------------------ git host
 
+RELEASED_AS_TAG = frozenset({"lws"})
+"""Charts whose module keeps a placeholder version in Chart.yaml (0.1.0) and whose release script packages
+them as the tag, `v` included (lws v0.9.0 hack/push-chart.sh), as the rendered installs ask for them."""
+
+
 def chart_mirror(dest: Path, versions: dict[str, str]) -> Path:
     """`helm package` each named chart of its module at `versions[name]` (a module tag), then index."""
     dest.mkdir(parents=True, exist_ok=True)
     helm = str(tools.binary("helm"))
     for name, version in sorted(versions.items()):
-        _run([helm, "package", str(tools.chart(name, version)), "--destination", str(dest)], f"helm package {name}")
+        released = ["--version", version, "--app-version", version] if name in RELEASED_AS_TAG else []
+        _run([helm, "package", str(tools.chart(name, version)), *released, "--destination", str(dest)],
+             f"helm package {name}")
     _run([helm, "repo", "index", str(dest)], "helm repo index")
     return dest
 
