@@ -136,9 +136,9 @@ def test_define_makes_a_train_job_where_trainer_runs() -> None:
     with pytest.raises(ConfigurationError, match="max_restarts: a TrainJob has no maxRestarts"):
         Job.define("ml-research", "ft", "nvcr.io/nvidia/pytorch:25.10-py3", ["python"], cluster="prod-east",
                    pool="h100", kind="trainjob", max_restarts=5, root=REPO)
-    with pytest.raises(ConfigurationError, match="kind: cluster prod-west does not run Kubeflow Trainer"):
-        Job.define("ml-research", "ft", "nvcr.io/nvidia/pytorch:25.10-py3", ["python"], cluster="prod-west",
-                   pool="a100", kind="trainjob", root=REPO)
+    with pytest.raises(ConfigurationError, match="kind: cluster dev does not run Kubeflow Trainer"):
+        Job.define("ml-research", "ft", "nvcr.io/nvidia/pytorch:25.10-py3", ["python"], cluster="dev",
+                   pool="l4", kind="trainjob", root=REPO)
 
 
 def test_a_ray_cluster_profile_makes_a_ray_cluster_not_a_job(tmp_path: Any) -> None:

@@ -484,8 +484,8 @@ def test_golden_train_job() -> None:
 
 @pytest.mark.parametrize(("old", "new", "where", "message", "hint"), [
     ("    kind: trainjob\n    cluster: prod-east\n    pool: h100\n",
-     "    kind: trainjob\n    cluster: prod-west\n    pool: a100\n", "teams/ml-research.yaml:65",
-     "cluster prod-west does not run Kubeflow Trainer", "set operators.trainer: true"),
+     "    kind: trainjob\n    cluster: dev\n    pool: l4\n", "teams/ml-research.yaml:65",
+     "cluster dev does not run Kubeflow Trainer", "set operators.trainer: true"),
     ("    kind: trainjob\n", "    kind: trainjob\n    maxRestarts: 2\n", "teams/ml-research.yaml:66",
      "a TrainJob has no maxRestarts: its training runtime (torch-distributed) decides it", "remove maxRestarts"),
     ("    kind: trainjob\n", "    kind: trainjob\n    terminationGracePeriodSeconds: 600\n",

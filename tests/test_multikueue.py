@@ -1,7 +1,9 @@
 """Issue 17: the example fleet's MultiKueue manager (hub) dispatching to a worker (prod-west), on
 two real API servers with a Kueue manager and JobSet on each. Issue 32: both run KubeRay
 (`operators.ray`: its CRDs, and the real operator built from its module), so the manager dispatches
-RayJobs and RayClusters too: the worker's operator runs them, the manager's leaves its copies alone.
+RayJobs and RayClusters too: the worker's operator runs them, the manager's leaves its copies alone. Both
+serve Kubeflow Trainer's CRDs: the worker runs the real Trainer controller, the manager only its runtime
+(as the hub's chart values install it: no controller), so TrainJobs are dispatched as well.
 
 The worker's side is set up as README says: its rendered ServiceAccount's token Secret (filled by
 the worker's real token controller) becomes a kubeconfig, stored as the Secret the manager's
@@ -25,7 +27,9 @@ from generator.config.cluster import MultiKueue
 from generator.config.fleet import Fleet
 from generator.jobs.job import Job
 from tests.conftest import REPO, SHARED
+from tests.test_charts import helm_template
 from tests.test_ray import RAY, ray_crds, start_operator
+from tests.test_trainer import start_trainer, trainer_crds
 from tests.upstream.cluster import Stack
 from tests.upstream.fleet import (
     JOBSET,
@@ -57,12 +61,19 @@ def _start(fleet: Fleet, name: str, etcd: Any, tmp: Path, controllers: tuple[str
     """The rendered cluster (its tree and GitOps wiring) applied to a Stack of its own, all accepted."""
     objects = kustomize_build(RENDERED / name) + kustomize_build(RENDERED / "gitops" / name)
     stack = Stack.start(tmp / name, etcd, kueue_config=rendered_kueue_config(objects), extra_controllers=controllers,
-                        crds=ray_crds())
+                        crds=ray_crds() + trainer_crds())
     try:
         create_nodes(stack, fake_nodes(fleet.clusters[name].config))
         refused, _ = deploy(stack, fleet.clusters[name].config, objects, SHARED / "schemas")
         assert refused == [], refused
         stack.processes["kuberay-operator"] = start_operator(stack, tmp / name, name)
+        if fleet.clusters[name].config.multikueue is None:
+            stack.processes["kubeflow-trainer"] = start_trainer(stack, tmp / name, name)
+        else:  # the chart's runtime, with no controller (manager.replicas: 0) and so no webhook to answer
+            for doc in helm_template("kubeflow-trainer", name, "kubeflow-system", tmp / name):
+                if doc["kind"] == "ClusterTrainingRuntime":
+                    custom(stack).create_cluster_custom_object("trainer.kubeflow.org", "v1alpha1",
+                                                               "clustertrainingruntimes", doc)
     except BaseException:
         stack.stop()
         raise
@@ -325,6 +336,57 @@ def test_a_notebook_ray_cluster_on_the_manager_comes_up_on_the_worker(pair: Pair
     finally:
         cluster.down()
     assert wait_for(lambda: _worker_copy(pair, ns, "rayclusters", name) is None, 60), "the worker's copy stayed"
+
+
+def test_a_members_train_job_is_dispatched_to_a_worker_whose_trainer_runs_it(pair: Pair) -> None:
+    """A TrainJob defined in Python on the manager: Kueue's webhook hands it to MultiKueue, Kueue builds its
+    Workload from the manager's runtime, the worker admits its copy and the worker's Trainer makes its
+    JobSet; the manager has no Trainer controller, so nothing there runs it. Cancelled, the copy goes."""
+    from kubernetes.client.exceptions import ApiException
+
+    team = pair.fleet.teams["vision"].config
+    ns = team.namespace_names[0]
+    member = pair.manager.identity(f"e2e-train@{team.name}.test", (team.members.groups[0],))
+    api = pair.manager.client(member.user, (team.members.groups[0],))
+    name = f"train-{uuid.uuid4().hex[:5]}"
+    job = Job.define("vision", name, "registry.example/train:1", ["python", "train.py"], cluster=MANAGER,
+                     pool="l40s", nodes=2, gpus_per_node=4, kind="trainjob", root=REPO, api=api)
+    job.submit()
+    trainer = ("trainer.kubeflow.org", "v1alpha1", ns, "trainjobs", name)
+
+    def worker_jobset() -> dict[str, Any] | None:
+        try:
+            found: dict[str, Any] = custom(pair.worker).get_namespaced_custom_object(JOBSET, "v1alpha2", ns,
+                                                                                   "jobsets", name)
+        except ApiException as e:
+            if e.status == 404:
+                return None
+            raise
+        return found
+    try:
+        assert custom(pair.manager).get_namespaced_custom_object(*trainer)["spec"]["managedBy"] == \
+            "kueue.x-k8s.io/multikueue"
+        remote = _admitted_on_both(pair, ns, name, "TrainJob")
+        assert {f for ps in remote["status"]["admission"]["podSetAssignments"] for f in ps["flavors"].values()} \
+            == {"l40s"}
+        # MultiKueue cleared it on the copy, and the worker's Trainer webhook made it its own.
+        assert custom(pair.worker).get_namespaced_custom_object(*trainer)["spec"]["managedBy"] == \
+            "trainer.kubeflow.org/trainjob-controller"
+        assert wait_for(worker_jobset, 60), "the worker's Trainer made no JobSet"
+        assert (worker_jobset() or {})["spec"]["replicatedJobs"][0]["replicas"] >= 1
+        assert custom(pair.manager).list_namespaced_custom_object(JOBSET, "v1alpha2", ns, "jobsets")["items"] == []
+        status = Job.on_cluster(api, name, ns, "TrainJob").status()
+        assert status.reason == "dispatched by MultiKueue to worker cluster prod-west", status
+    finally:
+        job.cancel()
+
+    def copy_gone() -> bool:
+        try:
+            custom(pair.worker).get_namespaced_custom_object(*trainer)
+        except ApiException as e:
+            return e.status == 404
+        return False
+    assert wait_for(copy_gone, 60), "the worker's copy stayed"
 
 
 def client_for(stack: Stack) -> Any:

@@ -79,7 +79,7 @@ def test_a_worker_lets_the_manager_write_only_in_the_dispatched_teams_namespaces
     (("clusters/prod-west.yaml", "cpuPool:\n",
       "admissionChecks: [{name: mk, controllerName: kueue.x-k8s.io/multikueue}]\ncpuPool:\n"),
      "controllerName kueue.x-k8s.io/multikueue is Kueue's own: declare `multikueue` in the manager cluster's file"),
-    (("clusters/prod-west.yaml", "operators: {ray: true}", "operators: {ray: false}"),
+    (("clusters/prod-west.yaml", "operators: {ray: true, trainer: true}", "operators: {ray: false, trainer: true}"),
      "clusters/hub.yaml:10: multikueue.workers[1]: the manager dispatches ray.io/raycluster, ray.io/rayjob "
      "(operators.ray), but 'prod-west' does not run that operator: the manager's Kueue would stay disconnected "
      "from it"),

@@ -52,9 +52,7 @@ def test_prod_east_installs_kuberay_after_kueue() -> None:
 def test_flux_installs_an_operator_once_what_it_needs_is_ready(fleet_root: Path, operator: str, release: str,
                                                               namespace: str, after: list[str],
                                                               source: tuple[str, str, str]) -> None:
-    if operator != "ray":  # prod-west runs KubeRay already (the hub dispatches Ray kinds there)
-        edit(fleet_root, "clusters/prod-west.yaml", "operators: {ray: true}",
-             f"operators: {{ray: true, {operator}: true}}")
+    # prod-west runs both already (the hub dispatches their kinds there)
     result = run(fleet_root, "render")
     assert result.code == 0, result.err
     spec = _load(f"prod-west/platform/helmrelease-{release}.yaml", fleet_root)["spec"]
@@ -94,16 +92,22 @@ def test_ray_where_kueue_would_not_queue_it_is_refused_at_its_line(fleet_root: P
     assert snapshot(fleet_root / "rendered") == before
 
 
-def test_a_manager_with_kuberay_dispatches_ray_kinds_to_workers_that_run_it() -> None:
-    """hub's `operators.ray`: its Kueue queues the Ray kinds (MultiKueue dispatches them), and each worker
-    lets the manager's ServiceAccount watch and write them there, besides JobSets and batch Jobs."""
+def test_a_manager_with_operators_dispatches_their_kinds_to_workers_that_run_them() -> None:
+    """hub's `operators.ray` and `operators.trainer`: its Kueue queues the Ray kinds and TrainJobs
+    (MultiKueue dispatches them), each worker lets the manager's ServiceAccount watch and write them there
+    besides JobSets and batch Jobs, and the hub gets Trainer's CRDs and runtime without its controller."""
     kueue = _load("hub/platform/application-hub-kueue.yaml")["spec"]["source"]["helm"]["valuesObject"]
     frameworks = yaml.safe_load(kueue["managerConfig"]["controllerManagerConfigYaml"])["integrations"]["frameworks"]
-    assert frameworks == ["batch/job", "jobset.x-k8s.io/jobset", "ray.io/raycluster", "ray.io/rayjob"]
+    assert frameworks == ["batch/job", "jobset.x-k8s.io/jobset", "ray.io/raycluster", "ray.io/rayjob",
+                          "trainer.kubeflow.org/trainjob"]
     for worker in ("prod-east", "prod-west"):
         write = _load(f"{worker}/kueue/clusterrole-fleetgen-multikueue-hub-write.yaml")["rules"][0]
-        assert write["resources"] == ["workloads", "jobs", "jobsets", "rayclusters", "rayjobs"]
+        assert write["resources"] == ["workloads", "jobs", "jobsets", "rayclusters", "rayjobs", "trainjobs"]
         assert RAY in write["apiGroups"] and "delete" in write["verbs"]
+    trainer = _load("hub/platform/application-hub-kubeflow-trainer.yaml")["spec"]["source"]["helm"]["valuesObject"]
+    assert trainer["manager"] == {"replicas": 0} and trainer["webhook"] == {"failurePolicy": "Ignore"}
+    east = _load("prod-east/platform/application-prod-east-kubeflow-trainer.yaml")["spec"]["source"]["helm"]
+    assert "manager" not in east["valuesObject"]  # a worker runs Trainer's controller
 
 
 def test_prod_east_installs_kubeflow_trainer_after_kueue_and_jobset() -> None:
@@ -130,10 +134,10 @@ def test_members_get_trainjobs_only_where_trainer_runs() -> None:
     granted = trainer_rules("prod-east")
     assert [rule["resources"] for rule in granted] == [["trainjobs"], ["trainjobs/status"]]
     assert "create" in granted[0]["verbs"] and "update" not in granted[0]["verbs"] and granted[1]["verbs"] == ["get"]
-    assert trainer_rules("prod-west") == [] and trainer_rules("dev") == []
+    assert trainer_rules("prod-west") == trainer_rules("hub") == granted and trainer_rules("dev") == []
 
 
-def test_trainer_where_kueue_would_not_queue_it_or_on_a_manager_is_refused(fleet_root: Path) -> None:
+def test_trainer_where_kueue_would_not_queue_it_or_on_a_manager_with_lws_is_refused(fleet_root: Path) -> None:
     from tests.test_job_templates import refused_at
 
     refused_at(fleet_root, "clusters/prod-east.yaml", "  version: v0.19.2\n",
@@ -143,7 +147,8 @@ def test_trainer_where_kueue_would_not_queue_it_or_on_a_manager_is_refused(fleet
                "add trainer.kubeflow.org/trainjob to kueue.integrations")
     edit(fleet_root, "clusters/prod-east.yaml", ", ray.io/rayjob]\n",
          ", ray.io/rayjob, trainer.kubeflow.org/trainjob]\n")
-    refused_at(fleet_root, "clusters/hub.yaml", "operators: {ray: true}", "operators: {ray: true, trainer: true}",
-               "clusters/hub.yaml", "trainer is on, but a MultiKueue manager cannot dispatch its kinds "
-               "(trainer.kubeflow.org/trainjob): Kubeflow Trainer v2.2.1's controller ignores a TrainJob's "
-               "spec.managedBy", "turn operators.trainer on in the worker clusters' files and submit those there")
+    refused_at(fleet_root, "clusters/hub.yaml", "operators: {ray: true, trainer: true}",
+               "operators: {ray: true, trainer: true, lws: true}", "clusters/hub.yaml",
+               "lws is on, but a MultiKueue manager cannot dispatch its kinds "
+               "(leaderworkerset.x-k8s.io/leaderworkerset): a LeaderWorkerSet v0.9.0 has no spec.managedBy",
+               "turn operators.lws on in the worker clusters' files and submit those there")

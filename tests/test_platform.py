@@ -48,11 +48,13 @@ def test_argocd_sources_match_the_versions_lock() -> None:
 def test_flux_releases_depend_on_what_they_need() -> None:
     releases = {p.stem.removeprefix("helmrelease-"): yaml.safe_load(p.read_text())
                 for p in (REPO / "rendered/prod-west/platform").glob("helmrelease-*.yaml")}
-    assert set(releases) == {"kube-prometheus-stack", "jobset", "kueue", "loki", "dcgm-exporter", "kuberay-operator"}
+    assert set(releases) == {"kube-prometheus-stack", "jobset", "kueue", "loki", "dcgm-exporter", "kuberay-operator",
+                             "kubeflow-trainer"}
     deps = {name: {d["name"] for d in r["spec"].get("dependsOn", [])} for name, r in releases.items()}
     assert deps["kueue"] == {"jobset", "kube-prometheus-stack"}
     assert deps["loki"] == deps["dcgm-exporter"] == {"kube-prometheus-stack"}
     assert deps["kuberay-operator"] == {"kueue", "kube-prometheus-stack"}  # Kueue's webhooks suspend Ray kinds
+    assert deps["kubeflow-trainer"] == {"jobset", "kueue"}
     assert deps["kube-prometheus-stack"] == deps["jobset"] == set()
     # OCI charts come from an OCIRepository, https charts from a HelmRepository.
     assert releases["kueue"]["spec"]["chartRef"] == {"kind": "OCIRepository", "name": "kueue",

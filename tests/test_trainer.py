@@ -49,13 +49,13 @@ def trainer_crds() -> tuple[dict[str, Any], ...]:
     return tuple(yaml.safe_load(path.read_text()) for path in sorted(folder.glob("*.yaml")))
 
 
-def start_trainer(stack: Stack, workdir: Path) -> Process:
+def start_trainer(stack: Stack, workdir: Path, cluster: str = CLUSTER) -> Process:
     """The chart's objects applied, then the controller with the chart's configuration (the ConfigMap
     the Deployment mounts) under its ServiceAccount's token. Only where it listens and who provides its
     serving certificate change: controller-runtime reads it from $TMPDIR/k8s-webhook-server/serving-certs."""
     from kubernetes import client, utils
 
-    docs = helm_template("kubeflow-trainer", CLUSTER, NAMESPACE, workdir)
+    docs = helm_template("kubeflow-trainer", cluster, NAMESPACE, workdir)
     port, health = free_port(), free_port()
     authority = pki.ca("kubeflow-trainer-ca")
     serving = pki.issue(authority, "kubeflow-trainer-controller-manager", server=True,

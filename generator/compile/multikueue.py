@@ -22,7 +22,8 @@ RBAC = "rbac.authorization.k8s.io"
 CONTROLLER = "kueue.x-k8s.io/multikueue"
 KUEUE_NAMESPACE = "kueue-system"
 MIRRORED = {"batch/job": ("batch", "jobs"), "jobset.x-k8s.io/jobset": ("jobset.x-k8s.io", "jobsets"),
-            "ray.io/rayjob": ("ray.io", "rayjobs"), "ray.io/raycluster": ("ray.io", "rayclusters")}
+            "ray.io/rayjob": ("ray.io", "rayjobs"), "ray.io/raycluster": ("ray.io", "rayclusters"),
+            "trainer.kubeflow.org/trainjob": ("trainer.kubeflow.org", "trainjobs")}
 """Per Kueue integration a manager dispatches, the (group, resource) it creates on a worker for a
 dispatched job, beside the Workload (Kueue's MultiKueue adapters copy the job object alone)."""
 

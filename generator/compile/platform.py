@@ -258,8 +258,14 @@ def _kuberay_operator(cfg: ClusterConfig) -> dict[str, Any]:
 
 def _kubeflow_trainer(cfg: ClusterConfig) -> dict[str, Any]:
     """Kubeflow Trainer's chart on the cluster's own JobSet (the chart would otherwise install a second,
-    older one: its `jobset.install` defaults to true), with the one runtime the profiles use."""
-    return {"jobset": {"install": False}, "runtimes": {"torchDistributed": {"enabled": True}}}
+    older one: its `jobset.install` defaults to true), with the one runtime the profiles use. On a
+    MultiKueue manager, its CRDs and that runtime only: Trainer v2.2.1's controller ignores a TrainJob's
+    spec.managedBy and would run the manager's copies of what MultiKueue dispatches, so it runs no
+    replica there, and its webhooks, with nothing behind them, are passed by (the worker's judge the copy)."""
+    values: dict[str, Any] = {"jobset": {"install": False}, "runtimes": {"torchDistributed": {"enabled": True}}}
+    if cfg.multikueue is not None:
+        values |= {"manager": {"replicas": 0}, "webhook": {"failurePolicy": "Ignore"}}
+    return values
 
 
 def _lws(cfg: ClusterConfig) -> dict[str, Any]:

@@ -110,15 +110,16 @@ reported `no matches for kind "MPIJob"` for the chart's defaults); fleetgen inst
 every cluster and grants the manager these kinds on its workers."""
 MULTIKUEUE_OPERATORS = {
     "ray": "",
-    "trainer": "Kubeflow Trainer v2.2.1's controller ignores a TrainJob's spec.managedBy, so it would also run "
-               "the manager's copy of every TrainJob that MultiKueue dispatches",
+    "trainer": "",
     "lws": "a LeaderWorkerSet v0.9.0 has no spec.managedBy, so its controller would also run the manager's copy "
            "of every LeaderWorkerSet that MultiKueue dispatches",
 }
 """Per operator, why a MultiKueue manager may not turn it on ("" where it may). With `operators.ray` a
 manager also dispatches RayJobs and RayClusters: KubeRay v1.6.2 leaves alone what Kueue's webhook
 marks `spec.managedBy: kueue.x-k8s.io/multikueue` (ray-operator `controllers/ray/rayjob_controller.go:108`,
-`raycluster_controller.go:163`), and every worker must run KubeRay too."""
+`raycluster_controller.go:163`). With `operators.trainer`, TrainJobs: Kubeflow Trainer v2.2.1's controller
+reads no spec.managedBy (pkg/controller/trainjob_controller.go), so a manager gets Trainer's CRDs and
+runtimes without its controller (see compile/platform.py). Every worker must run the operator too."""
 
 
 class WaitForPodsReady(ConfigModel):

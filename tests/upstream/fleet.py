@@ -286,7 +286,8 @@ def custom(stack: Stack, api: Any = None) -> Any:
 JOB_KINDS = {"JobSet": (JOBSET, "v1alpha2", "jobsets", "jobset.sigs.k8s.io/jobset-name"),
              "Job": ("batch", "v1", "jobs", "batch.kubernetes.io/job-name"),
              "RayJob": ("ray.io", "v1", "rayjobs", "ray.io/originated-from-cr-name"),
-             "RayCluster": ("ray.io", "v1", "rayclusters", "ray.io/cluster")}
+             "RayCluster": ("ray.io", "v1", "rayclusters", "ray.io/cluster"),
+             "TrainJob": ("trainer.kubeflow.org", "v1alpha1", "trainjobs", "jobset.sigs.k8s.io/jobset-name")}
 """(group, version, plural, the label naming the job on its pods) of each kind of job a profile renders."""
 
 
