@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -17,7 +16,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from synth import synthesize  # noqa: E402
-from table import print_table  # noqa: E402
+from table import print_table, scratch  # noqa: E402
 
 
 def render(root: Path) -> None:
@@ -47,7 +46,7 @@ def main() -> None:
     from generator.diff.comment import markdown_parts
     from generator.diff.run import run_diff
 
-    with tempfile.TemporaryDirectory(prefix="fleetgen-bench-diff-") as tmp:
+    with scratch("fleetgen-bench-diff-") as tmp:
         before = synthesize(Path(tmp) / "before", args.clusters, args.teams)
         render(before)
         after = synthesize(Path(tmp) / "after", args.clusters, args.teams)

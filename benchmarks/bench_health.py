@@ -176,13 +176,10 @@ def _peak(fn: Callable[[], Any]) -> tuple[Any, float]:
     return result, peak / 1024 / 1024
 
 
-def main() -> None:
+def measure(args: argparse.Namespace) -> dict[str, Any]:
+    """Every figure of the table, by name (bench_all.py reports the loop)."""
     from generator.jobs import connect
 
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--nodes", type=int, default=10_000)
-    parser.add_argument("--repeat", type=int, default=3)
-    args = parser.parse_args()
     lister = NodeLister(args.nodes)
     executor = Executor(connect(token="bench", server=lister.url), dry_run=True)
     answers = responses(args.nodes)
@@ -224,6 +221,20 @@ def main() -> None:
     _, read_peak = _peak(read)
     (decision, patches), loop_peak = _peak(loop)
     cordons = [a for a in decision.actions if isinstance(a, Cordon)]
+    return {"list_floor": best_list_floor, "read": best_read, "answers_floor": best_floor, "loop": best_loop,
+            "read_peak": read_peak, "loop_peak": loop_peak, "decision": decision, "patches": patches,
+            "node_kb": node_kb, "cordons": cordons, "server": lister.server}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--nodes", type=int, default=10_000)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    m = measure(args)
+    best_list_floor, best_read, best_floor, best_loop = m["list_floor"], m["read"], m["answers_floor"], m["loop"]
+    read_peak, loop_peak, decision, patches, node_kb, cordons = (m["read_peak"], m["loop_peak"], m["decision"],
+                                                                 m["patches"], m["node_kb"], m["cordons"])
     rows = [("fleet", f"{args.nodes} nodes x 8 GPUs, Node objects {node_kb:.1f} KB, {len(POOLS)} pools; "
                       f"{sum(fatal(i) for i in range(args.nodes))} with a fatal XID"),
             (f"node list floor: json.loads of the pages (best of {args.repeat})", f"{best_list_floor:.2f} s"),
@@ -241,7 +252,7 @@ def main() -> None:
                          "(capped per loop), "
                          f"breakers tripped: {sorted(decision.breakers) or 'none'}")]
     print_table(rows)
-    lister.server.shutdown()
+    m["server"].shutdown()
 
 
 if __name__ == "__main__":

@@ -22,7 +22,6 @@ import argparse
 import os
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -31,7 +30,7 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from synth import synthesize  # noqa: E402
-from table import print_table  # noqa: E402
+from table import print_table, scratch  # noqa: E402
 
 
 def git(root: Path, *args: str) -> str:
@@ -81,7 +80,7 @@ def main() -> None:
     from generator.diff.run import run_diff
 
     rows: list[tuple[str, str]] = [("fleet", f"{args.clusters} clusters x {args.teams} teams")]
-    with tempfile.TemporaryDirectory(prefix="fleetgen-bench-preview-") as tmp:
+    with scratch("fleetgen-bench-preview-") as tmp:
         root = Path(tmp) / "fleet"
         synthesize(root, args.clusters, args.teams)
         render(root)

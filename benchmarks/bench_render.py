@@ -17,7 +17,6 @@ import resource
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -25,7 +24,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from synth import synthesize  # noqa: E402
-from table import print_table  # noqa: E402
+from table import print_table, scratch  # noqa: E402
 
 
 def floor(root: Path, out: Path) -> tuple[float, int]:
@@ -66,7 +65,7 @@ def main() -> None:
     parser.add_argument("--teams", type=int, default=200)
     parser.add_argument("--pools", type=int, default=2)
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="fleetgen-bench-") as tmp:
+    with scratch("fleetgen-bench-") as tmp:
         root = synthesize(Path(tmp) / "fleet", args.clusters, args.teams, args.pools)
         floor_s, objects = floor(root, Path(tmp) / "floor")
         render_s, summary = render(root)

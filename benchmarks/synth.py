@@ -56,6 +56,26 @@ def synthesize(root: Path, clusters: int, teams: int, pools: int = 2) -> Path:
     return root
 
 
+def one_pool(root: Path, teams: int) -> Path:
+    """One cluster, one H100 pool, `teams` teams spread over 8 cohorts that hold quota themselves."""
+    (root / "clusters").mkdir(parents=True)
+    (root / "teams").mkdir()
+    cluster = {"name": "big", "kubernetesVersion": "1.33", "kueue": {"version": "v0.19.2"},
+               "nodePools": [{"name": "h100", "gpu": {"product": "NVIDIA-H100-80GB-HBM3", "perNode": 8},
+                              "nodes": teams // 4 + 8, "cpuPerNode": "192", "memoryPerNode": "1800Gi"}],
+               "cpuPool": {"nodes": 4, "cpuPerNode": "64", "memoryPerNode": "256Gi"},
+               "priorities": [{"name": "standard", "value": 100}],
+               "cohorts": [{"name": f"org-{o}", "quotas": {"h100": {"gpus": 8}}} for o in range(8)],
+               "gitops": {"repoUrl": "https://github.com/acme/gpu-fleet.git"}, "images": {"registry": "ghcr.io/acme"}}
+    (root / "clusters/big.yaml").write_text(yaml.safe_dump(cluster))
+    for j in range(teams):
+        name = f"team-{j:05d}"
+        team = {"name": name, "owners": [f"@acme/{name}"], "members": {"groups": [name]}, "cohort": f"org-{j % 8}",
+                "defaultPriority": "standard", "quotas": {"big": {"h100": {"gpus": 1 + j % 2, "lendingLimit": 1}}}}
+        (root / "teams" / f"{name}.yaml").write_text(yaml.safe_dump(team))
+    return root
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("root", type=Path)

@@ -101,6 +101,8 @@ def cli(ctx: click.Context, root: str) -> None:
 @cli.command()
 @click.option("--cluster", "clusters", multiple=True, metavar="NAME", help="Render only this cluster (repeatable).")
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 listing files that differ from rendered/.")
+@click.option("--full", is_flag=True, help="Trust no record of the last render (kept outside the repository): "
+              "compile every cluster and compare every file.")
 @click.option("-j", "--jobs", type=click.IntRange(0, 64), default=0,
               help="Processes compiling clusters; 0 (default) = one per core from 8 clusters on, else 1.")
 @click.option("--lock-timeout", type=click.FloatRange(min=0), default=60, show_default=True, metavar="SECONDS",
@@ -109,11 +111,19 @@ def cli(ctx: click.Context, root: str) -> None:
 @_crd_opt
 @click.pass_context
 @_guard
-def render(ctx: click.Context, clusters: tuple[str, ...], check: bool, jobs: int, lock_timeout: float,
+def render(ctx: click.Context, clusters: tuple[str, ...], check: bool, full: bool, jobs: int, lock_timeout: float,
            schema_location: str | None, crd_location: str | None) -> None:
     """Compile the fleet into rendered/<cluster>/ (atomically; nothing is written on any error)."""
     import signal
 
+    from generator import incremental
+
+    if not clusters and not full:  # the no-op, before the compilers are even imported
+        files = incremental.unchanged_since_last_render(_root(ctx), incremental.options_key(schema_location,
+                                                                                            crd_location))
+        if files is not None:
+            echo(incremental.up_to_date_line(files, check))
+            return
     from generator.render import render_fleet
     from generator.validate.pipeline import Options
 
@@ -121,7 +131,7 @@ def render(ctx: click.Context, clusters: tuple[str, ...], check: bool, jobs: int
         raise KeyboardInterrupt  # unwinds through the stage's cleanup; held during the switch itself
     signal.signal(signal.SIGTERM, stop)
     outcome = render_fleet(_root(ctx), list(clusters), check, jobs, Options(schema_location, crd_location),
-                           lock_timeout, lambda line: echo(line, err=True), _progress())
+                           lock_timeout, lambda line: echo(line, err=True), _progress(), full)
     for line in outcome.said:
         echo(line)
     if outcome.stale:

@@ -115,15 +115,22 @@ def compare(current: Tree, wanted: Tree) -> TreeDiff:
     )
 
 
-def _write_files(folder: Path, files: Tree, strip: str = "") -> None:
+Stats = dict[str, os.stat_result]
+"""Path relative to `rendered/` -> the file's stat data as it was written (for the render index)."""
+
+
+def _write_files(folder: Path, files: Tree, stats: Stats | None = None) -> None:
     made: set[Path] = set()
     for rel, content in files.items():
-        target = folder / rel[len(strip):]
+        target = folder / rel
         if target.parent not in made:
             target.parent.mkdir(parents=True, exist_ok=True)
             made.add(target.parent)
         with open(target, "wb") as handle:
             handle.write(content)
+            handle.flush()
+            if stats is not None:  # taken from the file as written: a later edit cannot hide in it
+                stats[rel] = os.fstat(handle.fileno())
 
 
 # --- the transaction ---------------------------------------------------------------------------
@@ -287,10 +294,12 @@ def recover(root: Path) -> None:
             shutil.rmtree(stale, ignore_errors=True)
 
 
-def write_tree(root: Path, wanted: Tree, only: list[str] | None = None, files: dict[str, bytes] | None = None) -> None:
+def write_tree(root: Path, wanted: Tree, only: list[str] | None = None, files: dict[str, bytes] | None = None,
+               stats: Stats | None = None) -> None:
     """Replace `rendered/` (or only `rendered/<name>` for each name in `only`) with `wanted`, and
     the repository `files` outside it (EXTRA_FILES: CODEOWNERS), as one transaction: afterwards
-    everything is new, or (on any error) everything is old.
+    everything is new, or (on any error) everything is old. `stats` gets the stat data of every
+    file written under rendered/ (renaming their folders into place keeps it).
 
     No fsync: the tree is derived output that `render --check` verifies and git restores;
     syncing 100,000 files would triple render time. The journal's rename is the commit point.
@@ -306,7 +315,8 @@ def write_tree(root: Path, wanted: Tree, only: list[str] | None = None, files: d
     work = work_dir(root)
     stage = Path(tempfile.mkdtemp(prefix="stage-", dir=work))
     try:
-        _write_files(stage / "new", {p: c for p, c in wanted.items() if p.split("/", 1)[0] in replace})
+        new = {p: c for p, c in wanted.items() if p.split("/", 1)[0] in replace}
+        _write_files(stage / "new", new, stats)
         extra = sorted((files or {}).items())
         for rel, _ in extra:
             if rel not in EXTRA_FILES:

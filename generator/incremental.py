@@ -1,28 +1,53 @@
-"""Skip a render when nothing can have changed: the no-op fast path.
+"""Skip work when nothing can have changed: an index of the rendered tree, like git's.
 
 A full render of a large fleet takes tens of seconds; most renders in CI and pre-commit change
 nothing. After each successful render fleetgen records, outside the repository (in the cache
-folder, keyed by the fleet's path), a hash of every input file and of the generator's own
-source, plus a hash of the content of every rendered file (not sizes and mtimes: a same-size
-edit with its mtime put back must not survive). The next plain `render` with the same inputs,
-the same generator and an untouched tree stops after reading and hashing the tree. `--check`,
-`--cluster` and a missing or different record always do the full work; nothing is committed,
-so output stays byte-identical everywhere.
+folder, keyed by the fleet's path):
+
+- a key per cluster: the hash of its inputs (its file, its teams' files, linked MultiKueue
+  clusters), the generator's own code and data, and the render options, with its object count;
+- a key for the whole fleet (every input file);
+- an index entry per rendered file: size, mtime, ctime, inode and a hash of its content.
+
+Reading the tree back costs one `lstat` per file. As in git's index, a file's content is read
+and hashed only when its stat data differs from the entry or is *racy* (changed in the same
+second as the record was written, so a later edit could carry the same times): a hand edit with
+its mtime put back still changes its ctime and is caught. Files that were hashed and matched get
+fresh entries, so the next run is fast again. The entries of each top-level folder (a cluster,
+`gitops`) are kept in their own file, and the main record keeps a digest of each folder's stat
+data: a run whose folders all match their digests reads nothing else, and one that finds a
+folder changed reads that folder's entries only.
+
+Three users: a plain `render` stops at once when the whole key and the tree match (the no-op);
+`render` and `render --check` compile only the clusters whose key changed or whose files no
+longer match; everything else is taken as rendered. `--cluster`, `--full` and a missing record
+do the full work. Nothing is committed, so output stays byte-identical everywhere.
 """
 
 from __future__ import annotations
 
+import array
 import functools
 import hashlib
 import json
 import os
+import stat
+import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from generator import repofiles
-from generator.validate.schemas import cache_dir
+from generator.cachedir import cache_dir
 
 INPUTS = ("teams", "clusters")
 EXTRA_INPUTS = ("fleet.yaml",)
+CODEOWNERS = ".github/CODEOWNERS"
+RENDERED = "rendered"
+FORMAT = 3
+SECOND = 1_000_000_000
+
+Entry = tuple[int, int, int, int, str]
+"""(size, mtime_ns, ctime_ns, inode, content hash) of one rendered file."""
 
 
 def _hash_files(paths: list[Path], base: Path) -> str:
@@ -34,6 +59,11 @@ def _hash_files(paths: list[Path], base: Path) -> str:
         digest.update(repofiles.read_bytes(base, rel))
         digest.update(b"\0")
     return digest.hexdigest()
+
+
+def content_hash(content: bytes) -> str:
+    """What an index entry records of a file's content (160 bits: a collision is not a concern here)."""
+    return hashlib.blake2b(content, digest_size=20).hexdigest()
 
 
 def inputs_key(root: Path, options: str) -> str:
@@ -64,94 +94,380 @@ def cluster_key(root: Path, cluster_file: str, input_files: list[str], options: 
     return hashlib.sha256("|".join([_hash_files(files, root), code_key(), options]).encode()).hexdigest()
 
 
-CODEOWNERS = ".github/CODEOWNERS"
-
-
-def digest(tree: dict[str, bytes]) -> str:
-    """Hash of the paths and contents of a tree of files."""
-    total = hashlib.sha256()
-    for rel, content in sorted(tree.items()):
-        total.update(hashlib.sha256(rel.encode() + b"\0" + content).digest())
-    return total.hexdigest()
-
-
-def _on_disk(root: Path, top: str = "") -> dict[str, bytes] | None:
-    """rendered/ (or rendered/<top>) as it is now, plus CODEOWNERS for the whole; None if unreadable."""
-    from generator import emit
-
-    try:
-        tree = emit.read_tree(repofiles.inside(root, emit.RENDERED), [top] if top else None)
-        if not top and repofiles.inside(root, CODEOWNERS).is_file():
-            tree[f"../{CODEOWNERS}"] = repofiles.read_bytes(root, CODEOWNERS)
-    except (OSError, repofiles.UnsafePath):
-        return None  # unreadable: never equal to a record, so the full render runs and reports it
-    return tree
-
-
-def _record_path(root: Path) -> Path:
+def _record_dir(root: Path) -> Path:
     name = hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:32]
-    return cache_dir() / "renders" / f"{name}.json"
+    return cache_dir() / "renders" / name
 
 
-def _clusters_path(root: Path) -> Path:
-    return _record_path(root).with_suffix(".clusters.json")
+def _top_file(folder: Path, top: str) -> Path:
+    return folder / f"top-{hashlib.sha256(top.encode()).hexdigest()[:24]}.json"
 
 
-def reusable(root: Path, name: str, key: str) -> tuple[int, dict[str, bytes]] | None:
-    """(object count, files) of cluster `name` if its rendered files are still exactly what `key`
-    produced; the files are returned so that they are read once."""
+Stat = tuple[str, int, int, int, int]
+"""(path relative to rendered/, size, mtime_ns, ctime_ns, inode) of one file."""
+
+
+def _walk(folder: str, ints: array.array[int], names: list[str], rels: list[str] | None, rel: str) -> bool:
+    """Append every file's size, mtime, ctime and inode below `folder` to `ints` and every name
+    (a "/" after each folder's contents) to `names`, in the directory's own order, and the paths
+    to `rels` when given; False at a link, a special file or an unreadable folder (the tree is
+    then not what any render wrote). The hot loop of a no-op: kept to the bare calls."""
+    add, name = ints.append, names.append
     try:
-        record = json.loads(_clusters_path(root).read_text(encoding="utf-8")).get(name) or {}
-    except (OSError, ValueError):
-        return None
-    if record.get("key") != key or not record.get("tree"):
-        return None
-    files = _on_disk(root, name)
-    if files is None or digest(files) != record["tree"]:
-        return None
-    return int(record.get("objects", 0)), files
-
-
-def _write_record(path: Path, data: object) -> None:
-    """Write a record atomically, best effort: a read-only cache only costs speed."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(data), encoding="utf-8")
-        os.replace(tmp, path)
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                name(entry.name)
+                if entry.is_dir(follow_symlinks=False):
+                    if not _walk(entry.path, ints, names, rels, f"{rel}/{entry.name}"):
+                        return False
+                    name("/")
+                    continue
+                st = entry.stat(follow_symlinks=False)
+                if not stat.S_ISREG(st.st_mode):
+                    return False
+                add(st.st_size)
+                add(st.st_mtime_ns)
+                add(st.st_ctime_ns)
+                add(st.st_ino)
+                if rels is not None:
+                    rels.append(f"{rel}/{entry.name}")
     except OSError:
-        pass
-
-
-def remember_clusters(root: Path, keys: dict[str, tuple[str, int]], tree: dict[str, bytes]) -> None:
-    """Record each cluster's key, object count and content hash after a successful write; the hash
-    is taken from `tree`, the files just written (disk now holds exactly those)."""
-    by_cluster: dict[str, dict[str, bytes]] = {}
-    for rel, content in tree.items():
-        by_cluster.setdefault(rel.split("/", 1)[0], {})[rel] = content
-    _write_record(_clusters_path(root), {name: {"key": key, "objects": count,
-                                                "tree": digest(by_cluster.get(name, {}))}
-                                         for name, (key, count) in sorted(keys.items())})
-
-
-def up_to_date(root: Path, key: str) -> bool:
-    """True when the last render recorded this key and the tree's content is exactly as it left it."""
-    try:
-        record = json.loads(_record_path(root).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
         return False
-    if not key or record.get("key") != key or not record.get("tree"):
-        return False
-    files = _on_disk(root)
-    return files is not None and digest(files) == record["tree"]
+    return True
 
 
-def remember(root: Path, key: str, tree: dict[str, bytes]) -> None:
-    """Record a successful render (`tree`: the files just written) for the whole-fleet no-op check."""
-    files = dict(tree)
+def _summary(ints: array.array[int], names: list[str]) -> tuple[str, int]:
+    """A top's stat digest and its newest mtime or ctime."""
+    digest = hashlib.blake2b(ints.tobytes(), digest_size=20)
+    digest.update("\0".join(names).encode("utf-8", "surrogateescape"))
+    return digest.hexdigest(), max(max(ints[1::4], default=0), max(ints[2::4], default=0))
+
+
+def stat_top(rendered: str, top: str, with_paths: bool = False) -> tuple[list[Stat], str, int] | None:
+    """The digest and newest time of rendered/<top>'s stat data, and with `with_paths` the stat
+    data of each file; None if unreadable or if it holds anything but folders and regular files."""
+    ints: array.array[int] = array.array("q")
+    names: list[str] = []
+    rels: list[str] | None = [] if with_paths else None
+    if not _walk(os.path.join(rendered, top), ints, names, rels, top):
+        return None
+    digest, latest = _summary(ints, names)
+    stats = [(rel, *ints[4 * k:4 * k + 4]) for k, rel in enumerate(rels)] if rels is not None else []
+    return stats, digest, latest  # type: ignore[return-value]
+
+
+def _digest_top(rendered: str, top: str) -> tuple[str, str, int] | None:
+    """`stat_top` without the stat data, for a worker process."""
+    got = stat_top(rendered, top)
+    return None if got is None else (top, got[1], got[2])
+
+
+PARALLEL_TOPS = 8
+"""From this many top-level folders on, they are walked in two processes: the kernel's stat
+calls, not Python, are most of a no-op's time at 200,000 files, and they run on both cores."""
+
+
+@dataclass
+class TopRecord:
+    """What the index keeps of one top-level folder of rendered/ in its main record."""
+
+    digest: str
+    """Hash of its files' sorted stat data, as `stat_top` computes it."""
+    latest: int
+    """Newest mtime or ctime among them: racy if in the record's second or later."""
+    count: int
+
+
+class Index:
+    """The last successful render of one fleet, as recorded after it wrote (see the module).
+
+    Stored in two parts: a small main record (keys, and per top-level folder a digest of its
+    files' stat data) read by every run, and the per-file entries of each folder (stat data and
+    content hash) read only for a folder whose digest no longer matches or is racy."""
+
+    def __init__(self, root: Path | None = None) -> None:
+        self.key = ""
+        """The whole-fleet key (`inputs_key`) of that render."""
+        self.clusters: dict[str, tuple[str, int]] = {}
+        """Cluster -> (its `cluster_key`, its object count)."""
+        self.tops: dict[str, TopRecord] = {}
+        self.codeowners: Entry | None = None
+        self.written_ns = 0
+        """When the record was written: files changed in that second or later are racy."""
+        self.refreshed = False
+        """Entries were renewed after their files were hashed and matched: worth saving."""
+        self._folder = _record_dir(root) if root is not None else None
+        self._entries: dict[str, dict[str, Entry]] = {}
+        """Per-file entries of the tops loaded or renewed in this run."""
+        self._dirty: set[str] = set()
+        self._verified: set[str] = set()
+
+    @classmethod
+    def load(cls, root: Path) -> Index:
+        """The record for `root`, or an empty index (nothing trusted) if none can be read."""
+        index = cls(root)
+        try:
+            assert index._folder is not None
+            data = json.loads((index._folder / "index.json").read_text(encoding="utf-8"))
+            if data.get("format") != FORMAT:
+                return cls(root)
+            index.key = str(data["key"])
+            index.clusters = {k: (str(v[0]), int(v[1])) for k, v in data["clusters"].items()}
+            index.tops = {k: TopRecord(str(v[0]), int(v[1]), int(v[2])) for k, v in data["tops"].items()}
+            owners = data.get("codeowners")
+            index.codeowners = tuple(owners) if owners else None  # type: ignore[assignment]
+            index.written_ns = int(data["written"])
+        except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError):
+            return cls(root)
+        return index
+
+    def save(self, root: Path) -> None:
+        """Write the record, best effort: a read-only cache only costs speed. Each part is
+        replaced atomically, the folders' entries before the main record that vouches for them."""
+        folder = self._folder or _record_dir(root)
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            for top in sorted(self._dirty):
+                if top in self.tops:
+                    _write_json(_top_file(folder, top), {"digest": self.tops[top].digest,
+                                                         "files": self._entries[top]})
+            _write_json(folder / "index.json", {
+                "format": FORMAT, "key": self.key, "clusters": self.clusters, "written": time.time_ns(),
+                "tops": {k: [v.digest, v.latest, v.count] for k, v in sorted(self.tops.items())},
+                "codeowners": self.codeowners})
+        except OSError:
+            pass
+        self._dirty.clear()
+
+    def _racy(self, latest: int) -> bool:
+        return latest // SECOND >= self.written_ns // SECOND
+
+    def _top_entries(self, top: str, record: TopRecord | None = None) -> dict[str, Entry] | None:
+        """The per-file entries of `top` (from its file, checked against its main record)."""
+        if top not in self._entries:
+            record = record or self.tops.get(top)
+            if record is None or self._folder is None:
+                return None
+            try:
+                data = json.loads(_top_file(self._folder, top).read_text(encoding="utf-8"))
+                if data.get("digest") != record.digest:
+                    return None
+                self._entries[top] = {k: tuple(v) for k, v in data["files"].items()}  # type: ignore[misc]
+            except (OSError, ValueError, KeyError, TypeError, AttributeError):
+                return None
+        return self._entries[top]
+
+    def _same_content(self, path: Path, digest: str) -> os.stat_result | None:
+        """The file's stat data if its content hashes to `digest` (read through one descriptor)."""
+        got = _read(path)
+        return got[0] if got is not None and content_hash(got[1]) == digest else None
+
+    def unchanged(self, root: Path, top: str) -> bool:
+        """Whether rendered/<top> holds exactly the files the index records for it (the same
+        names, none more, none fewer, each the same content). Its stat digest decides when it
+        matches and is not racy; otherwise every file whose stat data differs (or is racy) is
+        read and hashed, and if all match the entries are renewed."""
+        record = self.tops.get(top)
+        if record is None:
+            return False
+        if top in self._verified:
+            return True
+        got = stat_top(str(root / RENDERED), top)
+        if got is None:
+            return False
+        if got[1] == record.digest and not self._racy(record.latest):
+            self._verified.add(top)
+            return True
+        got = stat_top(str(root / RENDERED), top, with_paths=True)  # the slow path: file by file
+        if got is None:
+            return False
+        stats, digest, latest = got
+        entries = self._top_entries(top)
+        if entries is None or len(entries) != len(stats):
+            return False
+        renewed: dict[str, Entry] = {}
+        for rel, size, mtime, ctime, ino in stats:
+            entry = entries.get(rel)
+            if entry is None or entry[0] != size:
+                return False
+            if entry[1:4] != (mtime, ctime, ino) or self._racy(max(mtime, ctime)):
+                st = self._same_content(root / RENDERED / rel, entry[4])
+                if st is None or (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino) != (size, mtime, ctime, ino):
+                    return False  # different, or changed while we looked: do the work
+            renewed[rel] = (size, mtime, ctime, ino, entry[4])
+        self._entries[top], self.tops[top] = renewed, TopRecord(digest, latest, len(renewed))
+        self._dirty.add(top)
+        self._verified.add(top)
+        self.refreshed = True
+        return True
+
+    def verify(self, root: Path, tops: list[str]) -> None:
+        """Check the stat digests of many tops at once (in two processes when there are many);
+        `unchanged` then answers from the result, hashing only where a digest differs."""
+        rendered = str(root / RENDERED)
+        todo = [t for t in tops if t in self.tops and t not in self._verified]
+        if len(todo) < PARALLEL_TOPS or (os.cpu_count() or 1) < 2:
+            return
+        import concurrent.futures
+        import multiprocessing
+
+        half = todo[1::2]
+        # spawn, as render's workers: a fork would inherit whatever threads and locks the caller holds
+        with concurrent.futures.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+            remote = pool.submit(_digest_many, rendered, half)
+            local = [_digest_top(rendered, t) for t in todo[0::2]]
+            results = [*local, *remote.result()]
+        for got in results:
+            if got is not None:
+                top, digest, _latest = got
+                record = self.tops[top]
+                if digest == record.digest and not self._racy(record.latest):
+                    self._verified.add(top)
+
+    def codeowners_unchanged(self, root: Path) -> bool:
+        """CODEOWNERS is as recorded (or absent, as recorded)."""
+        try:
+            st = os.lstat(root / CODEOWNERS)
+        except FileNotFoundError:
+            return self.codeowners is None
+        except OSError:
+            return False
+        entry = self.codeowners
+        if entry is None or not stat.S_ISREG(st.st_mode) or st.st_size != entry[0]:
+            return False
+        now = (st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+        if now == entry[1:4] and not self._racy(max(st.st_mtime_ns, st.st_ctime_ns)):
+            return True
+        same = self._same_content(root / CODEOWNERS, entry[4])
+        if same is None:
+            return False
+        self.codeowners = (same.st_size, same.st_mtime_ns, same.st_ctime_ns, same.st_ino, entry[4])
+        self.refreshed = True
+        return True
+
+    def whole_tree_unchanged(self, root: Path) -> bool:
+        """rendered/ holds exactly the recorded folders and files, and CODEOWNERS is as recorded."""
+        try:
+            present = sorted(e.name for e in os.scandir(root / RENDERED))
+        except OSError:
+            return False
+        if present != sorted(self.tops):
+            return False
+        self.verify(root, present)
+        return all(self.unchanged(root, top) for top in present) and self.codeowners_unchanged(root)
+
+    def record(self, root: Path, tree: dict[str, bytes], stats: dict[str, os.stat_result],
+               codeowners: bytes | None) -> None:
+        """Renew the entries of the tops in `tree` (path -> content: what is now on disk for every
+        top it names) and of CODEOWNERS; other tops keep theirs (they were verified unchanged).
+        Files just written take the stat data of their write (`stats`); a file not rewritten
+        keeps a clean entry of the same content, or is read back once (else it gets none, and
+        its folder is compiled again next time)."""
+        base = root / RENDERED
+        by_top: dict[str, dict[str, bytes]] = {}
+        for rel, content in tree.items():
+            by_top.setdefault(rel.split("/", 1)[0], {})[rel] = content
+        present, recorded = set(os.listdir(base)), self.tops
+        self.tops = {t: r for t, r in self.tops.items() if t in present and t not in by_top}
+        for top, files in sorted(by_top.items()):
+            old: dict[str, Entry] | None = None
+            entries: dict[str, Entry] = {}
+            for rel, content in files.items():
+                digest = content_hash(content)
+                st = stats.get(rel)
+                if st is None:
+                    old = old if old is not None else (self._top_entries(top, recorded.get(top)) or {})
+                    before = old.get(rel)
+                    if before is not None and before[4] == digest and not self._racy(max(before[1], before[2])):
+                        entries[rel] = before
+                        continue
+                    st = self._same_content(base / rel, digest)
+                    if st is None:
+                        continue
+                entries[rel] = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, digest)
+            walked = stat_top(str(base), top, with_paths=True)
+            if walked is None or len(walked[0]) != len(entries) or \
+                    any(entries.get(rel, (None,))[:4] != (size, mtime, ctime, ino)
+                        for rel, size, mtime, ctime, ino in walked[0]):
+                self._entries.pop(top, None)  # changed while it was written: compiled again next time
+                continue
+            self._entries[top], self.tops[top] = entries, TopRecord(walked[1], walked[2], len(entries))
+            self._dirty.add(top)
+        self.codeowners = None
+        if codeowners is not None:
+            digest = content_hash(codeowners)
+            st = self._same_content(root / CODEOWNERS, digest)
+            if st is not None:
+                self.codeowners = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, digest)
+
+
+def _digest_many(rendered: str, tops: list[str]) -> list[tuple[str, str, int] | None]:
+    return [_digest_top(rendered, t) for t in tops]
+
+
+def _write_json(path: Path, data: object) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, separators=(",", ":")), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _read(path: Path) -> tuple[os.stat_result, bytes] | None:
+    """A regular file's stat data and content, from one open descriptor (so they agree)."""
     try:
-        if repofiles.inside(root, CODEOWNERS).is_file():
-            files[f"../{CODEOWNERS}"] = repofiles.read_bytes(root, CODEOWNERS)
-    except (OSError, repofiles.UnsafePath):
-        return
-    _write_record(_record_path(root), {"key": key, "tree": digest(files)})
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        return st, b"".join(iter(lambda: os.read(fd, 1 << 20), b""))
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def options_key(schema_location: str | None, crd_location: str | None) -> str:
+    """The render options' part of every key."""
+    return f"{schema_location}|{crd_location}"
+
+
+JOURNAL = ".fleetgen/journal.json"
+"""emit.WORK/emit.JOURNAL: a render was killed during its switch (the full path finishes it)."""
+
+
+def unchanged_since_last_render(root: Path, options: str, index: Index | None = None) -> int | None:
+    """The number of rendered files when inputs, generator, options and tree are exactly as the
+    last render left them (None otherwise: do the work). It writes nothing but the index, so the
+    command line asks it before taking the repository's lock or importing the compilers: a tree
+    in the middle of another render's switch never matches, and a killed render's journal sends
+    the caller down the full path."""
+    if os.path.lexists(root / JOURNAL):
+        return None
+    index = index if index is not None else Index.load(root)
+    if not index.key:
+        return None
+    key = inputs_key(root, options)
+    if key != index.key or not index.whole_tree_unchanged(root):
+        return None
+    if index.refreshed:
+        index.save(root)
+    return sum(t.count for t in index.tops.values())
+
+
+UP_TO_DATE = "inputs, generator and tree unchanged since the last render"
+
+
+def up_to_date_line(files: int, check_only: bool) -> str:
+    """What `render` says when the index shows nothing changed."""
+    return (f"rendered/ is up to date ({files} files; {UP_TO_DATE})" if check_only else
+            f"rendered/ already up to date ({UP_TO_DATE})")
+
+
+def reusable(index: Index, root: Path, name: str, key: str) -> int | None:
+    """The object count of cluster `name` if its rendered files are still exactly what `key` produced."""
+    recorded = index.clusters.get(name)
+    if recorded is None or recorded[0] != key or not index.unchanged(root, name):
+        return None
+    return recorded[1]

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from generator import emit, repofiles
+from generator import emit, incremental, repofiles
 from generator.checks import load_fleet
 from generator.checks.advice import advise
 from generator.compile import compile_cluster
@@ -40,7 +40,8 @@ class Build:
     keys: dict[str, tuple[str, int]] = field(default_factory=dict)
     """Per cluster: (incremental key, object count), recorded after a successful write."""
     reused: list[str] = field(default_factory=list)
-    """Clusters taken unchanged from rendered/ (same key, untouched files): not compiled again."""
+    """Clusters taken unchanged from rendered/ (same key, untouched files): not compiled again,
+    not in `tree`, not compared."""
     warnings: list[Finding] = field(default_factory=list)
     """What Kueue will do differently from what the inputs seem to say (`config/advice.py`)."""
 
@@ -92,12 +93,16 @@ def _parallel(root: Path, names: list[str], options: Options, jobs: int,
 
 
 def build(root: Path, clusters: list[str] | None = None, options: Options | None = None, jobs: int = 0,
-          progress: Callable[[str], None] | None = None, reuse: str | None = None) -> Build:
+          progress: Callable[[str], None] | None = None, reuse: str | None = None,
+          index: incremental.Index | None = None) -> Build:
     """Load, compile and validate; raise InputError on config errors or object findings.
 
-    With `jobs` > 1 clusters are compiled, validated and emitted in that many processes (0: one
-    per core from AUTO_PARALLEL_CLUSTERS clusters on); the result is assembled in sorted order,
-    byte-identical to a serial build.
+    With `reuse` (the options part of the keys) every cluster's incremental key is computed, and
+    with an `index` too, clusters whose key and files are what the index recorded are not compiled
+    (`Build.reused`; their files are left out of `Build.tree`). With `jobs` > 1 clusters are
+    compiled, validated and emitted in that many processes (0: one per core from
+    AUTO_PARALLEL_CLUSTERS clusters on); the result is assembled in sorted order, byte-identical
+    to a serial build.
     """
     fleet = load_fleet(root)
     options = options or Options()
@@ -108,19 +113,18 @@ def build(root: Path, clusters: list[str] | None = None, options: Options | None
     names = sorted(set(clusters)) if clusters else sorted(fleet.clusters)
     keys: dict[str, tuple[str, int]] = {}
     reused: list[str] = []
-    reused_tree: emit.Tree = {}
     if reuse is not None:  # incremental: clusters whose inputs, code and files are unchanged are kept
-        from generator import incremental
-
         for name in names:
             inputs = [t.source.path for t in fleet.teams_in(name)] + \
                 [fleet.clusters[c].source.path for c in fleet.linked(name)]
-            key = incremental.cluster_key(root, fleet.clusters[name].source.path, inputs, reuse)
-            kept = incremental.reusable(root, name, key)
-            keys[name] = (key, kept[0] if kept else 0)
-            if kept is not None:
-                reused.append(name)
-                reused_tree.update(kept[1])
+            keys[name] = (incremental.cluster_key(root, fleet.clusters[name].source.path, inputs, reuse), 0)
+        if index is not None:
+            index.verify(root, [n for n in names if index.clusters.get(n, ("", 0))[0] == keys[n][0]])
+            for name in names:
+                kept = incremental.reusable(index, root, name, keys[name][0])
+                if kept is not None:
+                    keys[name] = (keys[name][0], kept)
+                    reused.append(name)
         names = [n for n in names if n not in reused]
     if jobs == 0:  # auto: processes pay off once there are enough clusters to share out
         jobs = min(os.cpu_count() or 1, MAX_AUTO_JOBS) if len(names) >= AUTO_PARALLEL_CLUSTERS else 1
@@ -142,7 +146,6 @@ def build(root: Path, clusters: list[str] | None = None, options: Options | None
                 tree.update(emit.cluster_tree(name, compiled[name]))
     if report.findings:
         raise InputError(report.findings)
-    tree.update(reused_tree)
     for name in names:
         if name in keys:
             keys[name] = (keys[name][0], sum(m.kubernetes for m in compiled[name]))
@@ -186,16 +189,32 @@ def _stale_extra(result: Build) -> list[str]:
             if not repofiles.inside(root, rel).is_file() or repofiles.read_bytes(root, rel) != text.encode()]
 
 
+def _compared(result: Build) -> emit.Tree:
+    """The files of rendered/ that `result.tree` is compared with: those of `result.only`, else
+    all but the reused clusters' (the index vouched for those)."""
+    rendered = rendered_dir(result.fleet.root)
+    if result.only is not None or not result.reused:
+        return emit.read_tree(rendered, result.only)
+    tops = [name for name in (sorted(os.listdir(rendered)) if rendered.is_dir() else [])
+            if name not in result.reused]
+    folders = [name for name in tops if repofiles.inside(rendered, name, "rendered/").is_dir()]
+    current = emit.read_tree(rendered, folders)
+    for name in tops:
+        if name not in folders:  # a stray file at the top: compared (and removed) like any other
+            current[name] = repofiles.read_bytes(rendered, name, "rendered/")
+    return current
+
+
 def check(result: Build) -> emit.TreeDiff:
     """What a render would change in the committed tree (and in files such as CODEOWNERS)."""
-    current = emit.read_tree(rendered_dir(result.fleet.root), result.only)
-    diff = emit.compare(current, result.tree)
+    diff = emit.compare(_compared(result), result.tree)
     stale = [f"../{rel}" for rel in _stale_extra(result)]
     return emit.TreeDiff(diff.added, sorted(diff.changed + stale), diff.removed)
 
 
-def write(result: Build) -> emit.TreeDiff:
-    """Write the tree (atomically) and the extra files if anything differs; return what changed."""
+def write(result: Build, stats: emit.Stats | None = None) -> emit.TreeDiff:
+    """Write the tree (atomically) and the extra files if anything differs; return what changed.
+    `stats` gets the stat data of every file written."""
     diff = check(result)
     if diff:
         # Only top-level entries (clusters, gitops) with a difference are replaced, in one
@@ -204,7 +223,7 @@ def write(result: Build) -> emit.TreeDiff:
         tops = sorted({p.split("/", 1)[0] for p in diff.added + diff.changed + diff.removed
                        if not p.startswith("../")})  # ../ entries are files outside rendered/
         files = {rel: result.extra_files[rel].encode("utf-8") for rel in _stale_extra(result)}
-        emit.write_tree(result.fleet.root, result.tree, tops, files)
+        emit.write_tree(result.fleet.root, result.tree, tops, files, stats)
     return diff
 
 
@@ -218,16 +237,23 @@ class Outcome:
     """`--check` found files that differ (exit 1)."""
 
 
+def key_of(options: Options) -> str:
+    """The render options' part of every incremental key."""
+    return incremental.options_key(options.schema_location, options.crd_location)
+
+
+
+
 def render_fleet(root: Path, clusters: list[str], check_only: bool, jobs: int, options: Options,
                  lock_timeout: float, note: Callable[[str], None],
-                 progress: Callable[[str], None] | None = None) -> Outcome:
-    """`fleetgen render`: under the repository's lock, finish a killed render, skip a no-op one
-    (inputs, generator and tree unchanged since the last), else build and write or compare.
+                 progress: Callable[[str], None] | None = None, full: bool = False) -> Outcome:
+    """`fleetgen render`: under the repository's lock, finish a killed render, stop at once when
+    inputs, generator and tree are as the last render left them (`incremental.Index`), else
+    compile the clusters whose inputs or files changed and write or compare. `full` trusts no
+    record: every cluster is compiled and every file compared.
 
     `note` gets checks that could not run, then warnings, as soon as the build has them: before
     the write, so a render interrupted while writing has said them."""
-    from generator import incremental
-
     out = Outcome()
     with emit.locked(root, wait=lock_timeout, writing=not check_only):
         if not check_only:
@@ -235,30 +261,47 @@ def render_fleet(root: Path, clusters: list[str], check_only: bool, jobs: int, o
         elif emit.read_journal(root) is not None:  # --check moves nothing, but refuses a planted journal
             note(f"note: a render was interrupted during its switch ({emit.WORK}/{emit.JOURNAL}); "
                  "`fleetgen render` finishes it, --check compares the tree as it is")
-        options_key = f"{options.schema_location}|{options.crd_location}"
-        key = incremental.inputs_key(root, options_key)  # the whole-fleet no-op key
-        if not check_only and not clusters and incremental.up_to_date(root, key):
-            out.said.append("rendered/ already up to date (inputs, generator and tree unchanged since the last "
-                            "render)")
+        options_key = key_of(options)
+        index = incremental.Index() if full or clusters else incremental.Index.load(root)
+        files = incremental.unchanged_since_last_render(root, options_key, index) if index.key else None
+        if files is not None:
+            out.said.append(incremental.up_to_date_line(files, check_only))
             return out
+        key = incremental.inputs_key(root, options_key)  # the whole-fleet key, recorded after the write
         result = build(root, clusters or None, options, jobs=jobs, progress=progress,
-                       reuse=None if check_only or clusters else options_key)
+                       reuse=None if clusters else options_key, index=None if full else index)
         for line in result.notices():
             note(line)
         if check_only:
             diff = check(result)
             out.stale = bool(diff)
+            kept = f"; {len(result.reused)} clusters unchanged since the last render" if result.reused else ""
             out.said += (["rendered/ is out of date:", *(f"  {line}" for line in diff.lines()),
                           "run `fleetgen render` and commit the result"] if diff else
-                         [f"rendered/ is up to date ({len(result.tree)} files)"])
+                         [f"rendered/ is up to date ({len(result.tree)} files compared{kept})"])
+            if index.refreshed and not full:
+                index.save(root)
             return out
-        diff = write(result)
+        stats: emit.Stats = {}
+        diff = write(result, stats)
         if not clusters:
-            incremental.remember(root, key, result.tree)
-            incremental.remember_clusters(root, result.keys, result.tree)
+            _remember(index, root, key, result, stats)
         objects, count = object_count(result), len(result.compiled) + len(result.reused)
         kept = f" ({len(result.reused)} unchanged clusters not compiled again)" if result.reused else ""
         out.said.append(f"rendered {objects} objects in {count} clusters: {len(diff.added)} added, "
                         f"{len(diff.changed)} changed, {len(diff.removed)} removed files{kept}" if diff else
                         f"rendered/ already up to date ({objects} objects in {count} clusters){kept}")
     return out
+
+
+def _remember(index: incremental.Index, root: Path, key: str, result: Build, stats: emit.Stats) -> None:
+    """Record a whole-fleet render in the index: its keys, and an entry per file from the stat
+    data of the write (files not rewritten are read back once, so entry and content agree)."""
+    index.key = key
+    index.clusters = dict(sorted(result.keys.items()))
+    codeowners = result.extra_files.get(CODEOWNERS)
+    try:
+        index.record(root, result.tree, stats, codeowners.encode("utf-8") if codeowners is not None else None)
+    except (OSError, repofiles.UnsafePath):
+        return  # the tree changed under us: no record, the next render does the full work
+    index.save(root)

@@ -89,6 +89,7 @@ def fleets(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, str, in
     return base, old, new, writes
 
 
+@pytest.mark.slow
 def test_kill_at_25_points_leaves_old_or_new(fleets: tuple[Path, str, str, int], tmp_path: Path) -> None:
     base, old, new, writes = fleets
     assert writes > 200, writes  # the staging of ten clusters' files is in the range

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema_rs
+import pytest
 import yaml
 
 from tests.conftest import REPO, git, run
@@ -199,6 +200,7 @@ def test_renamed_pool(repo: Path) -> None:
                for r in report["risks"])
 
 
+@pytest.mark.slow
 def test_huge_change_splits_into_parts_that_cover_everything(repo: Path) -> None:
     cluster = repo / "clusters/prod-west.yaml"
     cluster.write_text(cluster.read_text().replace("    nodes: 16\n", "    nodes: 400\n"))

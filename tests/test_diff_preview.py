@@ -145,6 +145,7 @@ def _big_change(root: Path, clusters: int, teams: int) -> None:
         path.write_text(path.read_text().replace("borrowingLimit: 8", "borrowingLimit: 12"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("budget", [60_000, 8_000])
 def test_every_part_fits_its_budget_whatever_the_fleet(tmp_path: Path, budget: int) -> None:
     """Part 1 had no budget (143,399 characters at 20 clusters x 100 teams): GitHub refused it and

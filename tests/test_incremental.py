@@ -1,9 +1,18 @@
-"""The no-op fast path of `render`: taken only when inputs, generator and tree are untouched."""
+"""The render index (issue 33): `render` and `render --check` skip what inputs, generator and tree
+show unchanged since the last render, and give exactly what the full path gives."""
 
 from __future__ import annotations
 
+import os
+import random
+import shutil
+import time
 from pathlib import Path
 
+import pytest
+
+from generator import incremental
+from generator.validate.pipeline import Options
 from tests.conftest import edit, run, snapshot
 
 FAST = "inputs, generator and tree unchanged since the last render"
@@ -36,10 +45,134 @@ def test_a_hand_edited_tree_is_repaired(fleet_root: Path) -> None:
     assert snapshot(fleet_root / "rendered") == good
 
 
-def test_check_and_single_cluster_never_take_the_shortcut(fleet_root: Path) -> None:
+def test_check_takes_the_shortcut_but_full_and_single_cluster_never_do(fleet_root: Path) -> None:
     assert run(fleet_root, "render").code == 0
-    assert FAST not in run(fleet_root, "render", "--check").out
+    assert FAST in run(fleet_root, "render", "--check").out
+    full = run(fleet_root, "render", "--check", "--full")
+    assert full.code == 0 and FAST not in full.out and "files compared" in full.out, full.out
     assert FAST not in run(fleet_root, "render", "--cluster", "dev").out
+
+
+def test_check_compiles_only_the_clusters_an_edit_touches(fleet_root: Path) -> None:
+    from generator import render
+
+    assert run(fleet_root, "render").code == 0
+    edit(fleet_root, "clusters/dev.yaml", "nodes: ", "nodes: 1")  # dev's node count, nobody else's input
+    others = sorted(p.stem for p in (fleet_root / "clusters").glob("*.yaml") if p.stem != "dev")
+    result = render.build(fleet_root, reuse=render.key_of(Options()), index=incremental.Index.load(fleet_root))
+    assert sorted(result.reused) == others and sorted(result.compiled) == ["dev"]
+    check = run(fleet_root, "render", "--check")
+    assert check.code == 1 and {line.split()[1].split("/")[0] for line in check.out.splitlines()
+                                if line.startswith("  ")} <= {"dev", "gitops"}, check.out
+
+
+def test_check_catches_a_same_size_edit_with_its_mtime_put_back(fleet_root: Path) -> None:
+    assert run(fleet_root, "render").code == 0
+    path = fleet_root / "rendered/dev/teams/speech/clusterqueue-speech.yaml"
+    before, st = path.read_bytes(), path.stat()
+    path.write_bytes(before.replace(b"nominalQuota: '6'", b"nominalQuota: '9'"))
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    result = run(fleet_root, "render", "--check")
+    assert result.code == 1 and "~ dev/teams/speech/clusterqueue-speech.yaml" in result.out, result.out
+
+
+def test_a_folder_is_trusted_by_its_stat_data_unless_racy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """As in git's index: clean stat data is enough; a file changed in the record's second is read
+    and hashed; a same-size edit with its mtime put back still changed its ctime."""
+    (tmp_path / "rendered/c").mkdir(parents=True)
+    path = tmp_path / "rendered/c/a.yaml"
+    path.write_bytes(b"a: 1\n")
+    index = incremental.Index(tmp_path)
+    index.record(tmp_path, {"c/a.yaml": b"a: 1\n"}, {}, None)
+    index.save(tmp_path)
+    reads: list[Path] = []
+    real_read = incremental._read
+    monkeypatch.setattr(incremental, "_read", lambda p: reads.append(p) or real_read(p))
+
+    def loaded(written_ns: int) -> incremental.Index:
+        again = incremental.Index.load(tmp_path)
+        again.written_ns = written_ns
+        return again
+
+    st = path.stat()
+    newest = max(st.st_mtime_ns, st.st_ctime_ns)
+    assert loaded(newest + 2 * incremental.SECOND).unchanged(tmp_path, "c") and reads == []
+    racy = loaded(newest)
+    assert racy.unchanged(tmp_path, "c") and reads == [path] and racy.refreshed
+    path.write_bytes(b"a: 2\n")
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert not loaded(newest + 2 * incremental.SECOND).unchanged(tmp_path, "c")
+    path.write_bytes(b"a: 1\n")
+    assert loaded(newest + 2 * incremental.SECOND).unchanged(tmp_path, "c")  # the same content again
+    (tmp_path / "rendered/c/b.yaml").write_bytes(b"b: 1\n")  # a file the index does not know
+    assert not loaded(newest + 2 * incremental.SECOND).unchanged(tmp_path, "c")
+
+
+EDITS = ("team", "cluster", "hand-edit", "same-size", "remove-file", "stray-file", "stray-top", "touch",
+         "remove-cluster", "nothing")
+
+
+def _random_edit(root: Path, rng: random.Random, kind: str) -> None:
+    """One edit of `kind` that a user (or a hostile commit) could make between two renders."""
+    files = sorted(p for p in (root / "rendered").rglob("*") if p.is_file())
+    target = rng.choice(files) if files else None
+    if kind == "team":
+        team = rng.choice(sorted((root / "teams").glob("*.yaml")))
+        text = team.read_text()
+        team.write_text(text.replace("gpus: ", f"gpus: {rng.randint(1, 3)}", 1) if "gpus: " in text else text)
+    elif kind == "cluster":
+        cluster = rng.choice(sorted((root / "clusters").glob("*.yaml")))
+        text = cluster.read_text()
+        cluster.write_text(text.replace("nodes: ", "nodes: 1", 1) if "nodes: " in text else text)
+    elif kind == "hand-edit" and target:
+        target.write_text(target.read_text() + "# hand\n")
+    elif kind == "same-size" and target:
+        st, data = target.stat(), target.read_bytes()
+        target.write_bytes(data[:-2] + b"x\n" if len(data) > 2 else data)
+        os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns))
+    elif kind == "remove-file" and target:
+        target.unlink()
+    elif kind == "stray-file" and target:
+        (target.parent / "stray.yaml").write_text("a: 1\n")
+    elif kind == "stray-top":
+        (root / "rendered/zz-stray").mkdir(exist_ok=True)
+        (root / "rendered/zz-stray/x.yaml").write_text("a: 1\n")
+    elif kind == "touch" and target:
+        target.touch()
+    elif kind == "remove-cluster":
+        clusters = sorted((root / "clusters").glob("*.yaml"))
+        cluster = rng.choice(clusters)
+        if cluster.stem not in ("hub", "prod-west", "dev") and len(clusters) > 2:
+            cluster.unlink()  # a cluster nobody links to (a MultiKueue worker or dev's teams' owner stays)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("half", [0, 1])
+def test_incremental_check_and_render_equal_the_full_path_after_random_edits(fleet_root: Path, tmp_path: Path,
+                                                                            half: int) -> None:
+    """The proof: after every kind of edit (half of them each, one after another, in a random order
+    with random targets), `render --check` says exactly what `--check --full` says, and `render`
+    leaves exactly the tree a full render leaves in a fresh copy."""
+    rng = random.Random(half)
+    assert run(fleet_root, "render").code == 0
+    kinds = list(EDITS)
+    random.Random(33).shuffle(kinds)
+    for step, kind in enumerate(kinds[half::2]):
+        _random_edit(fleet_root, rng, kind)
+        if rng.random() < 0.5:
+            time.sleep(0.01)
+        fast, full = run(fleet_root, "render", "--check"), run(fleet_root, "render", "--check", "--full")
+        if fast.code != 2:  # an edit may leave inputs the checks refuse: then both must refuse them
+            assert (fast.code, fast.out.splitlines()[:-1] if fast.code else []) == \
+                (full.code, full.out.splitlines()[:-1] if full.code else []), (step, kind, fast.out, full.out)
+        else:
+            assert full.code == 2, (step, kind, full.out)
+        fresh = tmp_path / f"fresh-{step}"
+        shutil.copytree(fleet_root, fresh)
+        first, second = run(fleet_root, "render"), run(fresh, "render", "--full")
+        assert first.code == second.code, (step, kind, first.err, second.err)
+        assert snapshot(fleet_root / "rendered") == snapshot(fresh / "rendered"), (step, kind)
+        shutil.rmtree(fresh)
 
 
 def test_a_same_size_edit_with_its_mtime_put_back_is_repaired(fleet_root: Path) -> None:
@@ -56,3 +189,49 @@ def test_a_same_size_edit_with_its_mtime_put_back_is_repaired(fleet_root: Path) 
     result = run(fleet_root, "render")
     assert result.code == 0 and "1 changed" in result.out, result.out
     assert path.read_bytes() == before
+
+
+def test_the_no_op_path_knows_where_a_killed_render_leaves_its_journal(fleet_root: Path) -> None:
+    """The command line asks the index before importing emit: its copy of the journal's path must agree."""
+    from generator import emit
+
+    assert f"{emit.WORK}/{emit.JOURNAL}" == incremental.JOURNAL
+    assert run(fleet_root, "render").code == 0
+    (fleet_root / incremental.JOURNAL).write_text("{}")
+    assert FAST not in run(fleet_root, "render", "--check").out
+
+
+def test_the_no_op_imports_no_compiler(fleet_root: Path) -> None:
+    """Under a second at 50 x 200 needs a start-up without the models and compilers."""
+    import subprocess
+    import sys
+
+    assert run(fleet_root, "render").code == 0
+    code = ("import sys; from generator.cli import cli\n"
+            "try: cli(['--root', sys.argv[1], 'render'])\n"
+            "except SystemExit: pass\n"
+            "heavy = ('generator.compile', 'generator.config', 'pydantic')\n"
+            "print(sorted(m for m in sys.modules if m.startswith(heavy)))")
+    proc = subprocess.run([sys.executable, "-c", code, str(fleet_root)], capture_output=True, text=True, check=True)
+    assert FAST in proc.stdout and proc.stdout.strip().splitlines()[-1] == "[]", proc.stdout
+
+
+def test_many_folders_are_walked_in_two_processes_and_a_changed_one_is_found(tmp_path: Path) -> None:
+    """From PARALLEL_TOPS folders on, `verify` walks half of them in a spawned process: it must
+    vouch for exactly the untouched ones."""
+    from benchmarks.synth import synthesize
+
+    root = synthesize(tmp_path / "fleet", incremental.PARALLEL_TOPS + 1, 2)
+    assert run(root, "render").code == 0
+    tops = sorted(p.name for p in (root / "rendered").iterdir())
+    assert len(tops) > incremental.PARALLEL_TOPS
+    index = incremental.Index.load(root)
+    index.written_ns += 2 * incremental.SECOND  # nothing racy: the digests alone decide
+    victim = next((root / "rendered" / tops[1]).rglob("*.yaml"))
+    victim.write_text(victim.read_text() + "# hand\n")
+    index.verify(root, tops)
+    assert index._verified == set(tops) - {tops[1]}
+    assert not index.unchanged(root, tops[1])
+    result = run(root, "render")
+    assert result.code == 0 and "1 changed" in result.out and FAST not in result.out, result.out
+    assert FAST in run(root, "render").out

@@ -141,6 +141,7 @@ def test_the_fleet_files_it_writes_are_package_data() -> None:
     assert "scaffold/files/*" in text
 
 
+@pytest.mark.slow
 def test_the_readme_pre_commit_hook_guards_the_new_fleet(fleet: Path, tmp_path: Path) -> None:
     """pre-commit runs the README's hook (the fleet's own ./fleetgen, in its .venv) and refuses a stale tree."""
     from tests.test_release import _readme_block

@@ -52,6 +52,7 @@ def github() -> Any:
     fake.stop()
 
 
+@pytest.mark.slow
 def test_every_part_of_a_large_change_is_posted_then_updated_in_place(tmp_path: Path, github: Any) -> None:
     fake, url = github
     root = tmp_path / "fleet"

@@ -16,6 +16,8 @@ import yaml
 from generator.signals import XID_CLASSES
 from tests.prom import expected, tool, write_rules
 
+pytestmark = pytest.mark.upstream  # promtool / the Prometheus server: not the fast tier
+
 GPU0 = {"job": "gpu-exporter", "node": "gpu-node-1", "gpu": "0", "UUID": "GPU-0000-aaaa", "modelName": "H100"}
 GPU1 = {**GPU0, "gpu": "1", "UUID": "GPU-1111-bbbb"}
 

@@ -10,9 +10,13 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+import pytest
+
 from generator.compile.dashboards import queries
 from generator.compile.rules import EXPORTER_JOB
 from tests.prom import MetricsEndpoint, PrometheusServer, exposition, tool, write_rules
+
+pytestmark = pytest.mark.upstream  # promtool / the Prometheus server: not the fast tier
 
 NODE = "gpu-node-1"
 

@@ -19,6 +19,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -180,6 +181,7 @@ def _fresh_root() -> Path:
     return WORKSPACE.fresh()
 
 
+@pytest.mark.slow
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(field=st.sampled_from(FIELDS), value=st.one_of(hostile, st.integers(-5, 10**12), st.floats(allow_nan=True)))
 def test_value_as_yaml_data(field: tuple[tuple[Any, ...], bool], value: Any) -> None:
@@ -190,6 +192,7 @@ def test_value_as_yaml_data(field: tuple[tuple[Any, ...], bool], value: Any) -> 
     _check(root, field[1], value)
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(key_field=st.sampled_from(QUOTA_KEY_FIELDS), key=hostile)
 def test_value_as_mapping_key(key_field: tuple[Any, ...], key: str) -> None:
@@ -203,6 +206,7 @@ def test_value_as_mapping_key(key_field: tuple[Any, ...], key: str) -> None:
     _check(root, False, key)
 
 
+@pytest.mark.slow
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(line=st.sampled_from(["name: vision", "cohort: research-vision", "defaultPriority: standard",
                              "namespaces: [vision, vision-eval]", "fairSharingWeight: 2"]),

@@ -12,10 +12,10 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from benchmarks.synth import one_pool as one_pool_fleet
 from generator.capacity import _NO_LIMIT, _Node, _Tree, pool_capacities
 from generator.checks import load_fleet
 from tests.conftest import run
@@ -27,26 +27,6 @@ rendered and written: measured 45 s on a busy 2-core machine (README, "Speed"); 
 a loaded CI machine, not for quadratic growth (which took more than 900 s)."""
 CAPACITY_BOUND_S = 10
 """The capacity model alone at 10,000 teams: measured 0.3 s; the quadratic walk took minutes."""
-
-
-def one_pool_fleet(root: Path, teams: int) -> Path:
-    """One cluster, one H100 pool, `teams` teams spread over 8 cohorts that hold quota themselves."""
-    (root / "clusters").mkdir(parents=True)
-    (root / "teams").mkdir()
-    cluster = {"name": "big", "kubernetesVersion": "1.33", "kueue": {"version": "v0.19.2"},
-               "nodePools": [{"name": "h100", "gpu": {"product": "NVIDIA-H100-80GB-HBM3", "perNode": 8},
-                              "nodes": teams // 4 + 8, "cpuPerNode": "192", "memoryPerNode": "1800Gi"}],
-               "cpuPool": {"nodes": 4, "cpuPerNode": "64", "memoryPerNode": "256Gi"},
-               "priorities": [{"name": "standard", "value": 100}],
-               "cohorts": [{"name": f"org-{o}", "quotas": {"h100": {"gpus": 8}}} for o in range(8)],
-               "gitops": {"repoUrl": "https://github.com/acme/gpu-fleet.git"}, "images": {"registry": "ghcr.io/acme"}}
-    (root / "clusters/big.yaml").write_text(yaml.safe_dump(cluster))
-    for j in range(teams):
-        name = f"team-{j:05d}"
-        team = {"name": name, "owners": [f"@acme/{name}"], "members": {"groups": [name]}, "cohort": f"org-{j % 8}",
-                "defaultPriority": "standard", "quotas": {"big": {"h100": {"gpus": 1 + j % 2, "lendingLimit": 1}}}}
-        (root / "teams" / f"{name}.yaml").write_text(yaml.safe_dump(team))
-    return root
 
 
 @pytest.mark.scale

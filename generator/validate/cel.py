@@ -21,10 +21,10 @@ from typing import Any
 import cel
 import yaml
 
+from generator.cachedir import cache_dir
 from generator.compile.manifest import Manifest
 from generator.errors import Finding, UsageError
 from generator.validate.findings import object_finding
-from generator.validate.schemas import cache_dir
 
 try:
     _Loader: type = yaml.CSafeLoader

@@ -43,7 +43,8 @@ def builtin_schema_location(k8s_version: str) -> str:
     pkg/validator/validator.go:387-394 skips schemas that do not compile). A copy with local,
     relative references is made once per kubernetes-validate release in the cache.
     """
-    from generator.validate.schemas import builtin_dir, cache_dir
+    from generator.cachedir import cache_dir
+    from generator.validate.schemas import builtin_dir
 
     source = builtin_dir(".".join(k8s_version.split(".")[:2]))  # the folder our own check reads
     name = source.name

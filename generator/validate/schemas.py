@@ -11,7 +11,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import os
 import urllib.error
 import urllib.request
 from collections.abc import Callable
@@ -20,6 +19,7 @@ from typing import Any
 
 import jsonschema_rs
 
+from generator.cachedir import cache_dir
 from generator.compile.manifest import Manifest
 from generator.errors import Finding, UsageError
 from generator.kubeschemas import builtin_root, builtin_versions
@@ -27,13 +27,6 @@ from generator.validate.findings import object_finding
 
 DEFAULT_SCHEMA_LOCATION = "https://raw.githubusercontent.com/datreeio/CRDs-catalog/main/{group}/{kind}_{version}.json"
 _K8S_DEFS_ID = "https://kubernetes.io/api/_definitions.json"
-
-
-def cache_dir() -> Path:
-    """Where downloaded schemas are kept (XDG cache, overridable with FLEETGEN_CACHE_DIR)."""
-    base = os.environ.get("FLEETGEN_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "fleetgen")
-    return Path(base)
 
 
 def builtin_dir(k8s_version: str) -> Any:
