@@ -315,8 +315,7 @@ def write_tree(root: Path, wanted: Tree, only: list[str] | None = None, files: d
     work = work_dir(root)
     stage = Path(tempfile.mkdtemp(prefix="stage-", dir=work))
     try:
-        new = {p: c for p, c in wanted.items() if p.split("/", 1)[0] in replace}
-        _write_files(stage / "new", new, stats)
+        _write_files(stage / "new", {p: c for p, c in wanted.items() if p.split("/", 1)[0] in replace}, stats)
         extra = sorted((files or {}).items())
         for rel, _ in extra:
             if rel not in EXTRA_FILES:

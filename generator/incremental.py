@@ -172,7 +172,7 @@ class TopRecord:
     """What the index keeps of one top-level folder of rendered/ in its main record."""
 
     digest: str
-    """Hash of its files' sorted stat data, as `stat_top` computes it."""
+    """Hash of its files' stat data in the directory's own order, as `stat_top` computes it."""
     latest: int
     """Newest mtime or ctime among them: racy if in the record's second or later."""
     count: int
@@ -412,20 +412,11 @@ def _write_json(path: Path, data: object) -> None:
 
 
 def _read(path: Path) -> tuple[os.stat_result, bytes] | None:
-    """A regular file's stat data and content, from one open descriptor (so they agree)."""
+    """`repofiles.read_regular`, with any error (gone, unreadable) as None: the caller does the work."""
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+        return repofiles.read_regular(path)
     except OSError:
         return None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            return None
-        return st, b"".join(iter(lambda: os.read(fd, 1 << 20), b""))
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
 
 
 def options_key(schema_location: str | None, crd_location: str | None) -> str:
@@ -437,18 +428,19 @@ JOURNAL = ".fleetgen/journal.json"
 """emit.WORK/emit.JOURNAL: a render was killed during its switch (the full path finishes it)."""
 
 
-def unchanged_since_last_render(root: Path, options: str, index: Index | None = None) -> int | None:
+def unchanged_since_last_render(root: Path, options: str, index: Index | None = None,
+                                key: str | None = None) -> int | None:
     """The number of rendered files when inputs, generator, options and tree are exactly as the
     last render left them (None otherwise: do the work). It writes nothing but the index, so the
     command line asks it before taking the repository's lock or importing the compilers: a tree
     in the middle of another render's switch never matches, and a killed render's journal sends
-    the caller down the full path."""
+    the caller down the full path. `key`: the inputs key, when the caller has it already."""
     if os.path.lexists(root / JOURNAL):
         return None
     index = index if index is not None else Index.load(root)
     if not index.key:
         return None
-    key = inputs_key(root, options)
+    key = key if key is not None else inputs_key(root, options)
     if key != index.key or not index.whole_tree_unchanged(root):
         return None
     if index.refreshed:

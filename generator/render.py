@@ -263,11 +263,11 @@ def render_fleet(root: Path, clusters: list[str], check_only: bool, jobs: int, o
                  "`fleetgen render` finishes it, --check compares the tree as it is")
         options_key = key_of(options)
         index = incremental.Index() if full or clusters else incremental.Index.load(root)
-        files = incremental.unchanged_since_last_render(root, options_key, index) if index.key else None
+        key = incremental.inputs_key(root, options_key)  # the whole-fleet key, recorded after the write
+        files = incremental.unchanged_since_last_render(root, options_key, index, key)
         if files is not None:
             out.said.append(incremental.up_to_date_line(files, check_only))
             return out
-        key = incremental.inputs_key(root, options_key)  # the whole-fleet key, recorded after the write
         result = build(root, clusters or None, options, jobs=jobs, progress=progress,
                        reuse=None if clusters else options_key, index=None if full else index)
         for line in result.notices():

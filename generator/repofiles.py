@@ -53,21 +53,30 @@ def inside(root: Path, rel: str | PurePosixPath, shown: str = "") -> Path:
     return root / PurePosixPath(rel)
 
 
-def read_bytes(root: Path, rel: str | PurePosixPath, shown: str = "") -> bytes:
-    """Content of a regular file inside the root."""
-    path = inside(root, rel, shown)
+def read_regular(path: Path) -> tuple[os.stat_result, bytes] | None:
+    """A file's stat data and content through one descriptor (so the two agree), opened without
+    following a link; None when it is not a regular file. OSError as opening or reading raises it."""
     # O_NONBLOCK: opening a FIFO (or a device) committed in place of a file must not wait for a
     # writer that never comes; it is refused below as not a regular file.
     fd = os.open(path, os.O_RDONLY | _NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise UnsafePath(f"{shown}{rel}", "is not a regular file", "commit a file here")
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return None
         chunks = []
         while chunk := os.read(fd, 1 << 20):
             chunks.append(chunk)
-        return b"".join(chunks)
+        return st, b"".join(chunks)
     finally:
         os.close(fd)
+
+
+def read_bytes(root: Path, rel: str | PurePosixPath, shown: str = "") -> bytes:
+    """Content of a regular file inside the root."""
+    got = read_regular(inside(root, rel, shown))
+    if got is None:
+        raise UnsafePath(f"{shown}{rel}", "is not a regular file", "commit a file here")
+    return got[1]
 
 
 def write_bytes(root: Path, rel: str | PurePosixPath, data: bytes) -> None:

@@ -192,10 +192,12 @@ def test_a_same_size_edit_with_its_mtime_put_back_is_repaired(fleet_root: Path) 
 
 
 def test_the_no_op_path_knows_where_a_killed_render_leaves_its_journal(fleet_root: Path) -> None:
-    """The command line asks the index before importing emit: its copy of the journal's path must agree."""
+    """The command line asks the index before importing emit: its copies of emit's paths must agree."""
     from generator import emit
+    from generator.compile import codeowners
 
     assert f"{emit.WORK}/{emit.JOURNAL}" == incremental.JOURNAL
+    assert (incremental.RENDERED, incremental.CODEOWNERS) == (emit.RENDERED, codeowners.PATH)
     assert run(fleet_root, "render").code == 0
     (fleet_root / incremental.JOURNAL).write_text("{}")
     assert FAST not in run(fleet_root, "render", "--check").out
