@@ -753,7 +753,7 @@ def health_run(ctx: click.Context, listen: str, **options: Any) -> None:
         metrics.record(decision, rec.nodes if decision else {}, seconds, failed, rec.executor.failures)
         log.info(json.dumps({"loop": "failed" if failed else "done", "leader": decision is not None,
                              "seconds": round(seconds, 3), "actions": len(decision.actions) if decision else 0,
-                             "writeFailures": rec.executor.failures}))
+                             "writeFailures": rec.executor.failures, "nodeList": rec.listed}))
 
     rec.run(None, threading.Event(), on_loop)
 

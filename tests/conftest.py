@@ -16,6 +16,13 @@ from click.testing import CliRunner
 REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared"
 
+# Bytecode is written during the tests even where the environment says not to (CI sets
+# PYTHONDONTWRITEBYTECODE): without it every `fleetgen` the tests start compiles the package from
+# source (0.6 s each), and every pytest worker rewrites every test module's asserts again (6 s).
+# The files go to __pycache__ folders, which git ignores and the generator's code key leaves out.
+sys.dont_write_bytecode = False
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+
 
 def shared_or_skip(*parts: str) -> Path:
     """A path inside ../shared (beside the checkout), or skip saying why."""

@@ -49,13 +49,14 @@ class Pool:
     def name(self, i: int) -> str:
         return f"gpu-{self.tag}-{i}"
 
-    def add(self, count: int, cpu_node: bool = False) -> None:
-        """Ready nodes with the GPU taint (see fleet.create_nodes for the not-ready taint they lose)."""
+    def add(self, count: int, cpu_node: bool = False, first: int = 0) -> None:
+        """Ready nodes `first` .. `first + count - 1` with the GPU taint (see fleet.create_nodes for the
+        not-ready taint they lose)."""
         from tests.upstream.fleet import create_nodes
 
         ready = {"conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "test"}]}
         nodes = [{"metadata": {"name": self.name(i), "labels": dict(self.labels)},
-                  "spec": {"taints": [dict(GPU_TAINT)]}, "status": ready} for i in range(count)]
+                  "spec": {"taints": [dict(GPU_TAINT)]}, "status": ready} for i in range(first, first + count)]
         if cpu_node:
             nodes.append({"metadata": {"name": f"cpu-{self.tag}", "labels": {"fleetgen.test/pool": self.tag}},
                           "spec": {"taints": []}, "status": ready})

@@ -240,6 +240,8 @@ def test_a_gpu_fault_is_cordoned_the_job_moves_and_the_hold_lifts_after_a_reset(
         released_after = time.monotonic() - reset
         assert wait_for(lambda: _gpu_healthy(stack, faulty) == "True", 30)
         assert health.reconciler.alive(), health.logs()
+        # The bootID change reached the reconciler through its node watch, not a list per loop.
+        assert '"nodeList": false' in health.logs() and '"nodeList": true' not in health.logs(), health.logs()
         print(f"\nXID {FAULT} on {faulty}: cordoned and tainted {cordoned_after:.1f} s after the exporter "
               f"reported it; {failure['reason']}: {failure['message']}; admitted again on {len(hosts)} hosts in "
               f"{sorted({block_of[h] for h in hosts})}; released {released_after:.1f} s after the reset "

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from generator.errors import UsageError
+from generator.reconciler.informer import NodeCache
 from generator.reconciler.lease import BreakerStore, LeaderLease
 from generator.reconciler.loop import Reconciler
 from generator.reconciler.model import Policy
@@ -72,5 +73,6 @@ def build(document: dict[str, Any], api: Any, prometheus: str | None = None, dry
     lease = None if policy.dry_run else LeaderLease(api, namespace, identity)
     executor = Executor(api, dry_run=policy.dry_run, evictions_per_loop=int(drain.get("evictionsPerLoop", 50)),
                         grace_seconds=drain.get("gracePeriodSeconds"))
+    # The cache is started by `run` only: one loop (`health once`, `status`) lists Nodes once.
     return Reconciler(executor, sources, pools, policy, BreakerStore(api, namespace), lease,
-                      period=float(document.get("periodSeconds", 30)))
+                      period=float(document.get("periodSeconds", 30)), cache=NodeCache(api, pools))

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from generator.reconciler.decide import decide
+from generator.reconciler.informer import NodeCache
 from generator.reconciler.lease import BreakerStore, LeaderLease
 from generator.reconciler.model import ALL_POOLS, DRAIN, Breaker, Decision, NodeState, Observation, Pending, Policy
 from generator.reconciler.nodes import Executor, PoolSelector
@@ -51,13 +52,25 @@ class Reconciler:
     """The GPU nodes as the last loop read them (what /metrics reports: no second list)."""
     pending: Pending = field(default_factory=dict)
     """Signals still within their `for:` (from the last decision)."""
+    cache: NodeCache | None = None
+    """Nodes kept by a watch (`run` starts it): a loop reads its copy instead of listing every Node,
+    and lists only while the cache is not current."""
+    listed: bool = False
+    """The last loop listed every Node itself (no current cache)."""
 
     def once(self) -> Decision | None:
         """One loop; None when another replica leads."""
         if self.lease is not None and not self.lease.acquire():
             self.pending = {}  # a follower saw none of the loops in between: its clocks start over
             return None
-        nodes = self.nodes = self.executor.read(self.pools)  # the loop's one node list
+        view = self.cache.view() if self.cache is not None else None
+        self.listed = view is None
+        if view is None:
+            nodes = self.executor.read(self.pools)  # the loop's one node list
+        else:
+            nodes, uids = view
+            self.executor.remember(uids)
+        self.nodes = nodes
         observations = merge(*(s.observe(sorted(nodes)) for s in self.sources))
         breakers = self.breaker.load()
         decision = decide(observations, nodes, self.policy, breakers, self.clock(), self.pending)
@@ -76,6 +89,8 @@ class Reconciler:
         """Loop every `period` seconds (default: the policy's) until `stop` is set. `on_loop` hears
         of every loop: its decision (None when following), its seconds, and whether it failed."""
         every = self.period if period is None else period
+        if self.cache is not None:
+            self.cache.start(stop)
         while not stop.is_set():
             started = time.monotonic()
             decision: Decision | None = None

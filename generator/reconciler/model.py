@@ -90,6 +90,8 @@ class Observation:
         """Signals that justify a cordon: cordon-class ones, and corroborate-class ones only when
         one of their class's corroborating signals fired on the same GPU (or on an unattributed
         one: kernel-log lines carry no GPU index)."""
+        if not self.evidence:  # most nodes, every loop
+            return ()
         out = {e.signal for e in self.evidence if e.action == "cordon"}
         for e in self.evidence:
             if e.action == "corroborate":

@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import math
 import re
 import time
 from collections.abc import Callable
@@ -87,18 +88,32 @@ def _floats(text: str | None) -> tuple[float, ...]:
         return ()
 
 
+def _number(text: object, kind: type[float] | type[int]) -> Any:
+    """An annotation's number, or None when it is not one (anyone who may patch the Node may write
+    it: a bad value must not fail the whole node list)."""
+    try:
+        value = kind(text) if isinstance(text, str) and len(text) <= 32 else None
+    except ValueError:
+        return None
+    return value if value is None or math.isfinite(value) else None
+
+
 def node_state(node: dict[str, Any], pools: list[PoolSelector]) -> NodeState | None:
-    """The reconciler's view of a Node (None when it is in no GPU pool)."""
-    meta = node.get("metadata") or {}
+    """The reconciler's view of a Node (None when it is in no GPU pool, or is not a Node at all)."""
+    meta = node.get("metadata") if isinstance(node, dict) else None
+    if not isinstance(meta, dict) or not isinstance(meta.get("name"), str):
+        return None
     labels, notes = meta.get("labels") or {}, meta.get("annotations") or {}
+    if not isinstance(labels, dict) or not isinstance(notes, dict):
+        return None
     pool = next((p.name for p in pools if all(labels.get(k) == v for k, v in p.labels.items())), None)
     if pool is None:
         return None
-    since = notes.get(ANNOTATION_SINCE)
     return NodeState(
         name=meta["name"], pool=pool, unschedulable=bool((node.get("spec") or {}).get("unschedulable")),
-        owned=notes.get(ANNOTATION_OWNED) == "true", reason=notes.get(ANNOTATION_REASON, ""),
-        since=float(since) if since else None, healthy_checks=int(notes.get(ANNOTATION_HEALTHY) or 0),
+        owned=notes.get(ANNOTATION_OWNED) == "true", reason=str(notes.get(ANNOTATION_REASON, "")),
+        since=_number(notes.get(ANNOTATION_SINCE), float),
+        healthy_checks=_number(notes.get(ANNOTATION_HEALTHY), int) or 0,
         history=_floats(notes.get(ANNOTATION_HISTORY)), human_released=notes.get(ANNOTATION_HUMAN, ""),
         needs_repair=labels.get(LABEL_REPAIR) == "true", gpus=_gpus(node), boot_id=_boot_id(node),
         cordon_boot_id=notes.get(ANNOTATION_BOOT, ""), condition=_gpu_condition(node),
@@ -215,6 +230,37 @@ def _stays(pod: dict[str, Any]) -> bool:
             or bool(meta.get("deletionTimestamp")))
 
 
+def list_nodes(api: Any, pools: list[PoolSelector]) -> tuple[dict[str, NodeState], dict[str, str], str]:
+    """Every GPU node's state, every Node's uid by name, and the list's resourceVersion (where a
+    watch starts), from one paginated list: all pages are one snapshot of the same version."""
+    from kubernetes import client
+
+    states: dict[str, NodeState] = {}
+    uids: dict[str, str] = {}
+    token: str | None = None
+    version = ""
+    core: Any = client.CoreV1Api(api)  # raw pages (_preload_content=False): no models
+    while True:
+        page = core.list_node(limit=PAGE, _continue=token, _preload_content=False, _request_timeout=timeout(api))
+        body = json.loads(page.data)
+        if not isinstance(body, dict):
+            raise ValueError("the API server answered a node list that is not an object")
+        for node in body.get("items") or []:
+            state = node_state(node, pools)
+            if state is not None:
+                states[state.name] = state
+            meta = node.get("metadata") if isinstance(node, dict) else None
+            if isinstance(meta, dict) and isinstance(meta.get("name"), str):
+                uids[meta["name"]] = str(meta.get("uid") or "")
+        body.pop("items", None)  # free the page before the next one
+        meta = body.get("metadata") or {}
+        version = str(meta.get("resourceVersion") or "")
+        token = meta.get("continue")
+        if not token:
+            break
+    return states, uids, version
+
+
 class Executor:
     """Carries out decisions on one cluster (or only logs them, in dry run)."""
 
@@ -259,25 +305,13 @@ class Executor:
         raise RuntimeError(f"node list restarted {RETRIES} times: continue token kept expiring")
 
     def _read(self, pools: list[PoolSelector]) -> dict[str, NodeState]:
-        states: dict[str, NodeState] = {}
-        uids: dict[str, str] = {}
-        token: str | None = None
-        while True:
-            page = self._core().list_node(limit=PAGE, _continue=token, _preload_content=False,
-                                          _request_timeout=timeout(self.api))
-            body = json.loads(page.data)
-            for node in body.get("items") or []:
-                meta = node.get("metadata") or {}
-                uids[meta.get("name", "")] = str(meta.get("uid") or "")
-                state = node_state(node, pools)
-                if state is not None:
-                    states[state.name] = state
-            del body["items"]
-            token = (body.get("metadata") or {}).get("continue")
-            if not token:
-                break
+        states, uids, _ = list_nodes(self.api, pools)
         self._uids = uids
         return states
+
+    def remember(self, uids: dict[str, str]) -> None:
+        """Node uids as a watch keeps them (Events name their Node by uid), when no list was made."""
+        self._uids = uids
 
     def apply(self, decision: Decision, may_write: Callable[[], bool] = lambda: True) -> list[str]:
         """Carry out the decision's actions; returns one line per write (or planned write in dry run).

@@ -8,6 +8,7 @@ makes its own node's signal unknown; the other samples, and the other nodes, sti
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Iterator, Mapping
@@ -38,11 +39,25 @@ class Bad:
     why: str
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def _valid_name(value: str) -> bool:
+    """Checked once per name (every query names every node again)."""
+    return len(value) <= MAX_NODE_NAME and NODE_NAME.fullmatch(value) is not None
+
+
 def node_name(value: object) -> str | None:
     """A Kubernetes node name, or None."""
-    if isinstance(value, str) and len(value) <= MAX_NODE_NAME and NODE_NAME.fullmatch(value):
+    if type(value) is str and _valid_name(value):
         return value
     return None
+
+
+def _short_text(metric: dict[Any, Any]) -> bool:
+    """Every label is text of at most MAX_LABEL characters (names are: JSON object keys always are)."""
+    for key, value in metric.items():
+        if type(value) is not str or len(value) > MAX_LABEL or type(key) is not str:
+            return False
+    return True
 
 
 def parse(raw: object, node_label: str = "node") -> Sample | Bad:
@@ -50,9 +65,10 @@ def parse(raw: object, node_label: str = "node") -> Sample | Bad:
     if not isinstance(raw, dict):
         return Bad(None, "a sample that is not an object")
     metric = raw.get("metric")
-    node = node_name(metric.get(node_label)) if isinstance(metric, dict) else None
-    if not isinstance(metric, dict) or not all(isinstance(k, str) and isinstance(v, str) and len(v) <= MAX_LABEL
-                                               for k, v in metric.items()):
+    if not isinstance(metric, dict):
+        return Bad(None, "labels that are not short text")
+    node = node_name(metric.get(node_label))
+    if not _short_text(metric):
         return Bad(node, "labels that are not short text")
     if node is None:
         return Bad(None, f"no valid {node_label} label")

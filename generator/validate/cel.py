@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import cel
 import yaml
 
 from generator.cachedir import cache_dir
@@ -55,6 +54,8 @@ class KindRules:
 
 
 def _collect(schema: dict[str, Any], steps: tuple[Step, ...], out: list[Rule]) -> None:
+    import cel  # here, not above: the package loads its command line and prompt_toolkit (0.25 s)
+
     for rule in schema.get("x-kubernetes-validations") or []:
         text = rule["rule"]
         if "oldSelf" in text:

@@ -71,10 +71,11 @@ VISIBILITY_CERTS = Path("/visibility")
 the visibility API stays off and the tests that need it skip with that reason."""
 VISIBILITY_VERSIONS = ("v1beta2", "v1beta1")
 AUDIT_POLICY = {"apiVersion": "audit.k8s.io/v1", "kind": "Policy", "omitStages": ["RequestReceived"],
-                "rules": [{"level": "Metadata", "verbs": ["list"],
+                "rules": [{"level": "Metadata", "verbs": ["list", "watch"],
                            "resources": [{"group": "", "resources": ["nodes"]}]},
                           {"level": "None", "verbs": ["get", "list", "watch"]}, {"level": "Metadata"}]}
-"""Every write, and node lists (the reconciler's pagination is checked on them); no other reads."""
+"""Every write, and node lists and watches (the reconciler's pagination and node cache are checked
+on them); no other reads."""
 
 
 def _visibility_certificates() -> str:

@@ -1,0 +1,200 @@
+"""GPU nodes kept current by a watch, as client-go's informers keep them, so a loop costs what changed.
+
+One paginated list gives every Node and the list's resourceVersion; a watch from that version then
+delivers each change (ADDED, MODIFIED, DELETED) as it happens, and bookmarks move the version on
+while nothing changes. A watch that ends (its server-side timeout, a dropped connection) resumes
+from the last version seen, so nothing is missed and nothing is listed again. Only when the API
+server says that version is gone (410 Gone: compacted, or older than its watch cache) does the
+cache list again. The loop reads a copy of the cache, and only while the cache is current: after
+`STALE_SECONDS` without a working watch it lists Nodes itself, as it did before this cache.
+
+Every answer is hostile until checked: an event that is not a watch event of a Node (no type, no
+object, no name) cannot be applied, and the cache cannot know what it missed, so it lists again.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from generator.jobs.connection import timeout
+from generator.reconciler.model import NodeState
+from generator.reconciler.nodes import PoolSelector, _backoff, list_nodes, node_state
+
+WATCH_SECONDS = 290
+"""Server-side timeout of one watch request (client-go picks 5 to 10 minutes); the next watch
+resumes from the last resourceVersion seen."""
+SILENT_SECONDS = 150.0
+"""A watch that sends nothing for this long is taken for dead. The API server sends a bookmark
+roughly every minute even while nothing changes (k8s.io/apiserver v0.36.3
+pkg/storage/cacher/cache_watcher.go:228, cacher.go:77 defaultBookmarkFrequency)."""
+STALE_SECONDS = 60.0
+"""How long the cache may go without a working watch before loops stop trusting it."""
+log = logging.getLogger("fleetgen.health")
+
+
+class Expired(Exception):
+    """The watch's resourceVersion is gone (410): only a new list can say what the Nodes are now."""
+
+
+class Broken(Exception):
+    """The watch sent something that is not a Node's watch event: what it missed is unknown."""
+
+
+class NodeCache:
+    """Every GPU node's state, kept by one list and then a watch (`run` in a thread of its own)."""
+
+    def __init__(self, api: Any, pools: list[PoolSelector], monotonic: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep, stale_seconds: float = STALE_SECONDS) -> None:
+        self.api = api
+        self.pools = pools
+        self.monotonic = monotonic
+        self.sleep = sleep
+        self.stale_seconds = stale_seconds
+        self._lock = threading.Lock()
+        self._states: dict[str, NodeState] = {}
+        self._uids: dict[str, str] = {}
+        self.version = ""
+        """The resourceVersion the cache is current at ("" until the first list)."""
+        self._current_since: float | None = None
+        """When the last list or watch request succeeded (None: never, or the watch is broken)."""
+        self._broken_at: float | None = None
+        self._must_list = True
+        """No version to resume from (never listed, expired, or a broken stream): list first. The
+        last view stays readable meanwhile: it is as current as the last event applied."""
+        self.lists = 0
+        """Lists made (the first, and one per expired version or broken watch)."""
+        self.events = 0
+        """Watch events applied (bookmarks included)."""
+
+    # ------------------------------------------------------------------------------------ read side
+
+    def view(self) -> tuple[dict[str, NodeState], dict[str, str]] | None:
+        """A copy of the GPU nodes' states and every Node's uid, or None when the cache is not to be
+        trusted (never listed, or no working watch for `stale_seconds`)."""
+        with self._lock:
+            if not self.version:
+                return None
+            if self._broken_at is not None and self.monotonic() - self._broken_at > self.stale_seconds:
+                return None
+            return dict(self._states), dict(self._uids)
+
+    # ----------------------------------------------------------------------------------- write side
+
+    def relist(self) -> None:
+        """Replace the cache with one paginated list (its resourceVersion is where the watch starts)."""
+        states, uids, version = list_nodes(self.api, self.pools)
+        with self._lock:
+            self._states, self._uids, self.version = states, uids, version
+            self._broken_at = None
+        self._must_list = False
+        self.lists += 1
+
+    def watch(self, stop: threading.Event | None = None) -> None:
+        """One watch request from the cache's version, applying its events until the server ends it
+        (or `stop` is set). Expired when the version is gone, Broken on an event that is not one."""
+        from kubernetes import client
+        from kubernetes.client.exceptions import ApiException
+        from kubernetes.watch.watch import iter_resp_lines
+
+        connect, _ = timeout(self.api)
+        try:
+            core: Any = client.CoreV1Api(self.api)  # raw pages: the models' parsing is not wanted here
+            response = core.list_node(
+                watch=True, resource_version=self.version, allow_watch_bookmarks=True,
+                timeout_seconds=WATCH_SECONDS, _preload_content=False,
+                _request_timeout=(connect, SILENT_SECONDS))
+        except ApiException as exc:
+            if exc.status == 410:
+                raise Expired(f"resourceVersion {self.version} is gone") from None
+            raise
+        with self._lock:
+            self._broken_at = None
+        try:
+            for line in iter_resp_lines(response):
+                if line:
+                    self.apply(line)
+                if stop is not None and stop.is_set():
+                    return
+        finally:
+            response.close()
+            response.release_conn()
+
+    def apply(self, line: str | bytes) -> None:
+        """One line of a watch stream."""
+        try:
+            event = json.loads(line)
+        except ValueError:
+            raise Broken("a watch line that is not JSON") from None
+        kind = event.get("type") if isinstance(event, dict) else None
+        obj: Any = event.get("object") if isinstance(event, dict) else None
+        meta = obj.get("metadata") if isinstance(obj, dict) else None
+        if kind == "ERROR":
+            code = obj.get("code") if isinstance(obj, dict) else None
+            if code == 410:
+                raise Expired(str(obj.get("message") or "410 Gone"))
+            raise Broken(f"the watch ended in an error: {str(obj)[:300]}")
+        if kind not in ("ADDED", "MODIFIED", "DELETED", "BOOKMARK") or not isinstance(meta, dict):
+            raise Broken(f"a watch event that is not a Node's: type {str(kind)[:40]!r}")
+        version = meta.get("resourceVersion")
+        if not isinstance(version, str) or not version:
+            raise Broken("a watch event without a resourceVersion")
+        if kind == "BOOKMARK":
+            with self._lock:
+                self.version = version
+            self.events += 1
+            return
+        name = meta.get("name")
+        if not isinstance(name, str):
+            raise Broken("a Node without a name")
+        state = node_state(obj, self.pools) if kind != "DELETED" else None
+        with self._lock:
+            self._states.pop(name, None)  # DELETED, or MODIFIED out of every pool: gone from the view
+            if kind == "DELETED":
+                self._uids.pop(name, None)
+            else:
+                self._uids[name] = str(meta.get("uid") or "")
+            if state is not None:
+                self._states[name] = state
+            self.version = version
+        self.events += 1
+
+    def run(self, stop: threading.Event) -> None:
+        """List, then watch and resume until `stop` is set; list again on an expired version or a
+        broken watch; wait and retry (backing off) while the API server cannot be reached."""
+        failures = 0
+        while not stop.is_set():
+            try:
+                if self._must_list:
+                    self.relist()
+                self.watch(stop)
+                failures = 0
+            except Expired as exc:
+                self._broke()
+                log.info(json.dumps({"nodeWatch": "expired", "relist": True, "why": str(exc)[:300]}))
+                self._must_list = True
+            except Broken as exc:
+                self._broke()
+                log.warning(json.dumps({"nodeWatch": "broken", "relist": True, "why": str(exc)[:300]}))
+                self._must_list = True
+            except Exception as exc:  # noqa: BLE001 - an unreachable API server: retry, never end the thread
+                self._broke()
+                log.warning(json.dumps({"nodeWatch": "failed", "why": f"{type(exc).__name__}: {exc}"[:300]}))
+                stop.wait(_backoff(failures))
+                failures += 1
+
+    def _broke(self) -> None:
+        """The watch stopped delivering: from now on the view ages (see `view`)."""
+        with self._lock:
+            if self._broken_at is None:
+                self._broken_at = self.monotonic()
+
+    def start(self, stop: threading.Event) -> threading.Thread:
+        """Run in a daemon thread (the reconciler's loop reads `view()`)."""
+        thread = threading.Thread(target=self.run, args=(stop,), name="node-watch", daemon=True)
+        thread.start()
+        return thread

@@ -1,0 +1,144 @@
+"""The node cache's events, one at a time, without a server: what each does to the view, what it
+refuses, and when the view stops being trusted (the real API server's side is in
+test_reconciler_watch.py)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from generator.reconciler.informer import Broken, Expired, NodeCache
+from generator.reconciler.loop import Reconciler
+from generator.reconciler.model import ANNOTATION_OWNED, ANNOTATION_SINCE, Policy
+from generator.reconciler.nodes import PoolSelector, node_state
+
+POOLS = [PoolSelector("h100", {"pool": "h100"})]
+
+
+def node(name: str, version: str, pool: str | None = "h100", **notes: str) -> dict[str, Any]:
+    return {"metadata": {"name": name, "uid": f"uid-{name}", "resourceVersion": version,
+                         "labels": {"pool": pool} if pool else {}, "annotations": notes},
+            "spec": {}, "status": {"capacity": {"nvidia.com/gpu": "8"}}}
+
+
+def event(kind: str, obj: Any) -> str:
+    return json.dumps({"type": kind, "object": obj})
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def cache() -> NodeCache:
+    c = NodeCache(None, POOLS, monotonic=Clock())
+    c.version = "10"  # as after a list of no nodes
+    c._must_list = False  # noqa: SLF001
+    return c
+
+
+def states(c: NodeCache) -> dict[str, Any]:
+    view = c.view()
+    assert view is not None
+    return view[0]
+
+
+def test_each_event_changes_only_its_node(cache: NodeCache) -> None:
+    cache.apply(event("ADDED", node("a", "11")))
+    cache.apply(event("ADDED", node("b", "12")))
+    cache.apply(event("ADDED", node("cpu", "13", pool=None)))
+    assert sorted(states(cache)) == ["a", "b"] and cache.version == "13"
+    cache.apply(event("MODIFIED", node("a", "14", **{ANNOTATION_OWNED: "true"})))
+    assert states(cache)["a"].owned and not states(cache)["b"].owned
+    cache.apply(event("MODIFIED", node("b", "15", pool="elsewhere")))  # relabelled out of the pool
+    assert sorted(states(cache)) == ["a"]
+    cache.apply(event("DELETED", node("a", "16")))
+    cache.apply(event("BOOKMARK", {"kind": "Node", "metadata": {"resourceVersion": "20"}}))
+    assert states(cache) == {} and cache.version == "20" and cache.events == 7
+    view = cache.view()
+    assert view is not None and view[1] == {"b": "uid-b", "cpu": "uid-cpu"}
+
+
+def test_a_hostile_annotation_makes_the_value_unknown_not_the_list_fail() -> None:
+    state = node_state(node("a", "1", **{ANNOTATION_SINCE: "not-a-time", "fleetgen.io/healthy-checks": "1e999"}),
+                       POOLS)
+    assert state is not None and state.since is None
+    assert node_state(node("a", "1", **{ANNOTATION_SINCE: "inf"}), POOLS).since is None  # type: ignore[union-attr]
+    assert node_state({"metadata": {"labels": {"pool": "h100"}}}, POOLS) is None  # no name: not a Node
+
+
+@pytest.mark.parametrize("line,error", [
+    ("{not json", Broken),
+    (json.dumps([1, 2]), Broken),
+    (event("SURPRISE", node("a", "11")), Broken),
+    (event("ADDED", {"metadata": {"name": "a"}}), Broken),  # no resourceVersion
+    (event("ADDED", {"metadata": {"resourceVersion": "11"}}), Broken),  # no name
+    (event("ADDED", "a string"), Broken),
+    (event("ERROR", {"kind": "Status", "code": 500, "message": "etcd is down"}), Broken),
+    (event("ERROR", {"kind": "Status", "code": 410, "reason": "Expired", "message": "too old resource version"}),
+     Expired),
+])
+def test_what_cannot_be_applied_ends_the_watch(cache: NodeCache, line: str, error: type[Exception]) -> None:
+    cache.apply(event("ADDED", node("a", "11")))
+    with pytest.raises(error):
+        cache.apply(line)
+    assert sorted(states(cache)) == ["a"] and cache.version == "11"  # nothing half-applied
+
+
+def test_the_view_is_trusted_only_while_the_watch_works(cache: NodeCache) -> None:
+    clock: Any = cache.monotonic
+    assert NodeCache(None, POOLS).view() is None  # never listed
+    cache._broke()  # noqa: SLF001 - a watch request failed
+    clock.now += 59
+    assert cache.view() is not None
+    clock.now += 2
+    assert cache.view() is None  # a minute without a watch: loops list for themselves
+
+
+class Listing:
+    """An executor that counts lists."""
+
+    dry_run = True
+    failures = 0
+
+    def __init__(self) -> None:
+        self.lists = 0
+        self.uids: dict[str, str] = {}
+
+    def read(self, pools: Any) -> dict[str, Any]:
+        self.lists += 1
+        return {}
+
+    def remember(self, uids: dict[str, str]) -> None:
+        self.uids = uids
+
+    def apply(self, decision: Any, may_write: Any = None) -> list[str]:
+        return []
+
+
+class NoBreakers:
+    def load(self) -> dict[str, Any]:
+        return {}
+
+
+class Silent:
+    def observe(self, nodes: list[str]) -> dict[str, Any]:
+        return {}
+
+
+def test_a_loop_reads_the_cache_and_lists_only_when_it_is_not_current(cache: NodeCache) -> None:
+    cache.apply(event("ADDED", node("a", "11")))
+    executor = Listing()
+    rec = Reconciler(executor, [Silent()], POOLS, Policy(dry_run=True), NoBreakers(), cache=cache)  # type: ignore[arg-type]
+    rec.once()
+    assert executor.lists == 0 and sorted(rec.nodes) == ["a"] and executor.uids == {"a": "uid-a"}
+    cache._broke()  # noqa: SLF001
+    cache.monotonic.now += 3600  # type: ignore[attr-defined]
+    rec.once()
+    assert executor.lists == 1
