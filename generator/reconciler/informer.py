@@ -49,20 +49,18 @@ class NodeCache:
     """Every GPU node's state, kept by one list and then a watch (`run` in a thread of its own)."""
 
     def __init__(self, api: Any, pools: list[PoolSelector], monotonic: Callable[[], float] = time.monotonic,
-                 sleep: Callable[[float], None] = time.sleep, stale_seconds: float = STALE_SECONDS) -> None:
+                 stale_seconds: float = STALE_SECONDS) -> None:
         self.api = api
         self.pools = pools
         self.monotonic = monotonic
-        self.sleep = sleep
         self.stale_seconds = stale_seconds
         self._lock = threading.Lock()
         self._states: dict[str, NodeState] = {}
         self._uids: dict[str, str] = {}
         self.version = ""
         """The resourceVersion the cache is current at ("" until the first list)."""
-        self._current_since: float | None = None
-        """When the last list or watch request succeeded (None: never, or the watch is broken)."""
         self._broken_at: float | None = None
+        """When the watch last stopped delivering (None: it works, or the last list succeeded)."""
         self._must_list = True
         """No version to resume from (never listed, expired, or a broken stream): list first. The
         last view stays readable meanwhile: it is as current as the last event applied."""
