@@ -142,3 +142,32 @@ def test_a_loop_reads_the_cache_and_lists_only_when_it_is_not_current(cache: Nod
     cache.monotonic.now += 3600  # type: ignore[attr-defined]
     rec.once()
     assert executor.lists == 1
+
+
+def test_run_settles_the_heap_after_its_first_loop_and_after_each_list(monkeypatch: pytest.MonkeyPatch,
+                                                                       cache: NodeCache) -> None:
+    """gc.freeze after the first loop and after the cache lists again, never on other loops: a full
+    collection would otherwise walk the whole node cache in the middle of some loop."""
+    import threading
+
+    from generator.reconciler import loop
+
+    settled: list[int] = []
+    monkeypatch.setattr(loop, "settle_heap", lambda: settled.append(cache.lists))
+    monkeypatch.setattr(cache, "start", lambda stop: None)  # the test moves the cache by hand
+    cache.apply(event("ADDED", node("a", "11")))
+    stop = threading.Event()
+    loops = 0
+
+    def on_loop(decision: Any, seconds: float, failed: bool) -> None:
+        nonlocal loops
+        loops += 1
+        assert not failed
+        if loops == 3:
+            cache.lists += 1  # a 410: the cache listed again
+        if loops == 6:
+            stop.set()
+
+    rec = Reconciler(Listing(), [Silent()], POOLS, Policy(dry_run=True), NoBreakers(), cache=cache)  # type: ignore[arg-type]
+    rec.run(0.0, stop, on_loop)
+    assert loops == 6 and settled == [cache.lists - 1, cache.lists]

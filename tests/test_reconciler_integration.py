@@ -29,7 +29,7 @@ from generator.reconciler.lease import BreakerStore, LeaderLease
 from generator.reconciler.loop import Reconciler
 from generator.reconciler.model import ANNOTATION_OWNED, CONDITION_TYPE, TAINT_KEY, Policy, Release, SetCondition
 from generator.reconciler.nodes import Executor
-from generator.reconciler.sources import PrometheusSource, SourceError
+from generator.reconciler.sources import EXPORTER_SIGNAL, PrometheusSource, SourceError
 from tests.prom import MetricsEndpoint, PrometheusServer, dcgm_node, tool
 from tests.reconciler_env import (
     NAMESPACE,
@@ -52,10 +52,14 @@ class Fleet:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.xids: dict[str, tuple[int, int]] = {}  # node -> (gpu, xid)
+        self.gpus: dict[str, int] = {}  # node -> GPUs its exporter sees (8 unless set)
+        self.broken: set[str] = set()  # nodes whose exporter answers what no scrape can parse
 
     def render(self, node: str) -> str:
         with self.lock:
-            return dcgm_node(node, 8, "NVIDIA H100 80GB HBM3", self.xids.get(node))
+            if node in self.broken:
+                return "this is not { the exposition format\n"
+            return dcgm_node(node, self.gpus.get(node, 8), "NVIDIA H100 80GB HBM3", self.xids.get(node))
 
 
 @contextmanager
@@ -142,6 +146,41 @@ def test_xid_cordons_within_two_periods_and_is_released_only_after_a_reboot(tmp_
         assert TAINT_KEY not in [t["key"] for t in pool.get(pool.name(3))["spec"].get("taints") or []]
 
 
+def test_presence_query_on_the_real_prometheus(tmp_path: Path, kube_stack: Stack) -> None:
+    """Issue 33: one query names every node (GPUs reporting; 0 when the exporter answers without a
+    GPU; -1 when its scrape fails), in the shape that is read sample by sample: an answer that did
+    not change costs no decoding, and a change costs its own samples."""
+    with simulated(tmp_path, kube_stack) as (fleet, prom, pool):
+        names = [pool.name(i) for i in range(NODES)]
+        source = PrometheusSource(prom.url, timeout=2)
+        with fleet.lock:
+            fleet.gpus.update({names[1]: 6, names[2]: 0})
+            fleet.broken.add(names[3])
+
+        def settled() -> bool:
+            seen = source.observe(names)
+            return seen[names[1]].gpus_reporting == 6 and seen[names[2]].gpus_reporting == 0 \
+                and EXPORTER_SIGNAL in seen[names[3]].unknown_signals
+
+        assert wait_for(settled, 20), source.observe(names)
+        seen = source.observe(names)
+        assert seen[names[3]].gpus_reporting is None
+        assert all(seen[n].gpus_reporting == 8 and seen[n].unknown_signals == () for n in names[4:])
+        assert source.presence.split  # the real answer has the shape answers.py splits
+        time.sleep(2)  # two scrapes later: the same values, a later time
+        source.observe(names)
+        assert source.presence.split and source.presence.decoded == 0
+        with fleet.lock:
+            fleet.gpus[names[5]] = 7
+        assert wait_for(lambda: source.observe(names)[names[5]].gpus_reporting == 7, 20)
+        source.observe(names)
+        assert source.presence.decoded == 0
+        with fleet.lock:
+            fleet.gpus[names[6]] = 5
+        assert wait_for(lambda: source.observe(names)[names[6]].gpus_reporting == 5 and source.presence.decoded == 1,
+                        20)
+
+
 def test_sixty_percent_failing_trips_the_breaker(tmp_path: Path, kube_stack: Stack) -> None:
     with simulated(tmp_path, kube_stack) as (fleet, prom, pool):
         rec = reconciler(kube_stack, prom, pool, Policy(max_unhealthy_percent=50))
@@ -201,11 +240,11 @@ def condition(stack: Stack, node: str) -> tuple[str, str]:
 def test_a_failing_query_makes_only_its_signal_unknown(tmp_path: Path, kube_stack: Stack) -> None:
     """Issue 13: one failed query made every node unknown. Here the real Prometheus refuses every
     query that would hold more than 40 samples at once (its own `--query.max-samples`, HTTP 422):
-    the 80-series instant queries (GPU count, health status) at once, the range queries
-    (ecc_dbe's increase over 10m, thermal's max_over_time) once a series has 40 scrapes; `up`
-    (10 series) and the XID query (one series) still answer. An XID 48 still cordons, the
-    Unknown condition names the refused signals, and a node with unknown signals is never
-    released, though it rebooted."""
+    the 80-series instant queries (presence, which counts the GPU series; health status) at
+    once, the range queries (ecc_dbe's increase over 10m, thermal's max_over_time) once a series
+    has 40 scrapes; the XID query (one series) still answers. An XID 48 still cordons, the Unknown
+    condition names the refused signals (presence's are `exporter` and `gpu_count`), and a node
+    with unknown signals is never released, though it rebooted."""
     with simulated(tmp_path, kube_stack, flags=("--query.max-samples=40",)) as (fleet, prom, pool):
         assert wait_for(lambda: _refused(prom, "increase(DCGM_FI_DEV_ECC_DBE_VOL_TOTAL[10m])"), 90)
         rec = reconciler(kube_stack, prom, pool, Policy(healthy_checks_to_release=1, cooldown_seconds=0))
@@ -218,8 +257,9 @@ def test_a_failing_query_makes_only_its_signal_unknown(tmp_path: Path, kube_stac
         message = [c for c in client.CoreV1Api(kube_stack.client()).read_node(pool.name(0)).status.conditions
                    if c.type == CONDITION_TYPE][0].message
         prefix, _, names = message.partition(": ")
-        assert prefix == "unknown or still settling" and {"ecc_dbe", "thermal", "gpu_count", "health_fail"} <= set(
-            names.split(", ")) and not {"xid", "exporter"} & set(names.split(", ")), message
+        assert prefix == "unknown or still settling" and {"ecc_dbe", "thermal", "gpu_count", "exporter",
+                                                          "health_fail"} <= set(names.split(", ")), message
+        assert "xid" not in names.split(", "), message
         with fleet.lock:
             fleet.xids.clear()
         boot(kube_stack, pool.name(4), "rebooted")  # the reset happened; only the unknowns hold it

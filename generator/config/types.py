@@ -109,6 +109,8 @@ def _visible_and_unconfusable(value: str) -> str:
     if unicodedata.normalize("NFKC", value) != value:
         raise ValueError(f"contains compatibility characters (full-width, ligatures, ...) that display like "
                          f"{unicodedata.normalize('NFKC', value)!r}")
+    if value.isascii():  # Latin and Common only: nothing the table could flag (and its 0.1 s import is spared)
+        return value
     from confusable_homoglyphs import confusables  # Unicode's confusables.txt (UTS #39)
 
     found = confusables.is_confusable(value, greedy=False, preferred_aliases=["latin", "common"])

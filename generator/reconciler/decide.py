@@ -35,6 +35,7 @@ Rules, in the order they apply to each node:
 
 from __future__ import annotations
 
+import functools
 import math
 from collections import defaultdict
 from collections.abc import Mapping
@@ -62,6 +63,7 @@ from generator.reconciler.model import (
     SetCondition,
     SetHealthyChecks,
     breaker_of,
+    condition,
     drain_breaker_of,
 )
 from generator.signals import CONDITIONS, needs_reset, persistence_seconds
@@ -87,13 +89,30 @@ def decide(observations: dict[str, Observation], nodes: dict[str, NodeState], po
     releases: list[tuple[NodeState, int]] = []
     seen: dict[str, tuple[NodeState, Observation]] = {}
     still_pending: dict[str, dict[tuple[str, str], float]] = {}
-    for pool in sorted({n.pool for n in nodes.values()}):
+    size: dict[str, int] = defaultdict(int)
+    down: dict[str, int] = defaultdict(int)
+    for node in nodes.values():
+        size[node.pool] += 1
+        down[node.pool] += node.unschedulable  # ours, a human's or the autoscaler's: capacity is gone
+    for pool in sorted(size):
         if (held := breaker_of(breakers, pool)).tripped:
             skipped.append(f"pool {pool}: breaker tripped ({held.reason}): no cordon or release until reset-breaker")
+    pending = pending or {}
+    healthy = _healthy_condition
     for name in sorted(nodes):
         node = nodes[name]
-        obs = _with_gpu_count(observations.get(name, Observation(name, unknown=True)), node)
-        obs = _persisted(obs, (pending or {}).get(name, {}), still_pending, now)
+        obs = observations.get(name) or Observation(name, unknown=True)
+        count = obs.gpus_reporting
+        if (not obs.evidence and not obs.unknown_signals and not obs.unknown and not node.owned
+                and not node.human_released and name not in pending and (count is None or count >= node.gpus)):
+            # Most nodes, every loop: healthy with nothing of ours on them; only the condition may
+            # have something to do (usually the very object the Node carries: see model.condition).
+            want = healthy(count)
+            if want is not node.condition and want != node.condition:
+                seen[name] = (node, obs)
+            continue
+        obs = _with_gpu_count(obs, node)
+        obs = _persisted(obs, pending.get(name, {}), still_pending, now)
         seen[name] = (node, obs)
         state = obs.state
         if state == "unknown":
@@ -147,8 +166,8 @@ def decide(observations: dict[str, Observation], nodes: dict[str, NodeState], po
                                f"(bootID unchanged)")
             if checks != node.healthy_checks:
                 actions.append(SetHealthyChecks(name, checks))
-    after = _trip(candidates, nodes, policy, breakers, now, skipped)
-    stopped = {pool for pool in {n.pool for n in nodes.values()} if breaker_of(after, pool).tripped}
+    after = _trip(candidates, size, down, policy, breakers, now, skipped)
+    stopped = {pool for pool in size if breaker_of(after, pool).tripped}
     budget: dict[str, int] = defaultdict(lambda: policy.cordons_per_loop)
     for node, cordon in candidates:
         if node.pool in stopped:
@@ -244,7 +263,8 @@ def _condition(node: NodeState, obs: Observation, released: bool, policy: Policy
     """What `GPUHealthy` should say about the node after this loop."""
     state = obs.state
     if state == "faulty":
-        faults = sorted({(e.signal, e.gpu) for e in obs.evidence if e.signal in obs.cordon_signals()})
+        cordon = set(obs.cordon_signals())
+        faults = sorted({(e.signal, e.gpu) for e in obs.evidence if e.signal in cordon})
         return NodeCondition("False", "GPUFault", "fault signals: " + ", ".join(
             f"{signal} on GPU {gpu}" if gpu else signal for signal, gpu in faults))
     if node.owned and node.unschedulable and not released:
@@ -261,8 +281,7 @@ def _condition(node: NodeState, obs: Observation, released: bool, policy: Policy
             ", ".join(obs.unknown_signals) or "no source covers this node"))
     if state == "warn":
         return NodeCondition("True", "GPUWarnings", "warnings: " + ", ".join(sorted({e.signal for e in obs.evidence})))
-    count = f"{obs.gpus_reporting} GPUs report, " if obs.gpus_reporting is not None else ""
-    return NodeCondition("True", "GPUsHealthy", f"{count}no fault signal")
+    return _healthy_condition(obs.gpus_reporting)
 
 
 def _condition_writes(seen: dict[str, tuple[NodeState, Observation]], released: set[str], policy: Policy,
@@ -278,6 +297,13 @@ def _condition_writes(seen: dict[str, tuple[NodeState, Observation]], released: 
         skipped.append(f"{len(changed) - CONDITION_WRITES_PER_LOOP} {CONDITION_TYPE} condition updates "
                        "deferred to the next loops")
     return changed[:CONDITION_WRITES_PER_LOOP]
+
+
+@functools.lru_cache(maxsize=256)
+def _healthy_condition(gpus_reporting: int | None) -> NodeCondition:
+    """`GPUHealthy` of a healthy node (one per GPU count: compared with every node every loop)."""
+    count = f"{gpus_reporting} GPUs report, " if gpus_reporting is not None else ""
+    return condition("True", "GPUsHealthy", f"{count}no fault signal")
 
 
 def _with_gpu_count(obs: Observation, node: NodeState) -> Observation:
@@ -303,15 +329,11 @@ def breaker_limit(size: int, percent: float) -> int:
     return max(1, math.ceil(size * percent / 100 - 1e-9))
 
 
-def _trip(candidates: list[tuple[NodeState, Cordon]], nodes: dict[str, NodeState], policy: Policy,
-          breakers: Breakers, now: float, skipped: list[str]) -> dict[str, Breaker]:
-    """The breakers after this loop: a pool trips when its new cordons would take it past the limit."""
+def _trip(candidates: list[tuple[NodeState, Cordon]], size: Mapping[str, int], down: Mapping[str, int],
+          policy: Policy, breakers: Breakers, now: float, skipped: list[str]) -> dict[str, Breaker]:
+    """The breakers after this loop: a pool trips when its new cordons would take it past the limit
+    (`size`: nodes per pool; `down`: unschedulable nodes per pool)."""
     after = {pool: b for pool, b in breakers.items() if b.tripped}
-    size: dict[str, int] = defaultdict(int)
-    down: dict[str, int] = defaultdict(int)
-    for node in nodes.values():
-        size[node.pool] += 1
-        down[node.pool] += node.unschedulable  # ours, a human's or the autoscaler's: capacity is gone
     new: dict[str, int] = defaultdict(int)
     for node, _ in candidates:
         new[node.pool] += 1

@@ -6,6 +6,7 @@ between loops and any replica that wins the Lease can continue where another sto
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
@@ -44,6 +45,13 @@ class NodeCondition:
     status: Literal["True", "False", "Unknown"]
     reason: str
     message: str
+
+
+@functools.lru_cache(maxsize=1024)
+def condition(status: Literal["True", "False", "Unknown"], reason: str, message: str) -> NodeCondition:
+    """One object per distinct condition (most nodes carry the same few): less memory, and each
+    loop's comparison of what a Node carries with what it should is usually an identity."""
+    return NodeCondition(status, reason, message)
 
 
 @dataclass(frozen=True)
@@ -92,6 +100,11 @@ class Observation:
         one: kernel-log lines carry no GPU index)."""
         if not self.evidence:  # most nodes, every loop
             return ()
+        return self._cordon_signals
+
+    @functools.cached_property
+    def _cordon_signals(self) -> tuple[str, ...]:
+        """Worked out once per Observation (`state` and the decision ask for it again and again)."""
         out = {e.signal for e in self.evidence if e.action == "cordon"}
         for e in self.evidence:
             if e.action == "corroborate":

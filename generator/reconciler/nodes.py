@@ -50,6 +50,7 @@ from generator.reconciler.model import (
     Release,
     SetCondition,
     SetHealthyChecks,
+    condition,
 )
 
 MERGE = "application/merge-patch+json"
@@ -126,8 +127,9 @@ def _gpu_condition(node: dict[str, Any]) -> NodeCondition | None:
         if item.get("type") == CONDITION_TYPE:
             status = item.get("status")
             if status in ("True", "False", "Unknown"):
-                return NodeCondition(status, str(item.get("reason") or ""), str(item.get("message") or ""))
+                return condition(status, str(item.get("reason") or ""), str(item.get("message") or ""))
     return None
+
 
 
 def _gpus(node: dict[str, Any]) -> int:

@@ -12,8 +12,7 @@ import functools
 import math
 import re
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 NODE_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 MAX_NODE_NAME = 253
@@ -22,17 +21,16 @@ XID_CODE = re.compile(r"[0-9]{1,5}")
 MAX_LABEL = 256
 
 
-@dataclass(frozen=True)
-class Sample:
-    """One series of an instant vector: its labels and its finite value."""
+class Sample(NamedTuple):
+    """One series of an instant vector: its labels and its finite value (a tuple: one is made per
+    node and query every loop)."""
 
     node: str
     labels: Mapping[str, str]
     value: float
 
 
-@dataclass(frozen=True)
-class Bad:
+class Bad(NamedTuple):
     """A sample that did not parse; `node` when at least its node could be read (else None)."""
 
     node: str | None
@@ -40,14 +38,14 @@ class Bad:
 
 
 @functools.lru_cache(maxsize=1 << 16)
-def _valid_name(value: str) -> bool:
+def valid_name(value: str) -> bool:
     """Checked once per name (every query names every node again)."""
     return len(value) <= MAX_NODE_NAME and NODE_NAME.fullmatch(value) is not None
 
 
 def node_name(value: object) -> str | None:
     """A Kubernetes node name, or None."""
-    if type(value) is str and _valid_name(value):
+    if type(value) is str and valid_name(value):
         return value
     return None
 
