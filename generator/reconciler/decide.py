@@ -103,8 +103,8 @@ def decide(observations: dict[str, Observation], nodes: dict[str, NodeState], po
         node = nodes[name]
         obs = observations.get(name) or Observation(name, unknown=True)
         count = obs.gpus_reporting
-        if (not obs.evidence and not obs.unknown_signals and not obs.unknown and not node.owned
-                and not node.human_released and name not in pending and (count is None or count >= node.gpus)):
+        if (obs.quiet and not node.owned and not node.human_released and name not in pending
+                and (count is None or count >= node.gpus)):
             # Most nodes, every loop: healthy with nothing of ours on them; only the condition may
             # have something to do (usually the very object the Node carries: see model.condition).
             want = healthy(count)

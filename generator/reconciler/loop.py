@@ -27,7 +27,7 @@ def merge(*views: dict[str, Observation]) -> dict[str, Observation]:
             prev = out.get(name)
             if prev is None:
                 out[name] = obs
-            elif not obs.evidence and not obs.unknown_signals and not obs.unknown and obs.gpus_reporting is None:
+            elif _silent(obs):
                 continue  # most nodes, in most sources: nothing to add
             elif _silent(prev):
                 out[name] = obs
@@ -50,7 +50,7 @@ def settle_heap() -> None:
 
 def _silent(obs: Observation) -> bool:
     """Says nothing: no evidence, no GPU count, nothing unknown (merging it changes nothing)."""
-    return not obs.evidence and not obs.unknown_signals and not obs.unknown and obs.gpus_reporting is None
+    return obs.quiet and obs.gpus_reporting is None
 
 
 @dataclass

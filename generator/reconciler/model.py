@@ -83,6 +83,11 @@ class Observation:
     is never counted healthy."""
 
     @property
+    def quiet(self) -> bool:
+        """No evidence and nothing unknown: healthy as far as this observation goes (most nodes)."""
+        return not self.evidence and not self.unknown_signals and not self.unknown
+
+    @property
     def state(self) -> State:
         if self.unknown:
             return "unknown"

@@ -131,7 +131,6 @@ def _gpu_condition(node: dict[str, Any]) -> NodeCondition | None:
     return None
 
 
-
 def _gpus(node: dict[str, Any]) -> int:
     try:
         return int(str(((node.get("status") or {}).get("capacity") or {}).get(GPU_RESOURCE, "0")))

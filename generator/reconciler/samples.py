@@ -38,14 +38,14 @@ class Bad(NamedTuple):
 
 
 @functools.lru_cache(maxsize=1 << 16)
-def valid_name(value: str) -> bool:
+def _valid_name(value: str) -> bool:
     """Checked once per name (every query names every node again)."""
     return len(value) <= MAX_NODE_NAME and NODE_NAME.fullmatch(value) is not None
 
 
 def node_name(value: object) -> str | None:
     """A Kubernetes node name, or None."""
-    if type(value) is str and valid_name(value):
+    if type(value) is str and _valid_name(value):
         return value
     return None
 

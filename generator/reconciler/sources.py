@@ -10,7 +10,6 @@ unknown (kernel-log XIDs from Loki still count).
 from __future__ import annotations
 
 import json
-import math
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -22,7 +21,7 @@ from typing import Any
 from generator.compile.rules import EXPORTER, XID_METRIC
 from generator.reconciler.answers import Reader
 from generator.reconciler.model import Evidence, Observation
-from generator.reconciler.samples import Bad, Sample, checked, code, parse, valid_name
+from generator.reconciler.samples import Bad, Sample, checked, code, parse
 from generator.signals import CONDITIONS, xid_class
 
 
@@ -145,9 +144,8 @@ class PrometheusSource:
 
     def _samples(self, expr: str, signal: str, failed: list[str], bad: dict[str, set[str]]) -> Iterator[Sample]:
         """The query's samples that parse; one that does not makes `signal` unknown on its node only."""
-        for raw in self._try(expr, signal, failed):
-            item = parse(raw)
-            if type(item) is Sample:
+        for item in checked(self._try(expr, signal, failed)):
+            if isinstance(item, Sample):
                 yield item
             elif item.node is not None:
                 bad[item.node].add(signal)
@@ -239,9 +237,6 @@ def _presence_of(read: list[tuple[str | None, float, str | None]]) -> tuple[dict
 
 def _presence_raw(raw: object) -> tuple[str | None, float, str | None]:
     """One decoded presence sample: (node, value, None), or (None, 0, the node if it could be read)."""
-    node, value = _node_value(raw)
-    if node is not None:
-        return node, value, None
     item = parse(raw)
     if isinstance(item, Bad):
         return None, 0.0, item.node
@@ -255,23 +250,6 @@ def _presence_sample(part: bytes) -> tuple[str | None, float, str | None]:
     except (ValueError, RecursionError):
         raise SourceError("prometheus answered something that is not JSON", answered=True) from None
     return _presence_raw(raw)
-
-
-def _node_value(raw: object) -> tuple[str | None, float]:
-    """`{"metric": {"node": name}, "value": [time, "number"]}` with a valid name and a finite
-    number, as Prometheus answers a `by (node)` query; (None, 0) for anything else."""
-    if type(raw) is dict:
-        metric, value = raw.get("metric"), raw.get("value")
-        if type(metric) is dict and len(metric) == 1 and type(value) is list and len(value) == 2:
-            name, text = metric.get("node"), value[1]
-            if type(name) is str and type(text) is str and len(text) <= 64 and valid_name(name):
-                try:
-                    number = float(text)
-                except ValueError:
-                    return None, 0.0
-                if math.isfinite(number):
-                    return name, number
-    return None, 0.0
 
 
 @dataclass
