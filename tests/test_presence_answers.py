@@ -82,11 +82,11 @@ def test_only_changed_samples_are_decoded() -> None:
         return source.observe(NODES)
 
     first = loop(100)
-    assert source.presence.decoded == len(NODES)
-    assert loop(130) == first and source.presence.decoded == 0  # only the time moved on
+    assert source.presence.reader.decoded == len(NODES)
+    assert loop(130) == first and source.presence.reader.decoded == 0  # only the time moved on
     values.update({"gpu-1": "-1", "gpu-2": "7", "gpu-3": "8.5"})
     observed = loop(160.25)
-    assert source.presence.decoded == 3
+    assert source.presence.reader.decoded == 3
     assert observed["gpu-1"].unknown_signals == (EXPORTER_SIGNAL,)
     assert observed["gpu-2"].gpus_reporting == 7 and observed["gpu-2"].unknown_signals == ()
     assert set(observed["gpu-3"].unknown_signals) == {EXPORTER_SIGNAL, GPU_COUNT_SIGNAL}

@@ -166,19 +166,19 @@ def test_presence_query_on_the_real_prometheus(tmp_path: Path, kube_stack: Stack
         seen = source.observe(names)
         assert seen[names[3]].gpus_reporting is None
         assert all(seen[n].gpus_reporting == 8 and seen[n].unknown_signals == () for n in names[4:])
-        assert source.presence.split  # the real answer has the shape answers.py splits
+        assert source.presence.reader.split  # the real answer has the shape answers.py splits
         time.sleep(2)  # two scrapes later: the same values, a later time
         source.observe(names)
-        assert source.presence.split and source.presence.decoded == 0
+        assert source.presence.reader.split and source.presence.reader.decoded == 0
         with fleet.lock:
             fleet.gpus[names[5]] = 7
         assert wait_for(lambda: source.observe(names)[names[5]].gpus_reporting == 7, 20)
         source.observe(names)
-        assert source.presence.decoded == 0
+        assert source.presence.reader.decoded == 0
         with fleet.lock:
             fleet.gpus[names[6]] = 5
-        assert wait_for(lambda: source.observe(names)[names[6]].gpus_reporting == 5 and source.presence.decoded == 1,
-                        20)
+        assert wait_for(lambda: source.observe(names)[names[6]].gpus_reporting == 5
+                        and source.presence.reader.decoded == 1, 20)
 
 
 def test_sixty_percent_failing_trips_the_breaker(tmp_path: Path, kube_stack: Stack) -> None:

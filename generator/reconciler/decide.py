@@ -37,9 +37,12 @@ from __future__ import annotations
 
 import functools
 import math
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import replace
+from itertools import compress
+from operator import attrgetter
 
 from generator.reconciler.model import (
     CONDITION_TYPE,
@@ -74,6 +77,8 @@ CONDITION_WRITES_PER_LOOP = 500
 """Most `GPUHealthy` condition writes in one loop; the rest follow in the next loops."""
 _FOR = {c.name: persistence_seconds(c.name) for c in CONDITIONS}
 _CONDITION_ORDER = {"False": 0, "Unknown": 1, "True": 2}
+_POOL = attrgetter("pool")
+_UNSCHEDULABLE = attrgetter("unschedulable")
 
 
 def _reason(signals: tuple[str, ...]) -> str:
@@ -81,25 +86,30 @@ def _reason(signals: tuple[str, ...]) -> str:
 
 
 def decide(observations: dict[str, Observation], nodes: dict[str, NodeState], policy: Policy,
-           breakers: Breakers, now: float, pending: Pending | None = None) -> Decision:
-    """Everything this loop should do. Pure: same inputs, same decision."""
+           breakers: Breakers, now: float, pending: Pending | None = None,
+           calm: AbstractSet[str] = frozenset()) -> Decision:
+    """Everything this loop should do. Pure: same inputs, same decision.
+
+    `calm`: nodes of the last decision's `calm` whose Observation and NodeState are the very ones
+    that decision had (the caller knows what changed; `pending` must be that decision's). They are
+    not looked at: they would take the quiet path with nothing to do again. The decision is the
+    same as without them, and costs what changed instead of every node."""
     actions: list[NodeAction] = []
     skipped: list[str] = []
     candidates: list[tuple[NodeState, Cordon]] = []
     releases: list[tuple[NodeState, int]] = []
     seen: dict[str, tuple[NodeState, Observation]] = {}
     still_pending: dict[str, dict[tuple[str, str], float]] = {}
-    size: dict[str, int] = defaultdict(int)
-    down: dict[str, int] = defaultdict(int)
-    for node in nodes.values():
-        size[node.pool] += 1
-        down[node.pool] += node.unschedulable  # ours, a human's or the autoscaler's: capacity is gone
+    states = nodes.values()
+    size = Counter(map(_POOL, states))
+    down = Counter(compress(map(_POOL, states), map(_UNSCHEDULABLE, states)))  # ours, a human's, the autoscaler's
+    quiet: list[str] = []
     for pool in sorted(size):
         if (held := breaker_of(breakers, pool)).tripped:
             skipped.append(f"pool {pool}: breaker tripped ({held.reason}): no cordon or release until reset-breaker")
     pending = pending or {}
     healthy = _healthy_condition
-    for name in sorted(nodes):
+    for name in sorted(nodes.keys() - calm) if calm else sorted(nodes):
         node = nodes[name]
         obs = observations.get(name) or Observation(name, unknown=True)
         count = obs.gpus_reporting
@@ -110,6 +120,8 @@ def decide(observations: dict[str, Observation], nodes: dict[str, NodeState], po
             want = healthy(count)
             if want is not node.condition and want != node.condition:
                 seen[name] = (node, obs)
+            else:
+                quiet.append(name)
             continue
         obs = _with_gpu_count(obs, node)
         obs = _persisted(obs, pending.get(name, {}), still_pending, now)
@@ -196,7 +208,7 @@ def decide(observations: dict[str, Observation], nodes: dict[str, NodeState], po
         cordoned = {cordon.node for node, cordon in candidates if node.pool not in stopped}
         actions.extend(_drains(nodes, cordoned, released, policy, after, now, skipped))
     actions.extend(_condition_writes(seen, released, policy, skipped))
-    return Decision(tuple(actions), after, tuple(skipped), still_pending)
+    return Decision(tuple(actions), after, tuple(skipped), still_pending, frozenset(nodes.keys() & calm).union(quiet))
 
 
 def _drains(nodes: dict[str, NodeState], cordoned: set[str], released: set[str], policy: Policy,

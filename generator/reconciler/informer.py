@@ -68,6 +68,9 @@ class NodeCache:
         """Lists made (the first, and one per expired version or broken watch)."""
         self.events = 0
         """Watch events applied (bookmarks included)."""
+        self._moved: set[str] | None = None
+        """Nodes an event changed since the last `view_changes` (None: since a list, or a view the
+        cache could not give: any node may have)."""
 
     # ------------------------------------------------------------------------------------ read side
 
@@ -75,11 +78,24 @@ class NodeCache:
         """A copy of the GPU nodes' states and every Node's uid, or None when the cache is not to be
         trusted (never listed, or no working watch for `stale_seconds`)."""
         with self._lock:
-            if not self.version:
-                return None
-            if self._broken_at is not None and self.monotonic() - self._broken_at > self.stale_seconds:
+            if not self._trusted():
                 return None
             return dict(self._states), dict(self._uids)
+
+    def view_changes(self) -> tuple[dict[str, NodeState], dict[str, str], set[str] | None] | None:
+        """`view`, and the nodes whose state may differ from the last `view_changes` (None: any
+        may, after a list or when the last could not be given). The loop's one read."""
+        with self._lock:
+            moved, self._moved = self._moved, set()
+            if not self._trusted():
+                self._moved = None  # the loop lists for itself: the next view is compared with that
+                return None
+            return dict(self._states), dict(self._uids), moved
+
+    def _trusted(self) -> bool:
+        """Listed, and the watch works or stopped less than `stale_seconds` ago (under the lock)."""
+        broken = self._broken_at is not None and self.monotonic() - self._broken_at > self.stale_seconds
+        return bool(self.version) and not broken
 
     # ----------------------------------------------------------------------------------- write side
 
@@ -89,6 +105,7 @@ class NodeCache:
         with self._lock:
             self._states, self._uids, self.version = states, uids, version
             self._broken_at = None
+            self._moved = None
         self._must_list = False
         self.lists += 1
 
@@ -158,6 +175,8 @@ class NodeCache:
                 self._uids[name] = str(meta.get("uid") or "")
             if state is not None:
                 self._states[name] = state
+            if self._moved is not None:
+                self._moved.add(name)
             self.version = version
         self.events += 1
 

@@ -8,12 +8,23 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from generator.reconciler.decide import decide
 from generator.reconciler.informer import NodeCache
 from generator.reconciler.lease import BreakerStore, LeaderLease
-from generator.reconciler.model import ALL_POOLS, DRAIN, Breaker, Decision, NodeState, Observation, Pending, Policy
+from generator.reconciler.model import (
+    ALL_POOLS,
+    DRAIN,
+    Breaker,
+    Breakers,
+    Changed,
+    Decision,
+    NodeState,
+    Observation,
+    Pending,
+    Policy,
+)
 from generator.reconciler.nodes import Executor, PoolSelector
 
 log = logging.getLogger("fleetgen.health")
@@ -24,19 +35,54 @@ def merge(*views: dict[str, Observation]) -> dict[str, Observation]:
     out: dict[str, Observation] = {}
     for view in views:
         for name, obs in view.items():
-            prev = out.get(name)
-            if prev is None:
-                out[name] = obs
-            elif _silent(obs):
-                continue  # most nodes, in most sources: nothing to add
-            elif _silent(prev):
-                out[name] = obs
-            else:
-                counts = [n for n in (prev.gpus_reporting, obs.gpus_reporting) if n is not None]
-                out[name] = Observation(name, prev.evidence + obs.evidence, prev.unknown or obs.unknown,
-                                        min(counts) if counts else None,
-                                        tuple(sorted({*prev.unknown_signals, *obs.unknown_signals})))
+            out[name] = _combine(out.get(name), obs)
     return out
+
+
+def merge_changes(views: list[tuple[dict[str, Observation], Changed]],
+                  last: dict[str, Observation] | None) -> tuple[dict[str, Observation], Changed]:
+    """`merge` of the sources' views, each with the nodes it says changed since the last loop (None:
+    any), given `last` loop's merge (None: none); and the nodes whose merge may have changed.
+    Only those are merged again: the result is `merge`'s, at the cost of what changed."""
+    if last is None or any(changed is None for _, changed in views):
+        return merge(*(view for view, _ in views)), None
+    touched: set[str] = set().union(*(changed for _, changed in views if changed))
+    out = dict(last)
+    for name in touched:
+        merged = None
+        for view, _ in views:
+            if (obs := view.get(name)) is not None:
+                merged = _combine(merged, obs)
+        if merged is None:
+            out.pop(name, None)
+        else:
+            out[name] = merged
+    return out, touched
+
+
+def _combine(prev: Observation | None, obs: Observation) -> Observation:
+    if prev is None:
+        return obs
+    if _silent(obs):
+        return prev  # most nodes, in most sources: nothing to add
+    if _silent(prev):
+        return obs
+    counts = [n for n in (prev.gpus_reporting, obs.gpus_reporting) if n is not None]
+    return Observation(obs.node, prev.evidence + obs.evidence, prev.unknown or obs.unknown,
+                       min(counts) if counts else None,
+                       tuple(sorted({*prev.unknown_signals, *obs.unknown_signals})))
+
+
+class _Loop(NamedTuple):
+    observations: dict[str, Observation]
+    calm: frozenset[str]
+
+
+def _observed(source: Any, names: list[str]) -> tuple[dict[str, Observation], Changed]:
+    """A source's view and what changed in it (a source without `observe_changes`: anything)."""
+    if hasattr(source, "observe_changes"):
+        return source.observe_changes(names)  # type: ignore[no-any-return]
+    return source.observe(names), None
 
 
 def settle_heap() -> None:
@@ -76,24 +122,25 @@ class Reconciler:
     and lists only while the cache is not current."""
     listed: bool = False
     """The last loop listed every Node itself (no current cache)."""
+    _seen: _Loop | None = field(default=None, repr=False)
+    """What the last loop merged and found calm (None: start over from every node)."""
 
     def once(self) -> Decision | None:
         """One loop; None when another replica leads."""
         if self.lease is not None and not self.lease.acquire():
             self.pending = {}  # a follower saw none of the loops in between: its clocks start over
+            self._seen = None
             return None
-        view = self.cache.view() if self.cache is not None else None
+        view = self.cache.view_changes() if self.cache is not None else None
         self.listed = view is None
+        moved: Changed
         if view is None:
-            nodes = self.executor.read(self.pools)  # the loop's one node list
+            nodes, moved = self.executor.read(self.pools), None  # the loop's one node list
         else:
-            nodes, uids = view
+            nodes, uids, moved = view
             self.executor.remember(uids)
         self.nodes = nodes
-        observations = merge(*(s.observe(sorted(nodes)) for s in self.sources))
-        breakers = self.breaker.load()
-        decision = decide(observations, nodes, self.policy, breakers, self.clock(), self.pending)
-        self.pending = decision.pending
+        decision, breakers = self.think(nodes, moved)
         for line in decision.skipped:
             log.info(line)
         may_write = self.lease.still_leading if self.lease is not None else (lambda: True)
@@ -102,6 +149,27 @@ class Reconciler:
             self.breaker.save(decision.breakers)
         self.last = decision
         return decision
+
+    def think(self, nodes: dict[str, NodeState], moved: Changed) -> tuple[Decision, Breakers]:
+        """Observe and decide (no write), given the nodes whose state may have changed since the last
+        loop's (`moved`; None: any); the decision and the breakers it started from.
+
+        Costs what changed: each source says which nodes' Observations may differ from its last
+        (see `observe_changes`), only those are merged again, and the nodes of the last decision's
+        `calm` that changed in neither way are not looked at by the decision. A loop that fails
+        leaves the next to start over from every node."""
+        before, self._seen = self._seen, None
+        names = sorted(nodes)
+        views = [_observed(source, names) for source in self.sources]
+        observations, changed = merge_changes(views, before.observations if before is not None else None)
+        calm: frozenset[str] = frozenset()
+        if before is not None and changed is not None and moved is not None:
+            calm = before.calm.difference(changed, moved)
+        breakers = self.breaker.load()
+        decision = decide(observations, nodes, self.policy, breakers, self.clock(), self.pending, calm)
+        self.pending = decision.pending
+        self._seen = _Loop(observations, decision.calm)
+        return decision, breakers
 
     def run(self, period: float | None, stop: threading.Event,
             on_loop: Callable[[Decision | None, float, bool], None] | None = None) -> None:

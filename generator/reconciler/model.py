@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -258,6 +259,8 @@ NodeAction = (Cordon | Release | SetHealthyChecks | NoteHumanRelease | ClearHuma
               | Event)
 
 
+Changed = AbstractSet[str] | None
+"""The nodes whose Observation (or NodeState) may differ from the last loop's; None when any may."""
 Pending = Mapping[str, Mapping[tuple[str, str], float]]
 """Node -> (signal, GPU) -> when it was first seen firing, for signals with a `for:`."""
 
@@ -274,3 +277,6 @@ class Decision:
     pending: Pending = field(default_factory=dict)
     """Signals seen firing but not yet for their `for:`, with when they were first seen: the next
     loop's input (held in memory; a new leader starts counting again, the safe direction)."""
+    calm: frozenset[str] = field(default=frozenset())
+    """Nodes healthy with nothing of ours on them and nothing to write (most nodes): while neither
+    their Observation nor their Node changes, the next loop has nothing to do for them either."""

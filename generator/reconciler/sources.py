@@ -14,14 +14,21 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
 
 from generator.compile.rules import EXPORTER, XID_METRIC
-from generator.reconciler.answers import Reader
-from generator.reconciler.model import Evidence, Observation
-from generator.reconciler.samples import Bad, Sample, checked, code, parse
+from generator.reconciler.model import Changed, Evidence, Observation
+from generator.reconciler.presence import (
+    EXPORTER_SIGNAL,
+    GPU_COUNT_SIGNAL,
+    AnswerError,
+    Presence,
+    presence_sample,
+)
+from generator.reconciler.samples import Bad, Sample, checked, code
 from generator.signals import CONDITIONS, xid_class
 
 
@@ -73,8 +80,6 @@ def _body(exc: urllib.error.HTTPError) -> str:
         return str(exc.reason)
 
 
-MAX_GPUS_PER_NODE = 64
-"""A GPU count above this is not a node's (a forged or broken sample): the count is then unread."""
 GPU_PRESENCE_METRIC = "DCGM_FI_DEV_GPU_TEMP"
 """One series per GPU the exporter sees (the GPUMissingFromNode rule counts the same metric)."""
 PRESENCE_QUERY = (f"(count by (node) ({GPU_PRESENCE_METRIC}{EXPORTER}) and on (node) max by (node) (up{EXPORTER}) == 1)"
@@ -93,13 +98,6 @@ class SourceError(Exception):
         """The server answered (with an error): it is up, and a smaller query may succeed."""
 
 
-EXPORTER_SIGNAL = "exporter"
-"""Unknown signal of a node whose exporter is down or absent, or whose presence sample did not
-parse (every DCGM signal is then unread); with `gpu_count`, of every node when the presence query
-failed."""
-GPU_COUNT_SIGNAL = "gpu_count"
-"""Unknown signal when no GPU count could be read (the presence query failed, or answered
-something that is not a count): no GPU can then be shown present."""
 XID_METRIC_SIGNAL = "xid"
 """Unknown signal when the DCGM XID query failed."""
 KERNEL_LOG_SIGNAL = "kernel_log"
@@ -107,6 +105,39 @@ KERNEL_LOG_SIGNAL = "kernel_log"
 LOKI_NODES_PER_QUERY = 100
 """Nodes per Loki query once the whole-cluster query was refused (Loki's max_query_series is 500
 by default, and 100 node names keep the URL near 3 KB)."""
+
+
+@dataclass(frozen=True)
+class _Seen:
+    """What a source said last time, so that this time only what changed is worked out again."""
+
+    names: list[str]
+    out: dict[str, Observation]
+    noisy: frozenset[str]
+    """Nodes with evidence, or something unknown of their own (a bad sample, a failed batch)."""
+    every: frozenset[str] = frozenset()
+    """Signals unknown on every node (their query failed)."""
+
+
+def _same(obs: Observation, last: dict[str, Observation]) -> Observation:
+    """Last loop's Observation of the node when it says the same (what was worked out about it,
+    such as its cordon signals, is kept, and nothing downstream sees a change)."""
+    prev = last.get(obs.node)
+    return prev if prev is not None and prev == obs else obs
+
+
+def _again(last: dict[str, Observation], touched: AbstractSet[str],
+           observation: Callable[[str], Observation]) -> tuple[dict[str, Observation], set[str]]:
+    """Last loop's Observations with the `touched` nodes' worked out again; the nodes whose
+    Observation is not last loop's object (only nodes observed last loop are)."""
+    out = dict(last)
+    changed = set()
+    for name in touched:
+        if name in out:
+            obs = out[name] = observation(name)
+            if obs is not last[name]:
+                changed.add(name)
+    return out, changed
 
 
 @dataclass
@@ -119,13 +150,9 @@ class PrometheusSource:
 
     url: str
     timeout: float = 10.0
-    _plain: dict[str, Observation] = field(default_factory=dict, repr=False, compare=False)
-    """Last loop's Observations of nodes with nothing to report, reused while that stays so."""
-    presence: Reader[tuple[str | None, float, str | None]] = field(
-        default_factory=lambda: Reader(_presence_sample), repr=False, compare=False)
-    """The presence answer, read in proportion to what changed since the last loop."""
-    _presence_seen: tuple[object, dict[str, int], dict[str, str]] | None = field(
-        default=None, repr=False, compare=False)
+    presence: Presence = field(default_factory=Presence, repr=False, compare=False)
+    """GPUs reporting per node, read in proportion to what changed in the presence answer."""
+    _seen: _Seen | None = field(default=None, repr=False, compare=False)
 
     def answer(self, expr: str) -> bytes:
         """An instant query's answer as sent, or SourceError."""
@@ -152,9 +179,17 @@ class PrometheusSource:
 
     def observe(self, nodes: list[str]) -> dict[str, Observation]:
         """One Observation per node."""
+        return self.observe_changes(nodes)[0]
+
+    def observe_changes(self, nodes: list[str]) -> tuple[dict[str, Observation], Changed]:
+        """One Observation per node, and the nodes whose Observation may have changed since the
+        last call (None: any). Only those are worked out again: a node whose presence sample did
+        not change, with no evidence and nothing of its own unknown now or last loop, keeps last
+        loop's Observation without being looked at."""
+        before, self._seen = self._seen, None  # a call that fails leaves the next to start over
         failed: list[str] = []
         bad: dict[str, set[str]] = defaultdict(set)
-        reporting = self._presence(failed, bad)
+        moved = self._presence(failed, bad)
         evidence: dict[str, list[Evidence]] = defaultdict(list)
         for sample in self._samples(f"max by (node, gpu, xid) ({XID_METRIC}{EXPORTER}) > 0", XID_METRIC_SIGNAL,
                                     failed, bad):
@@ -175,81 +210,50 @@ class PrometheusSource:
         every = set(failed)
         if EXPORTER_SIGNAL in every:
             every.add(GPU_COUNT_SIGNAL)
-        out = {}
-        plain = self._plain
-        self._plain = {}
-        for name in nodes:
-            count = reporting.get(name)
+        counts = {} if EXPORTER_SIGNAL in every else self.presence.counts
+        noisy = frozenset(evidence.keys() | bad.keys())
+        last = before.out if before is not None else {}
+
+        def observation(name: str) -> Observation:
+            count = counts.get(name)
             if not every and count is not None and count >= 0 and name not in evidence and name not in bad:
-                obs = plain.get(name)  # most nodes, every loop: the same Observation as last loop
-                if obs is None or obs.gpus_reporting != count:
-                    obs = Observation(name, gpus_reporting=count)
-                out[name] = self._plain[name] = obs
-                continue
+                prev = last.get(name)  # most nodes, every loop: the same Observation as last loop
+                if prev is not None and prev.quiet and prev.gpus_reporting == count:
+                    return prev
+                return Observation(name, gpus_reporting=count)
             found = tuple(sorted(evidence.get(name, []), key=lambda e: (e.signal, e.gpu)))
             unknown = every | bad.get(name, set())
             if count is None or count < 0:
                 unknown.add(EXPORTER_SIGNAL)
             usable = count is not None and count >= 0 and not {EXPORTER_SIGNAL, GPU_COUNT_SIGNAL} & unknown
-            out[name] = Observation(name, found, gpus_reporting=count if usable else None,
-                                    unknown_signals=tuple(sorted(unknown)))
-        return out
+            return _same(Observation(name, found, gpus_reporting=count if usable else None,
+                                     unknown_signals=tuple(sorted(unknown))), last)
 
-    def _presence(self, failed: list[str], bad: dict[str, set[str]]) -> dict[str, int]:
-        """Each node's GPUs reporting (-1: its exporter is down; absent: no exporter target).
-        Every node is named here every loop: only the samples that changed since the last loop
-        are decoded (see answers.py), and an answer the same as the last one costs no decoding."""
+        if before is None or moved is None or before.every != every or before.names != nodes:
+            out, changed = {name: observation(name) for name in nodes}, None
+        else:
+            out, changed = _again(last, moved | noisy | before.noisy, observation)
+        self._seen = _Seen(nodes, out, noisy, frozenset(every))
+        return out, changed
+
+    def _presence(self, failed: list[str], bad: dict[str, set[str]]) -> set[str] | None:
+        """Read the presence answer into `self.presence` (each node's GPUs reporting; -1: its exporter
+        is down; absent: no exporter target); the nodes whose count may have changed (None: any).
+        Only the samples that changed since the last loop are decoded (see answers.py)."""
         try:
             body = self.answer(PRESENCE_QUERY)
-            read = self.presence.read(body)
-            if read is None:  # not Prometheus' own shape: decoded whole, every sample checked
-                read = [_presence_raw(raw) for raw in decode_vector(body, "prometheus")]
+            try:
+                moved = self.presence.take(body)
+            except AnswerError:
+                raise SourceError("prometheus answered something that is not JSON", answered=True) from None
+            if moved is None and not self.presence.reader.split:  # another shape: decoded whole
+                self.presence.whole([presence_sample(raw) for raw in decode_vector(body, "prometheus")])
         except SourceError:
             failed.append(EXPORTER_SIGNAL)
-            return {}
-        if self._presence_seen is not None and self._presence_seen[0] is read:
-            _, out, why = self._presence_seen
-        else:
-            out, why = _presence_of(read)
-            self._presence_seen = (read, out, why)
-        for node, signal in why.items():
+            return None
+        for node, signal in self.presence.why.items():
             bad[node].add(signal)
-        return out
-
-
-def _presence_of(read: list[tuple[str | None, float, str | None]]) -> tuple[dict[str, int], dict[str, str]]:
-    """GPUs reporting per node, and the signal made unknown on each node whose sample is bad."""
-    out: dict[str, int] = {}
-    why: dict[str, str] = {}
-    for node, value, bad_node in read:
-        if node is None:
-            if bad_node is not None:
-                why.setdefault(bad_node, EXPORTER_SIGNAL)
-            continue
-        if not (-1 <= value <= MAX_GPUS_PER_NODE and value == int(value)) or out.get(node, value) != value:
-            why[node] = GPU_COUNT_SIGNAL  # not a count, or a node named twice with two counts
-            continue
-        out[node] = int(value)
-    for node in why:
-        out.pop(node, None)
-    return out, why
-
-
-def _presence_raw(raw: object) -> tuple[str | None, float, str | None]:
-    """One decoded presence sample: (node, value, None), or (None, 0, the node if it could be read)."""
-    item = parse(raw)
-    if isinstance(item, Bad):
-        return None, 0.0, item.node
-    return item.node, item.value, None
-
-
-def _presence_sample(part: bytes) -> tuple[str | None, float, str | None]:
-    """One presence sample from its bytes (SourceError when they are not JSON, as for a whole answer)."""
-    try:
-        raw = json.loads(part)
-    except (ValueError, RecursionError):
-        raise SourceError("prometheus answered something that is not JSON", answered=True) from None
-    return _presence_raw(raw)
+        return moved
 
 
 @dataclass
@@ -268,14 +272,19 @@ class LokiSource:
     window: str = "5m"
     tenant: str = ""
     """Loki tenant to read (X-Scope-OrgID): the kernel-log tenant only the collector writes."""
-    _quiet: dict[str, Observation] = field(default_factory=dict, repr=False, compare=False)
-    """Last loop's Observations of nodes with nothing in the kernel log."""
+    _seen: _Seen | None = field(default=None, repr=False, compare=False)
 
     def query(self, expr: str) -> list[dict[str, Any]]:
         headers = {"X-Scope-OrgID": self.tenant} if self.tenant else {}
         return instant_vector(self.url, "/loki/api/v1/query", expr, self.timeout, "loki", headers)
 
     def observe(self, nodes: list[str]) -> dict[str, Observation]:
+        return self.observe_changes(nodes)[0]
+
+    def observe_changes(self, nodes: list[str]) -> tuple[dict[str, Observation], Changed]:
+        """One Observation per node, and the nodes whose Observation may have changed since the
+        last call (None: any): those Loki names now or named last loop."""
+        before, self._seen = self._seen, None
         evidence: dict[str, list[Evidence]] = defaultdict(list)
         unknown: set[str] = set()
         try:
@@ -290,15 +299,22 @@ class LokiSource:
                         unknown.update(self._collect(batch, evidence))
                     except SourceError:
                         unknown.update(batch)
-        quiet, self._quiet = self._quiet, {}
-        out = {}
-        for name in nodes:
-            if name in evidence or name in unknown:
-                out[name] = Observation(name, tuple(evidence.get(name, ())),
-                                        unknown_signals=(KERNEL_LOG_SIGNAL,) if name in unknown else ())
-            else:  # most nodes, every loop: nothing in the kernel log, the same Observation as last loop
-                out[name] = self._quiet[name] = quiet.get(name) or Observation(name)
-        return out
+        noisy = frozenset(evidence.keys() | unknown)
+        last = before.out if before is not None else {}
+
+        def observation(name: str) -> Observation:
+            if name in noisy:
+                return _same(Observation(name, tuple(evidence.get(name, ())),
+                                         unknown_signals=(KERNEL_LOG_SIGNAL,) if name in unknown else ()), last)
+            prev = last.get(name)  # most nodes, every loop: nothing in the kernel log
+            return prev if prev is not None and prev.quiet else Observation(name)
+
+        if before is None or before.names != nodes:
+            out, changed = {name: observation(name) for name in nodes}, None
+        else:
+            out, changed = _again(last, noisy | before.noisy, observation)
+        self._seen = _Seen(nodes, out, noisy)
+        return out, changed
 
     def _collect(self, nodes: list[str] | None, evidence: dict[str, list[Evidence]]) -> set[str]:
         """XID and SXid lines (of `nodes` only, when given) into `evidence`, all or nothing; the
