@@ -9,6 +9,7 @@ string any of those resolvers would type as non-string is single-quoted (`NOT_A_
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any
 
@@ -33,9 +34,21 @@ NOT_A_STRING: tuple[tuple[str, re.Pattern[str]], ...] = (
 )
 
 
+_MAY_NOT_BE_TEXT = frozenset("nN~tTfFyYoO+-.0123456789<=")
+"""The first characters of every non-empty string a `NOT_A_STRING` pattern matches (null, true,
+false, y, on, numbers, `.inf`, timestamps, `<<`, `=`): a string starting with any other is text to
+every reader, with no pattern tried (most keys and values)."""
+
+
 def ambiguous(value: str) -> str | None:
     """The first resolver that would read `value`, written plain, as something other than a string."""
     return next((name for name, pattern in NOT_A_STRING if pattern.match(value)), None)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _ambiguous(value: str) -> bool:
+    """`ambiguous`, once per distinct one-line string: the same keys and values recur in every object."""
+    return ambiguous(value) is not None
 
 
 class _Dumper(_Base):  # type: ignore[misc, valid-type]
@@ -48,10 +61,11 @@ class _Dumper(_Base):  # type: ignore[misc, valid-type]
 
 def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
     # libyaml itself falls back to a quoted style when a block cannot hold the text exactly.
+    style: str | None = None
     if "\n" in value:
-        style: str | None = "|"
-    else:
-        style = "'" if ambiguous(value) else None
+        style = "|"
+    elif (not value or value[0] in _MAY_NOT_BE_TEXT) and _ambiguous(value):
+        style = "'"
     return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
 
 

@@ -14,6 +14,9 @@ import pytest
 from click.testing import CliRunner
 
 REPO = Path(__file__).resolve().parent.parent
+SERVER_POLL = 0.05
+"""`serve_forever`'s poll interval for the tests' loopback servers: `shutdown()` waits up to one
+interval, and the default 0.5 s was spent in every such test's teardown."""
 SHARED = REPO.parent / "shared"
 
 # Bytecode is written during the tests even where the environment says not to (CI sets

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from tests.conftest import SERVER_POLL
+
 BOT = {"login": "github-actions[bot]", "type": "Bot"}
 MAX_BODY = 65_536
 
@@ -127,7 +129,7 @@ class FakeGitHub:
                 pass
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": SERVER_POLL}, daemon=True).start()
         return f"http://127.0.0.1:{self.server.server_address[1]}"
 
     def stop(self) -> None:

@@ -21,6 +21,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+from tests.conftest import SERVER_POLL
+
 HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade", "host",
               "proxy-authorization", "proxy-authenticate", "content-length"}
 HANG = 0
@@ -71,7 +73,7 @@ class FaultProxy:
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": SERVER_POLL}, daemon=True).start()
         return self.url
 
     @property

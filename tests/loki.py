@@ -24,6 +24,7 @@ from typing import Any
 
 import yaml
 
+from tests.conftest import SERVER_POLL
 from tests.upstream.processes import Process, StartError, free_port, spawn, start_with_retry, wait_until
 
 
@@ -116,7 +117,7 @@ class Receiver:
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": SERVER_POLL}, daemon=True).start()
 
     def names(self) -> set[tuple[str, ...]]:
         """(alertname, node, xid or sxid) of every alert received."""

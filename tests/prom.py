@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import REPO
+from tests.conftest import REPO, SERVER_POLL
 
 NEEDS = "Debian's prometheus package (`apt-get install prometheus`; .ci/run installs it)"
 
@@ -102,7 +102,8 @@ class MetricsEndpoint:
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.port = self.server.server_address[1]
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": SERVER_POLL},
+                                       daemon=True)
 
     def __enter__(self) -> MetricsEndpoint:
         self.thread.start()

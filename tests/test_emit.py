@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from generator.compile.manifest import Manifest
 from generator.emit import cluster_tree
-from generator.yamltext import to_yaml
+from generator.yamltext import _MAY_NOT_BE_TEXT, NOT_A_STRING, ambiguous, to_yaml
 
 scalars = st.one_of(st.text(), st.integers(), st.booleans(), st.none())
 values = st.recursive(scalars,
@@ -46,6 +46,18 @@ def test_strings_any_yaml_reader_takes_for_non_strings_are_quoted(value: str) ->
     reads some as text, so libyaml alone would have written them plain (issue 11)."""
     line = to_yaml({"k": value}).strip()
     assert line == f"k: '{value}'", line
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.text(alphabet=st.sampled_from("nNtTfFyYoOeElLuUrsaxbBiI~+-._:<=0123456789 \t"), max_size=12)
+       | st.from_regex(NOT_A_STRING[3][1], fullmatch=True) | st.from_regex(NOT_A_STRING[5][1], fullmatch=True)
+       | st.text(max_size=6))
+def test_only_strings_starting_like_a_non_string_are_tried(value: str) -> None:
+    """The emitter tries the patterns only on strings whose first character some pattern can start
+    with: every string a pattern matches starts with one of them."""
+    if ambiguous(value) is not None:
+        assert value == "" or value[0] in _MAY_NOT_BE_TEXT
+        assert "\n" in value or to_yaml({"k": value}).startswith("k: '")  # (multi-line: a literal block)
 
 
 def test_a_team_named_like_a_number_stays_a_string(fleet_root: Path) -> None:

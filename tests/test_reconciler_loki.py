@@ -19,6 +19,7 @@ from generator.compile.rules import sxid_lines_query, xid_lines_query
 from generator.reconciler.loop import merge
 from generator.reconciler.model import Evidence, Observation
 from generator.reconciler.sources import LokiSource
+from tests.conftest import SERVER_POLL
 from tests.test_loki_rules import parse_errors
 
 SERIES_LIMIT = "maximum number of series (500) reached for a single query"
@@ -58,7 +59,7 @@ def loki(results: dict[str, list[dict[str, Any]]], queries: list[str], status: i
             pass
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": SERVER_POLL}, daemon=True).start()
     return server
 
 

@@ -29,6 +29,7 @@ from generator.reconciler.sources import (
     LokiSource,
     PrometheusSource,
 )
+from tests.conftest import SERVER_POLL
 
 NODES = ["gpu-0", "gpu-1", "gpu-2"]
 
@@ -59,7 +60,7 @@ def endpoint() -> Iterator[Callable[[Callable[[str], bytes]], str]]:
                 pass
 
         server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
+        threading.Thread(target=server.serve_forever, kwargs={"poll_interval": SERVER_POLL}, daemon=True).start()
         servers.append(server)
         return f"http://127.0.0.1:{server.server_address[1]}"
 
