@@ -293,6 +293,36 @@ def test_committed_trees_give_the_same_preview_reading_only_what_differs(repo: P
     assert committed["notes"][0].startswith("compared rendered/ as committed (3 file(s) differ)")
 
 
+def test_committed_trees_of_a_fleet_in_a_subfolder_show_files_added_untracked_and_removed(tmp_path: Path) -> None:
+    """The committed preview of a fleet below a repository's top: git's status of each differing file
+    says which side holds it (a new team's files untracked, a removed team's deleted, one changed),
+    and the base's inputs come from the subfolder's own trees; the same result as compiling."""
+    top = tmp_path / "mono"
+    fleet = top / "platform" / "fleet"
+    fleet.mkdir(parents=True)
+    for name in ("teams", "clusters"):
+        shutil.copytree(REPO / name, fleet / name)
+    shutil.copy(REPO / "fleet.yaml", fleet / "fleet.yaml")
+    assert run(fleet, "render").code == 0
+    git(top, "init", "-q", "-b", "main")
+    git(top, "add", "-A")
+    git(top, "commit", "-qm", "base")
+    (fleet / "teams/recsys.yaml").unlink()
+    shutil.copy(fleet / "teams/speech.yaml", fleet / "teams/speech2.yaml")
+    _edit(fleet / "teams/speech2.yaml", "name: speech\n", "name: speech2\n")
+    _edit(fleet / "teams/speech2.yaml", "l4: {gpus: 6, lendingLimit: 2}", "l4: {gpus: 2}")
+    _edit(fleet / "teams/vision.yaml", "h100: {gpus: 32, borrowingLimit: 64}", "h100: {gpus: 24, borrowingLimit: 64}")
+    code, compiled = diff_json(fleet)
+    assert code == 1, compiled
+    assert run(fleet, "render").code == 0
+    code, committed = diff_json(fleet, "--rendered")
+    assert code == 1
+    for key in ("summary", "clusters", "changes", "capacity", "pools", "risks"):
+        assert committed[key] == compiled[key], key
+    actions = {c["action"] for c in committed["changes"]}
+    assert actions == {"add", "change", "destroy"}, actions
+
+
 def test_a_pool_that_shrinks_shrinks_what_the_root_cohort_lends(repo: Path) -> None:
     _edit(repo / "clusters/prod-west.yaml", "    nodes: 16\n", "    nodes: 8\n")
     code, report = diff_json(repo)

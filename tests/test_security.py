@@ -203,6 +203,29 @@ def test_diff_base_with_a_committed_absolute_link_is_a_clear_error(fleet_root: P
     assert "hunter2" not in result.err
 
 
+@pytest.mark.parametrize("linked", ["fleet.yaml", "teams"])
+@pytest.mark.parametrize("rendered", [False, True], ids=["compiled", "committed"])
+def test_diff_base_with_a_linked_top_level_input_is_a_clear_error(fleet_root: Path, outside: Path, linked: str,
+                                                                  rendered: bool) -> None:
+    """A top-level input that is a link in the base (a file or a whole folder) is refused by name,
+    and nothing it points at is read."""
+    if linked == "teams":
+        shutil.move(fleet_root / "teams", fleet_root.parent / "teams")
+        (fleet_root / "teams").symlink_to(outside, target_is_directory=True)
+    else:
+        (fleet_root / "fleet.yaml").symlink_to(outside / "secret.txt")
+    _git(fleet_root, "init", "-q")
+    _git(fleet_root, "add", "-A")
+    _git(fleet_root, "commit", "-q", "-m", "base")
+    (fleet_root / linked).unlink()
+    if linked == "teams":
+        shutil.move(fleet_root.parent / "teams", fleet_root / "teams")
+    result = run(fleet_root, "diff", "--base", "HEAD", *(["--rendered"] if rendered else []))
+    assert result.code == 2
+    assert result.err.startswith(f"HEAD holds symbolic links among the inputs ({linked})"), result.err
+    assert "hunter2" not in result.err
+
+
 def _tar(*members: tuple[str, bytes]) -> bytes:
     import io
     import tarfile

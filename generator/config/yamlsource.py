@@ -7,11 +7,12 @@ loader composes the node graph itself and refuses anything ambiguous, with a lin
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import yaml
 
@@ -19,9 +20,24 @@ from generator.errors import Finding, InputError
 from generator.terminal import first_hidden
 
 try:  # libyaml's composer is several times faster; both produce the same nodes.
-    _Loader: type = yaml.CSafeLoader
+    _Base: type = yaml.CSafeLoader
 except AttributeError:  # pragma: no cover - libyaml missing
-    _Loader = yaml.SafeLoader
+    _Base = yaml.SafeLoader
+
+
+class _Loader(_Base):  # type: ignore[misc, valid-type]
+    """The composer, with the resolver's tag for each distinct plain scalar worked out once (it asks
+    for every scalar, in Python, and team files repeat the same keys and values again and again)."""
+
+    def resolve(self, kind: type, value: Any, implicit: Any) -> str:
+        if kind is yaml.ScalarNode and isinstance(value, str):
+            return _implicit_tag(value, implicit)
+        return str(super().resolve(kind, value, implicit))
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _implicit_tag(value: str, implicit: tuple[bool, bool]) -> str:
+    return str(_SCALAR.resolve(yaml.ScalarNode, value, implicit))
 
 MAX_FILE_BYTES = 1 << 20
 MAX_NODES = 20_000
@@ -121,29 +137,44 @@ class _Builder:
         return out
 
     def scalar(self, node: yaml.ScalarNode, path: Path_) -> Any:
-        implicit = _STR if node.style else _SCALAR.resolve(yaml.ScalarNode, node.value, (True, False))
-        if node.tag != implicit:  # an explicit tag (!!int "0x1F", !!str 10, !!binary ...) overrides what is written
-            raise self.fail(node, f"unsupported YAML tag {node.tag.replace('tag:yaml.org,2002:', '!!')!r} on "
-                            f"{node.value[:40]!r}: fleetgen reads every value as written, never as a tag says",
-                            "remove the tag; quote the value if it is text", path)
-        if not node.style:
-            for pattern, problem, hint in AMBIGUOUS_PLAIN:
-                if pattern.match(node.value):
-                    raise self.fail(node, f"unquoted {node.value!r} {problem}", hint, path)
-        constructor = _SCALAR.yaml_constructors.get(node.tag)
-        if constructor is None:
-            raise self.fail(node, f"unsupported YAML tag {node.tag!r}", "remove the tag", path)
-        try:
-            value = constructor(_SCALAR, node)
-        except (yaml.YAMLError, ValueError) as exc:
-            raise self.fail(node, f"cannot read value {node.value!r}: {exc}", "quote the value", path) from None
-        if isinstance(value, str):
-            hidden = first_hidden(value, allowed="\t\n")  # no config value needs one; they hide what it says
-            if hidden is not None:
-                name = unicodedata.name(hidden, "a control character")
-                raise self.fail(node, f"contains the control or invisible character U+{ord(hidden):04X} ({name}), "
-                                "which terminals, logs and reviewers do not show as it is", "remove it", path)
-        return value
+        read = _scalar(node.tag, node.value, not node.style)
+        if isinstance(read, _Problem):
+            raise self.fail(node, read.message, read.hint, path)
+        return read
+
+
+class _Problem(NamedTuple):
+    message: str
+    hint: str
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _scalar(tag: str, value: str, plain: bool) -> Any:
+    """What a scalar reads as, or the _Problem with it. Worked out once per distinct scalar: the
+    same keys and values recur in every file (and every result is immutable)."""
+    implicit = _SCALAR.resolve(yaml.ScalarNode, value, (True, False)) if plain else _STR
+    if tag != implicit:  # an explicit tag (!!int "0x1F", !!str 10, !!binary ...) overrides what is written
+        return _Problem(f"unsupported YAML tag {tag.replace('tag:yaml.org,2002:', '!!')!r} on {value[:40]!r}: "
+                        "fleetgen reads every value as written, never as a tag says",
+                        "remove the tag; quote the value if it is text")
+    if plain:
+        for pattern, problem, hint in AMBIGUOUS_PLAIN:
+            if pattern.match(value):
+                return _Problem(f"unquoted {value!r} {problem}", hint)
+    constructor = _SCALAR.yaml_constructors.get(tag)
+    if constructor is None:
+        return _Problem(f"unsupported YAML tag {tag!r}", "remove the tag")
+    try:
+        read = constructor(_SCALAR, yaml.ScalarNode(tag, value))
+    except (yaml.YAMLError, ValueError) as exc:
+        return _Problem(f"cannot read value {value!r}: {exc}", "quote the value")
+    if isinstance(read, str):
+        hidden = first_hidden(read, allowed="\t\n")  # no config value needs one; they hide what it says
+        if hidden is not None:
+            name = unicodedata.name(hidden, "a control character")
+            return _Problem(f"contains the control or invisible character U+{ord(hidden):04X} ({name}), which "
+                            "terminals, logs and reviewers do not show as it is", "remove it")
+    return read
 
 
 def dotted(path: Path_) -> str:

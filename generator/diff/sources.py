@@ -28,6 +28,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -78,22 +79,43 @@ def compiled(root: Path, label: str, clusters: list[str] | None = None) -> Side:
     return Side(tree, result.fleet, label, clusters=clusters)
 
 
-def _resolve(root: Path, ref: str) -> tuple[str, str, set[str]]:
-    """The fleet's folder inside the repository ("" or "sub/"), the commit of `ref`, and the
+def _resolve(root: Path, ref: str) -> tuple[Path, str, str, set[str]]:
+    """The repository's top folder (every later git command runs there, so paths mean the same to
+    all of them), the fleet's folder inside it ("" or "sub/"), the commit of `ref`, and the
     top-level names the fleet's folder holds at that commit."""
     top = Path(_git(root, "rev-parse", "--show-toplevel").decode().strip())
     prefix = root.resolve().relative_to(top.resolve()).as_posix()
     prefix = "" if prefix == "." else prefix + "/"
-    commit = _git(root, "rev-parse", "--verify", f"{ref}^{{commit}}").decode().strip()
-    listed = _git(root, "ls-tree", "--name-only", commit, prefix or ".").decode().split()
-    return prefix, commit, {name.removeprefix(prefix) for name in listed}
+    commit = _git(top, "rev-parse", "--verify", f"{ref}^{{commit}}").decode().strip()
+    listed = _git(top, "ls-tree", "--name-only", "-z", commit, "--", prefix or ".").decode().split("\0")
+    return top, prefix, commit, {name.removeprefix(prefix) for name in listed if name}
 
 
 def _export(root: Path, commit: str, names: list[str], dest: Path, ref: str) -> None:
-    """`names` (top-level entries of the repository at `commit`) into `dest`; links refused."""
+    """`names` (top-level entries of the fleet at `commit`) into `dest`; links refused. Each folder
+    is archived from its own tree (`commit:teams`): an archive of the commit limited to some paths
+    first reads every path of the commit (0.5 s with 200,000 rendered files)."""
     if not names:
         return
-    extract(_git(root, "archive", "--format=tar", commit, "--", *names), dest, ref)
+    for entry in filter(None, _git(root, "ls-tree", "-z", commit, "--", *names).decode().split("\0")):
+        meta, name = entry.split("\t", 1)
+        mode, kind = meta.split()[:2]
+        if kind == "tree":
+            extract(_git(root, "archive", "--format=tar", f"--prefix={name}/", f"{commit}:{name}"), dest, ref)
+        elif mode in ("100644", "100755"):
+            target = dest / name
+            if not target.resolve().is_relative_to(dest.resolve()):
+                raise _refused(ref, f"a path outside the repository ({name})")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(_git(root, "cat-file", "blob", f"{commit}:{name}"))
+        else:
+            raise _refused(ref, f"symbolic links among the inputs ({name})" if mode == "120000"
+                           else f"a special file among the inputs ({name})")
+
+
+def _refused(ref: str, what: str) -> UsageError:
+    return UsageError(f"{ref} holds {what}; fleetgen does not follow links or write outside its temporary "
+                      "folder: compare with a ref without them")
 
 
 def extract(data: bytes, dest: Path, ref: str) -> None:
@@ -102,28 +124,24 @@ def extract(data: bytes, dest: Path, ref: str) -> None:
     Python 3.11.4 and later do this with the `data` extraction filter. Debian 12's Python is 3.11.2,
     which has no filters, so there every member is checked the same way first (links are refused
     on both, like the work tree's)."""
-    def refuse(what: str) -> UsageError:
-        return UsageError(f"{ref} holds {what}; fleetgen does not follow links or write outside its temporary "
-                          "folder: compare with a ref without them")
-
     with tarfile.open(fileobj=io.BytesIO(data)) as archive:
         members = archive.getmembers()
         links = [m.name for m in members if m.issym() or m.islnk()]
         if links:
-            raise refuse(f"symbolic links among the inputs ({', '.join(sorted(links)[:5])})")
+            raise _refused(ref, f"symbolic links among the inputs ({', '.join(sorted(links)[:5])})")
         root = dest.resolve()
         for member in members:
             if Path(member.name).is_absolute() or not (root / member.name).resolve().is_relative_to(root):
-                raise refuse(f"a path outside the repository ({member.name})")
+                raise _refused(ref, f"a path outside the repository ({member.name})")
         if hasattr(tarfile, "data_filter"):
             try:
                 archive.extractall(dest, filter="data")
             except tarfile.FilterError as err:
-                raise refuse(f"a path it cannot extract safely ({err})") from None
+                raise _refused(ref, f"a path it cannot extract safely ({err})") from None
             return
         special = [m.name for m in members if not (m.isfile() or m.isdir())]
         if special:
-            raise refuse(f"a special file among the inputs ({special[0]})")
+            raise _refused(ref, f"a special file among the inputs ({special[0]})")
         archive.extractall(dest)
 
 
@@ -139,10 +157,10 @@ def git_sides(root: Path, ref: str) -> tuple[Side, Side]:
     """The base at git `ref` and the work tree, each rendered by its own generator."""
     from generator import incremental
 
-    prefix, commit, present = _resolve(root, ref)
+    top, prefix, commit, present = _resolve(root, ref)
     label = f"{ref} ({commit[:12]})"
     with tempfile.TemporaryDirectory(prefix="fleetgen-base-") as tmp:
-        _export(root, commit, [prefix + n for n in sorted(present & {*INPUTS, *GENERATOR, "rendered"})], Path(tmp),
+        _export(top, commit, [prefix + n for n in sorted(present & {*INPUTS, *GENERATOR, "rendered"})], Path(tmp),
                 ref)
         base_root = Path(tmp) / prefix
         base_root.mkdir(parents=True, exist_ok=True)
@@ -236,28 +254,32 @@ def rendered_sides(root: Path, ref: str) -> tuple[Side, Side]:
     from generator.checks import load_fleet
     from generator.config.fleet import LoadCache, read_fleet
 
-    prefix, commit, listed = _resolve(root, ref)
+    top, prefix, commit, listed = _resolve(root, ref)
     label = f"{ref} ({commit[:12]}), rendered/ as committed"
     if "rendered" not in listed or not (root / "rendered").is_dir():
         missing = ref if "rendered" not in listed else "the work tree"
         raise UsageError(f"--rendered compares committed rendered/ trees, and {missing} has none: "
                          "run without --rendered")
     where = f"{prefix}rendered/"
-    changed = _git(root, "diff", "--name-only", "-z", "--no-renames", commit, "--", where).decode().split("\0")
-    changed += _git(root, "ls-files", "-z", "--others", "--exclude-standard", "--", where).decode().split("\0")
-    paths = sorted({p.removeprefix(where) for p in changed if p.startswith(where)})
-    at_base = set(_git(root, "ls-tree", "-r", "--name-only", "-z", commit, "--", where).decode().split("\0"))
-    before: emit.Tree = _blobs(root, commit, [where + p for p in paths if where + p in at_base], where)
+    with ThreadPoolExecutor(2) as git:  # git walks the work tree while the fleets load
+        tracked = git.submit(_git, top, "diff", "--name-status", "-z", "--no-renames", commit, "--", where)
+        untracked = git.submit(_git, top, "ls-files", "-z", "--others", "--exclude-standard", "--", where)
+        cache: LoadCache = {}
+        with tempfile.TemporaryDirectory(prefix="fleetgen-base-") as tmp:
+            _export(top, commit, [prefix + n for n in sorted(listed & set(INPUTS))], Path(tmp), ref)
+            try:
+                base_fleet: Fleet | None = read_fleet(Path(tmp) / prefix, cache=cache)
+            except (InputError, UsageError):
+                base_fleet = None
+        head_fleet = load_fleet(root, cache=cache)
+        fields = tracked.result().decode().split("\0")
+        status = dict(zip(fields[1::2], fields[0::2], strict=False))  # path -> A, D, M, T ...
+        new = [p for p in untracked.result().decode().split("\0") if p]
+    paths = sorted({p.removeprefix(where) for p in [*status, *new] if p.startswith(where)})
+    at_base = [where + p for p in paths if status.get(where + p, "A") != "A"]  # added and untracked: not there
+    before: emit.Tree = _blobs(top, commit, at_base, where)
     rendered = repofiles.inside(root, "rendered")
     after: emit.Tree = {p: repofiles.read_bytes(rendered, p) for p in paths if (rendered / p).exists()}
-    cache: LoadCache = {}
-    with tempfile.TemporaryDirectory(prefix="fleetgen-base-") as tmp:
-        _export(root, commit, [prefix + n for n in sorted(listed & set(INPUTS))], Path(tmp), ref)
-        try:
-            base_fleet: Fleet | None = read_fleet(Path(tmp) / prefix, cache=cache)
-        except (InputError, UsageError):
-            base_fleet = None
-    head_fleet = load_fleet(root, cache=cache)
     note = (f"compared rendered/ as committed ({len(paths)} file(s) differ); the preview workflow has checked "
             "that the work tree's matches teams/ and clusters/")
     return Side(before, base_fleet, label), Side(after, head_fleet, "work tree, rendered/", [note])
