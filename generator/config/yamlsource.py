@@ -24,6 +24,14 @@ try:  # libyaml's composer is several times faster; both produce the same nodes.
 except AttributeError:  # pragma: no cover - libyaml missing
     _Base = yaml.SafeLoader
 
+MAX_FILE_BYTES = 1 << 20
+MAX_NODES = 20_000
+MAX_DEPTH = 32
+
+Path_ = tuple[Any, ...]
+
+_SCALAR = yaml.SafeLoader("")  # only its resolver and scalar constructors are used
+
 
 class _Loader(_Base):  # type: ignore[misc, valid-type]
     """The composer, with the resolver's tag for each distinct plain scalar worked out once (it asks
@@ -39,13 +47,6 @@ class _Loader(_Base):  # type: ignore[misc, valid-type]
 def _implicit_tag(value: str, implicit: tuple[bool, bool]) -> str:
     return str(_SCALAR.resolve(yaml.ScalarNode, value, implicit))
 
-MAX_FILE_BYTES = 1 << 20
-MAX_NODES = 20_000
-MAX_DEPTH = 32
-
-Path_ = tuple[Any, ...]
-
-_SCALAR = yaml.SafeLoader("")  # only its scalar constructors are used
 
 # Plain (unquoted) values that YAML 1.1 and YAML 1.2 readers disagree on. PyYAML reads 1.1,
 # Kubernetes and kustomize read 1.2-ish: an author cannot know which number (or whether a
@@ -152,7 +153,7 @@ class _Problem(NamedTuple):
 def _scalar(tag: str, value: str, plain: bool) -> Any:
     """What a scalar reads as, or the _Problem with it. Worked out once per distinct scalar: the
     same keys and values recur in every file (and every result is immutable)."""
-    implicit = _SCALAR.resolve(yaml.ScalarNode, value, (True, False)) if plain else _STR
+    implicit = _implicit_tag(value, (True, False)) if plain else _STR
     if tag != implicit:  # an explicit tag (!!int "0x1F", !!str 10, !!binary ...) overrides what is written
         return _Problem(f"unsupported YAML tag {tag.replace('tag:yaml.org,2002:', '!!')!r} on {value[:40]!r}: "
                         "fleetgen reads every value as written, never as a tag says",

@@ -63,11 +63,11 @@ class Presence:
             return None
         touched: set[str] = set()
         for item in changes.removed:
-            if (node := item[0] or item[2]) is not None:
+            if (node := _node_of(item)) is not None:
                 self._of[node].remove(item)
                 touched.add(node)
         for item in changes.added.values():
-            if (node := item[0] or item[2]) is not None:
+            if (node := _node_of(item)) is not None:
                 self._of.setdefault(node, []).append(item)
                 touched.add(node)
         for node in touched:
@@ -79,15 +79,11 @@ class Presence:
         self.counts, self.why = {}, {}
         of: dict[str, list[PresenceSample]] = defaultdict(list)
         for item in read:
-            if (node := item[0] or item[2]) is not None:
+            if (node := _node_of(item)) is not None:
                 of[node].append(item)
         self._of = dict(of)
         for node in self._of:
             self._settle(node)
-
-    def forget(self) -> None:
-        """The next answer is read as a first one (after an answer that could not be read)."""
-        self.reader.forget()
 
     def _settle(self, node: str) -> None:
         """Work the node out again from its samples."""
@@ -104,6 +100,11 @@ class Presence:
             self.why[node] = EXPORTER_SIGNAL  # a sample naming it did not parse
         else:
             self.counts[node] = int(values.pop())
+
+
+def _node_of(item: PresenceSample) -> str | None:
+    """The node a sample names, whether or not it parsed (None: it names none that could be read)."""
+    return item[0] or item[2]
 
 
 def presence_sample(raw: object) -> PresenceSample:
