@@ -9,14 +9,16 @@ folder, keyed by the fleet's path):
 - a key for the whole fleet (every input file);
 - an index entry per rendered file: size, mtime, ctime, inode and a hash of its content.
 
-Reading the tree back costs one `lstat` per file. As in git's index, a file's content is read
-and hashed only when its stat data differs from the entry or is *racy* (changed in the same
-second as the record was written, so a later edit could carry the same times): a hand edit with
-its mtime put back still changes its ctime and is caught. Files that were hashed and matched get
-fresh entries, so the next run is fast again. The entries of each top-level folder (a cluster,
-`gitops`) are kept in their own file, and the main record keeps a digest of each folder's stat
-data: a run whose folders all match their digests reads nothing else, and one that finds a
-folder changed reads that folder's entries only.
+Reading the tree back costs one `lstat` per recorded folder and file, and no listing. As in git's
+index, a file's content is read and hashed only when its stat data differs from the entry or is
+*racy* (changed in the same second as the record was written, so a later edit could carry the
+same times): a hand edit with its mtime put back still changes its ctime and is caught. A
+folder's mtime and ctime change whenever an entry is added, removed or renamed in it, so its
+stat data stands for its names. Files that were hashed and matched get fresh entries, so the next
+run is fast again. Each top-level folder (a cluster, `gitops`) keeps its *layout* (the paths of
+its folders and files) and its entries in their own files, and the main record keeps a digest of
+each layout's stat data: a run whose layouts all restat to their digests reads nothing else, and
+one that finds a folder changed lists that folder and reads its entries.
 
 Three users: a plain `render` stops at once when the whole key and the tree match (the no-op);
 `render` and `render --check` compile only the clusters whose key changed or whose files no
@@ -32,18 +34,24 @@ import hashlib
 import json
 import os
 import stat
+import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from generator import repofiles
 from generator.cachedir import cache_dir
+
+if TYPE_CHECKING:
+    from multiprocessing.context import BaseContext
 
 INPUTS = ("teams", "clusters")
 EXTRA_INPUTS = ("fleet.yaml",)
 CODEOWNERS = ".github/CODEOWNERS"
 RENDERED = "rendered"
-FORMAT = 3
+FORMAT = 4
 SECOND = 1_000_000_000
 
 Entry = tuple[int, int, int, int, str]
@@ -103,68 +111,127 @@ def _top_file(folder: Path, top: str) -> Path:
     return folder / f"top-{hashlib.sha256(top.encode()).hexdigest()[:24]}.json"
 
 
+def _layout_file(folder: Path, top: str) -> Path:
+    return folder / f"layout-{hashlib.sha256(top.encode()).hexdigest()[:24]}"
+
+
 Stat = tuple[str, int, int, int, int]
 """(path relative to rendered/, size, mtime_ns, ctime_ns, inode) of one file."""
 
+FIELDS = 5
+"""Ints per path in a layout's stat data: mode, size, mtime_ns, ctime_ns, inode."""
 
-def _walk(folder: str, ints: array.array[int], names: list[str], rels: list[str] | None, rel: str) -> bool:
-    """Append every file's size, mtime, ctime and inode below `folder` to `ints` and every name
-    (a "/" after each folder's contents) to `names`, in the directory's own order, and the paths
-    to `rels` when given; False at a link, a special file or an unreadable folder (the tree is
-    then not what any render wrote). The hot loop of a no-op: kept to the bare calls."""
-    add, name = ints.append, names.append
+
+def _walk(folder: str, rel: str, ints: array.array[int], paths: list[str]) -> bool:
+    """Append the stat data (FIELDS ints) and path of every folder and file below `folder`, each
+    folder before its contents, in the directory's own order; False at a link, a special file or
+    an unreadable folder (the tree is then not what any render wrote)."""
     try:
         with os.scandir(folder) as entries:
             for entry in entries:
-                name(entry.name)
-                if entry.is_dir(follow_symlinks=False):
-                    if not _walk(entry.path, ints, names, rels, f"{rel}/{entry.name}"):
-                        return False
-                    name("/")
-                    continue
                 st = entry.stat(follow_symlinks=False)
-                if not stat.S_ISREG(st.st_mode):
+                path = f"{rel}/{entry.name}"
+                paths.append(path)
+                ints.extend((st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino))
+                if stat.S_ISDIR(st.st_mode):
+                    if not _walk(entry.path, path, ints, paths):
+                        return False
+                elif not stat.S_ISREG(st.st_mode):
                     return False
-                add(st.st_size)
-                add(st.st_mtime_ns)
-                add(st.st_ctime_ns)
-                add(st.st_ino)
-                if rels is not None:
-                    rels.append(f"{rel}/{entry.name}")
     except OSError:
         return False
     return True
 
 
-def _summary(ints: array.array[int], names: list[str]) -> tuple[str, int]:
-    """A top's stat digest and its newest mtime or ctime."""
+def _summary(ints: array.array[int], paths: list[str]) -> tuple[str, int]:
+    """A layout's stat digest (its paths and their stat data) and its newest mtime or ctime."""
     digest = hashlib.blake2b(ints.tobytes(), digest_size=20)
-    digest.update("\0".join(names).encode("utf-8", "surrogateescape"))
-    return digest.hexdigest(), max(max(ints[1::4], default=0), max(ints[2::4], default=0))
+    digest.update("\0".join(paths).encode("utf-8", "surrogateescape"))
+    return digest.hexdigest(), max(max(ints[2::FIELDS], default=0), max(ints[3::FIELDS], default=0))
 
 
-def stat_top(rendered: str, top: str, with_paths: bool = False) -> tuple[list[Stat], str, int] | None:
-    """The digest and newest time of rendered/<top>'s stat data, and with `with_paths` the stat
-    data of each file; None if unreadable or if it holds anything but folders and regular files."""
+@dataclass
+class Walked:
+    """What a walk of rendered/<top> found: its layout (every folder and file, the top first)."""
+
+    paths: list[str]
+    ints: array.array[int]
+    digest: str
+    latest: int
+
+    def files(self) -> list[Stat]:
+        """Each regular file's path and stat data."""
+        ints = self.ints
+        return [(path, ints[k + 1], ints[k + 2], ints[k + 3], ints[k + 4])
+                for path, k in zip(self.paths, range(0, len(ints), FIELDS), strict=True) if stat.S_ISREG(ints[k])]
+
+
+def stat_top(rendered: str, top: str) -> Walked | None:
+    """Walk rendered/<top> (listing every folder); None if unreadable or if it holds anything but
+    folders and regular files. The slow path, and what a record is made of."""
     ints: array.array[int] = array.array("q")
-    names: list[str] = []
-    rels: list[str] | None = [] if with_paths else None
-    if not _walk(os.path.join(rendered, top), ints, names, rels, top):
+    try:
+        st = os.lstat(os.path.join(rendered, top))
+    except OSError:
         return None
-    digest, latest = _summary(ints, names)
-    stats = [(rel, *ints[4 * k:4 * k + 4]) for k, rel in enumerate(rels)] if rels is not None else []
-    return stats, digest, latest  # type: ignore[return-value]
+    if not stat.S_ISDIR(st.st_mode):
+        return None
+    ints.extend((st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino))
+    paths = [top]
+    if not _walk(os.path.join(rendered, top), top, ints, paths):
+        return None
+    return Walked(paths, ints, *_summary(ints, paths))
 
 
-def _digest_top(rendered: str, top: str) -> tuple[str, str, int] | None:
-    """`stat_top` without the stat data, for a worker process."""
-    got = stat_top(rendered, top)
-    return None if got is None else (top, got[1], got[2])
+def restat(rendered: str, paths: list[str]) -> tuple[str, int] | None:
+    """The digest and newest time of a recorded layout, from one `lstat` per path and no listing;
+    None if a path is gone. The no-op's hot loop: as a folder's mtime and ctime change whenever
+    an entry is added, removed or renamed in it, the same digest means the same names, and a
+    file's ctime changes with any write (even with its mtime put back), as in git's index."""
+    ints: array.array[int] = array.array("q")
+    extend, lstat = ints.extend, os.lstat
+    try:
+        folder = os.open(rendered, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return None
+    try:  # relative to rendered/: the kernel walks fewer folders per path
+        for path in paths:
+            st = lstat(path, dir_fd=folder)
+            extend((st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino))
+    except OSError:
+        return None
+    finally:
+        os.close(folder)
+    return _summary(ints, paths)
+
+
+def _restat_many(rendered: str, layouts: dict[str, str]) -> dict[str, tuple[str, int] | None]:
+    """`restat` of each top from its layout file (top -> path), for a worker process."""
+    return {top: None if (paths := _read_layout(path)) is None else restat(rendered, paths)
+            for top, path in layouts.items()}
+
+
+def _read_layout(path: str) -> list[str] | None:
+    try:
+        with open(path, encoding="utf-8", errors="surrogateescape") as handle:
+            return handle.read().split("\0")
+    except OSError:
+        return None
 
 
 PARALLEL_TOPS = 8
-"""From this many top-level folders on, they are walked in two processes: the kernel's stat
+"""From this many top-level folders on, they are checked in two processes: the kernel's stat
 calls, not Python, are most of a no-op's time at 200,000 files, and they run on both cores."""
+
+
+def _pool_context() -> BaseContext:
+    """fork where it is safe and cheap (Linux, no other thread whose locks a child could inherit):
+    a spawned interpreter costs a tenth of a second before it stats anything; else spawn."""
+    import multiprocessing
+
+    if sys.platform.startswith("linux") and threading.active_count() == 1:
+        return multiprocessing.get_context("fork")
+    return multiprocessing.get_context("spawn")
 
 
 @dataclass
@@ -172,18 +239,21 @@ class TopRecord:
     """What the index keeps of one top-level folder of rendered/ in its main record."""
 
     digest: str
-    """Hash of its files' stat data in the directory's own order, as `stat_top` computes it."""
+    """Hash of its layout (every folder and file) and their stat data, as `stat_top` and `restat`
+    compute it."""
     latest: int
     """Newest mtime or ctime among them: racy if in the record's second or later."""
     count: int
+    """Its regular files."""
 
 
 class Index:
     """The last successful render of one fleet, as recorded after it wrote (see the module).
 
-    Stored in two parts: a small main record (keys, and per top-level folder a digest of its
-    files' stat data) read by every run, and the per-file entries of each folder (stat data and
-    content hash) read only for a folder whose digest no longer matches or is racy."""
+    Stored in three parts: a small main record (keys, and per top-level folder a digest of its
+    layout's stat data) and each folder's layout (the paths of its folders and files) read by
+    every run, and the per-file entries of each folder (stat data and content hash) read only for
+    a folder whose digest no longer matches or is racy."""
 
     def __init__(self, root: Path | None = None) -> None:
         self.key = ""
@@ -199,6 +269,8 @@ class Index:
         self._folder = _record_dir(root) if root is not None else None
         self._entries: dict[str, dict[str, Entry]] = {}
         """Per-file entries of the tops loaded or renewed in this run."""
+        self._layouts: dict[str, list[str]] = {}
+        """Layouts of the tops renewed in this run (saved with their entries)."""
         self._dirty: set[str] = set()
         self._verified: set[str] = set()
 
@@ -231,6 +303,7 @@ class Index:
                 if top in self.tops:
                     _write_json(_top_file(folder, top), {"digest": self.tops[top].digest,
                                                          "files": self._entries[top]})
+                    _write_text(_layout_file(folder, top), "\0".join(self._layouts[top]))
             _write_json(folder / "index.json", {
                 "format": FORMAT, "key": self.key, "clusters": self.clusters, "written": time.time_ns(),
                 "tops": {k: [v.digest, v.latest, v.count] for k, v in sorted(self.tops.items())},
@@ -272,16 +345,16 @@ class Index:
             return False
         if top in self._verified:
             return True
-        got = stat_top(str(root / RENDERED), top)
-        if got is None:
+        if self._folder is not None and not self._racy(record.latest):
+            paths = _read_layout(str(_layout_file(self._folder, top)))
+            again = None if paths is None else restat(str(root / RENDERED), paths)
+            if again is not None and again[0] == record.digest:
+                self._verified.add(top)
+                return True
+        walked = stat_top(str(root / RENDERED), top)  # the slow path: list every folder, file by file
+        if walked is None:
             return False
-        if got[1] == record.digest and not self._racy(record.latest):
-            self._verified.add(top)
-            return True
-        got = stat_top(str(root / RENDERED), top, with_paths=True)  # the slow path: file by file
-        if got is None:
-            return False
-        stats, digest, latest = got
+        stats = walked.files()
         entries = self._top_entries(top)
         if entries is None or len(entries) != len(stats):
             return False
@@ -295,7 +368,8 @@ class Index:
                 if st is None or (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino) != (size, mtime, ctime, ino):
                     return False  # different, or changed while we looked: do the work
             renewed[rel] = (size, mtime, ctime, ino, entry[4])
-        self._entries[top], self.tops[top] = renewed, TopRecord(digest, latest, len(renewed))
+        self._entries[top], self.tops[top] = renewed, TopRecord(walked.digest, walked.latest, len(renewed))
+        self._layouts[top] = walked.paths
         self._dirty.add(top)
         self._verified.add(top)
         self.refreshed = True
@@ -305,24 +379,19 @@ class Index:
         """Check the stat digests of many tops at once (in two processes when there are many);
         `unchanged` then answers from the result, hashing only where a digest differs."""
         rendered = str(root / RENDERED)
-        todo = [t for t in tops if t in self.tops and t not in self._verified]
-        if len(todo) < PARALLEL_TOPS or (os.cpu_count() or 1) < 2:
+        todo = [t for t in tops if t in self.tops and t not in self._verified and not self._racy(self.tops[t].latest)]
+        if len(todo) < PARALLEL_TOPS or (os.cpu_count() or 1) < 2 or self._folder is None:
             return
         import concurrent.futures
-        import multiprocessing
 
+        layouts = {t: str(_layout_file(self._folder, t)) for t in todo}
         half = todo[1::2]
-        # spawn, as render's workers: a fork would inherit whatever threads and locks the caller holds
-        with concurrent.futures.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
-            remote = pool.submit(_digest_many, rendered, half)
-            local = [_digest_top(rendered, t) for t in todo[0::2]]
-            results = [*local, *remote.result()]
-        for got in results:
-            if got is not None:
-                top, digest, _latest = got
-                record = self.tops[top]
-                if digest == record.digest and not self._racy(record.latest):
-                    self._verified.add(top)
+        with concurrent.futures.ProcessPoolExecutor(1, mp_context=_pool_context()) as pool:
+            remote = pool.submit(_restat_many, rendered, {t: layouts[t] for t in half})
+            results = {**_restat_many(rendered, {t: layouts[t] for t in todo[0::2]}), **remote.result()}
+        for top, got in results.items():
+            if got is not None and got[0] == self.tops[top].digest:
+                self._verified.add(top)
 
     def codeowners_unchanged(self, root: Path) -> bool:
         """CODEOWNERS is as recorded (or absent, as recorded)."""
@@ -385,13 +454,15 @@ class Index:
                     if st is None:
                         continue
                 entries[rel] = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, digest)
-            walked = stat_top(str(base), top, with_paths=True)
-            if walked is None or len(walked[0]) != len(entries) or \
+            walked = stat_top(str(base), top)
+            on_disk = [] if walked is None else walked.files()
+            if walked is None or len(on_disk) != len(entries) or \
                     any(entries.get(rel, (None,))[:4] != (size, mtime, ctime, ino)
-                        for rel, size, mtime, ctime, ino in walked[0]):
+                        for rel, size, mtime, ctime, ino in on_disk):
                 self._entries.pop(top, None)  # changed while it was written: compiled again next time
                 continue
-            self._entries[top], self.tops[top] = entries, TopRecord(walked[1], walked[2], len(entries))
+            self._entries[top], self.tops[top] = entries, TopRecord(walked.digest, walked.latest, len(entries))
+            self._layouts[top] = walked.paths
             self._dirty.add(top)
         self.codeowners = None
         if codeowners is not None:
@@ -401,13 +472,13 @@ class Index:
                 self.codeowners = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, digest)
 
 
-def _digest_many(rendered: str, tops: list[str]) -> list[tuple[str, str, int] | None]:
-    return [_digest_top(rendered, t) for t in tops]
-
-
 def _write_json(path: Path, data: object) -> None:
+    _write_text(path, json.dumps(data, separators=(",", ":")))
+
+
+def _write_text(path: Path, text: str) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, separators=(",", ":")), encoding="utf-8")
+    tmp.write_text(text, encoding="utf-8", errors="surrogateescape")
     os.replace(tmp, path)
 
 

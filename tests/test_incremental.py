@@ -6,7 +6,9 @@ from __future__ import annotations
 import os
 import random
 import shutil
+import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -108,8 +110,92 @@ def test_a_folder_is_trusted_by_its_stat_data_unless_racy(tmp_path: Path, monkey
     assert not loaded(newest + 2 * incremental.SECOND).unchanged(tmp_path, "c")
 
 
+def _nested_record(tmp_path: Path) -> tuple[Path, int]:
+    """rendered/c with files two folders deep, recorded and saved; returns the path and a time
+    past every file's and folder's mtime and ctime (a record written then is not racy)."""
+    files = {"c/a.yaml": b"a: 1\n", "c/t/k.yaml": b"k: 1\n", "c/t/n/x.yaml": b"x: 1\n", "c/t/n/y.yaml": b"y: 1\n"}
+    for rel, content in files.items():
+        (tmp_path / "rendered" / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "rendered" / rel).write_bytes(content)
+    index = incremental.Index(tmp_path)
+    index.record(tmp_path, files, {}, None)
+    index.save(tmp_path)
+    newest = max(max(p.lstat().st_mtime_ns, p.lstat().st_ctime_ns) for p in (tmp_path / "rendered").rglob("*"))
+    return tmp_path / "rendered/c", newest + 2 * incremental.SECOND
+
+
+NESTED_EDITS: dict[str, Callable[[Path], None]] = {
+    "stray file two folders down": lambda c: (c / "t/n/z.yaml").write_bytes(b"z: 1\n"),
+    "stray empty folder": lambda c: (c / "t/n/new").mkdir(),
+    "file removed": lambda c: (c / "t/n/y.yaml").unlink(),
+    "file renamed": lambda c: (c / "t/n/y.yaml").rename(c / "t/n/w.yaml"),
+    "file replaced by a link to the same content": lambda c: ((c / "t/n/y.yaml").unlink(),
+                                                               (c / "t/n/y.yaml").symlink_to(c / "t/n/x.yaml")),
+    "folder replaced by a copy": lambda c: (shutil.copytree(c / "t/n", c / "t/n2"), shutil.rmtree(c / "t/n"),
+                                            (c / "t/n2").rename(c / "t/n")),
+    "same-size edit, mtime put back": lambda c: (
+        (st := (c / "t/n/x.yaml").stat()), (c / "t/n/x.yaml").write_bytes(b"x: 2\n"),
+        os.utime(c / "t/n/x.yaml", ns=(st.st_atime_ns, st.st_mtime_ns))),
+}
+
+
+@pytest.mark.parametrize("edit_name", sorted(NESTED_EDITS))
+def test_a_trusted_layout_still_sees_every_change_below_it(tmp_path: Path, edit_name: str,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """The no-op stats the recorded paths and lists no folder: an entry added, removed or renamed
+    anywhere below changes its folder's mtime and ctime, a write changes the file's ctime, so
+    every one of these sends the folder down the slow path, which refuses it unless its files
+    are still the same."""
+    top, later = _nested_record(tmp_path)
+    walks: list[str] = []
+    real_walk = incremental.stat_top
+    monkeypatch.setattr(incremental, "stat_top", lambda rendered, t: walks.append(t) or real_walk(rendered, t))
+    again = incremental.Index.load(tmp_path)
+    again.written_ns = later
+    assert again.unchanged(tmp_path, "c") and walks == []  # clean: stats alone vouch, nothing listed
+    time.sleep(0.01)
+    NESTED_EDITS[edit_name](top)
+    again = incremental.Index.load(tmp_path)
+    again.written_ns = later
+    # listed, then found to hold the same files (each copy hashed; an empty folder holds none)
+    same_files = edit_name in ("folder replaced by a copy", "stray empty folder")
+    assert again.unchanged(tmp_path, "c") is same_files and walks == ["c"]
+
+
+def test_a_missing_or_forged_layout_falls_back_to_listing(tmp_path: Path) -> None:
+    """The layout is a cache file: gone or rewritten, its digest no longer matches the record, and
+    the folder is listed and compared file by file (and still trusted if it is unchanged)."""
+    top, later = _nested_record(tmp_path)
+    layout = incremental._layout_file(incremental._record_dir(tmp_path), "c")
+    layout.write_text("c\0c/a.yaml", encoding="utf-8")  # drops the files a stray edit would hide in
+    (top / "t/n/x.yaml").write_bytes(b"x: 9\n")
+    again = incremental.Index.load(tmp_path)
+    again.written_ns = later
+    assert not again.unchanged(tmp_path, "c")
+    (top / "t/n/x.yaml").write_bytes(b"x: 1\n")
+    layout.unlink()
+    again = incremental.Index.load(tmp_path)
+    again.written_ns = later
+    assert again.unchanged(tmp_path, "c") and again.refreshed
+
+
+def test_the_stat_worker_is_forked_only_while_no_other_thread_runs() -> None:
+    import threading
+
+    expected = "fork" if sys.platform.startswith("linux") else "spawn"
+    assert incremental._pool_context().get_start_method() == expected
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait)
+    other.start()
+    try:
+        assert incremental._pool_context().get_start_method() == "spawn"
+    finally:
+        stop.set()
+        other.join()
+
+
 EDITS = ("team", "cluster", "hand-edit", "same-size", "remove-file", "stray-file", "stray-top", "touch",
-         "remove-cluster", "nothing")
+         "remove-cluster", "nothing", "atomic-save", "stray-folder")
 
 
 def _random_edit(root: Path, rng: random.Random, kind: str) -> None:
@@ -139,6 +225,12 @@ def _random_edit(root: Path, rng: random.Random, kind: str) -> None:
         (root / "rendered/zz-stray/x.yaml").write_text("a: 1\n")
     elif kind == "touch" and target:
         target.touch()
+    elif kind == "atomic-save" and target:  # as editors save: a new file renamed over the old one
+        (target.parent / ".save.tmp").write_text(target.read_text() + "# saved\n")
+        (target.parent / ".save.tmp").replace(target)
+    elif kind == "stray-folder" and target:
+        (target.parent / "extra").mkdir(exist_ok=True)
+        (target.parent / "extra/x.yaml").write_text("a: 1\n")
     elif kind == "remove-cluster":
         clusters = sorted((root / "clusters").glob("*.yaml"))
         cluster = rng.choice(clusters)
@@ -219,7 +311,7 @@ def test_the_no_op_imports_no_compiler(fleet_root: Path) -> None:
 
 
 def test_many_folders_are_walked_in_two_processes_and_a_changed_one_is_found(tmp_path: Path) -> None:
-    """From PARALLEL_TOPS folders on, `verify` walks half of them in a spawned process: it must
+    """From PARALLEL_TOPS folders on, `verify` stats half of them in a second process: it must
     vouch for exactly the untouched ones."""
     from benchmarks.synth import synthesize
 
