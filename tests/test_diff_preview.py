@@ -332,3 +332,34 @@ def test_a_pool_that_shrinks_shrinks_what_the_root_cohort_lends(repo: Path) -> N
     assert ("72", "8") in [(f["old"], f["new"]) for f in change["fields"]]
     assert (hub["cluster"], hub["kind"], hub["name"]) == ("hub", "Cohort", "hub")
     assert ("120", "56") in [(f["old"], f["new"]) for f in hub["fields"]]
+
+
+@pytest.mark.parametrize("edit", [
+    ("teams/speech.yaml", "gpus: 6", "gpus: 4"),  # a team's quota: every cluster it is in
+    ("clusters/prod-west.yaml", "    nodes: 16\n", "    nodes: 8\n"),  # a MultiKueue worker: hub counts it too
+    ("clusters/dev.yaml", "    nodes: 2\n", "    nodes: 3\n"),  # a cluster alone
+])
+def test_the_capacity_table_works_out_only_clusters_whose_inputs_are_not_shared(
+        tmp_path: Path, edit: tuple[str, str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The two sides of a `--rendered` preview share every byte-identical file's loaded object;
+    a cluster whose file and teams are all shared is left out of the capacity table's work, with
+    the same table as working out every cluster of both sides."""
+    from generator.capacity import pool_capacities
+    from generator.config.fleet import LoadCache, read_fleet
+    from generator.diff import impact
+
+    before, after = tmp_path / "before", tmp_path / "after"
+    for side in (before, after):
+        for name in ("teams", "clusters"):
+            shutil.copytree(REPO / name, side / name)
+    _edit(after / edit[0], edit[1], edit[2])
+    cache: LoadCache = {}
+    shared = read_fleet(before, cache=cache), read_fleet(after, cache=cache)
+    worked: list[str | None] = []
+    monkeypatch.setattr(impact, "pool_capacities", lambda fleet, cluster=None: worked.append(cluster) or
+                        pool_capacities(fleet, cluster))
+    table = impact.capacity_impact(*shared)
+    assert table and len(worked) < 2 * len(shared[0].clusters)
+    worked.clear()
+    assert impact.capacity_impact(read_fleet(before), read_fleet(after)) == table  # nothing shared
+    assert len(worked) == 2 * len(shared[0].clusters)

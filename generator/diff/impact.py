@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from generator.capacity import PoolCapacity, TeamShare, pool_capacities
+from generator.capacity import TeamShare, pool_capacities
 from generator.config.fleet import Fleet
 
 NO_SHARE = TeamShare("", 0, 0, 0, None)
@@ -59,14 +59,22 @@ class PoolImpact:
 
 
 def capacity_impact(before: Fleet | None, after: Fleet | None) -> list[PoolImpact]:
-    """Pools where any team's guaranteed, borrowable or lendable GPUs change (or the pool itself)."""
-    old = {(p.cluster, p.pool): p for p in pool_capacities(before)} if before else {}
-    new = {(p.cluster, p.pool): p for p in pool_capacities(after)} if after else {}
+    """Pools where any team's guaranteed, borrowable or lendable GPUs change (or the pool itself).
+    A cluster whose file and teams are the very objects on both sides (a diff's two sides share
+    what is byte-identical) cannot change and is not worked out."""
+    clusters = sorted({*(before.clusters if before else ()), *(after.clusters if after else ())})
+    touched = [c for c in clusters if not (before and after and _same_inputs(before, after, c))]
+    old = {(p.cluster, p.pool): p for c in touched if before and c in before.clusters
+           for p in pool_capacities(before, c)}
+    new = {(p.cluster, p.pool): p for c in touched if after and c in after.clusters
+           for p in pool_capacities(after, c)}
     out = []
     for key in sorted(set(old) | set(new)):
         b, a = old.get(key), new.get(key)
-        teams = sorted({t.team for t in (b.teams if b else ())} | {t.team for t in (a.teams if a else ())})
-        rows = tuple(CapacityRow(key[0], key[1], team, _share(b, team), _share(a, team)) for team in teams)
+        old_shares = {t.team: t for t in b.teams} if b else {}
+        new_shares = {t.team: t for t in a.teams} if a else {}
+        rows = tuple(CapacityRow(key[0], key[1], team, old_shares.get(team), new_shares.get(team))
+                     for team in sorted(old_shares.keys() | new_shares.keys()))
         if not any(r.changed for r in rows) and (b and a and (b.gpus, b.limit) == (a.gpus, a.limit)):
             continue
         ref = a or b
@@ -77,5 +85,16 @@ def capacity_impact(before: Fleet | None, after: Fleet | None) -> list[PoolImpac
     return out
 
 
-def _share(pool: PoolCapacity | None, team: str) -> TeamShare | None:
-    return next((t for t in pool.teams if t.team == team), None) if pool else None
+def _same_inputs(before: Fleet, after: Fleet, cluster: str) -> bool:
+    """Whether everything a cluster's pool capacities are worked out from is the same object on
+    both sides: its file, the files of the MultiKueue clusters linked to it (a manager's pools are
+    its workers'), and the teams with a quota in it."""
+    linked = before.linked(cluster)
+    if linked != after.linked(cluster):
+        return False
+    for name in (cluster, *linked):
+        b, a = before.clusters.get(name), after.clusters.get(name)
+        if b is None or a is None or b.source is not a.source:
+            return False
+    old, new = before.teams_in(cluster), after.teams_in(cluster)
+    return len(old) == len(new) and all(x is y for x, y in zip(old, new, strict=True))
