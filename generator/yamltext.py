@@ -10,7 +10,9 @@ string any of those resolvers would type as non-string is single-quoted (`NOT_A_
 from __future__ import annotations
 
 import functools
+import io
 import re
+from collections.abc import Callable
 from typing import Any
 
 import yaml
@@ -59,20 +61,63 @@ class _Dumper(_Base):  # type: ignore[misc, valid-type]
         return True
 
 
-def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
-    # libyaml itself falls back to a quoted style when a block cannot hold the text exactly.
-    style: str | None = None
+def _style(value: str) -> str | None:
+    """A string's scalar style: a literal block for several lines, single quotes where some
+    reader would take it for a non-string, else plain. (libyaml itself falls back to a quoted
+    style when a block cannot hold the text exactly.)"""
     if "\n" in value:
-        style = "|"
-    elif (not value or value[0] in _MAY_NOT_BE_TEXT) and _ambiguous(value):
-        style = "'"
-    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+        return "|"
+    if (not value or value[0] in _MAY_NOT_BE_TEXT) and _ambiguous(value):
+        return "'"
+    return None
+
+
+def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=_style(value))
 
 
 _Dumper.add_representer(str, _str)
 
+_TAG = "tag:yaml.org,2002:"
+_STR, _INT, _BOOL, _NULL, _MAP, _SEQ = (_TAG + t for t in ("str", "int", "bool", "null", "map", "seq"))
+
+
+def _nodes(dumper: Any) -> Callable[[Any], yaml.Node]:
+    """The node tree `_Dumper`'s representer would build, for JSON-like data (dict, list, str, int,
+    bool, None) without its per-value dispatch: most of a render's time is spent here. Anything
+    else (a float, an unknown type) goes to the representer itself."""
+    ScalarNode, MappingNode, SequenceNode = yaml.ScalarNode, yaml.MappingNode, yaml.SequenceNode  # noqa: N806
+    other = dumper.represent_data
+
+    def node(value: Any) -> yaml.Node:
+        kind = type(value)
+        if kind is str:
+            return ScalarNode(_STR, value, style=_style(value))
+        if kind is dict:
+            return MappingNode(_MAP, [(node(k), node(v)) for k, v in value.items()], flow_style=False)
+        if kind is list:
+            return SequenceNode(_SEQ, [node(v) for v in value], flow_style=False)
+        if kind is bool:
+            return ScalarNode(_BOOL, "true" if value else "false")
+        if kind is int:
+            return ScalarNode(_INT, str(value))
+        if value is None:
+            return ScalarNode(_NULL, "null")
+        return other(value)
+
+    return node
+
 
 def to_yaml(body: Any) -> str:
-    """Serialise data: insertion order kept, block style, no line folding."""
-    return yaml.dump(body, Dumper=_Dumper, sort_keys=False, default_flow_style=False,
-                     allow_unicode=True, width=1 << 30)
+    """Serialise data: insertion order kept, block style, no line folding. What
+    `yaml.dump(body, Dumper=_Dumper, ...)` writes (a property test holds it), with the nodes built
+    by `_nodes`."""
+    stream = io.StringIO()
+    dumper = _Dumper(stream, sort_keys=False, default_flow_style=False, allow_unicode=True, width=1 << 30)
+    try:
+        dumper.open()
+        dumper.serialize(_nodes(dumper)(body))
+        dumper.close()
+    finally:
+        dumper.dispose()
+    return stream.getvalue()

@@ -68,3 +68,23 @@ def test_a_team_named_like_a_number_stays_a_string(fleet_root: Path) -> None:
     assert result.code == 0, result.err
     namespace = (fleet_root / "rendered/dev/teams/1e3/1e3/namespace-1e3.yaml").read_text()
     assert "  name: '1e3'\n" in namespace and "fleetgen.io/team: '1e3'" in namespace
+
+
+floats = st.floats(allow_nan=True, allow_infinity=True)
+any_values = st.recursive(st.one_of(scalars, floats),
+                          lambda inner: st.lists(inner, max_size=4)
+                          | st.dictionaries(st.one_of(st.text(), st.integers(), st.booleans(), st.none()), inner,
+                                            max_size=4),
+                          max_leaves=25)
+
+
+@settings(max_examples=400, deadline=None)
+@given(any_values)
+def test_the_node_builder_writes_what_the_representer_writes(data: object) -> None:
+    """`to_yaml` builds the node tree itself instead of through PyYAML's representer: byte for
+    byte the same text as `yaml.dump` with the same dumper, for every kind of value and key."""
+    from generator.yamltext import _Dumper
+
+    expected = yaml.dump(data, Dumper=_Dumper, sort_keys=False, default_flow_style=False, allow_unicode=True,
+                         width=1 << 30)
+    assert to_yaml(data) == expected
