@@ -120,12 +120,14 @@ Stats = dict[str, os.stat_result]
 
 
 def _write_files(folder: Path, files: Tree, stats: Stats | None = None) -> None:
-    made: set[Path] = set()
-    for rel, content in files.items():
-        target = folder / rel
-        if target.parent not in made:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            made.add(target.parent)
+    base = os.fspath(folder)
+    made: set[str] = set()
+    for rel, content in files.items():  # plain strings: a Path per file costs more than its write
+        target = os.path.join(base, rel)
+        parent = os.path.dirname(target)
+        if parent not in made:
+            os.makedirs(parent, exist_ok=True)
+            made.add(parent)
         with open(target, "wb") as handle:
             handle.write(content)
             handle.flush()

@@ -7,6 +7,7 @@ fleetgen writes goes through `canonical()`, which follows apimachinery's `Quanti
 
 from __future__ import annotations
 
+import functools
 import re
 from decimal import ROUND_CEILING, Decimal, localcontext
 from typing import Literal
@@ -28,8 +29,10 @@ class QuantityError(ValueError):
     """Raised for text that is not a Kubernetes quantity."""
 
 
+@functools.lru_cache(maxsize=4096, typed=True)  # typed: True (refused) is not 1
 def parse(text: str | int) -> tuple[Decimal, Format]:
-    """Return the exact value and the format the API server would keep for it."""
+    """Return the exact value and the format the API server would keep for it (once per distinct
+    text: every team's objects carry the same few quantities)."""
     if isinstance(text, bool):
         raise QuantityError("a quantity must be a number or a string such as 192, 500m or 1800Gi")
     if isinstance(text, int):
@@ -57,6 +60,7 @@ def value_of(text: str | int) -> Decimal:
     return parse(text)[0]
 
 
+@functools.lru_cache(maxsize=4096, typed=True)
 def canonical(value: Decimal | int, fmt: Format = "DecimalSI") -> str:
     """Format `value` as the API server stores it: no fraction digits, the largest suffix."""
     with localcontext() as ctx:

@@ -27,3 +27,11 @@ def test_binary_below_1024_bytes_is_decimal() -> None:
 def test_rejects_non_quantities(bad: object) -> None:
     with pytest.raises(quantity.QuantityError):
         quantity.parse(bad)  # type: ignore[arg-type]
+
+
+def test_a_remembered_quantity_is_still_refused_as_a_boolean() -> None:
+    """parse and canonical remember their answers by type too: 1 parsed first must not let True
+    (which equals 1) through."""
+    assert quantity.parse(1) == (Decimal(1), "DecimalSI")
+    with pytest.raises(quantity.QuantityError):
+        quantity.parse(True)

@@ -18,6 +18,7 @@ cordoned. Each of those is enforced by the API server or the CNI, not by fleetge
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from generator.compile.admission import ADMISSION
@@ -91,7 +92,9 @@ def _network_policy(cfg: ClusterConfig, team: str, ns: str) -> dict[str, Any]:
                      "ingress": [{"from": same_namespace}], "egress": rules}}
 
 
+@functools.lru_cache(maxsize=1024)
 def _within(inner: str, outer: str) -> bool:
+    """Is `inner` a subnet of `outer`? (once per pair: every team's policy asks the same)"""
     import ipaddress
 
     a, b = ipaddress.ip_network(inner), ipaddress.ip_network(outer)

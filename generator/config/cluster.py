@@ -575,6 +575,9 @@ class MultiKueue(ConfigModel):
 
 
 TEAM_PLACEHOLDER = "{team}"
+DEFAULT_NAMESPACE_PATTERN = "{team}(-[a-z0-9]([-a-z0-9]*[a-z0-9])?)?"
+_PURPOSE = re.compile(DEFAULT_NAMESPACE_PATTERN.removeprefix(TEAM_PLACEHOLDER))
+"""The default pattern after its leading `{team}`: a regular expression of its own, compiled once."""
 
 
 class NamespacePolicy(ConfigModel):
@@ -582,7 +585,7 @@ class NamespacePolicy(ConfigModel):
     name for `{team}`) or be in `allowed`; the built-in list of platform and add-on namespaces
     (kube-*, gatekeeper-system, kyverno, calico-system, karpenter, ...) is refused whatever this says."""
 
-    pattern: StrictStr = Field(default="{team}(-[a-z0-9]([-a-z0-9]*[a-z0-9])?)?", max_length=256)
+    pattern: StrictStr = Field(default=DEFAULT_NAMESPACE_PATTERN, max_length=256)
     """Regular expression a whole namespace name must match; `{team}` stands for the team's name.
     The default admits the team's name and `<team>-<purpose>`."""
     allowed: list[DnsLabel] = []
@@ -601,6 +604,8 @@ class NamespacePolicy(ConfigModel):
         """Does the policy let `team` claim `namespace`?"""
         if namespace in self.allowed:
             return True
+        if self.pattern == DEFAULT_NAMESPACE_PATTERN:  # the team's name, then the rest: no pattern per team
+            return namespace.startswith(team) and _PURPOSE.fullmatch(namespace, len(team)) is not None
         return re.fullmatch(self.pattern.replace(TEAM_PLACEHOLDER, re.escape(team)), namespace) is not None
 
 
