@@ -3,7 +3,10 @@
 Each size is rendered in its own fresh process (`render --full`: load, check, compile, validate,
 emit, write), timed inside it, so start-up is not counted and nothing is cached between sizes.
 The growth exponent is the least-squares slope of log(seconds) against log(size): 1.0 is
-linear, 2.0 quadratic. It fails (exit 1) above MAX_EXPONENT.
+linear, 2.0 quadratic; the sweep renders in one process (`jobs=1`), so the exponent is the
+algorithm's, not the cores'. It fails (exit 1) above MAX_EXPONENT. The 10,000-team pool is then
+rendered again as `fleetgen render` does (`--jobs auto`: its objects' text is written on every
+core), which is what the 30 s target is about.
 
     python benchmarks/bench_scaling.py              # teams 250 to 10,000; clusters 5 to 100
     python benchmarks/bench_scaling.py --quick      # a smoke run
@@ -14,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -35,20 +39,29 @@ from pathlib import Path
 from generator import render
 root = Path(sys.argv[1])
 start = time.perf_counter()
-result = render.build(root, jobs=1)
+result = render.build(root, jobs=int(sys.argv[2]))
 render.write(result)
 print(json.dumps({"seconds": time.perf_counter() - start, "objects": render.object_count(result)}))
 """
 
 
-def timed_render(root: Path) -> tuple[float, int]:
-    """Seconds and objects of one full render of `root`, measured inside a fresh process."""
-    proc = subprocess.run([sys.executable, "-c", TIMED, str(root)], capture_output=True, text=True, check=False,
+def timed_render(root: Path, jobs: int = 1) -> tuple[float, int]:
+    """Seconds and objects of one full render of `root` (`jobs` as render's --jobs, 0: auto),
+    measured inside a fresh process."""
+    shutil.rmtree(root / "rendered", ignore_errors=True)
+    shutil.rmtree(root / ".fleetgen", ignore_errors=True)
+    proc = subprocess.run([sys.executable, "-c", TIMED, str(root), str(jobs)], capture_output=True, text=True,
+                          check=False,
                           cwd=Path(__file__).resolve().parent.parent)
     if proc.returncode != 0:
         raise SystemExit(f"render of {root} failed:\n{proc.stderr}")
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     return float(out["seconds"]), int(out["objects"])
+
+
+def ten_thousand(tmp: Path) -> float:
+    """Seconds of the 10,000-team pool (left by the sweep) rendered as `fleetgen render` does."""
+    return timed_render(tmp / "teams-10000", jobs=0)[0]
 
 
 def exponent(points: list[tuple[int, float]]) -> float:
@@ -91,8 +104,9 @@ def main() -> None:
             rows += [(what, line) for line in lines]
             rows.append((f"growth exponent: {what}", f"{slope:.2f}{verdict}"))
             if make == "teams" and sizes[-1] == 10_000:
-                ten = points[-1][1]
-                rows.append(("10,000 teams in one pool", f"{ten:.2f} s (target < {TEN_THOUSAND_BOUND_S:.0f} s)"))
+                ten = ten_thousand(Path(tmp))
+                rows.append(("10,000 teams in one pool, --jobs auto",
+                             f"{ten:.2f} s (target < {TEN_THOUSAND_BOUND_S:.0f} s)"))
     print_table(rows)
     if failed:
         raise SystemExit(f"growth above {MAX_EXPONENT}: {', '.join(failed)}")

@@ -17,7 +17,7 @@ import signal
 import tempfile
 import time
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,7 +43,12 @@ def _header(source: str | None) -> str:
 
 def manifest_text(manifest: Manifest) -> bytes:
     """A manifest file: header naming its source, then the object."""
-    return (_header(manifest.source[0]) + to_yaml(manifest.body)).encode("utf-8")
+    return object_text(manifest.source[0], manifest.body)
+
+
+def object_text(source: str | None, body: Any) -> bytes:
+    """`manifest_text` of the object `body` from the file `source`."""
+    return (_header(source) + to_yaml(body)).encode("utf-8")
 
 
 def _safe_part(part: str) -> str:
@@ -53,9 +58,15 @@ def _safe_part(part: str) -> str:
     return part
 
 
-def cluster_tree(cluster: str, manifests: Iterable[Manifest]) -> Tree:
-    """Files of one cluster: one per object plus a kustomization.yaml in every folder."""
-    files: Tree = {}
+FileSource = tuple[str | None, Any]
+"""What a rendered file's text is made of: the input file its object comes from (None: fleetgen's
+own, as a kustomization) and the object (`object_text`)."""
+
+
+def cluster_files(cluster: str, manifests: Iterable[Manifest]) -> dict[str, FileSource]:
+    """The files of one cluster, path -> what its text is made of: one per object plus a
+    kustomization.yaml in every folder."""
+    files: dict[str, FileSource] = {}
     children: dict[tuple[str, ...], set[str]] = defaultdict(set)
     base = (_safe_part(cluster),)
     for m in manifests:
@@ -65,17 +76,28 @@ def cluster_tree(cluster: str, manifests: Iterable[Manifest]) -> Tree:
         path = "/".join(folder + (_safe_part(m.filename),))
         if path in files:
             raise ValueError(f"two objects would be written to {path}")
-        files[path] = manifest_text(m)
+        files[path] = (m.source[0], m.body)
         if not m.synced:
             continue
         children[folder].add(m.filename)
         for depth in range(len(base), len(folder)):
             children[folder[:depth]].add(folder[depth])
     for folder, entries in children.items():
-        body = {"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
-                "resources": sorted(entries)}
-        files["/".join(folder + (KUSTOMIZATION,))] = (_header(None) + to_yaml(body)).encode("utf-8")
-    return dict(sorted(files.items()))
+        files["/".join(folder + (KUSTOMIZATION,))] = (None, {
+            "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization", "resources": sorted(entries)})
+    return files
+
+
+def texts_of(files: dict[str, FileSource], texts: Sequence[bytes] | None = None) -> Tree:
+    """The tree of `cluster_files`: each file's text, sorted by path. `texts`: those texts in the
+    files' order, when the caller wrote them already (in several processes)."""
+    made = texts if texts is not None else [object_text(source, body) for source, body in files.values()]
+    return dict(sorted(zip(files, made, strict=True)))
+
+
+def cluster_tree(cluster: str, manifests: Iterable[Manifest]) -> Tree:
+    """Files of one cluster: one per object plus a kustomization.yaml in every folder."""
+    return texts_of(cluster_files(cluster, manifests))
 
 
 def read_tree(rendered: Path, only: Iterable[str] | None = None) -> Tree:

@@ -34,18 +34,13 @@ import hashlib
 import json
 import os
 import stat
-import sys
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from generator import repofiles
 from generator.cachedir import cache_dir
-
-if TYPE_CHECKING:
-    from multiprocessing.context import BaseContext
+from generator.processes import pool_context
 
 INPUTS = ("teams", "clusters")
 EXTRA_INPUTS = ("fleet.yaml",)
@@ -224,16 +219,6 @@ PARALLEL_TOPS = 8
 calls, not Python, are most of a no-op's time at 200,000 files, and they run on both cores."""
 
 
-def _pool_context() -> BaseContext:
-    """fork where it is safe and cheap (Linux, no other thread whose locks a child could inherit):
-    a spawned interpreter costs a tenth of a second before it stats anything; else spawn."""
-    import multiprocessing
-
-    if sys.platform.startswith("linux") and threading.active_count() == 1:
-        return multiprocessing.get_context("fork")
-    return multiprocessing.get_context("spawn")
-
-
 @dataclass
 class TopRecord:
     """What the index keeps of one top-level folder of rendered/ in its main record."""
@@ -386,7 +371,7 @@ class Index:
 
         layouts = {t: str(_layout_file(self._folder, t)) for t in todo}
         half = todo[1::2]
-        with concurrent.futures.ProcessPoolExecutor(1, mp_context=_pool_context()) as pool:
+        with concurrent.futures.ProcessPoolExecutor(1, mp_context=pool_context()) as pool:
             remote = pool.submit(_restat_many, rendered, {t: layouts[t] for t in half})
             results = {**_restat_many(rendered, {t: layouts[t] for t in todo[0::2]}), **remote.result()}
         for top, got in results.items():

@@ -82,41 +82,37 @@ _TAG = "tag:yaml.org,2002:"
 _STR, _INT, _BOOL, _NULL, _MAP, _SEQ = (_TAG + t for t in ("str", "int", "bool", "null", "map", "seq"))
 
 
-def _nodes(dumper: Any) -> Callable[[Any], yaml.Node]:
-    """The node tree `_Dumper`'s representer would build, for JSON-like data (dict, list, str, int,
+def _node(value: Any, other: Callable[[Any], yaml.Node]) -> yaml.Node:
+    """The node `_Dumper`'s representer would build, for JSON-like data (dict, list, str, int,
     bool, None) without its per-value dispatch: most of a render's time is spent here. Anything
-    else (a float, an unknown type) goes to the representer itself."""
-    ScalarNode, MappingNode, SequenceNode = yaml.ScalarNode, yaml.MappingNode, yaml.SequenceNode  # noqa: N806
-    other = dumper.represent_data
-
-    def node(value: Any) -> yaml.Node:
-        kind = type(value)
-        if kind is str:
-            return ScalarNode(_STR, value, style=_style(value))
-        if kind is dict:
-            return MappingNode(_MAP, [(node(k), node(v)) for k, v in value.items()], flow_style=False)
-        if kind is list:
-            return SequenceNode(_SEQ, [node(v) for v in value], flow_style=False)
-        if kind is bool:
-            return ScalarNode(_BOOL, "true" if value else "false")
-        if kind is int:
-            return ScalarNode(_INT, str(value))
-        if value is None:
-            return ScalarNode(_NULL, "null")
-        return other(value)
-
-    return node
+    else (a float, an unknown type) goes to the representer itself (`other`). (A plain function:
+    a closure calling itself would be a reference cycle per object, left to the garbage collector.)"""
+    kind = type(value)
+    if kind is str:
+        return yaml.ScalarNode(_STR, value, style=_style(value))
+    if kind is dict:
+        return yaml.MappingNode(_MAP, [(_node(k, other), _node(v, other)) for k, v in value.items()],
+                                flow_style=False)
+    if kind is list:
+        return yaml.SequenceNode(_SEQ, [_node(v, other) for v in value], flow_style=False)
+    if kind is bool:
+        return yaml.ScalarNode(_BOOL, "true" if value else "false")
+    if kind is int:
+        return yaml.ScalarNode(_INT, str(value))
+    if value is None:
+        return yaml.ScalarNode(_NULL, "null")
+    return other(value)
 
 
 def to_yaml(body: Any) -> str:
     """Serialise data: insertion order kept, block style, no line folding. What
     `yaml.dump(body, Dumper=_Dumper, ...)` writes (a property test holds it), with the nodes built
-    by `_nodes`."""
+    by `_node`."""
     stream = io.StringIO()
     dumper = _Dumper(stream, sort_keys=False, default_flow_style=False, allow_unicode=True, width=1 << 30)
     try:
         dumper.open()
-        dumper.serialize(_nodes(dumper)(body))
+        dumper.serialize(_node(body, dumper.represent_data))
         dumper.close()
     finally:
         dumper.dispose()

@@ -179,16 +179,18 @@ def test_a_missing_or_forged_layout_falls_back_to_listing(tmp_path: Path) -> Non
     assert again.unchanged(tmp_path, "c") and again.refreshed
 
 
-def test_the_stat_worker_is_forked_only_while_no_other_thread_runs() -> None:
+def test_helper_processes_are_forked_only_while_no_other_thread_runs() -> None:
     import threading
 
+    from generator.processes import pool_context
+
     expected = "fork" if sys.platform.startswith("linux") else "spawn"
-    assert incremental._pool_context().get_start_method() == expected
+    assert pool_context().get_start_method() == expected
     stop = threading.Event()
     other = threading.Thread(target=stop.wait)
     other.start()
     try:
-        assert incremental._pool_context().get_start_method() == "spawn"
+        assert pool_context().get_start_method() == "spawn"
     finally:
         stop.set()
         other.join()

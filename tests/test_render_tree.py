@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 import yaml
 
 from generator import emit
@@ -270,6 +271,28 @@ def test_parallel_render_is_byte_identical(fleet_root: Path) -> None:
     result = run(fleet_root, "render", "--jobs", "2")
     assert result.code == 0, result.err
     assert snapshot(fleet_root / "rendered") == serial
+
+
+@pytest.mark.parametrize("start", ["fork", "spawn"])
+def test_a_large_cluster_written_in_several_processes_is_byte_identical(
+        fleet_root: Path, monkeypatch: pytest.MonkeyPatch, start: str) -> None:
+    """One cluster's objects are turned into text in one process per core from
+    PARALLEL_EMIT_OBJECTS objects on (lowered here so prod-east qualifies): the same files, in
+    the same order, whether the helpers are forked or spawned."""
+    import multiprocessing
+
+    from generator import render
+
+    serial = render.build(fleet_root, ["prod-east"], jobs=1).tree
+    monkeypatch.setattr(render, "PARALLEL_EMIT_OBJECTS", 10)
+    monkeypatch.setattr(render, "pool_context", lambda: multiprocessing.get_context(start))
+    given: list[bool] = []
+    real = emit.texts_of
+    monkeypatch.setattr(emit, "texts_of", lambda files, texts=None: given.append(texts is not None)
+                        or real(files, texts))
+    parallel = render.build(fleet_root, ["prod-east"], jobs=3).tree
+    assert list(parallel.items()) == list(serial.items())
+    assert given[0]  # prod-east's texts came from the helpers
 
 
 def test_findings_inside_workers_stop_the_render(fleet_root: Path) -> None:

@@ -11,8 +11,10 @@ from generator.diff.risks import risks
 from generator.diff.scheduling import scheduling_risks
 from generator.diff.sources import Side, compiled, git_sides, rendered_sides
 from generator.errors import UsageError
+from generator.processes import collector_paused
 
 
+@collector_paused()
 def run_diff(root: Path, base: str | None = None, from_dir: str | None = None, to_dir: str | None = None,
              ignore: list[str] | None = None, committed: bool = False) -> DiffResult:
     """Diff `base` (a git ref, default HEAD) against the work tree, or FROM against TO; with
