@@ -78,7 +78,7 @@ any_values = st.recursive(st.one_of(scalars, floats),
                           max_leaves=25)
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=250, deadline=None)
 @given(any_values)
 def test_the_node_builder_writes_what_the_representer_writes(data: object) -> None:
     """`to_yaml` builds the node tree itself instead of through PyYAML's representer: byte for

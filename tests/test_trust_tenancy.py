@@ -242,7 +242,7 @@ def test_the_default_namespace_pattern_admits_exactly_what_its_regular_expressio
     assert policy.pattern == DEFAULT_NAMESPACE_PATTERN
     names = st.text(alphabet="ab-1.*+?()[]\\|^$", max_size=8)
 
-    @settings(max_examples=600, deadline=None)
+    @settings(max_examples=300, deadline=None)
     @given(names, names, st.sampled_from(["", "-", "-x", "-x-", "--x", "-a1", ".x"]))
     def check(team: str, namespace: str, tail: str) -> None:
         for ns in (namespace, team + tail, team):
