@@ -293,6 +293,20 @@ def test_committed_trees_give_the_same_preview_reading_only_what_differs(repo: P
     assert committed["notes"][0].startswith("compared rendered/ as committed (3 file(s) differ)")
 
 
+def test_a_committed_preview_of_a_fleet_that_fails_its_checks_names_the_file_and_line(repo: Path) -> None:
+    """The fleets of a `--rendered` diff load in a helper process: a finding there is still the
+    error, at file and line, exit 2, and nothing is printed as if the diff had run."""
+    assert run(repo, "render").code == 0
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "rendered")
+    _edit(repo / "teams/speech.yaml", "l4: {gpus: 6, lendingLimit: 2}",
+          "l4: {gpus: 6, lendingLimit: 2}\n    a100x: {gpus: 1}")
+    result = run(repo, "diff", "--rendered", "--format", "json")
+    assert result.code == 2, result
+    assert re.search(r"^teams/speech\.yaml:10: quotas\.", result.err, re.M), result.err
+    assert result.out == ""
+
+
 def test_committed_trees_of_a_fleet_in_a_subfolder_show_files_added_untracked_and_removed(tmp_path: Path) -> None:
     """The committed preview of a fleet below a repository's top: git's status of each differing file
     says which side holds it (a new team's files untracked, a removed team's deleted, one changed),

@@ -102,9 +102,12 @@ def _normalise(value: Any) -> Any:
     return value
 
 
-def _differing(old: Any, new: Any) -> tuple[Any, Any]:
+def _differing(old: Any, new: Any, at: tuple[str, ...] = (),
+               strings: list[tuple[tuple[str, ...], str, str]] | None = None) -> tuple[Any, Any]:
     """Both values less the mapping keys whose values are equal (recursively): deepdiff then walks
-    only what changed, with the same paths, instead of every field of a large object."""
+    only what changed, with the same paths, instead of every field of a large object. Two differing
+    strings under string keys are set aside in `strings` (path, old, new): deepdiff would also work
+    out a line diff of every multi-line one, unused here and most of the cost of a changed ConfigMap."""
     if not (isinstance(old, dict) and isinstance(new, dict)):
         return old, new
     kept_old, kept_new = {}, {}
@@ -112,7 +115,11 @@ def _differing(old: Any, new: Any) -> tuple[Any, Any]:
         if key in old and key in new:
             if old[key] == new[key]:
                 continue
-            kept_old[key], kept_new[key] = _differing(old[key], new[key])
+            if strings is not None and isinstance(key, str) and isinstance(old[key], str) \
+                    and isinstance(new[key], str):
+                strings.append(((*at, key), old[key], new[key]))
+                continue
+            kept_old[key], kept_new[key] = _differing(old[key], new[key], (*at, key), strings)
         elif key in old:
             kept_old[key] = old[key]
         else:
@@ -158,15 +165,26 @@ class Change:
         return found
 
 
+_QUOTE = "'{}'"
+"""How deepdiff quotes a mapping key in a path (DictRelationship.quote_str)."""
+
+
 def field_changes(old: dict[str, Any], new: dict[str, Any], ignore: list[str]) -> list[FieldChange]:
     """Field-level changes between two bodies, minus those matching an ignore pattern."""
     from deepdiff import DeepDiff
+    from deepdiff.path import stringify_element
 
     # Lists left as lists (no `name` on every item) are compared index by index: their order is
     # what the API server stores, and deepdiff's pairing of moved items is what made a large
-    # diff slow (seconds per thousand objects).
-    diff = DeepDiff(*_differing(_normalise(old), _normalise(new)), verbose_level=2, zip_ordered_iterables=True)
-    out: list[FieldChange] = []
+    # diff slow (seconds per thousand objects). Mappings are always walked key by key
+    # (threshold_to_diff_deeper=0): deepdiff otherwise reports a whole mapping as one value when
+    # few of its keys are shared, and with the equal keys taken out first that would depend on
+    # how many were equal.
+    strings: list[tuple[tuple[str, ...], str, str]] = []
+    diff = DeepDiff(*_differing(_normalise(old), _normalise(new), strings=strings), verbose_level=2,
+                    zip_ordered_iterables=True, threshold_to_diff_deeper=0)
+    out = [FieldChange(_dotted("root" + "".join(f"[{stringify_element(k, _QUOTE)}]" for k in at)), before, after,
+                       "changed") for at, before, after in strings]
     for kind, entries in diff.items():
         for deep_path, value in entries.items():
             path = _dotted(deep_path)

@@ -6,6 +6,7 @@ The pull-request comment (Markdown in parts) is `generator.diff.comment`.
 from __future__ import annotations
 
 import difflib
+import re
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
@@ -159,9 +160,49 @@ def unified(change: Change) -> list[str]:
     def lines(text: str | None) -> list[str]:
         return [line for line in (text or "").splitlines() if not line.startswith("# ")]
     old, new = change.before, change.after
-    return list(difflib.unified_diff(lines(old.text if old else None), lines(new.text if new else None),
-                                     fromfile=(old.path if old else "/dev/null"),
-                                     tofile=(new.path if new else "/dev/null"), lineterm="", n=3))
+    return unified_lines(lines(old.text if old else None), lines(new.text if new else None),
+                         old.path if old else "/dev/null", new.path if new else "/dev/null")
+
+
+_HUNK = re.compile(r"@@ -(\d+)(,\d+)? \+(\d+)(,\d+)? @@")
+
+
+def unified_lines(a: list[str], b: list[str], fromfile: str, tofile: str, context: int = 3) -> list[str]:
+    """difflib's unified diff of two lists of lines, with the lines both share at the start and at
+    the end set aside first (as git's xdiff does): a 5,000-line ConfigMap with one value changed is
+    matched on the few lines around it, not all of them (difflib's matcher over whole texts was
+    most of a preview's time at 50 ConfigMaps like that). Hunk headers count from the top of the
+    whole text. Where the matcher, given the cut text, put a change next to the cut (a line
+    inserted beside its twin can be aligned on either), the cut hunk would lack context: the
+    whole texts are diffed instead."""
+    same_head, shortest = 0, min(len(a), len(b))
+    while same_head < shortest and a[same_head] == b[same_head]:
+        same_head += 1
+    same_tail = 0
+    while same_tail < shortest - same_head and a[-1 - same_tail] == b[-1 - same_tail]:
+        same_tail += 1
+    start, cut = max(0, same_head - context), max(0, same_tail - context)
+    out = list(difflib.unified_diff(a[start:len(a) - cut], b[start:len(b) - cut], fromfile=fromfile,
+                                    tofile=tofile, lineterm="", n=context))
+    if (start or cut) and not _full_context(out, context, start == 0, cut == 0):
+        return list(difflib.unified_diff(a, b, fromfile=fromfile, tofile=tofile, lineterm="", n=context))
+    if not start:
+        return out
+
+    def shifted(m: re.Match[str]) -> str:
+        return f"@@ -{int(m[1]) + start}{m[2] or ''} +{int(m[3]) + start}{m[4] or ''} @@"
+    return [_HUNK.sub(shifted, line, count=1) if line.startswith("@@ ") else line for line in out]
+
+
+def _full_context(diff: list[str], context: int, at_top: bool, at_end: bool) -> bool:
+    """Whether the first hunk opens and the last closes with `context` unchanged lines (or at the
+    top or end of the text): GNU patch takes a hunk with fewer as one anchored there."""
+    first = next((i for i, line in enumerate(diff) if line.startswith("@@ ")), None)
+    if first is None:
+        return True
+    opening = next((i for i, line in enumerate(diff[first + 1:]) if not line.startswith(" ")), 0)
+    closing = next((i for i, line in enumerate(reversed(diff)) if not line.startswith(" ")), 0)
+    return (at_top or opening >= context) and (at_end or closing >= context)
 
 
 def full_text(result: DiffResult) -> str:

@@ -16,7 +16,7 @@ shows nothing. So:
 With `--rendered` (the preview workflow, once `fleetgen render --check` has passed) nothing is
 compiled: the committed rendered/ of the base and of the work tree are compared, and only the
 files git reports as different are read. Both fleets are still loaded (unchanged files once) for
-the capacity table.
+the capacity table, in a second process while the first reads and compares the rendered files.
 """
 
 from __future__ import annotations
@@ -249,40 +249,67 @@ def _own_generator(base_root: Path, label: str) -> Side:
     return side
 
 
-def rendered_sides(root: Path, ref: str) -> tuple[Side, Side]:
-    """The base's committed rendered/ and the work tree's, read only where they differ."""
-    from generator.checks import load_fleet
-    from generator.config.fleet import LoadCache, read_fleet
+@dataclass(frozen=True)
+class Committed:
+    """Where a `--rendered` diff's base is: what `_resolve` found for the ref."""
 
+    root: Path
+    top: Path
+    prefix: str
+    commit: str
+    listed: frozenset[str]
+    ref: str
+
+    @property
+    def label(self) -> str:
+        return f"{self.ref} ({self.commit[:12]}), rendered/ as committed"
+
+
+def committed(root: Path, ref: str) -> Committed:
+    """The ref of a `--rendered` diff, refused unless both sides have a committed rendered/."""
     top, prefix, commit, listed = _resolve(root, ref)
-    label = f"{ref} ({commit[:12]}), rendered/ as committed"
     if "rendered" not in listed or not (root / "rendered").is_dir():
         missing = ref if "rendered" not in listed else "the work tree"
         raise UsageError(f"--rendered compares committed rendered/ trees, and {missing} has none: "
                          "run without --rendered")
-    where = f"{prefix}rendered/"
-    with ThreadPoolExecutor(2) as git:  # git walks the work tree while the fleets load
+    return Committed(root, top, prefix, commit, frozenset(listed), ref)
+
+
+def committed_fleets(base: Committed) -> tuple[Fleet | None, Fleet]:
+    """The base's fleet as its files at the ref read (None when they do not load) and the work
+    tree's, checked: unchanged files are read once for both."""
+    from generator.checks import load_fleet
+    from generator.config.fleet import LoadCache, read_fleet
+
+    cache: LoadCache = {}
+    with tempfile.TemporaryDirectory(prefix="fleetgen-base-") as tmp:
+        _export(base.top, base.commit, [base.prefix + n for n in sorted(base.listed & set(INPUTS))], Path(tmp),
+                base.ref)
+        try:
+            base_fleet: Fleet | None = read_fleet(Path(tmp) / base.prefix, cache=cache)
+        except (InputError, UsageError):
+            base_fleet = None
+    return base_fleet, load_fleet(base.root, cache=cache)
+
+
+def rendered_sides(base: Committed) -> tuple[Side, Side]:
+    """The base's committed rendered/ and the work tree's, read only where they differ (no fleets:
+    `committed_fleets` loads those, in another process while this runs)."""
+    top, commit, where = base.top, base.commit, f"{base.prefix}rendered/"
+    with ThreadPoolExecutor(2) as git:  # git walks the work tree twice at once
         tracked = git.submit(_git, top, "diff", "--name-status", "-z", "--no-renames", commit, "--", where)
         untracked = git.submit(_git, top, "ls-files", "-z", "--others", "--exclude-standard", "--", where)
-        cache: LoadCache = {}
-        with tempfile.TemporaryDirectory(prefix="fleetgen-base-") as tmp:
-            _export(top, commit, [prefix + n for n in sorted(listed & set(INPUTS))], Path(tmp), ref)
-            try:
-                base_fleet: Fleet | None = read_fleet(Path(tmp) / prefix, cache=cache)
-            except (InputError, UsageError):
-                base_fleet = None
-        head_fleet = load_fleet(root, cache=cache)
         fields = tracked.result().decode().split("\0")
         status = dict(zip(fields[1::2], fields[0::2], strict=False))  # path -> A, D, M, T ...
         new = [p for p in untracked.result().decode().split("\0") if p]
     paths = sorted({p.removeprefix(where) for p in [*status, *new] if p.startswith(where)})
     at_base = [where + p for p in paths if status.get(where + p, "A") != "A"]  # added and untracked: not there
     before: emit.Tree = _blobs(top, commit, at_base, where)
-    rendered = repofiles.inside(root, "rendered")
+    rendered = repofiles.inside(base.root, "rendered")
     after: emit.Tree = {p: repofiles.read_bytes(rendered, p) for p in paths if (rendered / p).exists()}
     note = (f"compared rendered/ as committed ({len(paths)} file(s) differ); the preview workflow has checked "
             "that the work tree's matches teams/ and clusters/")
-    return Side(before, base_fleet, label), Side(after, head_fleet, "work tree, rendered/", [note])
+    return Side(before, None, base.label), Side(after, None, "work tree, rendered/", [note])
 
 
 def _blobs(root: Path, commit: str, paths: list[str], where: str) -> emit.Tree:
