@@ -83,6 +83,13 @@ def _texts(objects: list[emit.FileSource]) -> list[bytes]:
     return [emit.object_text(source, body) for source, body in objects]
 
 
+def _inherited_texts(start: int, stop: int) -> list[bytes]:
+    """`_texts` of a slice of the objects a forked helper inherited (`_cluster_tree`)."""
+    objects = _WORKER["emit"]
+    assert isinstance(objects, list)
+    return _texts(objects[start:stop])
+
+
 def _cluster_tree(name: str, manifests: list[Manifest], jobs: int) -> emit.Tree:
     """`emit.cluster_tree`, with the files' text written in `jobs` processes (this one among
     them) when there are many: the same bytes, in the same order."""
@@ -91,16 +98,25 @@ def _cluster_tree(name: str, manifests: list[Manifest], jobs: int) -> emit.Tree:
         return emit.texts_of(files)
     import concurrent.futures
 
-    # Each helper is sent only what the text is made of (a Manifest, origins and all, takes
-    # longer to unpickle than its YAML takes to write).
     objects = list(files.values())
     size = -(-len(objects) // jobs)
-    chunks = [objects[i:i + size] for i in range(0, len(objects), size)]
-    with concurrent.futures.ProcessPoolExecutor(len(chunks) - 1, mp_context=pool_context()) as pool:
-        others = [pool.submit(_texts, chunk) for chunk in chunks[1:]]
-        texts = _texts(chunks[0])
-        for other in others:
-            texts += other.result()
+    starts = range(size, len(objects), size)
+    context = pool_context()
+    # A forked helper finds the objects in the memory it inherits; a spawned one is sent only
+    # what the text is made of (a Manifest, origins and all, takes longer to unpickle than its
+    # YAML takes to write). Unpickling half of a 10,000-team pool's objects took a second.
+    _WORKER["emit"] = objects
+    try:
+        with concurrent.futures.ProcessPoolExecutor(len(starts), mp_context=context) as pool:
+            if context.get_start_method() == "fork":
+                others = [pool.submit(_inherited_texts, i, i + size) for i in starts]
+            else:
+                others = [pool.submit(_texts, objects[i:i + size]) for i in starts]
+            texts = _texts(objects[:size])
+            for other in others:
+                texts += other.result()
+    finally:
+        del _WORKER["emit"]
     return emit.texts_of(files, texts)
 
 

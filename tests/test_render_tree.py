@@ -278,7 +278,9 @@ def test_a_large_cluster_written_in_several_processes_is_byte_identical(
         fleet_root: Path, monkeypatch: pytest.MonkeyPatch, start: str) -> None:
     """One cluster's objects are turned into text in one process per core from
     PARALLEL_EMIT_OBJECTS objects on (lowered here so prod-east qualifies): the same files, in
-    the same order, whether the helpers are forked or spawned."""
+    the same order, whether the helpers are forked (and read the objects they inherit) or
+    spawned (and are sent them)."""
+    import concurrent.futures
     import multiprocessing
 
     from generator import render
@@ -290,9 +292,14 @@ def test_a_large_cluster_written_in_several_processes_is_byte_identical(
     real = emit.texts_of
     monkeypatch.setattr(emit, "texts_of", lambda files, texts=None: given.append(texts is not None)
                         or real(files, texts))
+    sent: list[str] = []
+    submit = concurrent.futures.ProcessPoolExecutor.submit
+    monkeypatch.setattr(concurrent.futures.ProcessPoolExecutor, "submit",
+                        lambda pool, fn, *args: sent.append(fn.__name__) or submit(pool, fn, *args))
     parallel = render.build(fleet_root, ["prod-east"], jobs=3).tree
     assert list(parallel.items()) == list(serial.items())
     assert given[0]  # prod-east's texts came from the helpers
+    assert sent == ["_inherited_texts" if start == "fork" else "_texts"] * 2, sent
 
 
 def test_findings_inside_workers_stop_the_render(fleet_root: Path) -> None:
