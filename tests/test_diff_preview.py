@@ -293,6 +293,33 @@ def test_committed_trees_give_the_same_preview_reading_only_what_differs(repo: P
     assert committed["notes"][0].startswith("compared rendered/ as committed (3 file(s) differ)")
 
 
+def test_a_committed_preview_is_the_same_forked_spawned_or_on_one_core(repo: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fleets of a `--rendered` diff load in a forked helper (Linux, no other thread), a
+    spawned one (elsewhere, or under a threaded caller), or this process (one core): one report."""
+    import multiprocessing
+
+    from generator.diff import run as diff_run
+
+    assert run(repo, "render").code == 0
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "rendered")
+    _edit(repo / "teams/speech.yaml", "gpus: 6", "gpus: 4")
+    assert run(repo, "render").code == 0
+    reports = {}
+    for how in ("fork", "spawn", "one core"):
+        with monkeypatch.context() as patch:
+            if how == "one core":
+                patch.setattr(diff_run.os, "cpu_count", lambda: 1)
+                patch.setattr(diff_run, "pool_context", lambda: pytest.fail("no helper on one core"))
+            else:
+                patch.setattr(diff_run, "pool_context", lambda how=how: multiprocessing.get_context(how))
+            code, reports[how] = diff_json(repo, "--rendered")
+        assert code == 1, how
+        assert reports[how]["capacity"] and reports[how]["changes"], how
+    assert reports["fork"] == reports["spawn"] == reports["one core"]
+
+
 def test_a_committed_preview_of_a_fleet_that_fails_its_checks_names_the_file_and_line(repo: Path) -> None:
     """The fleets of a `--rendered` diff load in a helper process: a finding there is still the
     error, at file and line, exit 2, and nothing is printed as if the diff had run."""

@@ -49,23 +49,21 @@ def run_diff(root: Path, base: str | None = None, from_dir: str | None = None, t
 
 
 def fleet_impact(before: Fleet | None, after: Fleet | None) -> FleetImpact:
+    """What the two fleets say of the change that the rendered objects cannot."""
     return capacity_impact(before, after), scheduling_risks(before, after)
 
 
 def _committed(root: Path, ref: str, ignore: list[str] | None) -> DiffResult:
     """The two committed rendered/ trees, with the fleets loaded and their impact worked out in a
-    second process meanwhile: the two halves take about as long (at 50 clusters x 200 teams, a
-    one-team change, about a second each) and need nothing from each other."""
+    second process meanwhile: the two halves take about as long (50 clusters x 200 teams, a
+    one-team change, quiet 2 cores: 0.85 and 0.7 s) and need nothing from each other. An error
+    in this process is raised once the helper has finished; one in the helper, from `result()`."""
     where = committed(root, ref)
     if (os.cpu_count() or 1) < 2:
         return _committed_result(where, _committed_impact(where), ignore)
     with concurrent.futures.ProcessPoolExecutor(1, mp_context=pool_context()) as pool:
         pending = pool.submit(_committed_impact, where)  # forked before any thread of ours starts
-        try:
-            return _committed_result(where, pending, ignore)
-        except BaseException:
-            pool.shutdown(wait=False, cancel_futures=True)
-            raise
+        return _committed_result(where, pending, ignore)
 
 
 def _committed_impact(where: Committed) -> Impact:
