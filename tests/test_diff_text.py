@@ -83,7 +83,7 @@ def test_a_large_text_with_one_change_is_matched_on_the_lines_around_it(monkeypa
 def _value(rng: random.Random, depth: int) -> Any:
     roll = rng.random()
     if depth < 3 and roll < 0.3:
-        keys = ["spec", "a.b", "it's", 'say "hi"', "x y", "[h100]", "nvidia.com/gpu", "data"]
+        keys: list[Any] = ["spec", "a.b", "it's", 'say "hi"', "x y", "[h100]", "nvidia.com/gpu", "data", 7]
         return {k: _value(rng, depth + 1) for k in rng.sample(keys, rng.randint(0, 4))}
     if depth < 3 and roll < 0.45:
         if rng.random() < 0.5:  # items with unique names: keyed by name

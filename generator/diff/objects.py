@@ -106,8 +106,9 @@ def _differing(old: Any, new: Any, at: tuple[str, ...] = (),
                strings: list[tuple[tuple[str, ...], str, str]] | None = None) -> tuple[Any, Any]:
     """Both values less the mapping keys whose values are equal (recursively): deepdiff then walks
     only what changed, with the same paths, instead of every field of a large object. Two differing
-    strings under string keys are set aside in `strings` (path, old, new): deepdiff would also work
-    out a line diff of every multi-line one, unused here and most of the cost of a changed ConfigMap."""
+    strings reached through string keys only are set aside in `strings` (path, old, new): deepdiff
+    would also work out a line diff of every multi-line one, unused here and most of the cost of a
+    changed ConfigMap. Below any other key (`1:` in a file of a pull request) deepdiff keeps them."""
     if not (isinstance(old, dict) and isinstance(new, dict)):
         return old, new
     kept_old, kept_new = {}, {}
@@ -115,11 +116,11 @@ def _differing(old: Any, new: Any, at: tuple[str, ...] = (),
         if key in old and key in new:
             if old[key] == new[key]:
                 continue
-            if strings is not None and isinstance(key, str) and isinstance(old[key], str) \
-                    and isinstance(new[key], str):
-                strings.append(((*at, key), old[key], new[key]))
+            below = strings if isinstance(key, str) else None
+            if below is not None and isinstance(old[key], str) and isinstance(new[key], str):
+                below.append(((*at, key), old[key], new[key]))
                 continue
-            kept_old[key], kept_new[key] = _differing(old[key], new[key], (*at, key), strings)
+            kept_old[key], kept_new[key] = _differing(old[key], new[key], (*at, key), below)
         elif key in old:
             kept_old[key] = old[key]
         else:
