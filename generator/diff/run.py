@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 from generator.config.fleet import Fleet
@@ -41,16 +42,23 @@ def run_diff(root: Path, base: str | None = None, from_dir: str | None = None, t
         before, after = compiled(Path(from_dir), from_dir), compiled(Path(to_dir), to_dir)
     else:
         before, after = git_sides(root, base or "HEAD")
-    changes = compare(*changed_objects(before.tree, after.tree), ignore)
     has_fleets = (before.fleet is not None or not before.tree) and after.fleet is not None
-    capacity, scheduling = fleet_impact(before.fleet, after.fleet) if has_fleets else ([], [])
-    return DiffResult(before.label, after.label, changes, capacity, risks(changes, capacity, scheduling), has_fleets,
-                      [*before.notes, *after.notes])
+    return _result(before, after, ignore, lambda: fleet_impact(before.fleet, after.fleet) if has_fleets else None)
 
 
 def fleet_impact(before: Fleet | None, after: Fleet | None) -> FleetImpact:
     """What the two fleets say of the change that the rendered objects cannot."""
     return capacity_impact(before, after), scheduling_risks(before, after)
+
+
+def _result(before: Side, after: Side, ignore: list[str] | None,
+            impact: Callable[[], FleetImpact | None]) -> DiffResult:
+    """Compare the two sides, then take the fleets' part from `impact` (None: no capacity table)."""
+    changes = compare(*changed_objects(before.tree, after.tree), ignore)
+    found = impact()
+    capacity, scheduling = found if found is not None else ([], [])
+    return DiffResult(before.label, after.label, changes, capacity, risks(changes, capacity, scheduling),
+                      found is not None, [*before.notes, *after.notes])
 
 
 def _committed(root: Path, ref: str, ignore: list[str] | None) -> DiffResult:
@@ -60,10 +68,10 @@ def _committed(root: Path, ref: str, ignore: list[str] | None) -> DiffResult:
     in this process is raised once the helper has finished; one in the helper, from `result()`."""
     where = committed(root, ref)
     if (os.cpu_count() or 1) < 2:
-        return _committed_result(where, _committed_impact(where), ignore)
+        return _committed_result(where, lambda: _committed_impact(where), ignore)
     with concurrent.futures.ProcessPoolExecutor(1, mp_context=pool_context()) as pool:
         pending = pool.submit(_committed_impact, where)  # forked before any thread of ours starts
-        return _committed_result(where, pending, ignore)
+        return _committed_result(where, pending.result, ignore)
 
 
 def _committed_impact(where: Committed) -> Impact:
@@ -72,16 +80,13 @@ def _committed_impact(where: Committed) -> Impact:
     return fleet_impact(base_fleet, head_fleet), base_fleet is not None
 
 
-def _committed_result(where: Committed, impact: Impact | concurrent.futures.Future[Impact],
-                      ignore: list[str] | None) -> DiffResult:
+def _committed_result(where: Committed, impact: Callable[[], Impact], ignore: list[str] | None) -> DiffResult:
     before, after = rendered_sides(where)
-    changes = compare(*changed_objects(before.tree, after.tree), ignore)
-    (capacity, scheduling), base_loaded = impact if isinstance(impact, tuple) else impact.result()
-    has_fleets = base_loaded or not before.tree  # no base fleet: a table only when everything is new
-    if not has_fleets:
-        capacity, scheduling = [], []
-    return DiffResult(before.label, after.label, changes, capacity, risks(changes, capacity, scheduling), has_fleets,
-                      [*before.notes, *after.notes])
+
+    def table() -> FleetImpact | None:  # no base fleet: a table only when everything is new
+        found, base_loaded = impact()
+        return found if base_loaded or not before.tree else None
+    return _result(before, after, ignore, table)
 
 
 def _fleet_folder(option: str, folder: Path) -> None:
