@@ -12,9 +12,8 @@ import contextlib
 import json
 import os
 import re
-import shutil
+import secrets
 import signal
-import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
@@ -22,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from generator import repofiles
+from generator import proofs, repofiles
 from generator.compile.codeowners import PATH as CODEOWNERS
 from generator.compile.manifest import Manifest
 from generator.errors import UsageError
@@ -141,29 +140,27 @@ Stats = dict[str, os.stat_result]
 """Path relative to `rendered/` -> the file's stat data as it was written (for the render index)."""
 
 
-_NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0)
-
-
-def _write_files(folder: Path, files: Tree, stats: Stats | None = None) -> None:
-    """Every file into a fresh staging folder. Plain strings and file descriptors: a Path per
-    file, or a buffered file object (three more system calls each), costs more than the write."""
-    base = os.fspath(folder)
-    made: set[str] = set()
-    for rel, content in files.items():
-        target = os.path.join(base, rel)
-        parent = os.path.dirname(target)
-        if parent not in made:
-            os.makedirs(parent, exist_ok=True)
-            made.add(parent)
-        fd = os.open(target, _NEW_FILE, 0o666)
-        try:
-            view = memoryview(content)
-            while view:  # os.write may write less than asked
-                view = view[os.write(fd, view):]
+def _write_files(folder: repofiles.Folder, files: Tree, stats: Stats | None = None) -> None:
+    """Every file into a fresh staging folder, through descriptors: each folder below it is made
+    and opened once (in sorted order a folder's files come together), each file created with
+    O_EXCL|O_NOFOLLOW relative to its folder's descriptor. No path is walked twice, no link
+    followed."""
+    opened: list[tuple[str, repofiles.Folder]] = [("", folder)]
+    try:
+        for rel in sorted(files):
+            parent, _, name = rel.rpartition("/")
+            while opened[-1][0] and not (parent == opened[-1][0] or parent.startswith(opened[-1][0] + "/")):
+                opened.pop()[1].close()
+            depth = opened[-1][0]
+            for part in parent[len(depth):].strip("/").split("/") if parent != depth else ():
+                path = f"{opened[-1][0]}/{part}" if opened[-1][0] else part
+                opened.append((path, opened[-1][1].child(part, create=True)))
+            st = opened[-1][1].write_new(name, files[rel])
             if stats is not None:  # taken from the file as written: a later edit cannot hide in it
-                stats[rel] = os.fstat(fd)
-        finally:
-            os.close(fd)
+                stats[rel] = st
+    finally:
+        for _, inner in opened[1:]:
+            inner.close()
 
 
 # --- the transaction ---------------------------------------------------------------------------
@@ -172,6 +169,12 @@ def _write_files(folder: Path, files: Tree, stats: Stats | None = None) -> None:
 # by renames with signals held. A render killed before the commit leaves the old tree (the next
 # run drops the stage); killed after it, the next run finishes the switch. Either way the next
 # run starts from exactly the old tree or exactly the new one.
+#
+# A pull request can commit anything under .fleetgen/, links included. So fleetgen acts only on
+# a stage it issued (a token in the cache folder, outside the repository, that the journal
+# repeats: `proofs`), refuses a .fleetgen/ that git tracks, and makes every move through folders
+# held open (`repofiles.Folder`): no component on the way (`old`, `files`, `old-files`, ...) is
+# ever followed as a link.
 
 EXTRA_FILES = (CODEOWNERS,)
 """The only files outside rendered/ that a render writes (inside the same transaction)."""
@@ -179,17 +182,38 @@ WORK = ".fleetgen"
 """Beside rendered/: staging, the journal and the lock; it git-ignores itself."""
 JOURNAL = "journal.json"
 LOCK = "lock"
+WORK_FIX = (f"remove it from the repository (`git rm -r --cached {WORK}`), delete {WORK}/ and run "
+            "`fleetgen render` again")
+
+
+def refuse_committed(root: Path) -> None:
+    """`.fleetgen/` is fleetgen's scratch area and never comes from a commit: if git tracks
+    anything in it, nothing there is read or moved (UsageError)."""
+    if not os.path.lexists(root / WORK):
+        return
+    tracked = repofiles.tracked(root, WORK)
+    if tracked:
+        more = f" (and {len(tracked) - 1} more)" if len(tracked) > 1 else ""
+        raise UsageError(f"{json.dumps(tracked[0])[1:-1]}{more} is tracked by git; {WORK}/ is fleetgen's own "
+                         f"scratch area, which fleetgen never takes from a commit: {WORK_FIX}")
+
+
+def _work(root: Path) -> repofiles.Folder:
+    """`.fleetgen/`, opened (made, with a .gitignore that hides it and itself from git, if missing)."""
+    work = repofiles.Folder.open(root, WORK, create=True)
+    try:
+        if not work.exists(".gitignore"):
+            work.replace(".gitignore", b"# fleetgen's staging area, journal and lock\n*\n")
+    except BaseException:
+        work.close()
+        raise
+    return work
 
 
 def work_dir(root: Path) -> Path:
     """`.fleetgen/`, created with a .gitignore that hides it (and itself) from git."""
-    work = repofiles.inside(root, WORK)
-    if not work.is_dir():
-        work.mkdir()
-    ignore = work / ".gitignore"
-    if not ignore.is_file():
-        repofiles.write_bytes(root, f"{WORK}/.gitignore", b"# fleetgen's staging area, journal and lock\n*\n")
-    return work
+    with _work(root):
+        return root / WORK
 
 
 @contextlib.contextmanager
@@ -207,51 +231,67 @@ def _signals_held() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
-def _switch(new: Path | None, old: Path, target: Path, done: list[tuple[Path, Path]]) -> None:
+Move = tuple[repofiles.Folder, str, repofiles.Folder, str]
+"""A rename done: from (folder, name) to (folder, name)."""
+
+
+def _switch(new: tuple[repofiles.Folder, str] | None, old: tuple[repofiles.Folder, str],
+            target: tuple[repofiles.Folder, str], done: list[Move]) -> None:
     """Move `target` (if there) aside to `old`, then `new` (if any) into its place; each rename is
     noted in `done` so that an error can undo them in reverse."""
-    if os.path.lexists(target):
-        os.rename(target, old)
-        done.append((old, target))
+    if target[0].exists(target[1]):
+        target[0].rename(target[1], *old)
+        done.append((*old, *target))
     if new is not None:
-        os.rename(new, target)
-        done.append((target, new))
+        new[0].rename(new[1], *target)
+        done.append((*target, *new))
 
 
 def _apply(root: Path, journal: dict[str, Any]) -> None:
     """Switch the staged folders in; idempotent, so an interrupted switch can be run again.
-    On an error (read-only or full disk) the renames done so far are undone, then it raises."""
-    rendered = repofiles.inside(root, RENDERED)
-    work = work_dir(root)
-    stage = work / str(journal["stage"])
-    done: list[tuple[Path, Path]] = []
-    with _signals_held():
+    On an error (read-only or full disk) the renames done so far are undone, then it raises.
+    Every folder involved is opened component by component without following a link."""
+    stage_name = str(journal["stage"])
+    done: list[Move] = []
+    with contextlib.ExitStack() as held, _signals_held():
+        work = held.enter_context(_work(root))
         try:
-            rendered.mkdir(exist_ok=True)
-            (stage / "old").mkdir(exist_ok=True)
-            for index, rel in enumerate(journal.get("files", [])):  # files outside rendered/ (CODEOWNERS)
-                new, old = stage / "files" / str(index), stage / "old-files" / str(index)
-                if os.path.lexists(new):  # else switched before an interruption
-                    old.parent.mkdir(exist_ok=True)
-                    repofiles.inside(root, rel).parent.mkdir(parents=True, exist_ok=True)
-                    _switch(new, old, root / rel, done)
+            rendered = held.enter_context(repofiles.Folder.open(root, RENDERED, create=True))
+            stage = held.enter_context(work.child(stage_name))
+            old = held.enter_context(stage.child("old", create=True))
+            extra = journal.get("files", [])
+            if extra and stage.exists("files"):
+                files = held.enter_context(stage.child("files"))
+                old_files = held.enter_context(stage.child("old-files", create=True))
+                for index, rel in enumerate(extra):  # files outside rendered/ (CODEOWNERS)
+                    if files.exists(str(index)):  # else switched before an interruption
+                        parent, _, name = rel.rpartition("/")
+                        folder = held.enter_context(repofiles.Folder.open(root, parent, create=True))
+                        _switch((files, str(index)), (old_files, str(index)), (folder, name), done)
+            new = held.enter_context(stage.child("new", create=True))
             for top in journal["replace"]:
-                if os.path.lexists(stage / "new" / top):
-                    _switch(stage / "new" / top, stage / "old" / top, rendered / top, done)
+                if new.exists(top):
+                    _switch((new, top), (old, top), (rendered, top), done)
             for top in journal["remove"]:
-                _switch(None, stage / "old" / top, rendered / top, done)
-        except OSError:
-            for moved, back in reversed(done):
-                os.rename(moved, back)
-            (work / JOURNAL).unlink(missing_ok=True)
-            shutil.rmtree(stage, ignore_errors=True)
+                _switch(None, (old, top), (rendered, top), done)
+        except (OSError, repofiles.UnsafePath):
+            for moved_in, moved, back_in, back in reversed(done):
+                moved_in.rename(moved, back_in, back)
+            work.unlink(JOURNAL)
+            _drop(root, work, stage_name)
             raise
-        (work / JOURNAL).unlink()
-    shutil.rmtree(stage, ignore_errors=True)
+        work.unlink(JOURNAL)
+        _drop(root, work, stage_name)
+
+
+def _drop(root: Path, work: repofiles.Folder, stage: str) -> None:
+    """Delete one of fleetgen's own stages, then its proof."""
+    work.remove_tree(stage)
+    proofs.withdraw_stage(root, stage)
 
 
 _STAGE_NAME = re.compile(r"stage-[A-Za-z0-9_]{1,64}")
-"""What `tempfile.mkdtemp(prefix="stage-")` names a stage: anything else was not written by fleetgen."""
+"""What fleetgen names a stage: anything else was not written by fleetgen."""
 _TOP_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 """A top-level folder of rendered/: a cluster name (a DNS label) or `gitops`."""
 JOURNAL_FIX = f"delete {WORK}/ (it is fleetgen's scratch area, never committed) and run `fleetgen render` again"
@@ -268,8 +308,9 @@ def read_journal(root: Path) -> dict[str, Any] | None:
     """The committed switch in `.fleetgen/journal.json`, checked as hostile input, or None.
 
     A pull request can commit this file. Acting on it would rename and delete whatever it names,
-    so it must name a stage folder fleetgen made (a plain folder under `.fleetgen/`) and plain
-    top-level names of `rendered/`; anything else is refused, and nothing is moved.
+    so it must name a stage folder fleetgen made (a plain folder under `.fleetgen/`, whose token
+    the cache folder holds: `proofs`) and plain top-level names of `rendered/`; anything else is
+    refused, and nothing is moved.
     """
     work = repofiles.inside(root, WORK)
     if not work.is_dir():
@@ -284,8 +325,9 @@ def read_journal(root: Path) -> dict[str, Any] | None:
         journal = json.loads(data)
     except (ValueError, RecursionError):
         raise ForeignJournal("is not JSON") from None
-    if not isinstance(journal, dict) or set(journal) - {"files"} != {"stage", "replace", "remove"}:
-        raise ForeignJournal('is not an object with exactly the keys "stage", "replace", "remove" and "files"')
+    if not isinstance(journal, dict) or set(journal) - {"files", "token"} != {"stage", "replace", "remove"}:
+        raise ForeignJournal('is not an object with exactly the keys "stage", "replace", "remove", "files" '
+                             'and "token"')
     files = journal.get("files", [])
     if not isinstance(files, list) or not all(isinstance(f, str) and f in EXTRA_FILES for f in files):
         raise ForeignJournal(f'has "files" other than {", ".join(EXTRA_FILES)}')
@@ -302,29 +344,30 @@ def read_journal(root: Path) -> dict[str, Any] | None:
         names = journal[key]
         if not isinstance(names, list) or not all(isinstance(n, str) and _TOP_NAME.fullmatch(n) for n in names):
             raise ForeignJournal(f'has a "{key}" that is not a list of top-level folder names of {RENDERED}/')
-        for name in names:
-            for rel in (f"{WORK}/{stage}/new/{name}", f"{RENDERED}/{name}"):
-                try:
-                    repofiles.inside(root, rel)
-                except repofiles.UnsafePath as exc:
-                    raise ForeignJournal(f"names {rel}, which {exc.reason}") from None
     if set(journal["replace"]) & set(journal["remove"]):
         raise ForeignJournal("both replaces and removes the same folder")
+    token = journal.get("token")
+    if not isinstance(token, str) or not proofs.stage_proven(root, stage, token):
+        raise ForeignJournal(f"names the stage {stage}, which this checkout's fleetgen did not make (the cache "
+                             "folder holds no token for it)")
     return journal
 
 
 def recover(root: Path) -> None:
     """Finish a switch whose journal was committed; drop stages that never were.
-    A journal fleetgen did not write raises ForeignJournal before anything is moved."""
-    work = repofiles.inside(root, WORK)
-    if not work.is_dir():
+    A journal fleetgen did not write raises ForeignJournal before anything is moved, and a
+    `.fleetgen/` that git tracks a UsageError."""
+    if not os.path.lexists(root / WORK):
         return
+    refuse_committed(root)
+    repofiles.inside(root, WORK)
     journal = read_journal(root)
     if journal is not None:
         _apply(root, journal)
-    for stale in work.glob("stage-*"):
-        if _STAGE_NAME.fullmatch(stale.name) and not stale.is_symlink() and stale.is_dir():
-            shutil.rmtree(stale, ignore_errors=True)
+    with _work(root) as work:
+        for stale in proofs.issued_stages(root):  # only stages fleetgen issued: never a planted one
+            if _STAGE_NAME.fullmatch(stale):
+                _drop(root, work, stale)
 
 
 def write_tree(root: Path, wanted: Tree, only: list[str] | None = None, files: dict[str, bytes] | None = None,
@@ -345,23 +388,27 @@ def write_tree(root: Path, wanted: Tree, only: list[str] | None = None, files: d
     tops = sorted(set(only)) if only is not None else sorted(set(present) | {p.split("/", 1)[0] for p in wanted})
     replace = [t for t in tops if any(p.startswith(f"{_safe_part(t)}/") for p in wanted)]
     remove = [t for t in tops if t not in replace and t in present]
-    work = work_dir(root)
-    stage = Path(tempfile.mkdtemp(prefix="stage-", dir=work))
-    try:
-        _write_files(stage / "new", {p: c for p, c in wanted.items() if p.split("/", 1)[0] in replace}, stats)
-        extra = sorted((files or {}).items())
-        for rel, _ in extra:
-            if rel not in EXTRA_FILES:
-                raise ValueError(f"{rel} is not a file fleetgen writes outside {RENDERED}/")
-            repofiles.inside(root, rel)  # no link on the way to it
-        _write_files(stage / "files", {str(i): content for i, (_, content) in enumerate(extra)})
-        record = {"stage": stage.name, "replace": replace, "remove": remove, "files": [rel for rel, _ in extra]}
-        journal = json.dumps(record).encode()
-        repofiles.write_bytes(root, f"{WORK}/{JOURNAL}", journal)  # the commit point
-    except BaseException:
-        shutil.rmtree(stage, ignore_errors=True)
-        raise
-    _apply(root, json.loads(journal))
+    extra = sorted((files or {}).items())
+    for rel, _ in extra:
+        if rel not in EXTRA_FILES:
+            raise ValueError(f"{rel} is not a file fleetgen writes outside {RENDERED}/")
+        repofiles.inside(root, rel)  # no link on the way to it
+    with _work(root) as work:
+        name = f"stage-{secrets.token_hex(12)}"
+        token = proofs.issue_stage(root, name)  # before the stage exists: every stage on disk is proven
+        try:
+            with work.child(name, create=True) as stage:
+                with stage.child("new", create=True) as new:
+                    _write_files(new, {p: c for p, c in wanted.items() if p.split("/", 1)[0] in replace}, stats)
+                with stage.child("files", create=True) as staged:
+                    _write_files(staged, {str(i): content for i, (_, content) in enumerate(extra)})
+            record = {"stage": name, "token": token, "replace": replace, "remove": remove,
+                      "files": [rel for rel, _ in extra]}
+            work.replace(JOURNAL, json.dumps(record).encode())  # the commit point
+        except BaseException:
+            _drop(root, work, name)
+            raise
+    _apply(root, record)
 
 
 @contextlib.contextmanager
@@ -374,7 +421,8 @@ def locked(root: Path, wait: float = 60.0, writing: bool = True) -> Iterator[Non
         yield
         return
     try:
-        fd = os.open(work_dir(root) / LOCK, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+        with _work(root) as work:
+            fd = os.open(LOCK, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644, dir_fd=work.fd)
     except OSError:
         if writing:
             raise

@@ -24,6 +24,11 @@ Three users: a plain `render` stops at once when the whole key and the tree matc
 `render` and `render --check` compile only the clusters whose key changed or whose files no
 longer match; everything else is taken as rendered. `--cluster`, `--full` and a missing record
 do the full work. Nothing is committed, so output stays byte-identical everywhere.
+
+The index is input like any other: its main record and each folder's entries are sealed with a
+key kept in the cache folder (`proofs`), and a record that is not sealed by it (forged, edited,
+committed) or does not parse as exactly what fleetgen writes is not used: the work is done and
+every file compared. A layout needs no seal: the sealed main record holds its digest.
 """
 
 from __future__ import annotations
@@ -33,12 +38,13 @@ import functools
 import hashlib
 import json
 import os
+import re
 import stat
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from generator import repofiles
+from generator import proofs, repofiles
 from generator.cachedir import cache_dir
 from generator.processes import pool_context
 
@@ -46,7 +52,7 @@ INPUTS = ("teams", "clusters")
 EXTRA_INPUTS = ("fleet.yaml",)
 CODEOWNERS = ".github/CODEOWNERS"
 RENDERED = "rendered"
-FORMAT = 4
+FORMAT = 5
 SECOND = 1_000_000_000
 
 Entry = tuple[int, int, int, int, str]
@@ -98,8 +104,7 @@ def cluster_key(root: Path, cluster_file: str, input_files: list[str], options: 
 
 
 def _record_dir(root: Path) -> Path:
-    name = hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:32]
-    return cache_dir() / "renders" / name
+    return cache_dir() / "renders" / proofs.root_key(root)
 
 
 def _top_file(folder: Path, top: str) -> Path:
@@ -251,6 +256,7 @@ class Index:
         """When the record was written: files changed in that second or later are racy."""
         self.refreshed = False
         """Entries were renewed after their files were hashed and matched: worth saving."""
+        self._root = root
         self._folder = _record_dir(root) if root is not None else None
         self._entries: dict[str, dict[str, Entry]] = {}
         """Per-file entries of the tops loaded or renewed in this run."""
@@ -261,21 +267,15 @@ class Index:
 
     @classmethod
     def load(cls, root: Path) -> Index:
-        """The record for `root`, or an empty index (nothing trusted) if none can be read."""
+        """The record for `root`, or an empty index (nothing trusted) if none can be read, or it
+        is not sealed by this cache's key, or any field is not what fleetgen writes."""
         index = cls(root)
-        try:
-            assert index._folder is not None
-            data = json.loads((index._folder / "index.json").read_text(encoding="utf-8"))
-            if data.get("format") != FORMAT:
-                return cls(root)
-            index.key = str(data["key"])
-            index.clusters = {k: (str(v[0]), int(v[1])) for k, v in data["clusters"].items()}
-            index.tops = {k: TopRecord(str(v[0]), int(v[1]), int(v[2])) for k, v in data["tops"].items()}
-            owners = data.get("codeowners")
-            index.codeowners = tuple(owners) if owners else None  # type: ignore[assignment]
-            index.written_ns = int(data["written"])
-        except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError):
+        assert index._folder is not None
+        data = _read_sealed(root, index._folder / "index.json", "index")
+        parsed = _parse_main(data) if isinstance(data, dict) else None
+        if parsed is None:
             return cls(root)
+        index.key, index.clusters, index.tops, index.codeowners, index.written_ns = parsed
         return index
 
     def save(self, root: Path) -> None:
@@ -286,10 +286,10 @@ class Index:
             folder.mkdir(parents=True, exist_ok=True)
             for top in sorted(self._dirty):
                 if top in self.tops:
-                    _write_json(_top_file(folder, top), {"digest": self.tops[top].digest,
-                                                         "files": self._entries[top]})
+                    _write_sealed(root, _top_file(folder, top), f"top:{top}", {
+                        "digest": self.tops[top].digest, "files": self._entries[top]})
                     _write_text(_layout_file(folder, top), "\0".join(self._layouts[top]))
-            _write_json(folder / "index.json", {
+            _write_sealed(root, folder / "index.json", "index", {
                 "format": FORMAT, "key": self.key, "clusters": self.clusters, "written": time.time_ns(),
                 "tops": {k: [v.digest, v.latest, v.count] for k, v in sorted(self.tops.items())},
                 "codeowners": self.codeowners})
@@ -304,15 +304,15 @@ class Index:
         """The per-file entries of `top` (from its file, checked against its main record)."""
         if top not in self._entries:
             record = record or self.tops.get(top)
-            if record is None or self._folder is None:
+            if record is None or self._folder is None or self._root is None:
                 return None
-            try:
-                data = json.loads(_top_file(self._folder, top).read_text(encoding="utf-8"))
-                if data.get("digest") != record.digest:
-                    return None
-                self._entries[top] = {k: tuple(v) for k, v in data["files"].items()}  # type: ignore[misc]
-            except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            data = _read_sealed(self._root, _top_file(self._folder, top), f"top:{top}")
+            if not isinstance(data, dict) or data.get("digest") != record.digest:
                 return None
+            entries = _parse_entries(data.get("files"), top)
+            if entries is None:
+                return None
+            self._entries[top] = entries
         return self._entries[top]
 
     def _same_content(self, path: Path, digest: str) -> os.stat_result | None:
@@ -457,8 +457,88 @@ class Index:
                 self.codeowners = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, digest)
 
 
-def _write_json(path: Path, data: object) -> None:
-    _write_text(path, json.dumps(data, separators=(",", ":")))
+def _write_sealed(root: Path, path: Path, part: str, data: object) -> None:
+    """A record as its seal, a newline and its JSON; nothing without a key (OSError)."""
+    payload = json.dumps(data, separators=(",", ":"))
+    mac = proofs.seal(root, part, payload.encode())
+    if mac is None:
+        raise OSError("no key to seal the render index with")
+    _write_text(path, f"{mac}\n{payload}")
+
+
+def _read_sealed(root: Path, path: Path, part: str) -> object:
+    """A record's JSON if this cache's key sealed it, else None (gone, forged, edited, torn)."""
+    try:
+        got = repofiles.read_regular(path)
+    except OSError:
+        return None
+    if got is None:
+        return None
+    mac, newline, payload = got[1].partition(b"\n")
+    if not newline or not proofs.sealed(root, part, payload, mac.decode("ascii", "replace")):
+        return None
+    try:
+        return json.loads(payload)
+    except (ValueError, RecursionError):
+        return None
+
+
+_HEX40 = re.compile(r"[0-9a-f]{40}")
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+_TOP = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _entry(value: object) -> Entry | None:
+    """An index entry as fleetgen writes it: four ints and a content hash; else None."""
+    if isinstance(value, list) and len(value) == 5 and all(_is_int(v) for v in value[:4]) \
+            and isinstance(value[4], str) and _HEX40.fullmatch(value[4]):
+        return (value[0], value[1], value[2], value[3], value[4])
+    return None
+
+
+def _parse_main(data: dict[str, object]) -> tuple[str, dict[str, tuple[str, int]], dict[str, TopRecord],
+                                                  Entry | None, int] | None:
+    """The main record's fields, each exactly of the shape fleetgen writes; None if any is not."""
+    key, clusters, tops, owners, written = (data.get(k) for k in ("key", "clusters", "tops", "codeowners",
+                                                                  "written"))
+    if data.get("format") != FORMAT or not isinstance(key, str) or not (key == "" or _HEX64.fullmatch(key)) \
+            or not isinstance(clusters, dict) or not isinstance(tops, dict) or not _is_int(written):
+        return None
+    kept: dict[str, tuple[str, int]] = {}
+    for name, value in clusters.items():
+        if not (_TOP.fullmatch(name) and isinstance(value, list) and len(value) == 2
+                and isinstance(value[0], str) and _HEX64.fullmatch(value[0]) and _is_int(value[1])):
+            return None
+        kept[name] = (value[0], value[1])
+    records: dict[str, TopRecord] = {}
+    for name, value in tops.items():
+        if not (_TOP.fullmatch(name) and isinstance(value, list) and len(value) == 3
+                and isinstance(value[0], str) and _HEX40.fullmatch(value[0]) and _is_int(value[1])
+                and _is_int(value[2])):
+            return None
+        records[name] = TopRecord(value[0], value[1], value[2])
+    entry = None if owners is None else _entry(owners)
+    if owners is not None and entry is None:
+        return None
+    return key, kept, records, entry, written  # type: ignore[return-value]
+
+
+def _parse_entries(files: object, top: str) -> dict[str, Entry] | None:
+    """A folder's entries: paths below `top` (no `..`, no empty part) to entries; else None."""
+    if not isinstance(files, dict):
+        return None
+    entries: dict[str, Entry] = {}
+    for rel, value in files.items():
+        parts = rel.split("/")
+        entry = _entry(value)
+        if entry is None or len(parts) < 2 or parts[0] != top or any(p in ("", ".", "..") for p in parts):
+            return None
+        entries[rel] = entry
+    return entries
 
 
 def _write_text(path: Path, text: str) -> None:

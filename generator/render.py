@@ -305,6 +305,7 @@ def render_fleet(root: Path, clusters: list[str], check_only: bool, jobs: int, o
     `note` gets checks that could not run, then warnings, as soon as the build has them: before
     the write, so a render interrupted while writing has said them."""
     out = Outcome()
+    emit.refuse_committed(root)  # before the lock file in .fleetgen/ is even opened
     with emit.locked(root, wait=lock_timeout, writing=not check_only):
         if not check_only:
             emit.recover(root)  # finish (or drop) a render that was killed

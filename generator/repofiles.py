@@ -5,13 +5,23 @@ A fleet repository is written by many hands. A committed symbolic link (`teams/x
 in an error message, or a write overwrite one. Every path fleetgen reads or writes under the
 root goes through here: no component from the root down may be a link, no `..`, no absolute
 path, and files are opened with O_NOFOLLOW so a link swapped in afterwards is refused too.
+
+Writes go through `Folder`: a folder held open, every name below it resolved by the kernel from
+its descriptor (`dir_fd`), each component opened with O_NOFOLLOW|O_DIRECTORY. A path string is
+walked again by the kernel at every call, through whatever link a commit (or a racing process)
+put on the way; a descriptor is not. `tracked` asks git which paths it tracks, for folders that
+are fleetgen's own and must never come from a commit.
 """
 
 from __future__ import annotations
 
+import errno
 import os
+import shutil
 import stat
+import subprocess
 from pathlib import Path, PurePosixPath
+from types import TracebackType
 
 from generator.errors import UsageError
 
@@ -53,12 +63,13 @@ def inside(root: Path, rel: str | PurePosixPath, shown: str = "") -> Path:
     return root / PurePosixPath(rel)
 
 
-def read_regular(path: Path) -> tuple[os.stat_result, bytes] | None:
+def read_regular(path: Path, dir_fd: int | None = None) -> tuple[os.stat_result, bytes] | None:
     """A file's stat data and content through one descriptor (so the two agree), opened without
-    following a link; None when it is not a regular file. OSError as opening or reading raises it."""
+    following a link (relative to `dir_fd` if given); None when it is not a regular file.
+    OSError as opening or reading raises it."""
     # O_NONBLOCK: opening a FIFO (or a device) committed in place of a file must not wait for a
     # writer that never comes; it is refused below as not a regular file.
-    fd = os.open(path, os.O_RDONLY | _NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
+    fd = os.open(path, os.O_RDONLY | _NOFOLLOW | getattr(os, "O_NONBLOCK", 0), dir_fd=dir_fd)
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
@@ -81,23 +92,174 @@ def read_bytes(root: Path, rel: str | PurePosixPath, shown: str = "") -> bytes:
 
 def write_bytes(root: Path, rel: str | PurePosixPath, data: bytes) -> None:
     """Replace a file inside the root atomically: a new file beside it, then a rename over it
-    (a rename replaces a link itself, never what it points to)."""
-    path = inside(root, rel)
-    if not path.parent.is_dir():
-        parts = _parts(rel)
-        for depth in range(1, len(parts)):  # create missing folders one by one, each checked
-            folder = inside(root, PurePosixPath(*parts[:depth]))
-            if not folder.is_dir():
-                folder.mkdir()
-    tmp = path.with_name(f".{path.name}.fleetgen-{os.getpid()}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_EXCL | _NOFOLLOW, 0o644)
+    (a rename replaces a link itself, never what it points to). Missing folders are created."""
+    parts = _parts(rel)
+    inside(root, rel)  # a link in place of the file is refused by name, not silently replaced
+    with Folder.open(root, PurePosixPath(*parts[:-1]).as_posix() if len(parts) > 1 else "", create=True) as folder:
+        folder.replace(parts[-1], data)
+
+
+_DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+_NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+
+
+def _name(name: str, shown: str) -> str:
+    if not name or name in (".", "..") or "/" in name or "\x00" in name:
+        raise UnsafePath(f"{shown}{name}", "is not a plain name in its folder", "use a name without / or ..")
+    return name
+
+
+class Folder:
+    """A folder inside the root, held open: every operation names an entry relative to its
+    descriptor, so no link on the way (committed, or swapped in meanwhile) is ever followed.
+    `shown` is its path as users see it, ending in `/` (`.fleetgen/stage-x/`)."""
+
+    def __init__(self, fd: int, shown: str) -> None:
+        self.fd, self.shown = fd, shown
+
+    @classmethod
+    def open(cls, root: Path, rel: str = "", create: bool = False) -> Folder:
+        """`root/rel`, each component checked and opened in turn (created if `create`). The root
+        itself is the user's choice and may be reached through a link; nothing below it may."""
+        folder = cls(os.open(root, _DIR_FLAGS & ~_NOFOLLOW), "")
+        try:
+            for part in _parts(rel) if rel not in ("", ".") else ():
+                inner = folder.child(part, create)
+                folder.close()
+                folder = inner
+        except BaseException:
+            folder.close()
+            raise
+        return folder
+
+    def __enter__(self) -> Folder:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 trace: TracebackType | None) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def mode(self, name: str) -> int | None:
+        """The entry's file type and mode, not following a link; None if there is none."""
+        try:
+            return os.lstat(_name(name, self.shown), dir_fd=self.fd).st_mode
+        except FileNotFoundError:
+            return None
+
+    def exists(self, name: str) -> bool:
+        return self.mode(name) is not None
+
+    def names(self) -> list[str]:
+        """The entries, sorted."""
+        return sorted(os.listdir(self.fd))
+
+    def _unsafe(self, name: str, mode: int) -> UnsafePath:
+        if stat.S_ISLNK(mode):
+            return UnsafePath(f"{self.shown}{name}", LINK_REASON, LINK_FIX)
+        return UnsafePath(f"{self.shown}{name}", "is not a folder", "remove it, or move it out of the way")
+
+    def child(self, name: str, create: bool = False) -> Folder:
+        """The folder `name` in this one, opened without following a link (made if `create`)."""
+        mode = self.mode(name)
+        if mode is None and create:
+            with _ignoring(errno.EEXIST):
+                os.mkdir(name, 0o777, dir_fd=self.fd)
+            mode = self.mode(name)
+        if mode is None:
+            raise FileNotFoundError(errno.ENOENT, "no such folder", f"{self.shown}{name}")
+        if not stat.S_ISDIR(mode):
+            raise self._unsafe(name, mode)
+        try:
+            return Folder(os.open(name, _DIR_FLAGS, dir_fd=self.fd), f"{self.shown}{name}/")
+        except OSError as exc:  # swapped for a link or a file after the lstat
+            if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                raise self._unsafe(name, stat.S_IFLNK) from None
+            raise
+
+    def write_new(self, name: str, data: bytes, mode: int = 0o666) -> os.stat_result:
+        """Create the file `name` (it must not exist: no link is written through) with `data`;
+        its stat data as written."""
+        fd = os.open(_name(name, self.shown), _NEW_FILE, mode, dir_fd=self.fd)
+        try:
+            view = memoryview(data)
+            while view:  # os.write may write less than asked
+                view = view[os.write(fd, view):]
+            return os.fstat(fd)
+        finally:
+            os.close(fd)
+
+    def replace(self, name: str, data: bytes) -> None:
+        """Write `name` atomically: a new file beside it, renamed over it (a rename replaces a
+        link itself, never what it points to)."""
+        tmp = f".{_name(name, self.shown)}.fleetgen-{os.getpid()}"
+        self.unlink(tmp)
+        try:
+            self.write_new(tmp, data, 0o644)
+            os.replace(tmp, name, src_dir_fd=self.fd, dst_dir_fd=self.fd)
+        except BaseException:
+            self.unlink(tmp)
+            raise
+
+    def read(self, name: str) -> bytes:
+        """A regular file's content, opened without following a link."""
+        got = read_regular(Path(_name(name, self.shown)), self.fd)
+        if got is None:
+            raise UnsafePath(f"{self.shown}{name}", "is not a regular file", "remove it")
+        return got[1]
+
+    def unlink(self, name: str) -> None:
+        """Remove a file or link (never what a link points to); nothing if absent."""
+        with _ignoring(errno.ENOENT):
+            os.unlink(_name(name, self.shown), dir_fd=self.fd)
+
+    def rename(self, name: str, to: Folder, new_name: str) -> None:
+        """Move the entry `name` to `to/new_name`: both folders held open, so the kernel resolves
+        only the last components, and rename never follows a link there."""
+        os.rename(_name(name, self.shown), _name(new_name, to.shown), src_dir_fd=self.fd, dst_dir_fd=to.fd)
+
+    def remove_tree(self, name: str) -> None:
+        """Delete the folder `name` and all below it, best effort; never through a link (a link
+        there is removed itself)."""
+        mode = self.mode(name)
+        if mode is None:
+            return
+        if not stat.S_ISDIR(mode):
+            self.unlink(name)
+            return
+        shutil.rmtree(name, ignore_errors=True, dir_fd=self.fd)
+
+
+class _ignoring:
+    """Suppress an OSError with one errno (contextlib.suppress matches on type only)."""
+
+    def __init__(self, code: int) -> None:
+        self.code = code
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 trace: TracebackType | None) -> bool:
+        return isinstance(error, OSError) and error.errno == self.code
+
+
+def tracked(root: Path, rel: str) -> list[str]:
+    """The paths under `root/rel` that git tracks (git judges, from the repository's index);
+    empty when `root` is not in a git work tree or git is not installed."""
+    _parts(rel)
     try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+        proc = subprocess.run(["git", "-C", str(root), "ls-files", "-z", "--", rel],
+                              capture_output=True, check=False, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return []
+    if proc.returncode != 0:
+        return []
+    return sorted(p for p in proc.stdout.decode("utf-8", "surrogateescape").split("\0") if p)
 
 
 def files_under(root: Path, rel: str | PurePosixPath, shown: str = "") -> list[str]:

@@ -78,6 +78,34 @@ def checkout_copy(dest: Path) -> Path:
     return dest
 
 
+def interrupted_switch(root: Path, wanted: dict[str, bytes], only: list[str], renames: int,
+                       files: dict[str, bytes] | None = None) -> None:
+    """What a genuine render killed after `renames` renames of its switch leaves (its journal
+    committed, its stage issued): for the next run to finish. Nothing after the kill runs."""
+    from generator import emit
+
+    real, calls = os.rename, [0]
+
+    def rename(src: Any, dst: Any, **where: Any) -> None:
+        if calls[0] == renames:
+            raise SystemExit("killed")
+        calls[0] += 1
+        real(src, dst, **where)
+
+    os.rename = rename  # type: ignore[assignment]
+    try:
+        emit.write_tree(root, wanted, only, files)
+    except SystemExit:
+        pass
+    finally:
+        os.rename = real
+
+
+def fd_path(name: Any, dir_fd: int | None) -> str:
+    """The path a `dir_fd` call names (for tests that watch renames made through descriptors)."""
+    return str(name) if dir_fd is None else f"{os.readlink(f'/proc/self/fd/{dir_fd}')}/{name}"
+
+
 def edit(root: Path, rel: str, old: str, new: str) -> None:
     """Replace the first `old` in a fleet file; fail loudly if a test case went stale."""
     path = root / rel

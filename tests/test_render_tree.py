@@ -187,15 +187,26 @@ def test_render_one_cluster_leaves_the_others_alone(fleet_root: Path) -> None:
     assert run(fleet_root, "render", "--cluster", "nope").code == 2
 
 
-def test_staged_but_uncommitted_render_is_dropped(fleet_root: Path) -> None:
-    """Killed while staging (no journal yet): the next run drops the stage; the tree is the old one."""
+def test_staged_but_uncommitted_render_is_dropped(fleet_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Killed while staging (no journal yet): the next run drops the stage; the tree is the old one.
+    A stage-* folder fleetgen did not issue (a commit's, a user's) is not its to delete."""
     before = snapshot(fleet_root / "rendered")
-    stage = emit.work_dir(fleet_root) / "stage-abc123"
-    (stage / "new/dev").mkdir(parents=True)
-    (stage / "new/dev/half.yaml").write_text("half")
+    real = emit._write_files
+
+    def killed(folder: object, files: dict[str, bytes], stats: object = None) -> None:
+        real(folder, dict(list(files.items())[:3]))  # type: ignore[arg-type]
+        raise SystemExit("killed")
+
+    with monkeypatch.context() as patch, pytest.raises(SystemExit):
+        patch.setattr(emit, "_write_files", killed)
+        patch.setattr(emit, "_drop", lambda *args: None)  # SIGKILL runs no clean-up
+        emit.write_tree(fleet_root, {"dev/a.yaml": b"a", "dev/b.yaml": b"b", "dev/c/d.yaml": b"d"}, ["dev"])
+    (stage,) = emit.work_dir(fleet_root).glob("stage-*")
+    assert (stage / "new/dev/c/d.yaml").read_bytes() == b"d"
+    (fleet_root / emit.WORK / "stage-foreign").mkdir()
     emit.recover(fleet_root)
     assert snapshot(fleet_root / "rendered") == before
-    assert not list(emit.work_dir(fleet_root).glob("stage-*"))
+    assert [p.name for p in emit.work_dir(fleet_root).glob("stage-*")] == ["stage-foreign"]
 
 
 REAL_RENAME = os.rename
@@ -210,11 +221,11 @@ def test_committed_switch_is_finished_from_any_point(fleet_root: Path) -> None:
         shutil.copytree(fleet_root, root)
         calls = [0]
 
-        def rename(src: object, dst: object, limit: int = steps, calls: list[int] = calls) -> None:
+        def rename(src: object, dst: object, limit: int = steps, calls: list[int] = calls, **where: int) -> None:
             if calls[0] == limit:
                 raise SystemExit("killed")  # what SIGKILL leaves: nothing after this point runs
             calls[0] += 1
-            REAL_RENAME(src, dst)  # type: ignore[arg-type]
+            REAL_RENAME(src, dst, **where)  # type: ignore[arg-type]
 
         os.rename = rename  # type: ignore[assignment]
         try:

@@ -296,11 +296,11 @@ def test_a_read_only_tree_is_rolled_back(fleet_root: Path, monkeypatch: pytest.M
     before = snapshot(fleet_root / "rendered")
     real, calls = os.rename, [0]
 
-    def read_only(src: object, dst: object) -> None:
+    def read_only(src: object, dst: object, **where: int) -> None:
         calls[0] += 1
         if calls[0] == 3:
             raise OSError(errno.EROFS, "Read-only file system", str(src))
-        real(src, dst)  # type: ignore[arg-type]
+        real(src, dst, **where)  # type: ignore[arg-type]
 
     monkeypatch.setattr(os, "rename", read_only)
     result = run(fleet_root, "render")

@@ -19,7 +19,7 @@ import pytest
 from generator import emit
 from generator.diff.comment import md
 from generator.terminal import safe_text
-from tests.conftest import REPO, edit, run, snapshot
+from tests.conftest import REPO, edit, fd_path, interrupted_switch, run, snapshot
 
 
 @pytest.fixture
@@ -95,11 +95,10 @@ def test_a_journal_through_a_linked_stage_is_refused(fleet_root: Path, tmp_path:
 
 def test_check_never_finishes_a_switch_it_only_reports_it(fleet_root: Path) -> None:
     """A genuine interrupted switch: --check moves nothing and says so; render then finishes it."""
-    work = emit.work_dir(fleet_root)
-    stage = work / "stage-abc123"
-    shutil.copytree(fleet_root / "rendered/dev", stage / "new/dev")
-    (stage / "new/dev/extra.yaml").write_text("# from the interrupted render\n")
-    _plant(fleet_root, {"stage": stage.name, "replace": ["dev"], "remove": []})
+    wanted = {**snapshot(fleet_root / "rendered"), "dev/extra.yaml": b"# from the interrupted render\n"}
+    interrupted_switch(fleet_root, wanted, ["dev"], 0)
+    work = fleet_root / emit.WORK
+    (stage,) = work.glob("stage-*")
     before = snapshot(fleet_root / "rendered")
     result = run(fleet_root, "render", "--check")
     assert "a render was interrupted during its switch" in result.err
@@ -121,11 +120,12 @@ def test_codeowners_and_tree_switch_together_or_not_at_all(fleet_with_owners: Pa
     real = os.rename
     renamed: list[str] = []
 
-    def rename(src: object, dst: object) -> None:
-        renamed.append(str(dst))
-        if str(dst).endswith("rendered/dev") and "/new/" in str(src):  # CODEOWNERS switched first; the tree fails
+    def rename(src: object, dst: object, src_dir_fd: int | None = None, dst_dir_fd: int | None = None) -> None:
+        src, dst = fd_path(src, src_dir_fd), fd_path(dst, dst_dir_fd)
+        renamed.append(dst)
+        if dst.endswith("rendered/dev") and "/new/" in src:  # CODEOWNERS switched first; the tree fails
             raise OSError(30, "Read-only file system")
-        real(src, dst)  # type: ignore[arg-type]
+        real(src, dst)
 
     monkeypatch.setattr(os, "rename", rename)
     result = run(root, "render")
