@@ -422,7 +422,7 @@ def locked(root: Path, wait: float = 60.0, writing: bool = True) -> Iterator[Non
         return
     try:
         with _work(root) as work:
-            fd = os.open(LOCK, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644, dir_fd=work.fd)
+            fd = work.open_file(LOCK, os.O_RDWR | os.O_CREAT)
     except OSError:
         if writing:
             raise

@@ -193,6 +193,12 @@ class Folder:
         finally:
             os.close(fd)
 
+    def open_file(self, name: str, flags: int, mode: int = 0o644) -> int:
+        """A descriptor of the file `name` (for a lock, say), never opened through a link; the
+        caller closes it."""
+        return os.open(_name(name, self.shown), flags | _NOFOLLOW | getattr(os, "O_CLOEXEC", 0), mode,
+                       dir_fd=self.fd)
+
     def replace(self, name: str, data: bytes) -> None:
         """Write `name` atomically: a new file beside it, renamed over it (a rename replaces a
         link itself, never what it points to)."""

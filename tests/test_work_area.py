@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from generator import emit, incremental, repofiles
+from generator import emit, incremental, proofs, repofiles
 from tests.conftest import REPO, git, interrupted_switch, run, snapshot
 
 SCRIPT = b"#!/bin/sh\necho planted\n"
@@ -156,12 +156,11 @@ def test_a_genuine_interrupted_switch_is_still_finished(owned: Path) -> None:
     wanted = {**snapshot(root / "rendered"), "dev/extra.yaml": b"# new\n"}
     owners = (root / ".github/CODEOWNERS").read_bytes() + b"# new\n"
     interrupted_switch(root, wanted, ["dev"], 1, {".github/CODEOWNERS": owners})
-    assert (root / emit.WORK / emit.JOURNAL).is_file()
+    (stage,) = (root / emit.WORK).glob("stage-*")
+    assert (root / emit.WORK / emit.JOURNAL).is_file() and proofs.issued_stages(root) == [stage.name]
     emit.recover(root)
     assert snapshot(root / "rendered") == wanted and (root / ".github/CODEOWNERS").read_bytes() == owners
     assert not list((root / emit.WORK).glob("stage-*")) and not (root / emit.WORK / emit.JOURNAL).exists()
-    from generator import proofs
-
     assert proofs.issued_stages(root) == []
 
 

@@ -17,6 +17,7 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
+from generator import repofiles
 from generator.config.cluster import ClusterConfig
 from generator.config.team import TeamConfig
 from generator.config.types import TYPE_NAMES
@@ -242,9 +243,8 @@ def stale_pages(root: Path) -> list[str]:
 def main(argv: list[str]) -> int:
     root = Path.cwd()
     if argv == ["--write"]:
-        for rel, text in pages().items():
-            (root / rel).parent.mkdir(parents=True, exist_ok=True)
-            (root / rel).write_text(text, encoding="utf-8")
+        for rel, text in pages().items():  # through the one door: never through a committed link
+            repofiles.write_bytes(root, rel, text.encode("utf-8"))
         return 0
     if argv == ["--check"]:
         stale = stale_pages(root)
