@@ -248,3 +248,21 @@ def test_a_malformed_index_is_ignored_never_a_traceback(owned: Path, malform: Ca
     for args in (["render", "--check"], ["render"]):
         result = run(owned, *args)
         assert result.code == 0 and "Traceback" not in result.err and "internal error" not in result.err, result
+
+
+def test_a_render_that_cannot_record_its_stage_stages_nothing(fleet_root: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """No writable cache folder, no proof of a stage: the render stops before staging, in one
+    clear line (exit 2), rather than leave a switch that the next run could not tell from a
+    planted one."""
+    blocker = fleet_root.parent / "not-a-folder"
+    blocker.write_text("")
+    monkeypatch.setenv("FLEETGEN_CACHE_DIR", str(blocker / "cache"))
+    (fleet_root / "teams/speech.yaml").write_text((fleet_root / "teams/speech.yaml").read_text()
+                                                  .replace("gpus: 6", "gpus: 5"))
+    before = snapshot(fleet_root / "rendered")
+    result = run(fleet_root, "render")
+    assert result.code == 2 and "Traceback" not in result.err, result.err
+    last = result.err.strip().splitlines()[-1]  # after the build's notes and warnings
+    assert last.startswith("cannot record the render's stage in ") and "FLEETGEN_CACHE_DIR" in last, result.err
+    assert snapshot(fleet_root / "rendered") == before and not list((fleet_root / emit.WORK).glob("stage-*"))
