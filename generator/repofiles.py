@@ -163,6 +163,10 @@ class Folder:
             return UnsafePath(f"{self.shown}{name}", LINK_REASON, LINK_FIX)
         return UnsafePath(f"{self.shown}{name}", "is not a folder", "remove it, or move it out of the way")
 
+    def _link(self, error: OSError, name: str) -> OSError | UnsafePath:
+        """ELOOP from an O_NOFOLLOW open: the entry is a link, said with its path; else `error`."""
+        return UnsafePath(f"{self.shown}{name}", LINK_REASON, LINK_FIX) if error.errno == errno.ELOOP else error
+
     def child(self, name: str, create: bool = False) -> Folder:
         """The folder `name` in this one, opened without following a link (made if `create`)."""
         mode = self.mode(name)
@@ -196,8 +200,11 @@ class Folder:
     def open_file(self, name: str, flags: int, mode: int = 0o644) -> int:
         """A descriptor of the file `name` (for a lock, say), never opened through a link; the
         caller closes it."""
-        return os.open(_name(name, self.shown), flags | _NOFOLLOW | getattr(os, "O_CLOEXEC", 0), mode,
-                       dir_fd=self.fd)
+        try:
+            return os.open(_name(name, self.shown), flags | _NOFOLLOW | getattr(os, "O_CLOEXEC", 0), mode,
+                           dir_fd=self.fd)
+        except OSError as exc:
+            raise self._link(exc, name) from None
 
     def replace(self, name: str, data: bytes) -> None:
         """Write `name` atomically: a new file beside it, renamed over it (a rename replaces a
@@ -213,7 +220,10 @@ class Folder:
 
     def read(self, name: str) -> bytes:
         """A regular file's content, opened without following a link."""
-        got = read_regular(Path(_name(name, self.shown)), self.fd)
+        try:
+            got = read_regular(Path(_name(name, self.shown)), self.fd)
+        except OSError as exc:
+            raise self._link(exc, name) from None
         if got is None:
             raise UnsafePath(f"{self.shown}{name}", "is not a regular file", "remove it")
         return got[1]

@@ -121,6 +121,22 @@ def test_anything_git_tracks_under_the_work_area_is_refused(fleet_root: Path) ->
     assert (fleet_root / emit.WORK / "lock").read_text() == "committed\n"
 
 
+def test_a_linked_lock_file_is_refused_by_name(fleet_root: Path, tmp_path: Path) -> None:
+    """Without git to ask (an unpacked archive), a link planted as .fleetgen/lock: the kernel
+    refuses to open it (O_NOFOLLOW through the work area's descriptor), and render and --check
+    both say which path is a link; the file it points to is not written."""
+    victim = tmp_path / "victim"
+    victim.write_text("keep\n")
+    (fleet_root / emit.WORK).mkdir()
+    (fleet_root / emit.WORK / emit.LOCK).symlink_to(victim)
+    for args in (["render"], ["render", "--check"]):
+        result = run(fleet_root, *args)
+        assert result.code == 2 and result.err.strip().splitlines() == [
+            f"{emit.WORK}/{emit.LOCK} is a symbolic link; fleetgen does not follow links in the repository (one "
+            "could read or write outside it): replace it with the real file or folder"], (args, result.err)
+    assert victim.read_text() == "keep\n"
+
+
 # --- a stage that is fleetgen's own, swapped for links afterwards: the kernel refuses ----------
 
 SWAPS = ["old", "files", "old-files"]
