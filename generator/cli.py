@@ -750,10 +750,12 @@ def health_run(ctx: click.Context, listen: str, **options: Any) -> None:
     log = logging.getLogger("fleetgen.health")
 
     def on_loop(decision: Any, seconds: float, failed: bool) -> None:
-        metrics.record(decision, rec.nodes if decision else {}, seconds, failed, rec.executor.failures)
+        metrics.record(decision, rec.nodes if decision else {}, seconds, failed, rec.executor.failures,
+                       len(rec.unreadable))
         log.info(json.dumps({"loop": "failed" if failed else "done", "leader": decision is not None,
                              "seconds": round(seconds, 3), "actions": len(decision.actions) if decision else 0,
-                             "writeFailures": rec.executor.failures, "nodeList": rec.listed}))
+                             "writeFailures": rec.executor.failures, "nodeList": rec.listed,
+                             "unreadableNodes": len(rec.unreadable)}))
 
     rec.run(None, threading.Event(), on_loop)
 
