@@ -24,6 +24,7 @@ from generator.reconciler.loop import Reconciler
 from generator.reconciler.model import Cordon, Policy
 from generator.reconciler.nodes import LIST_MAX_NODES, LIST_MAX_PAGES, Executor, ListFailed, PoolSelector, list_nodes
 from generator.reconciler.serve import Metrics
+from tests.conftest import REPO, run
 from tests.faultproxy import FaultProxy
 from tests.reconciler_env import Faulty, watch_for
 
@@ -153,6 +154,25 @@ def test_a_loop_whose_list_never_ends_fails_and_says_why(server: FaultProxy, mon
     assert not thread.is_alive() and loops == [True, True] and lists(server) == 10
     failures = [r for r in caplog.records if "did not end after 5 pages" in r.getMessage()]
     assert len(failures) == 2 and all(r.exc_info is None for r in failures)
+
+
+@pytest.mark.parametrize("page,why", [
+    (node_list(node("a"), token="more"), "it did not end after 5 pages of at most 250 (5 Nodes): the API server "
+                                         "keeps answering with a continue token"),
+    (b'{"kind": "NodeList", "items": 5}', "the API server answered something that is not a NodeList"),
+    (b"[1]", "the API server answered something that is not a NodeList"),
+    (b'{"items": [], "metadata": {"continue": 7}}', "its continue token is a number, not a string"),
+], ids=["endless", "items-not-a-list", "not-an-object", "token-not-a-string"])
+def test_health_once_on_a_list_it_cannot_use_exits_2_with_the_reason(server: FaultProxy,
+                                                                      monkeypatch: pytest.MonkeyPatch,
+                                                                      page: bytes, why: str) -> None:
+    """`fleetgen health once` lists the Nodes itself: on an endless `continue` or a list that is not
+    one it exits 2 with what it met, not an internal error (and not never)."""
+    monkeypatch.setattr(nodes_module, "LIST_MAX_PAGES", 5)
+    server.add("GET", LIST, 200, body=page)
+    res = run(REPO, "health", "once", "--cluster", "dev", "--dry-run", "--server", server.url, "--token", "t")
+    assert res.code == 2 and res.err == f"error: node list failed: {why}\n", res.err
+    assert "Traceback" not in res.out
 
 
 def test_a_list_that_drips_ends_at_its_deadline(server: FaultProxy, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from generator.compile.health import EVENTS_NAMESPACE
-from generator.jobs.connection import timeout
+from generator.jobs.connection import ClusterError, timeout
 from generator.reconciler.model import (
     ANNOTATION_BOOT,
     ANNOTATION_DRAINED,
@@ -300,9 +300,12 @@ class NodeList(NamedTuple):
     """Nodes skipped because a field had the wrong type, by name: why (see `Unreadable`)."""
 
 
-class ListFailed(Exception):
+class ListFailed(ClusterError):
     """The API server's node list broke a bound (pages, Nodes, time) or was not a list: no state
-    can be taken from it. The message says which and what to look at."""
+    can be taken from it. The message says which (a `fleetgen health` command prints it as is)."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__(f"error: node list failed: {why}")
 
 
 def list_nodes(api: Any, pools: list[PoolSelector], monotonic: Callable[[], float] = time.monotonic) -> NodeList:
@@ -321,10 +324,10 @@ def list_nodes(api: Any, pools: list[PoolSelector], monotonic: Callable[[], floa
     while True:
         left = deadline - monotonic()
         if left <= 0:
-            raise ListFailed(f"the node list took more than {LIST_DEADLINE_SECONDS:.0f} s ({pages} pages, "
+            raise ListFailed(f"it took more than {LIST_DEADLINE_SECONDS:.0f} s ({pages} pages, "
                              f"{items} Nodes): the API server answers too slowly")
         if pages >= LIST_MAX_PAGES:
-            raise ListFailed(f"the node list did not end after {pages} pages of at most {PAGE} ({items} Nodes): "
+            raise ListFailed(f"it did not end after {pages} pages of at most {PAGE} ({items} Nodes): "
                              "the API server keeps answering with a continue token")
         page = core.list_node(limit=PAGE, _continue=token, _preload_content=False,
                               _request_timeout=(connect, min(read, left)))
@@ -332,11 +335,11 @@ def list_nodes(api: Any, pools: list[PoolSelector], monotonic: Callable[[], floa
         pages += 1
         found = (body.get("items") if isinstance(body, dict) else None) or []
         if not isinstance(body, dict) or not isinstance(found, list):
-            raise ListFailed("the API server answered a node list that is not a NodeList")
+            raise ListFailed("the API server answered something that is not a NodeList")
         _take(found, items, pools, out)
         items += len(found)
         if items > LIST_MAX_NODES:
-            raise ListFailed(f"the node list passed {LIST_MAX_NODES} Nodes after {pages} pages, more than any "
+            raise ListFailed(f"it passed {LIST_MAX_NODES} Nodes after {pages} pages, more than any "
                              "cluster has: the API server keeps answering with Nodes")
         body.pop("items", None)  # free the page before the next one
         del found
@@ -346,7 +349,7 @@ def list_nodes(api: Any, pools: list[PoolSelector], monotonic: Callable[[], floa
         if not token:
             return out
         if not isinstance(token, str):
-            raise ListFailed(f"the node list's continue token is {_json_type(token)}, not a string")
+            raise ListFailed(f"its continue token is {_json_type(token)}, not a string")
 
 
 def _take(found: list[Any], first: int, pools: list[PoolSelector], into: NodeList) -> None:
@@ -373,7 +376,7 @@ def _body(page: Any, deadline: float, monotonic: Callable[[], float]) -> bytes:
         while chunk := page.read1(1 << 20):
             parts.append(chunk)
             if monotonic() > deadline:
-                raise ListFailed(f"the node list took more than {LIST_DEADLINE_SECONDS:.0f} s: the API server "
+                raise ListFailed(f"it took more than {LIST_DEADLINE_SECONDS:.0f} s: the API server "
                                  "answers too slowly")
     except BaseException:
         page.close()  # the rest of the answer is unread: the connection cannot be used again
