@@ -175,6 +175,29 @@ def test_health_once_on_a_list_it_cannot_use_exits_2_with_the_reason(server: Fau
     assert "Traceback" not in res.out
 
 
+L4 = {"nvidia.com/gpu.product": "NVIDIA-L4"}
+
+
+@pytest.mark.parametrize("verb", ["status", "once"])
+def test_health_status_and_once_name_the_node_they_could_not_read(server: FaultProxy, verb: str) -> None:
+    """dev's l4 pool, one Node of three with `status.capacity` a list: `health status` and `health
+    once` (dry run) read the other two and name that one with its field; before, both ended in
+    "internal error AttributeError"."""
+    bad = {"metadata": {"name": "l4-2", "labels": L4}, "status": {"capacity": ["nvidia.com/gpu"]}}
+    page = node_list(*({"metadata": {"name": f"l4-{i}", "labels": L4}} for i in range(2)), bad)
+    server.add("GET", LIST, 200, body=page)
+    server.add("GET", "/configmaps/", 404, body=b'{"kind": "Status", "code": 404}')  # no breaker tripped yet
+    server.add("*", "/query", 503, body=b"{}")  # Prometheus down: every node unknown, nothing decided
+    dry_run = ["--dry-run"] if verb == "once" else []
+    res = run(REPO, "health", verb, "--cluster", "dev", *dry_run, "--server", server.url, "--token", "t",
+              "--prometheus", server.url)
+    assert res.code == 0, res.err
+    assert res.out.endswith("1 Node(s) unreadable, health unknown, nothing done to them:\n"
+                            "  l4-2: status.capacity is a list, not an object\n"), res.out
+    if verb == "status":
+        assert "pool l4: 0 of 2 nodes unschedulable" in res.out
+
+
 def test_a_list_that_drips_ends_at_its_deadline(server: FaultProxy, monkeypatch: pytest.MonkeyPatch) -> None:
     """One page sent a byte every 20 ms (its 1,000 bytes would take 20 s; no single read waits long
     enough for the read timeout): the list's deadline ends it, not the server."""
