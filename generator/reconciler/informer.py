@@ -142,6 +142,7 @@ class NodeCache:
         from kubernetes.watch.watch import iter_resp_lines
 
         connect, _ = timeout(self.api)
+        started, events = self.monotonic(), self.events  # before the request, as client-go (reflector.go:583)
         try:
             core: Any = client.CoreV1Api(self.api)  # raw pages: the models' parsing is not wanted here
             response = core.list_node(
@@ -152,7 +153,6 @@ class NodeCache:
             if exc.status == 410:
                 raise Expired(f"resourceVersion {self.version} is gone") from None
             raise
-        started, events = self.monotonic(), self.events
         try:
             for line in iter_resp_lines(response):
                 if line:
