@@ -4,6 +4,7 @@ says it wrote."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 import uuid
@@ -197,3 +198,16 @@ def watch_for(cache: NodeCache, seconds: float) -> NodeCache:
     thread.join(10)
     assert not thread.is_alive(), "the node watch did not stop"
     return cache
+
+
+def misshapen(name: str) -> Callable[[bytes], bytes]:
+    """An edit (tests/faultproxy.py) of the real server's NodeList: `name`'s status.conditions becomes
+    a string, a Node the real API server would never store (a misbehaving server or proxy's)."""
+
+    def edit(body: bytes) -> bytes:
+        listed = json.loads(body)
+        for item in listed.get("items") or []:
+            if item["metadata"]["name"] == name:
+                item["status"]["conditions"] = "GPUHealthy"
+        return json.dumps(listed).encode()
+    return edit

@@ -4,9 +4,8 @@ writes nothing it is not sure of and recovers on the next loop."""
 
 from __future__ import annotations
 
-import json
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -25,6 +24,7 @@ from tests.reconciler_env import (
     Faulty,
     Pool,
     credential_id,
+    misshapen,
     reconciler_identity,
     reset_leadership,
     token_of,
@@ -202,19 +202,6 @@ def test_a_failed_node_list_costs_one_loop_and_the_reconciler_goes_on(proxy: Fau
     assert (None, True) in loops  # the loop that met the fault failed and said so
 
 
-def _with_one_node_misshapen(name: str) -> Callable[[bytes], bytes]:
-    """An edit of the real server's NodeList: `name`'s status.conditions becomes a string (a Node
-    the real API server would never store, from a misbehaving server or proxy)."""
-
-    def edit(body: bytes) -> bytes:
-        listed = json.loads(body)
-        for item in listed.get("items") or []:
-            if item["metadata"]["name"] == name:
-                item["status"]["conditions"] = "GPUHealthy"
-        return json.dumps(listed).encode()
-    return edit
-
-
 def test_one_node_the_list_cannot_read_leaves_the_other_nodes_decisions_intact(proxy: FaultProxy,
                                                                                 kube_stack: Stack) -> None:
     """The real server's node list with one Node made the wrong shape on the way: before, every loop
@@ -225,7 +212,7 @@ def test_one_node_the_list_cannot_read_leaves_the_other_nodes_decisions_intact(p
     pool = Pool(kube_stack)
     pool.add(4)
     rec, _ = reconciler_through(proxy, kube_stack, pool, pool.name(0), pool.name(1))
-    proxy.add("GET", r"/api/v1/nodes\?(?!.*watch=true)", 200, edit=_with_one_node_misshapen(pool.name(0)))
+    proxy.add("GET", r"/api/v1/nodes\?(?!.*watch=true)", 200, edit=misshapen(pool.name(0)))
     decision = rec.once()
     assert decision is not None and rec.executor.failures == 0
     assert pool.cordoned(ANNOTATION_OWNED) == {pool.name(1)}
