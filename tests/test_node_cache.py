@@ -111,6 +111,7 @@ def test_a_hostile_annotation_makes_the_value_unknown_not_the_list_fail() -> Non
 
 @pytest.mark.parametrize("line,error", [
     ("{not json", Broken),
+    ("[" * 100_000, Broken),  # json.loads' RecursionError
     (json.dumps([1, 2]), Broken),
     (event("SURPRISE", node("a", "11")), Broken),
     (event("ADDED", {"metadata": {"name": "a"}}), Broken),  # no resourceVersion

@@ -162,7 +162,9 @@ def test_a_loop_whose_list_never_ends_fails_and_says_why(server: FaultProxy, mon
     (b'{"kind": "NodeList", "items": 5}', "the API server answered something that is not a NodeList"),
     (b"[1]", "the API server answered something that is not a NodeList"),
     (b'{"items": [], "metadata": {"continue": 7}}', "its continue token is a number, not a string"),
-], ids=["endless", "items-not-a-list", "not-an-object", "token-not-a-string"])
+    (b"<html>502 Bad Gateway</html>", "the API server answered something that is not JSON"),
+    (b"[" * 100_000, "the API server answered something that is not JSON"),
+], ids=["endless", "items-not-a-list", "not-an-object", "token-not-a-string", "not-json", "too-deep"])
 def test_health_once_on_a_list_it_cannot_use_exits_2_with_the_reason(server: FaultProxy,
                                                                       monkeypatch: pytest.MonkeyPatch,
                                                                       page: bytes, why: str) -> None:

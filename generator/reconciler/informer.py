@@ -169,7 +169,7 @@ class NodeCache:
         """One line of a watch stream."""
         try:
             event = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested past the parser's depth
             raise Broken("a watch line that is not JSON") from None
         kind = event.get("type") if isinstance(event, dict) else None
         obj: Any = event.get("object") if isinstance(event, dict) else None

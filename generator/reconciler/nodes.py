@@ -331,7 +331,10 @@ def list_nodes(api: Any, pools: list[PoolSelector], monotonic: Callable[[], floa
                              "the API server keeps answering with a continue token")
         page = core.list_node(limit=PAGE, _continue=token, _preload_content=False,
                               _request_timeout=(connect, min(read, left)))
-        body = json.loads(_body(page, deadline, monotonic))
+        try:
+            body = json.loads(_body(page, deadline, monotonic))
+        except (ValueError, RecursionError):  # not JSON, not UTF-8, or nested past the parser's depth
+            raise ListFailed("the API server answered something that is not JSON") from None
         pages += 1
         found = (body.get("items") if isinstance(body, dict) else None) or []
         if not isinstance(body, dict) or not isinstance(found, list):
