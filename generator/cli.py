@@ -714,7 +714,7 @@ def _reconciler(ctx: click.Context, config_path: str | None, cluster: str | None
 @_guard
 def health_once(ctx: click.Context, **options: Any) -> None:
     """Run one reconcile loop and print what was decided."""
-    from generator.reconciler.status import decision_lines
+    from generator.reconciler.status import decision_lines, unreadable_lines
 
     rec = _reconciler(ctx, **options)
     # A fresh process has never seen the Lease: it watches a foreign one for a Lease duration.
@@ -724,7 +724,7 @@ def health_once(ctx: click.Context, **options: Any) -> None:
     if decision is None:
         echo("another replica holds the lease: nothing done")
         return
-    for line in decision_lines(decision, rec.executor.dry_run):
+    for line in decision_lines(decision, rec.executor.dry_run) + unreadable_lines(rec.unreadable):
         echo(line)
 
 
@@ -750,10 +750,12 @@ def health_run(ctx: click.Context, listen: str, **options: Any) -> None:
     log = logging.getLogger("fleetgen.health")
 
     def on_loop(decision: Any, seconds: float, failed: bool) -> None:
-        metrics.record(decision, rec.nodes if decision else {}, seconds, failed, rec.executor.failures)
+        metrics.record(decision, rec.nodes if decision else {}, seconds, failed, rec.executor.failures,
+                       len(rec.unreadable))
         log.info(json.dumps({"loop": "failed" if failed else "done", "leader": decision is not None,
                              "seconds": round(seconds, 3), "actions": len(decision.actions) if decision else 0,
-                             "writeFailures": rec.executor.failures, "nodeList": rec.listed}))
+                             "writeFailures": rec.executor.failures, "nodeList": rec.listed,
+                             "unreadableNodes": len(rec.unreadable)}))
 
     rec.run(None, threading.Event(), on_loop)
 

@@ -2,10 +2,15 @@
 
 Everything a real kube-apiserver does on demand (conflicts, RBAC, patch types, Leases, Events)
 is tested against the real one (tests/upstream). This front exists only for the faults a real
-server cannot be made to produce on demand: 429 Too Many Requests with Retry-After, 500, and a
-request that is never answered (the client's timeout). A request that matches no fault is
-forwarded unchanged to the real server, bearer token included, so authentication and RBAC stay
-real; the client speaks plain HTTP to the front on loopback, the front speaks TLS upstream.
+server cannot be made to produce on demand: 429 Too Many Requests with Retry-After, 500, a
+request that is never answered (the client's timeout), and answers a correct server never gives
+(a watch answered 410 every time or with garbage, a `continue` token that never ends, a Node of
+the wrong shape, an answer dripped a few bytes at a time): a fault may carry its own answer
+(`body`), edit the real server's (`edit`), wait before answering (`delay`) or send its answer in
+pieces (`drip`). A request that matches no fault is forwarded unchanged to the real server,
+bearer token included, so authentication and RBAC stay real; the client speaks plain HTTP to the
+front on loopback, the front speaks TLS upstream. Where every request a test makes meets a fault
+with its own answer, the front is the whole (misbehaving) API server and no real one is needed.
 """
 
 from __future__ import annotations
@@ -15,6 +20,8 @@ import json
 import re
 import ssl
 import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -38,6 +45,14 @@ class Fault:
     status: int
     times: int = -1
     """How many matching requests to fault; -1 for all of them."""
+    body: bytes | None = None
+    """The answer's body (JSON), with `status`, instead of an error Status."""
+    edit: Callable[[bytes], bytes] | None = None
+    """Forward the request (its `continue` parameter kept) and answer the real server's body edited."""
+    delay: float = 0.0
+    """Seconds to wait before answering."""
+    drip: float = 0.0
+    """Seconds between bytes of the answer's body (0: all at once)."""
 
     def matches(self, method: str, path: str) -> bool:
         return self.times != 0 and self.method in (method, "*") and re.search(self.path, path) is not None
@@ -87,27 +102,38 @@ class FaultProxy:
             self._server.shutdown()
             self._server.server_close()
 
-    def add(self, method: str, path: str, status: int, times: int = -1) -> None:
+    def add(self, method: str, path: str, status: int, times: int = -1, **answer: Any) -> None:
+        """Fault matching requests (`answer`: Fault's body, edit, delay, drip)."""
         with self._lock:
-            self.faults.append(Fault(method, path, status, times))
+            self.faults.append(Fault(method, path, status, times, **answer))
 
     def clear(self) -> None:
         with self._lock:
             self.faults.clear()
 
-    def _fault_for(self, method: str, path: str) -> int | None:
+    def _fault_for(self, method: str, path: str) -> Fault | None:
         with self._lock:
             for fault in self.faults:
                 if fault.matches(method, path):
                     fault.times -= fault.times > 0
-                    return fault.status
+                    return fault
         return None
 
     def _handle(self, request: BaseHTTPRequestHandler) -> None:
         length = int(request.headers.get("Content-Length") or 0)
         body = request.rfile.read(length) if length else b""
         method, path = request.command, request.path
-        status = self._fault_for(method, path)
+        fault = self._fault_for(method, path)
+        if fault is not None and fault.delay:
+            self._closing.wait(fault.delay)
+        if fault is not None and fault.edit is not None:
+            code, headers, payload = self._forward(method, path, request.headers, body)
+            self._answer(request, code, headers, fault.edit(payload), fault.drip)
+            return
+        if fault is not None and fault.body is not None:
+            self._answer(request, fault.status, [("Content-Type", "application/json")], fault.body, fault.drip)
+            return
+        status = fault.status if fault is not None else None
         if status == HANG:
             self.seen.append((method, path, HANG))
             self._closing.wait(120)  # the client gives up first
@@ -142,11 +168,22 @@ class FaultProxy:
             conn.close()
 
     def _answer(self, request: BaseHTTPRequestHandler, status: int, headers: list[tuple[str, str]],
-                payload: bytes) -> None:
+                payload: bytes, drip: float = 0.0) -> None:
         self.seen.append((request.command, request.path, status))
         request.send_response(status)
         for key, value in headers:
             request.send_header(key, value)
         request.send_header("Content-Length", str(len(payload)))
         request.end_headers()
-        request.wfile.write(payload)
+        if not drip:
+            request.wfile.write(payload)
+            return
+        try:
+            for index in range(len(payload)):
+                if self._closing.is_set():
+                    break
+                request.wfile.write(payload[index:index + 1])
+                request.wfile.flush()
+                time.sleep(drip)
+        except OSError:  # the client gave up on the answer
+            request.close_connection = True

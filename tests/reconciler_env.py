@@ -4,6 +4,9 @@ says it wrote."""
 
 from __future__ import annotations
 
+import json
+import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -11,6 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from generator.jobs import connect
+from generator.reconciler.informer import NodeCache
+from generator.reconciler.model import Evidence, Observation
 from generator.reconciler.nodes import PoolSelector
 from tests.conftest import REPO
 from tests.upstream.cluster import Identity, Stack
@@ -171,3 +176,38 @@ def interference(before_patch: Callable[[str], None]) -> Iterator[list[str]]:
         yield seen
     finally:
         client.CoreV1Api.patch_node = original  # type: ignore[method-assign]
+
+
+class Faulty:
+    """An XID on some of the pool's nodes, from a source that answers at once."""
+
+    def __init__(self, *nodes: str) -> None:
+        self.nodes = set(nodes)
+
+    def observe(self, names: list[str]) -> dict[str, Observation]:
+        return {n: Observation(n, (Evidence("xid-79", "cordon", gpu="0"),) if n in self.nodes else ())
+                for n in names}
+
+
+def watch_for(cache: NodeCache, seconds: float) -> NodeCache:
+    """`cache` listing and watching in its thread for `seconds`, then stopped (and ended)."""
+    stop = threading.Event()
+    thread = cache.start(stop)
+    time.sleep(seconds)
+    stop.set()
+    thread.join(10)
+    assert not thread.is_alive(), "the node watch did not stop"
+    return cache
+
+
+def misshapen(name: str) -> Callable[[bytes], bytes]:
+    """An edit (tests/faultproxy.py) of the real server's NodeList: `name`'s status.conditions becomes
+    a string, a Node the real API server would never store (a misbehaving server or proxy's)."""
+
+    def edit(body: bytes) -> bytes:
+        listed = json.loads(body)
+        for item in listed.get("items") or []:
+            if item["metadata"]["name"] == name:
+                item["status"]["conditions"] = "GPUHealthy"
+        return json.dumps(listed).encode()
+    return edit

@@ -12,19 +12,23 @@ import pytest
 
 from generator.jobs import connect
 from generator.reconciler.decide import decide
+from generator.reconciler.informer import NodeCache
 from generator.reconciler.lease import BreakerStore, LeaderLease
 from generator.reconciler.loop import Reconciler
-from generator.reconciler.model import ANNOTATION_OWNED, Evidence, Observation, Policy
+from generator.reconciler.model import ANNOTATION_OWNED, Policy
 from generator.reconciler.nodes import Executor
 from tests.conftest import REPO, run
 from tests.faultproxy import HANG, FaultProxy
 from tests.reconciler_env import (
     NAMESPACE,
+    Faulty,
     Pool,
     credential_id,
+    misshapen,
     reconciler_identity,
     reset_leadership,
     token_of,
+    watch_for,
     writers,
 )
 from tests.upstream.cluster import Stack
@@ -32,6 +36,7 @@ from tests.upstream.fleet import apply, kustomize_build
 from tests.upstream.processes import wait_for
 
 TEAM_NS = "faults-team"
+CREDENTIAL_ID = "authentication.kubernetes.io/credential-id"
 
 
 @pytest.fixture
@@ -88,17 +93,6 @@ def test_job_cli_gives_up_on_a_server_that_never_answers(proxy: FaultProxy, memb
     res = job(proxy, member_token, "status", "any-job", "--request-timeout", "1")
     assert res.code == 2 and "did not answer in time" in res.err and "--request-timeout" in res.err
     assert time.monotonic() - started < 10  # one retry at most, not the default minute
-
-
-class Faulty:
-    """An XID on some of the pool's nodes, from a source that answers at once."""
-
-    def __init__(self, *nodes: str) -> None:
-        self.nodes = set(nodes)
-
-    def observe(self, names: list[str]) -> dict[str, Observation]:
-        return {n: Observation(n, (Evidence("xid-79", "cordon", gpu="0"),) if n in self.nodes else ())
-                for n in names}
 
 
 def reconciler_through(proxy: FaultProxy, stack: Stack, pool: Pool, *faulty: str,
@@ -206,3 +200,46 @@ def test_a_failed_node_list_costs_one_loop_and_the_reconciler_goes_on(proxy: Fau
         runner.join(15)
     assert pool.cordoned(ANNOTATION_OWNED) == {pool.name(0)}
     assert (None, True) in loops  # the loop that met the fault failed and said so
+
+
+def test_one_node_the_list_cannot_read_leaves_the_other_nodes_decisions_intact(proxy: FaultProxy,
+                                                                                kube_stack: Stack) -> None:
+    """The real server's node list with one Node made the wrong shape on the way: before, every loop
+    failed on it (AttributeError) and nothing was cordoned anywhere. Now that node is skipped, its
+    health unknown and nothing written to it, and the other faulty node is cordoned on the real
+    API server in the same loop."""
+    reset_leadership(kube_stack)
+    pool = Pool(kube_stack)
+    pool.add(4)
+    rec, _ = reconciler_through(proxy, kube_stack, pool, pool.name(0), pool.name(1))
+    proxy.add("GET", r"/api/v1/nodes\?(?!.*watch=true)", 200, edit=misshapen(pool.name(0)))
+    decision = rec.once()
+    assert decision is not None and rec.executor.failures == 0
+    assert pool.cordoned(ANNOTATION_OWNED) == {pool.name(1)}
+    assert rec.unreadable == {pool.name(0): "status.conditions is a string, not a list"}
+    assert not pool.get(pool.name(0))["spec"].get("unschedulable")
+
+
+def test_a_watch_refused_410_every_time_relists_a_few_times_not_a_storm(proxy: FaultProxy,
+                                                                         kube_stack: Stack) -> None:
+    """Every watch through the front is answered 410 Gone; the lists reach the real API server,
+    whose audit log counts them: 2 or 3 in 5.5 s (client-go's backoff: the first at once, then
+    after 0.8-1.6 s and 2.4-4.8 s), where the cache used to list 73 to 159 times in 8 s."""
+    pool = Pool(kube_stack)
+    pool.add(2)
+    who = reconciler_identity(kube_stack)
+    api = connect(token=token_of(who), server=proxy.url, request_timeout=2)
+    proxy.add("GET", r"/api/v1/nodes\?.*watch=true", 410)
+    cache = watch_for(NodeCache(api, pool.selector), 5.5)
+    me = credential_id(who)
+    assert wait_for(lambda: len(_node_lists(kube_stack, me)) == cache.lists, 10), (cache.lists, proxy.seen)
+    assert 2 <= cache.lists <= 3
+    view = cache.view()
+    assert view is not None and sorted(n for n in view[0] if n.startswith(f"gpu-{pool.tag}-")) == [
+        pool.name(0), pool.name(1)]
+
+
+def _node_lists(stack: Stack, credential: str) -> list[dict[str, Any]]:
+    return [e for e in stack.audit() if e.get("verb") == "list" and e.get("stage") == "ResponseComplete"
+            and (e.get("objectRef") or {}).get("resource") == "nodes"
+            and credential in ((e.get("user") or {}).get("extra") or {}).get(CREDENTIAL_ID, [])]

@@ -8,11 +8,13 @@ import json
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from generator.reconciler.informer import Broken, Expired, NodeCache
 from generator.reconciler.loop import Reconciler
 from generator.reconciler.model import ANNOTATION_OWNED, ANNOTATION_SINCE, Policy
-from generator.reconciler.nodes import PoolSelector, node_state
+from generator.reconciler.nodes import PoolSelector, Unreadable, node_state
 
 POOLS = [PoolSelector("h100", {"pool": "h100"})]
 
@@ -65,16 +67,51 @@ def test_each_event_changes_only_its_node(cache: NodeCache) -> None:
     assert view is not None and view[1] == {"b": "uid-b", "cpu": "uid-cpu"}
 
 
+JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
+                    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+                    max_leaves=8)
+FIELDS = st.sampled_from(["spec", "status", "unschedulable", "capacity", "nodeInfo", "conditions", "bootID",
+                          "nvidia.com/gpu", "type", "status", "reason", "message", ANNOTATION_OWNED, ANNOTATION_SINCE,
+                          "health.fleetgen.io/cordon-history", "health.fleetgen.io/healthy-checks"])
+SHAPED = st.recursive(JSON, lambda inner: st.dictionaries(FIELDS, inner, max_size=4) | st.lists(inner, max_size=3),
+                      max_leaves=12)
+
+
+@settings(max_examples=150, deadline=None)
+@given(spec=SHAPED, status=SHAPED, annotations=SHAPED, labels=st.one_of(st.just({"pool": "h100"}), SHAPED))
+def test_any_json_is_a_node_state_or_unreadable_never_a_crash(spec: Any, status: Any, annotations: Any,
+                                                              labels: Any) -> None:
+    """Whatever a server puts in a Node's fields, reading it gives a NodeState with fields of their
+    declared types, nothing (not in a pool), or Unreadable naming the field: a wrongly typed Node
+    used to raise AttributeError or TypeError out of the list, failing every loop."""
+    obj = {"metadata": {"name": "a", "labels": labels, "annotations": annotations}, "spec": spec, "status": status}
+    try:
+        state = node_state(obj, POOLS)
+    except Unreadable as exc:
+        assert exc.name == "a" and " is " in exc.why and ", not " in exc.why
+        return
+    if state is None:
+        return
+    assert isinstance(state.reason, str) and isinstance(state.human_released, str)
+    assert isinstance(state.cordon_boot_id, str) and isinstance(state.boot_id, str) and isinstance(state.gpus, int)
+    assert state.since is None or isinstance(state.since, float)
+    assert all(isinstance(t, float) for t in state.history)
+
+
 def test_a_hostile_annotation_makes_the_value_unknown_not_the_list_fail() -> None:
     state = node_state(node("a", "1", **{ANNOTATION_SINCE: "not-a-time", "fleetgen.io/healthy-checks": "1e999"}),
                        POOLS)
     assert state is not None and state.since is None
     assert node_state(node("a", "1", **{ANNOTATION_SINCE: "inf"}), POOLS).since is None  # type: ignore[union-attr]
-    assert node_state({"metadata": {"labels": {"pool": "h100"}}}, POOLS) is None  # no name: not a Node
+    deep = node_state(node("a", "1", **{"health.fleetgen.io/cordon-history": "[" * 200_000}), POOLS)
+    assert deep is not None and deep.history == ()  # json.loads' RecursionError, as deep as 256 KiB allows
+    with pytest.raises(Unreadable, match="no metadata.name"):  # not a Node: skipped and counted by the list
+        node_state({"metadata": {"labels": {"pool": "h100"}}}, POOLS)
 
 
 @pytest.mark.parametrize("line,error", [
     ("{not json", Broken),
+    ("[" * 100_000, Broken),  # json.loads' RecursionError
     (json.dumps([1, 2]), Broken),
     (event("SURPRISE", node("a", "11")), Broken),
     (event("ADDED", {"metadata": {"name": "a"}}), Broken),  # no resourceVersion
@@ -106,6 +143,7 @@ class Listing:
 
     dry_run = True
     failures = 0
+    unreadable: dict[str, str] = {}
 
     def __init__(self) -> None:
         self.lists = 0

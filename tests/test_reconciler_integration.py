@@ -30,13 +30,16 @@ from generator.reconciler.loop import Reconciler
 from generator.reconciler.model import ANNOTATION_OWNED, CONDITION_TYPE, TAINT_KEY, Policy, Release, SetCondition
 from generator.reconciler.nodes import Executor
 from generator.reconciler.sources import EXPORTER_SIGNAL, PrometheusSource, SourceError
+from tests.faultproxy import HANG, FaultProxy
 from tests.prom import MetricsEndpoint, PrometheusServer, dcgm_node, tool
 from tests.reconciler_env import (
     NAMESPACE,
     Pool,
     credential_id,
+    misshapen,
     reconciler_identity,
     reset_leadership,
+    token_of,
     writers,
 )
 from tests.upstream.cluster import Identity, Stack
@@ -452,3 +455,36 @@ def test_a_replica_stuck_in_its_loop_fails_its_liveness_probe(tmp_path: Path, ku
         finally:
             proc.terminate()
             proc.wait(timeout=15)
+
+
+def test_health_run_counts_a_node_it_cannot_read_and_decides_the_others(tmp_path: Path, kube_stack: Stack) -> None:
+    """A real `fleetgen health run` reaches the real API server through tests/faultproxy.py, which
+    makes one Node the wrong shape in every node list (and holds the watch unanswered), with an XID 79
+    on that Node and on another. Its loops do not fail; /metrics says
+    `fleetgen_health_nodes_unreadable 1.0`; its log names the Node and the field; the other Node is
+    cordoned on the real server and the unreadable one is left alone. Before, every loop failed."""
+    with simulated(tmp_path, kube_stack) as (fleet, prom, pool):
+        proxy = FaultProxy(kube_stack.server, kube_stack.workdir / "ca.crt")
+        proxy.serve()
+        proxy.add("GET", r"/api/v1/nodes\?.*watch=true", HANG)
+        proxy.add("GET", r"/api/v1/nodes\?", 200, edit=misshapen(pool.name(0)))
+        fleet.xids[pool.name(0)] = (0, 79)
+        fleet.xids[pool.name(1)] = (0, 79)
+        policy = write_policy(tmp_path / "policy.json", prom.url, PERIOD, pool)
+        port, log = free_port(), tmp_path / "replica.log"
+        command = [sys.executable, "-m", "generator", "health", "run", "--config", str(policy), "--server",
+                   proxy.url, "--token", token_of(reconciler_identity(kube_stack)), f"--listen=127.0.0.1:{port}"]
+        with log.open("wb") as out:
+            proc = subprocess.Popen(command, env={**os.environ, "POD_NAME": "replica-a"}, stdout=out,
+                                    stderr=subprocess.STDOUT)
+        try:
+            assert wait_for(lambda: cordoned(pool) == {pool.name(1)}, 30, step=0.2), log.read_text()
+            assert wait_for(lambda: "fleetgen_health_nodes_unreadable 1.0" in scrape(port)[1], 10, step=0.2)
+            text = log.read_text()
+            assert f'"{pool.name(0)}": "status.conditions is a string, not a list"' in text, text
+            assert '"unreadableNodes": 1' in text and '"loop": "failed"' not in text and "Traceback" not in text
+            assert cordoned(pool) == {pool.name(1)}
+        finally:
+            proc.terminate()
+            proc.wait(timeout=15)
+            proxy.shutdown()

@@ -30,8 +30,8 @@ def _same_as_a_list(cache: NodeCache, api: Any, pool: Pool) -> bool:
     view = cache.view()
     if view is None:
         return False
-    listed, uids, _ = list_nodes(api, pool.selector)
-    return view == (listed, uids)
+    listed = list_nodes(api, pool.selector)
+    return view == (listed.states, listed.uids)
 
 
 def test_the_watch_keeps_every_change_and_resumes_without_a_list(pool: Pool, monkeypatch: pytest.MonkeyPatch) -> None:

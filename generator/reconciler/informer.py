@@ -9,7 +9,13 @@ cache list again. The loop reads a copy of the cache, and only while the cache i
 `STALE_SECONDS` without a working watch it lists Nodes itself, as it did before this cache.
 
 Every answer is hostile until checked: an event that is not a watch event of a Node (no type, no
-object, no name) cannot be applied, and the cache cannot know what it missed, so it lists again.
+object, no name) cannot be applied, and the cache cannot know what it missed, so it lists again. A
+Node event whose fields have the wrong type applies as that one Node unknown (`Unreadable`,
+counted), never the watch's end. Every list after the first, and every watch retried after a
+failure, waits a step of client-go's backoff (`backoff.py`), so a server that answers every watch
+with 410 or garbage gets a few lists a minute. The cache counts as current again only once a list
+succeeded or an event applied: a watch that connects and then delivers nothing usable leaves the
+staleness clock running.
 """
 
 from __future__ import annotations
@@ -22,8 +28,9 @@ from collections.abc import Callable
 from typing import Any
 
 from generator.jobs.connection import timeout
+from generator.reconciler.backoff import Backoff
 from generator.reconciler.model import NodeState
-from generator.reconciler.nodes import PoolSelector, _backoff, list_nodes, node_state
+from generator.reconciler.nodes import PoolSelector, Unreadable, list_nodes, node_state
 
 WATCH_SECONDS = 290
 """Server-side timeout of one watch request (client-go picks 5 to 10 minutes); the next watch
@@ -34,6 +41,9 @@ roughly every minute even while nothing changes (k8s.io/apiserver v0.36.3
 pkg/storage/cacher/cache_watcher.go:228, cacher.go:77 defaultBookmarkFrequency)."""
 STALE_SECONDS = 60.0
 """How long the cache may go without a working watch before loops stop trusting it."""
+SHORT_SECONDS = 1.0
+"""A watch that ends sooner than this without one event counts as failed and is retried after a
+backoff, as client-go's reflector does (v0.36.3 tools/cache/reflector.go:1096-1099)."""
 log = logging.getLogger("fleetgen.health")
 
 
@@ -45,22 +55,30 @@ class Broken(Exception):
     """The watch sent something that is not a Node's watch event: what it missed is unknown."""
 
 
+class Short(Exception):
+    """The watch ended at once with nothing in it: resumed from the same version, after a backoff."""
+
+
 class NodeCache:
     """Every GPU node's state, kept by one list and then a watch (`run` in a thread of its own)."""
 
     def __init__(self, api: Any, pools: list[PoolSelector], monotonic: Callable[[], float] = time.monotonic,
-                 stale_seconds: float = STALE_SECONDS) -> None:
+                 stale_seconds: float = STALE_SECONDS, backoff: Backoff | None = None) -> None:
         self.api = api
         self.pools = pools
         self.monotonic = monotonic
         self.stale_seconds = stale_seconds
+        self.backoff = backoff or Backoff(monotonic)
+        """The wait before a list after the first, and before a watch retried after a failure."""
         self._lock = threading.Lock()
         self._states: dict[str, NodeState] = {}
         self._uids: dict[str, str] = {}
+        self._unreadable: dict[str, str] = {}
         self.version = ""
         """The resourceVersion the cache is current at ("" until the first list)."""
         self._broken_at: float | None = None
-        """When the watch last stopped delivering (None: it works, or the last list succeeded)."""
+        """Since when the cache has not been known current: set when the watch fails, cleared only
+        when a list succeeds or an event applies (a watch that merely connects proves nothing)."""
         self._must_list = True
         """No version to resume from (never listed, expired, or a broken stream): list first. The
         last view stays readable meanwhile: it is as current as the last event applied."""
@@ -92,6 +110,11 @@ class NodeCache:
                 return None
             return dict(self._states), dict(self._uids), moved
 
+    def unreadable(self) -> dict[str, str]:
+        """The Nodes skipped because a field has the wrong type, by name: why (their health is unknown)."""
+        with self._lock:
+            return dict(self._unreadable)
+
     def _trusted(self) -> bool:
         """Listed, and the watch works or stopped less than `stale_seconds` ago (under the lock)."""
         broken = self._broken_at is not None and self.monotonic() - self._broken_at > self.stale_seconds
@@ -101,9 +124,10 @@ class NodeCache:
 
     def relist(self) -> None:
         """Replace the cache with one paginated list (its resourceVersion is where the watch starts)."""
-        states, uids, version = list_nodes(self.api, self.pools)
+        listed = list_nodes(self.api, self.pools, self.monotonic)
         with self._lock:
-            self._states, self._uids, self.version = states, uids, version
+            self._states, self._uids, self.version = listed.states, listed.uids, listed.version
+            self._unreadable = listed.unreadable
             self._broken_at = None
             self._moved = None
         self._must_list = False
@@ -111,12 +135,14 @@ class NodeCache:
 
     def watch(self, stop: threading.Event | None = None) -> None:
         """One watch request from the cache's version, applying its events until the server ends it
-        (or `stop` is set). Expired when the version is gone, Broken on an event that is not one."""
+        (or `stop` is set). Expired when the version is gone, Broken on an event that is not one,
+        Short when it ends within `SHORT_SECONDS` with no event at all."""
         from kubernetes import client
         from kubernetes.client.exceptions import ApiException
         from kubernetes.watch.watch import iter_resp_lines
 
         connect, _ = timeout(self.api)
+        started, events = self.monotonic(), self.events  # before the request, as client-go (reflector.go:583)
         try:
             core: Any = client.CoreV1Api(self.api)  # raw pages: the models' parsing is not wanted here
             response = core.list_node(
@@ -127,8 +153,6 @@ class NodeCache:
             if exc.status == 410:
                 raise Expired(f"resourceVersion {self.version} is gone") from None
             raise
-        with self._lock:
-            self._broken_at = None
         try:
             for line in iter_resp_lines(response):
                 if line:
@@ -138,12 +162,14 @@ class NodeCache:
         finally:
             response.close()
             response.release_conn()
+        if self.events == events and self.monotonic() - started < SHORT_SECONDS:
+            raise Short(f"the watch ended within {SHORT_SECONDS:.0f} s without an event")
 
     def apply(self, line: str | bytes) -> None:
         """One line of a watch stream."""
         try:
             event = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested past the parser's depth
             raise Broken("a watch line that is not JSON") from None
         kind = event.get("type") if isinstance(event, dict) else None
         obj: Any = event.get("object") if isinstance(event, dict) else None
@@ -161,48 +187,56 @@ class NodeCache:
         if kind == "BOOKMARK":
             with self._lock:
                 self.version = version
+                self._broken_at = None
             self.events += 1
             return
         name = meta.get("name")
-        if not isinstance(name, str):
+        if not isinstance(name, str) or not name:
             raise Broken("a Node without a name")
-        state = node_state(obj, self.pools) if kind != "DELETED" else None
+        why = None
+        try:
+            state = node_state(obj, self.pools) if kind != "DELETED" else None
+        except Unreadable as exc:  # that Node's health is unknown; the watch goes on
+            state, why = None, exc.why
         with self._lock:
             self._states.pop(name, None)  # DELETED, or MODIFIED out of every pool: gone from the view
+            self._unreadable.pop(name, None)
             if kind == "DELETED":
                 self._uids.pop(name, None)
             else:
                 self._uids[name] = str(meta.get("uid") or "")
             if state is not None:
                 self._states[name] = state
+            if why is not None:
+                self._unreadable[name] = why
             if self._moved is not None:
                 self._moved.add(name)
             self.version = version
+            self._broken_at = None
         self.events += 1
 
     def run(self, stop: threading.Event) -> None:
-        """List, then watch and resume until `stop` is set; list again on an expired version or a
-        broken watch; wait and retry (backing off) while the API server cannot be reached."""
-        failures = 0
+        """List, then watch and resume until `stop` is set. A watch the server ends as watches end
+        is resumed at once; any failure waits a backoff step first (`Backoff`, client-go's), then
+        lists again (an expired version, a broken stream, a failed list) or watches again from the
+        same version (an unreachable server, a watch that ended at once)."""
         while not stop.is_set():
             try:
                 if self._must_list:
                     self.relist()
                 self.watch(stop)
-                failures = 0
+                continue
             except Expired as exc:
-                self._broke()
                 log.info(json.dumps({"nodeWatch": "expired", "relist": True, "why": str(exc)[:300]}))
                 self._must_list = True
             except Broken as exc:
-                self._broke()
                 log.warning(json.dumps({"nodeWatch": "broken", "relist": True, "why": str(exc)[:300]}))
                 self._must_list = True
-            except Exception as exc:  # noqa: BLE001 - an unreachable API server: retry, never end the thread
-                self._broke()
-                log.warning(json.dumps({"nodeWatch": "failed", "why": f"{type(exc).__name__}: {exc}"[:300]}))
-                stop.wait(_backoff(failures))
-                failures += 1
+            except Exception as exc:  # noqa: BLE001 - an unreachable API server or a refused list: retry
+                log.warning(json.dumps({"nodeWatch": "failed", "relist": self._must_list,
+                                        "why": f"{type(exc).__name__}: {exc}"[:300]}))
+            self._broke()
+            stop.wait(self.backoff.next())
 
     def _broke(self) -> None:
         """The watch stopped delivering: from now on the view ages (see `view`)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import json
 import logging
 import threading
 import time
@@ -25,7 +26,7 @@ from generator.reconciler.model import (
     Pending,
     Policy,
 )
-from generator.reconciler.nodes import Executor, PoolSelector
+from generator.reconciler.nodes import Executor, ListFailed, PoolSelector
 
 log = logging.getLogger("fleetgen.health")
 
@@ -122,6 +123,9 @@ class Reconciler:
     and lists only while the cache is not current."""
     listed: bool = False
     """The last loop listed every Node itself (no current cache)."""
+    unreadable: dict[str, str] = field(default_factory=dict)
+    """Nodes the last loop's read skipped (a field of the wrong type), by name: why. Their health is
+    unknown, so nothing is done to them; every other node is decided as usual."""
     _seen: _Loop | None = field(default=None, repr=False)
     """What the last loop merged and found calm (None: start over from every node)."""
 
@@ -136,10 +140,15 @@ class Reconciler:
         moved: Changed
         if view is None:
             nodes, moved = self.executor.read(self.pools), None  # the loop's one node list
+            unreadable = self.executor.unreadable
         else:
             nodes, uids, moved = view
             self.executor.remember(uids)
-        self.nodes = nodes
+            unreadable = self.cache.unreadable() if self.cache is not None else {}
+        if unreadable != self.unreadable and unreadable:
+            log.warning(json.dumps({"unreadableNodes": len(unreadable), "healthUnknown": dict(
+                sorted(unreadable.items())[:20])}))
+        self.nodes, self.unreadable = nodes, unreadable
         decision, breakers = self.think(nodes, moved)
         for line in decision.skipped:
             log.info(line)
@@ -185,6 +194,9 @@ class Reconciler:
             failed = False
             try:
                 decision = self.once()
+            except ListFailed as exc:  # the API server's answer, explained: no traceback
+                failed = True
+                log.warning(json.dumps({"loop": "failed", "why": str(exc), "retry": "next period"}))
             except Exception:  # noqa: BLE001 - one failed loop must not end the reconciler
                 failed = True
                 log.exception("reconcile loop failed; retrying next period")

@@ -20,10 +20,10 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from generator.compile.health import EVENTS_NAMESPACE
-from generator.jobs.connection import timeout
+from generator.jobs.connection import ClusterError, timeout
 from generator.reconciler.model import (
     ANNOTATION_BOOT,
     ANNOTATION_DRAINED,
@@ -59,6 +59,12 @@ GPU_RESOURCE = "nvidia.com/gpu"
 RETRIES = 3
 PAGE = 250
 """Nodes per list page: 250 x 14 KB is about 3.5 MB of JSON at a time."""
+LIST_MAX_NODES = 50_000
+"""Most Nodes one list may carry: ten times the 5,000 Nodes Kubernetes supports in one cluster."""
+LIST_MAX_PAGES = 2 * LIST_MAX_NODES // PAGE
+"""Most pages one list may take (twice what the Nodes need, for pages a server answers short)."""
+LIST_DEADLINE_SECONDS = 120.0
+"""Longest one list may take, all pages together (10,000 Nodes: about 1 s; see Benchmarks)."""
 MAX_WAIT_SECONDS = 10.0
 """Longest wait before a retry, whatever a Retry-After header asks (the loop must go on)."""
 RETRY: dict[int, str] = {
@@ -85,7 +91,7 @@ class PoolSelector:
 def _floats(text: str | None) -> tuple[float, ...]:
     try:
         return tuple(float(x) for x in json.loads(text or "[]"))
-    except (ValueError, TypeError):
+    except (ValueError, TypeError, RecursionError):  # RecursionError: "[[[[..." as deep as 256 KiB allows
         return ()
 
 
@@ -99,20 +105,70 @@ def _number(text: object, kind: type[float] | type[int]) -> Any:
     return value if value is None or math.isfinite(value) else None
 
 
-def node_state(node: dict[str, Any], pools: list[PoolSelector]) -> NodeState | None:
-    """The reconciler's view of a Node (None when it is in no GPU pool, or is not a Node at all)."""
+class Unreadable(Exception):
+    """A Node whose JSON has a field of the wrong type (only a misbehaving API server or proxy sends
+    one: the real one validates Nodes): that node is skipped and counted, its health unknown."""
+
+    def __init__(self, name: str, why: str) -> None:
+        super().__init__(f"Node {name or '(no name)'}: {why}")
+        self.name = name
+        self.why = why
+
+
+_SHAPE: tuple[tuple[tuple[str, ...], type], ...] = (
+    (("metadata", "annotations"), dict), (("spec",), dict), (("status",), dict),
+    (("status", "capacity"), dict), (("status", "nodeInfo"), dict), (("status", "conditions"), list))
+"""The containers `node_state` reads below `metadata.labels`, parents first; absent, null or empty
+is as good as empty (as the reader takes it)."""
+_ANNOTATIONS_READ = (ANNOTATION_OWNED, ANNOTATION_REASON, ANNOTATION_SINCE, ANNOTATION_HEALTHY, ANNOTATION_HISTORY,
+                     ANNOTATION_HUMAN, ANNOTATION_BOOT, ANNOTATION_DRAINED)
+_JSON_TYPES = {dict: "an object", list: "a list", str: "a string", bool: "a boolean", int: "a number",
+               float: "a number", type(None): "null"}
+
+
+def _json_type(value: object) -> str:
+    return _JSON_TYPES.get(type(value), type(value).__name__)
+
+
+def _wrong_field(node: dict[str, Any]) -> str | None:
+    """The first field `node_state` reads that has the wrong type, as `path is X, not Y`."""
+    for path, kind in _SHAPE:
+        value: Any = node
+        for key in path:
+            value = value.get(key) if isinstance(value, dict) else None
+        if value and not isinstance(value, kind):
+            return f"{'.'.join(path)} is {_json_type(value)}, not {_JSON_TYPES[kind]}"
+    for index, item in enumerate((node.get("status") or {}).get("conditions") or []):
+        if not isinstance(item, dict):
+            return f"status.conditions[{index}] is {_json_type(item)}, not an object"
+    notes = node["metadata"].get("annotations") or {}
+    for key in _ANNOTATIONS_READ:
+        if key in notes and not isinstance(notes[key], str):
+            return f"metadata.annotations[{key}] is {_json_type(notes[key])}, not a string"
+    return None
+
+
+def node_state(node: object, pools: list[PoolSelector]) -> NodeState | None:
+    """The reconciler's view of a Node (None when it is in no GPU pool). Any JSON value may come in:
+    a Node whose name, labels or fields it reads have the wrong type raises Unreadable (a Node in no
+    GPU pool is not read further, so only GPU nodes and nodes whose pool cannot be told count)."""
     meta = node.get("metadata") if isinstance(node, dict) else None
-    if not isinstance(meta, dict) or not isinstance(meta.get("name"), str):
-        return None
-    labels, notes = meta.get("labels") or {}, meta.get("annotations") or {}
-    if not isinstance(labels, dict) or not isinstance(notes, dict):
-        return None
+    name = meta.get("name") if isinstance(meta, dict) else None
+    if not isinstance(node, dict) or not isinstance(meta, dict) or not isinstance(name, str) or not name:
+        raise Unreadable("", "no metadata.name: not a Node")
+    labels = meta.get("labels") or {}
+    if not isinstance(labels, dict):
+        raise Unreadable(name, f"metadata.labels is {_json_type(labels)}, not an object")
     pool = next((p.name for p in pools if all(labels.get(k) == v for k, v in p.labels.items())), None)
     if pool is None:
         return None
+    wrong = _wrong_field(node)
+    if wrong is not None:
+        raise Unreadable(name, wrong)
+    notes = meta.get("annotations") or {}
     return NodeState(
-        name=meta["name"], pool=pool, unschedulable=bool((node.get("spec") or {}).get("unschedulable")),
-        owned=notes.get(ANNOTATION_OWNED) == "true", reason=str(notes.get(ANNOTATION_REASON, "")),
+        name=name, pool=pool, unschedulable=bool((node.get("spec") or {}).get("unschedulable")),
+        owned=notes.get(ANNOTATION_OWNED) == "true", reason=notes.get(ANNOTATION_REASON, ""),
         since=_number(notes.get(ANNOTATION_SINCE), float),
         healthy_checks=_number(notes.get(ANNOTATION_HEALTHY), int) or 0,
         history=_floats(notes.get(ANNOTATION_HISTORY)), human_released=notes.get(ANNOTATION_HUMAN, ""),
@@ -231,35 +287,106 @@ def _stays(pod: dict[str, Any]) -> bool:
             or bool(meta.get("deletionTimestamp")))
 
 
-def list_nodes(api: Any, pools: list[PoolSelector]) -> tuple[dict[str, NodeState], dict[str, str], str]:
-    """Every GPU node's state, every Node's uid by name, and the list's resourceVersion (where a
-    watch starts), from one paginated list: all pages are one snapshot of the same version."""
+class NodeList(NamedTuple):
+    """One paginated list of Nodes."""
+
+    states: dict[str, NodeState]
+    """Every GPU node's state, by name."""
+    uids: dict[str, str]
+    """Every Node's uid, by name."""
+    version: str
+    """The list's resourceVersion (where a watch starts)."""
+    unreadable: dict[str, str]
+    """Nodes skipped because a field had the wrong type, by name: why (see `Unreadable`)."""
+
+
+class ListFailed(ClusterError):
+    """The API server's node list broke a bound (pages, Nodes, time) or was not a list: no state
+    can be taken from it. The message says which (a `fleetgen health` command prints it as is)."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__(f"error: node list failed: {why}")
+
+
+def list_nodes(api: Any, pools: list[PoolSelector], monotonic: Callable[[], float] = time.monotonic) -> NodeList:
+    """Every GPU node's state, every Node's uid by name, the list's resourceVersion and the Nodes
+    that could not be read, from one paginated list: all pages are one snapshot of the same
+    version. A `continue` token that never ends, more Nodes than any cluster has or a list slower
+    than `LIST_DEADLINE_SECONDS` end in ListFailed, after at most one more page or read timeout."""
     from kubernetes import client
 
-    states: dict[str, NodeState] = {}
-    uids: dict[str, str] = {}
+    out = NodeList({}, {}, "", {})
     token: str | None = None
-    version = ""
     core: Any = client.CoreV1Api(api)  # raw pages (_preload_content=False): no models
+    connect, read = timeout(api)
+    deadline = monotonic() + LIST_DEADLINE_SECONDS
+    pages = items = 0
     while True:
-        page = core.list_node(limit=PAGE, _continue=token, _preload_content=False, _request_timeout=timeout(api))
-        body = json.loads(page.data)
-        if not isinstance(body, dict):
-            raise ValueError("the API server answered a node list that is not an object")
-        for node in body.get("items") or []:
-            state = node_state(node, pools)
-            if state is not None:
-                states[state.name] = state
-            meta = node.get("metadata") if isinstance(node, dict) else None
-            if isinstance(meta, dict) and isinstance(meta.get("name"), str):
-                uids[meta["name"]] = str(meta.get("uid") or "")
+        left = deadline - monotonic()
+        if left <= 0:
+            raise ListFailed(f"it took more than {LIST_DEADLINE_SECONDS:.0f} s ({pages} pages, "
+                             f"{items} Nodes): the API server answers too slowly")
+        if pages >= LIST_MAX_PAGES:
+            raise ListFailed(f"it did not end after {pages} pages of at most {PAGE} ({items} Nodes): "
+                             "the API server keeps answering with a continue token")
+        page = core.list_node(limit=PAGE, _continue=token, _preload_content=False,
+                              _request_timeout=(connect, min(read, left)))
+        try:
+            body = json.loads(_body(page, deadline, monotonic))
+        except (ValueError, RecursionError):  # not JSON, not UTF-8, or nested past the parser's depth
+            raise ListFailed("the API server answered something that is not JSON") from None
+        pages += 1
+        found = (body.get("items") if isinstance(body, dict) else None) or []
+        if not isinstance(body, dict) or not isinstance(found, list):
+            raise ListFailed("the API server answered something that is not a NodeList")
+        _take(found, items, pools, out)
+        items += len(found)
+        if items > LIST_MAX_NODES:
+            raise ListFailed(f"it passed {LIST_MAX_NODES} Nodes after {pages} pages, more than any "
+                             "cluster has: the API server keeps answering with Nodes")
         body.pop("items", None)  # free the page before the next one
-        meta = body.get("metadata") or {}
-        version = str(meta.get("resourceVersion") or "")
-        token = meta.get("continue")
+        del found
+        meta: Any = body.get("metadata")
+        version, token = (meta.get("resourceVersion"), meta.get("continue")) if isinstance(meta, dict) else ("", "")
+        out = out._replace(version=version if isinstance(version, str) else "")
         if not token:
-            break
-    return states, uids, version
+            return out
+        if not isinstance(token, str):
+            raise ListFailed(f"its continue token is {_json_type(token)}, not a string")
+
+
+def _take(found: list[Any], first: int, pools: list[PoolSelector], into: NodeList) -> None:
+    """One page's Nodes (the list's from `first` on) into the list: a Node that cannot be read is
+    counted, never the list's end."""
+    for index, node in enumerate(found, start=first):
+        try:
+            state = node_state(node, pools)
+        except Unreadable as exc:
+            into.unreadable[exc.name or f"(item {index} of the list)"] = exc.why
+            state = None
+        if state is not None:
+            into.states[state.name] = state
+        meta = node.get("metadata") if isinstance(node, dict) else None
+        if isinstance(meta, dict) and isinstance(meta.get("name"), str):
+            into.uids[meta["name"]] = str(meta.get("uid") or "")
+
+
+def _body(page: Any, deadline: float, monotonic: Callable[[], float]) -> bytes:
+    """A page's bytes, read a piece at a time so that a server dripping its answer is cut off at the
+    deadline (a read timeout alone counts per piece, not per answer)."""
+    parts: list[bytes] = []
+    try:
+        while chunk := page.read1(1 << 20):
+            parts.append(chunk)
+            if monotonic() > deadline:
+                raise ListFailed(f"it took more than {LIST_DEADLINE_SECONDS:.0f} s: the API server "
+                                 "answers too slowly")
+    except BaseException:
+        page.close()  # the rest of the answer is unread: the connection cannot be used again
+        raise
+    finally:
+        page.release_conn()
+    return b"".join(parts)
 
 
 class Executor:
@@ -283,6 +410,8 @@ class Executor:
         self._uids: dict[str, str] = {}
         """Node name -> uid from the last read: Events name their Node by uid too, which is how
         `kubectl describe node` finds them (it selects involvedObject.uid)."""
+        self.unreadable: dict[str, str] = {}
+        """Nodes the last list skipped (a field of the wrong type), by name: why."""
         self._events: dict[tuple[str, str, str, str], tuple[str, int]] = {}
         """(node, uid, reason, message) -> (Event name, count): a repeat updates the Event's count
         and lastTimestamp, as client-go's event correlator does, instead of a new Event per loop."""
@@ -306,9 +435,10 @@ class Executor:
         raise RuntimeError(f"node list restarted {RETRIES} times: continue token kept expiring")
 
     def _read(self, pools: list[PoolSelector]) -> dict[str, NodeState]:
-        states, uids, _ = list_nodes(self.api, pools)
-        self._uids = uids
-        return states
+        listed = list_nodes(self.api, pools)
+        self._uids = listed.uids
+        self.unreadable = listed.unreadable
+        return listed.states
 
     def remember(self, uids: dict[str, str]) -> None:
         """Node uids as a watch keeps them (Events name their Node by uid), when no list was made."""

@@ -52,6 +52,9 @@ class Metrics:
         self.cordons = Counter("fleetgen_health_cordons_total", "Cordons placed", registry=self.registry)
         self.write_failures = Counter("fleetgen_health_write_failures_total",
                                       "Node or Event writes given up after retries", registry=self.registry)
+        self.unreadable = Gauge("fleetgen_health_nodes_unreadable",
+                                "Nodes the last loop skipped because a field had the wrong type (health unknown)",
+                                registry=self.registry)
         for pool in self.pools:
             self.breaker.labels(pool).set(0)
         self.period = period
@@ -63,11 +66,12 @@ class Metrics:
         return self.monotonic() - self.last_completed <= STALL_PERIODS * self.period
 
     def record(self, decision: Decision | None, nodes: dict[str, NodeState], seconds: float,
-               failed: bool = False, write_failures: int = 0) -> None:
+               failed: bool = False, write_failures: int = 0, unreadable: int = 0) -> None:
         self.loop.observe(seconds)
         if failed:
             self.failures.inc()
             return
+        self.unreadable.set(unreadable)
         self.last_completed = self.monotonic()
         self.completed.set_to_current_time()
         self.leader.set(decision is not None)

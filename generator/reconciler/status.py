@@ -52,7 +52,16 @@ def status_lines(rec: Reconciler) -> list[str]:
         drained = ", drained" if node.drained else ""
         out.append(f"  {node.name} [{node.pool}]: {node.reason}, {node.healthy_checks} healthy checks{drained}"
                    f"{repair}")
-    return out
+    return out + unreadable_lines(rec.executor.unreadable)
+
+
+def unreadable_lines(unreadable: dict[str, str]) -> list[str]:
+    """The Nodes the read skipped (a field of the wrong type), each with the field: nothing is done
+    to them until they read again."""
+    if not unreadable:
+        return []
+    return [f"{len(unreadable)} Node(s) unreadable, health unknown, nothing done to them:",
+            *(f"  {name}: {why}" for name, why in sorted(unreadable.items()))]
 
 
 def decision_lines(decision: Decision, dry_run: bool) -> list[str]:
