@@ -143,7 +143,7 @@ def test_journald_clusters_run_a_collector_that_has_journalctl() -> None:
     assert default and default.group(1) == pins["otel-collector"].version
     assert "systemd" in dockerfile and 'ENTRYPOINT ["/otelcol-contrib"]' in dockerfile
     own = f"ghcr.io/acme/{pins['otel-collector-journald'].image}:{__version__}"  # prod-west's images.registry
-    upstream = f"{pins['otel-collector'].image}:{pins['otel-collector'].version}"
+    upstream = f"{pins['otel-collector'].image}:{pins['otel-collector'].version}@{pins['otel-collector'].digest}"
     for cluster, image in (("prod-west", own), ("prod-east", upstream)):
         ds = load(f"{cluster}/monitoring/daemonset-fleetgen-kernel-log.yaml")
         (container,) = ds["spec"]["template"]["spec"]["containers"]
