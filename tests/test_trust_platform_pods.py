@@ -112,6 +112,41 @@ def test_the_collector_reads_its_password_from_a_file_under_the_default_seccomp_
     assert password == f"${{file:{mount['mountPath']}/{item['path']}}}"
 
 
+PASSWORDS = ["s3cr3t", "123456", "yes", "null", "~", "0x1F", "+/aB0==", "a: b", "[x]", "#x", "p@ss word",
+             "s3cr3t\n"]
+"""What `openssl rand -base64` makes, and what YAML would read as a number, a boolean, nothing, a map,
+a list or a comment: the collector must log in with the file's bytes, a trailing newline included."""
+
+
+@pytest.mark.parametrize("cluster", ["prod-east", "prod-west"])  # the upstream and the journald collector
+def test_the_collector_logs_in_with_the_bytes_of_the_mounted_secret(upstream_tools: None, tmp_path: Path,
+                                                                     cluster: str) -> None:
+    """The real collector's resolver (confmap v1.45.0, as contrib 0.139.0 links it, with its env and
+    file providers) resolves the rendered configuration; only the mounted file's path is moved into
+    the test's folder. A LOKI_PASSWORD left in the environment is not what it logs in with."""
+    import json
+    import os
+    import subprocess
+
+    from tests.upstream import tools
+
+    spec = _load(REPO, cluster, "monitoring", f"daemonset-{COLLECTOR}.yaml")["spec"]["template"]["spec"]
+    mounts = [m["mountPath"] for m in spec["containers"][0]["volumeMounts"] if m["mountPath"].startswith("/secrets/")]
+    assert len(mounts) == 1, f"the collector mounts no password file: {spec['containers'][0]['volumeMounts']}"
+    mounted = f"{mounts[0]}/password"
+    text = _load(REPO, cluster, "monitoring", f"configmap-{COLLECTOR}.yaml")["data"]["collector.yaml"]
+    assert text.count(mounted) == 1, "the configuration does not read the mounted password file"
+    config = tmp_path / "collector.yaml"
+    config.write_text(text.replace(mounted, str(tmp_path / "password")))
+    env = {**os.environ, "K8S_NODE_NAME": "gpu-1", "LOKI_PASSWORD": "from-the-environment"}
+    for password in PASSWORDS:
+        (tmp_path / "password").write_text(password)
+        proc = subprocess.run([str(tools.binary("otelcol-config")), str(config), "basicauth/loki"], env=env,
+                              capture_output=True, text=True, timeout=60, check=False)
+        assert proc.returncode == 0, proc.stderr
+        assert json.loads(proc.stdout) == {"username": "kernel-logs", "password": password}, password
+
+
 # --- judged by the real API server -------------------------------------------------------------
 
 @pytest.fixture(scope="module")
