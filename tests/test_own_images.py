@@ -108,10 +108,16 @@ def test_the_images_workflow_pushes_what_the_manifests_name() -> None:
         pins["health-reconciler"].image, pins["otel-collector-journald"].image}
     for image in job["strategy"]["matrix"]["image"]:
         assert (REPO / image["file"]).is_file() and (REPO / image["context"]).is_dir()
-    build = job["steps"][-1]
-    assert build["uses"].startswith("docker/build-push-action@")
+    (build,) = [s for s in job["steps"] if s.get("uses", "").startswith("docker/build-push-action@")]
     assert build["with"]["tags"] == "${{ steps.meta.outputs.registry }}/${{ matrix.image.name }}:" \
                                     "${{ steps.meta.outputs.version }}"
+    # Issue 52: the journald image copies the collector from the upstream image pinned by digest, and
+    # the run's summary shows each pushed image's digest for `images.digests`.
+    assert build["with"]["build-args"].splitlines() == ["OTELCOL_VERSION=${{ steps.meta.outputs.otelcol }}",
+                                                   "OTELCOL_DIGEST=${{ steps.meta.outputs.otelcol_digest }}"]
+    summary = job["steps"][-1]
+    assert summary["env"]["DIGEST"] == f"${{{{ steps.{build['id']}.outputs.digest }}}}"
+    assert "GITHUB_STEP_SUMMARY" in summary["run"] and "images.digests.$IMAGE" in summary["run"]
 
 
 @pytest.mark.parametrize(("ref_type", "ref_name", "registry", "ok"), [
@@ -132,6 +138,7 @@ def test_the_images_workflow_script_checks_the_tag(tmp_path: Path, ref_type: str
     if ok:
         values = dict(line.split("=", 1) for line in output.read_text().splitlines())
         assert values["version"] == __version__ and values["otelcol"] == lock()["otel-collector"].version
+        assert values["otelcol_digest"] == lock()["otel-collector"].digest
         assert values["registry"] == (registry or "ghcr.io/acme") and values["host"] == values["registry"].split("/")[0]
     else:
         assert "does not match fleetgen's version" in proc.stdout

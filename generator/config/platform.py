@@ -87,7 +87,7 @@ class Images(ConfigModel):
     digests: dict[StrictStr, ImageDigest] = {}
     """Per image (`fleetgen`, `fleetgen-otelcol-journald`), the digest that pins it: rendered as
     `<registry>/<image>:<tag>@sha256:...`, so the node runs exactly the image that was reviewed even if
-    the tag is pushed again (the registry lists each pushed tag's digest)."""
+    the tag is pushed again (the images workflow's run summary shows each pushed digest)."""
 
     @field_validator("registry")
     @classmethod
