@@ -21,6 +21,13 @@ class Component:
     image: str = ""
     app: str = ""
     """The application release a chart is told to run, where it is not the chart's own default."""
+    digest: str = ""
+    """An upstream image's digest (`sha256:...`): the reference becomes `image:version@digest`."""
+
+    @property
+    def reference(self) -> str:
+        """An upstream image as a node pulls it: `image:version`, and `@digest` where pinned."""
+        return f"{self.image}:{self.version}{'@' + self.digest if self.digest else ''}"
 
     @property
     def is_oci(self) -> bool:
@@ -50,3 +57,8 @@ def lock() -> dict[str, Component]:
 def component(name: str) -> Component:
     """One pinned component."""
     return lock()[name]
+
+
+def own_images() -> list[str]:
+    """The names of this repository's own images (entries with an image and no version), sorted."""
+    return sorted(c.image for c in lock().values() if c.image and not c.version)

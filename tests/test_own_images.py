@@ -27,7 +27,7 @@ IMAGES = "images:\n  registry: ghcr.io/acme   # where .github/workflows/images.y
     (IMAGES, "images: {registry: registry.example/platform}\n",
      "images.registry: registry.example/platform is on a name reserved for examples"),
     (IMAGES, "images: {registry: ghcr.io/Acme}\n", "images.registry"),
-    (IMAGES, "images: {registry: ghcr.io/acme, tag: 'sha256:abc'}\n", "images.tag"),
+    (IMAGES, "images: {registry: ghcr.io/acme, tag: 'sha256:abc'}\n", "images.tag: must be an image tag"),
 ])
 def test_missing_or_placeholder_locations_are_errors(fleet_root: Path, old: str, new: str, expected: str) -> None:
     edit(fleet_root, "clusters/prod-east.yaml", old, new)
@@ -42,18 +42,49 @@ def test_a_missing_gitops_section_says_what_to_add(fleet_root: Path) -> None:
     assert result.code == 2 and "clusters/hub.yaml:1: gitops: missing required key 'gitops'" in result.err, result.err
 
 
-def test_both_own_images_come_from_the_cluster_registry_and_a_digest_pins_them(fleet_root: Path) -> None:
-    digest = "sha256:" + "ab" * 32
-    edit(fleet_root, "clusters/prod-west.yaml", IMAGES, f"images: {{registry: 'registry.corp.net:5000/gpu', "
-         f"tag: '{digest}'}}\n")
+def test_each_own_image_is_pinned_by_its_own_digest(fleet_root: Path) -> None:
+    """Issue 52: a digest in `images.tag` pinned both images to one digest, which at most one of them can
+    have. Each image now takes its own digest, rendered after its tag (`repo:tag@sha256:...`)."""
+    reconciler, collector = "sha256:" + "ab" * 32, "sha256:" + "cd" * 32
+    edit(fleet_root, "clusters/prod-west.yaml", IMAGES, "images: {registry: 'registry.corp.net:5000/gpu', tag: v9, "
+         f"digests: {{fleetgen: '{reconciler}', fleetgen-otelcol-journald: '{collector}'}}}}\n")
     assert run(fleet_root, "render").code == 0
     rendered = fleet_root / "rendered/prod-west"
     deploy = yaml.safe_load((rendered / "health/deployment-fleetgen-health.yaml").read_text())
-    collector = yaml.safe_load((rendered / "monitoring/daemonset-fleetgen-kernel-log.yaml").read_text())
+    daemonset = yaml.safe_load((rendered / "monitoring/daemonset-fleetgen-kernel-log.yaml").read_text())
     assert deploy["spec"]["template"]["spec"]["containers"][0]["image"] == \
-        f"registry.corp.net:5000/gpu/fleetgen@{digest}"
-    assert collector["spec"]["template"]["spec"]["containers"][0]["image"] == \
-        f"registry.corp.net:5000/gpu/fleetgen-otelcol-journald@{digest}"
+        f"registry.corp.net:5000/gpu/fleetgen:v9@{reconciler}"
+    assert daemonset["spec"]["template"]["spec"]["containers"][0]["image"] == \
+        f"registry.corp.net:5000/gpu/fleetgen-otelcol-journald:v9@{collector}"
+
+
+@pytest.mark.parametrize(("images", "expected"), [
+    ("{registry: ghcr.io/acme, tag: 'sha256:" + "ab" * 32 + "'}",
+     "images.tag: sha256:abababab... is a digest, and a digest pins one image, not both: write it under "
+     "images.digests.<image> (fleetgen, fleetgen-otelcol-journald)"),
+    ("{registry: ghcr.io/acme, digests: {fleetgen: 'sha256:abc'}}",
+     "images.digests.fleetgen: must be an image digest: 'sha256:' and 64 lower-case hex digits (got 'sha256:abc')"),
+    ("{registry: ghcr.io/acme, digests: {fleetgen: 'sha256:" + "AB" * 32 + "'}}",
+     "images.digests.fleetgen: must be an image digest"),
+    ("{registry: ghcr.io/acme, digests: {fleetgen-health: 'sha256:" + "ab" * 32 + "'}}",
+     "images.digests: no image of fleetgen is named 'fleetgen-health': the images are fleetgen, "
+     "fleetgen-otelcol-journald"),
+])
+def test_a_digest_that_cannot_pin_its_image_is_an_error(fleet_root: Path, images: str, expected: str) -> None:
+    edit(fleet_root, "clusters/prod-west.yaml", IMAGES, f"images: {images}\n")
+    result = run(fleet_root, "render")
+    assert result.code == 2 and f"clusters/prod-west.yaml:40: {expected}" in result.err, result.err
+    assert "Traceback" not in result.err
+
+
+def test_the_upstream_collector_runs_by_the_digest_versions_yaml_pins() -> None:
+    """prod-east reads the kernel log from a file with the upstream collector image: root on the node,
+    so pinned by digest in generator/versions.yaml, not by a tag that can be pushed again."""
+    pin = lock()["otel-collector"]
+    assert pin.digest.startswith("sha256:") and len(pin.digest) == 71
+    daemonset = yaml.safe_load((REPO / "rendered/prod-east/monitoring/daemonset-fleetgen-kernel-log.yaml").read_text())
+    assert daemonset["spec"]["template"]["spec"]["containers"][0]["image"] == \
+        f"{pin.image}:{pin.version}@{pin.digest}"
 
 
 def test_nothing_rendered_names_a_placeholder_image_or_repository() -> None:
@@ -77,10 +108,16 @@ def test_the_images_workflow_pushes_what_the_manifests_name() -> None:
         pins["health-reconciler"].image, pins["otel-collector-journald"].image}
     for image in job["strategy"]["matrix"]["image"]:
         assert (REPO / image["file"]).is_file() and (REPO / image["context"]).is_dir()
-    build = job["steps"][-1]
-    assert build["uses"].startswith("docker/build-push-action@")
+    (build,) = [s for s in job["steps"] if s.get("uses", "").startswith("docker/build-push-action@")]
     assert build["with"]["tags"] == "${{ steps.meta.outputs.registry }}/${{ matrix.image.name }}:" \
                                     "${{ steps.meta.outputs.version }}"
+    # Issue 52: the journald image copies the collector from the upstream image pinned by digest, and
+    # the run's summary shows each pushed image's digest for `images.digests`.
+    assert build["with"]["build-args"].splitlines() == ["OTELCOL_VERSION=${{ steps.meta.outputs.otelcol }}",
+                                                   "OTELCOL_DIGEST=${{ steps.meta.outputs.otelcol_digest }}"]
+    summary = job["steps"][-1]
+    assert summary["env"]["DIGEST"] == f"${{{{ steps.{build['id']}.outputs.digest }}}}"
+    assert "GITHUB_STEP_SUMMARY" in summary["run"] and "images.digests.$IMAGE" in summary["run"]
 
 
 @pytest.mark.parametrize(("ref_type", "ref_name", "registry", "ok"), [
@@ -101,6 +138,7 @@ def test_the_images_workflow_script_checks_the_tag(tmp_path: Path, ref_type: str
     if ok:
         values = dict(line.split("=", 1) for line in output.read_text().splitlines())
         assert values["version"] == __version__ and values["otelcol"] == lock()["otel-collector"].version
+        assert values["otelcol_digest"] == lock()["otel-collector"].digest
         assert values["registry"] == (registry or "ghcr.io/acme") and values["host"] == values["registry"].split("/")[0]
     else:
         assert "does not match fleetgen's version" in proc.stdout

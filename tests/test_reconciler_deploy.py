@@ -141,9 +141,12 @@ def test_journald_clusters_run_a_collector_that_has_journalctl() -> None:
     dockerfile = (REPO / "images/otelcol-journald/Dockerfile").read_text()
     default = re.search(r"^ARG OTELCOL_VERSION=(\S+)$", dockerfile, re.MULTILINE)
     assert default and default.group(1) == pins["otel-collector"].version
+    digest = re.search(r"^ARG OTELCOL_DIGEST=(\S+)$", dockerfile, re.MULTILINE)  # issue 52: the binary by digest
+    assert digest and digest.group(1) == pins["otel-collector"].digest
+    assert ":${OTELCOL_VERSION}@${OTELCOL_DIGEST} AS otelcol" in dockerfile
     assert "systemd" in dockerfile and 'ENTRYPOINT ["/otelcol-contrib"]' in dockerfile
     own = f"ghcr.io/acme/{pins['otel-collector-journald'].image}:{__version__}"  # prod-west's images.registry
-    upstream = f"{pins['otel-collector'].image}:{pins['otel-collector'].version}"
+    upstream = f"{pins['otel-collector'].image}:{pins['otel-collector'].version}@{pins['otel-collector'].digest}"
     for cluster, image in (("prod-west", own), ("prod-east", upstream)):
         ds = load(f"{cluster}/monitoring/daemonset-fleetgen-kernel-log.yaml")
         (container,) = ds["spec"]["template"]["spec"]["containers"]

@@ -70,9 +70,15 @@ def test_the_gateway_makes_the_logged_in_user_the_tenant(tmp_path: Path) -> None
     collector = yaml.safe_load(_monitoring(f"configmap-{COLLECTOR}.yaml")["data"]["collector.yaml"])
     assert collector["extensions"]["basicauth/loki"]["client_auth"]["username"] == KERNEL_LOG_TENANT
     assert collector["exporters"]["otlphttp/loki"]["auth"] == {"authenticator": "basicauth/loki"}
-    daemonset = _monitoring(f"daemonset-{COLLECTOR}.yaml")
-    env = {e["name"]: e for e in daemonset["spec"]["template"]["spec"]["containers"][0]["env"]}
-    assert env["LOKI_PASSWORD"]["valueFrom"]["secretKeyRef"]["name"] == LOKI_WRITER_SECRET
+    daemonset = _monitoring(f"daemonset-{COLLECTOR}.yaml")["spec"]["template"]["spec"]
+    secrets = [v["secret"] for v in daemonset["volumes"] if "secret" in v]
+    assert [s["secretName"] for s in secrets] == [LOKI_WRITER_SECRET]  # mounted as a file, never in env
+
+
+def _ports(workload: dict[str, Any]) -> dict[str, int]:
+    """Container port by name, over the pod's containers."""
+    return {p["name"]: p["containerPort"] for c in workload["spec"]["template"]["spec"]["containers"]
+            for p in c.get("ports", []) if "name" in p}
 
 
 def _matches(selector: dict[str, Any], labels: dict[str, str]) -> bool:
@@ -93,6 +99,17 @@ def test_the_network_policies_select_the_charts_pods(tmp_path: Path) -> None:
     collector = _monitoring(f"daemonset-{COLLECTOR}.yaml")["spec"]["template"]["metadata"]["labels"]
     (only,) = gateway["ingress"][0]["from"]
     assert _matches(only["podSelector"], collector)
+    # Issue 52: the collector may send only to the gateway, and the reconciler read only Loki, each on
+    # the port the chart's pods listen on (a CNI matches egress after the Service's port is translated).
+    gateway_ports = _ports(find(docs, "Deployment", "loki-gateway"))
+    loki_ports = _ports(find(docs, "StatefulSet", "loki"))
+    (_dns, to_gateway) = _monitoring(f"networkpolicy-{COLLECTOR}.yaml")["spec"]["egress"]
+    assert _matches(to_gateway["to"][0]["podSelector"], gateway_pod)
+    assert [p["port"] for p in to_gateway["ports"]] == [gateway_ports["http-metrics"]]
+    to_loki = _monitoring_health("networkpolicy-fleetgen-health.yaml")["spec"]["egress"][-1]
+    assert _matches(to_loki["to"][0]["podSelector"], loki_pod) and not _matches(to_loki["to"][0]["podSelector"],
+                                                                                 gateway_pod)
+    assert [p["port"] for p in to_loki["ports"]] == [loki_ports["http-metrics"]]
     # The reconciler reads Loki itself, with the tenant, where the policy lets its namespace in.
     policy = yaml.safe_load(next(iter(_monitoring_health("configmap-fleetgen-health.yaml")["data"].values())))
     assert policy["lokiUrl"].startswith("http://loki.monitoring.svc") and policy["lokiTenant"] == KERNEL_LOG_TENANT

@@ -11,8 +11,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from generator.compile import podnetwork
 from generator.compile.manifest import ARGOCD_CRD_IN_SAME_SYNC, Manifest, labels, own_image
-from generator.compile.monitoring import KERNEL_LOG_TENANT, LOKI_READ
+from generator.compile.monitoring import KERNEL_LOG_TENANT, LOKI_POD, LOKI_PORT, LOKI_READ, PROMETHEUS_POD
 from generator.compile.rules import alert
 from generator.config.cluster import ClusterConfig
 from generator.config.fleet import Loaded
@@ -29,6 +30,8 @@ EVENTS_NAMESPACE = "default"
 """Where Events about Nodes go: the only namespace the API server accepts them in."""
 EVENTS_ROLE = f"{NAME}-events"
 PORT = 8080
+PROMETHEUS_PORT = 9090
+"""Port of Prometheus' pods and of its Service (kube-prometheus-stack)."""
 
 
 def policy_document(cfg: ClusterConfig) -> dict[str, Any]:
@@ -39,7 +42,7 @@ def policy_document(cfg: ClusterConfig) -> dict[str, Any]:
         "dryRun": health.dry_run,
         "periodSeconds": seconds(health.period),
         "prometheusUrl": health.prometheus_url or
-        f"http://kube-prometheus-stack-prometheus.{mon.namespace}.svc:9090",
+        f"http://kube-prometheus-stack-prometheus.{mon.namespace}.svc:{PROMETHEUS_PORT}",
         "lokiUrl": health.loki_url or LOKI_READ.format(namespace=mon.namespace),
         "lokiTenant": KERNEL_LOG_TENANT,
         "namespace": health.namespace,
@@ -93,6 +96,20 @@ def reconciler_rules(stall_seconds: float) -> list[dict[str, Any]]:
             f"sum by (pod) (increase({metric}write_failures_total{RECONCILER}[15m])) > 0", "0m", "warning",
             "health reconciler {{ $labels.pod }} gave up node or Event writes in the last 15m"),
     ]
+
+
+def network_policy(cfg: ClusterConfig, meta: dict[str, Any], pods: dict[str, str]) -> dict[str, Any]:
+    """In: only Prometheus, to the metrics port. Out: DNS, the API server, Prometheus and Loki (their
+    pods' ports, or what the cluster file's URLs name)."""
+    health, mon = cfg.health, cfg.monitoring.namespace
+    prometheus = podnetwork.in_namespace(mon, PROMETHEUS_POD)
+    egress = [podnetwork.dns_rule(), podnetwork.api_server_rule(),
+              podnetwork.url_rule(health.prometheus_url) if health.prometheus_url
+              else {"to": [prometheus], "ports": podnetwork.tcp(PROMETHEUS_PORT)},
+              podnetwork.url_rule(health.loki_url) if health.loki_url
+              else {"to": [podnetwork.in_namespace(mon, LOKI_POD)], "ports": podnetwork.tcp(LOKI_PORT)}]
+    return podnetwork.policy(NAME, health.namespace, meta, pods,
+                             [{"from": [prometheus], "ports": podnetwork.tcp(PORT)}], egress)
 
 
 def compile_health(cluster: Loaded[ClusterConfig], teams: list[Loaded[TeamConfig]]) -> list[Manifest]:
@@ -181,6 +198,7 @@ def compile_health(cluster: Loaded[ClusterConfig], teams: list[Loaded[TeamConfig
          "spec": {"minAvailable": 1, "selector": {"matchLabels": app}}},
         {"apiVersion": "v1", "kind": "Service", "metadata": {"name": NAME, "namespace": ns, **meta},
          "spec": {"selector": app, "ports": [{"name": "metrics", "port": PORT, "targetPort": "metrics"}]}},
+        network_policy(cfg, meta, app),
     ]
     monitor: dict[str, Any] = {
         "apiVersion": "monitoring.coreos.com/v1", "kind": "ServiceMonitor",

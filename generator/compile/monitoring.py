@@ -10,6 +10,7 @@ import io
 import json
 from typing import Any
 
+from generator.compile import podnetwork
 from generator.compile.dashboards import DASHBOARDS, dashboard
 from generator.compile.kueue import toleration
 from generator.compile.manifest import ARGOCD_CRD_IN_SAME_SYNC, Manifest, labels, own_image
@@ -28,7 +29,9 @@ GPU_OPERATOR_NAMESPACE = "gpu-operator"
 LOKI_GATEWAY = "http://loki-gateway.{namespace}.svc.cluster.local"
 """Loki's gateway Service (the Loki chart's nginx): the write path, behind basic auth."""
 LOKI_OTLP = LOKI_GATEWAY + "/otlp"
-LOKI_READ = "http://loki.{namespace}.svc.cluster.local:3100"
+LOKI_PORT = 3100
+"""Loki's HTTP port, on its pods and its Service."""
+LOKI_READ = "http://loki.{namespace}.svc.cluster.local:" + str(LOKI_PORT)
 """Loki itself: the read path of Grafana, the ruler and the reconciler, which only they may reach
 (NetworkPolicy `fleetgen-loki`)."""
 KERNEL_LOG_TENANT = "kernel-logs"
@@ -39,6 +42,12 @@ LOKI_WRITER_SECRET = "fleetgen-loki-writer"
 """Secret (monitoring namespace, created out of band, never in git) with the collector's
 `password`; the gateway's htpasswd (Secret `loki-gateway-htpasswd`) holds the same user."""
 LOKI_HTPASSWD_SECRET = "loki-gateway-htpasswd"
+GATEWAY_POD_PORT = 8080
+"""Port of the gateway's pods (the chart's nginx listens there, unprivileged, behind Service port 80)."""
+LOKI_PASSWORD_DIR = "/secrets/loki"
+LOKI_PASSWORD_FILE = f"{LOKI_PASSWORD_DIR}/password"
+"""The collector's password, mounted from the Secret and read by the collector's `file` config provider:
+never in an environment variable, where every process of the container and a crash dump would see it."""
 
 # DCGM fields the exporter collects: (field, Prometheus type, help). The upstream default file
 # comments out ECC, NVLink, row remapping and the XID window counter, which the alerts need.
@@ -196,7 +205,7 @@ def collector_config(cfg: ClusterConfig) -> dict[str, Any]:
             "batch": {"timeout": "5s"},
         },
         "extensions": {"basicauth/loki": {"client_auth": {"username": KERNEL_LOG_TENANT,
-                                                          "password": "${env:LOKI_PASSWORD}"}}},
+                                                          "password": f"${{file:{LOKI_PASSWORD_FILE}}}"}}},
         "exporters": {"otlphttp/loki": {"endpoint": LOKI_OTLP.format(namespace=cfg.monitoring.namespace),
                                         "auth": {"authenticator": "basicauth/loki"}}},
         "service": {"extensions": ["basicauth/loki"], "pipelines": {"logs": {"receivers": [receiver_name],
@@ -213,8 +222,7 @@ def _collector(cluster: Loaded[ClusterConfig]) -> list[Manifest]:
     if cfg.monitoring.kernel_logs.source == "journald":
         image = own_image(cfg, "otel-collector-journald")
     else:
-        upstream = component("otel-collector")
-        image = f"{upstream.image}:{upstream.version}"
+        image = component("otel-collector").reference
     source = cluster.at("monitoring", "kernelLogs")
     account = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(cfg, COLLECTOR, ns, app),
                "automountServiceAccountToken": False}
@@ -231,13 +239,12 @@ def _collector(cluster: Loaded[ClusterConfig]) -> list[Manifest]:
         "image": image,
         "args": ["--config=/conf/collector.yaml"],
         "env": [{"name": "K8S_NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
-                {"name": "GOMEMLIMIT", "value": "160MiB"},
-                {"name": "LOKI_PASSWORD", "valueFrom": {"secretKeyRef": {"name": LOKI_WRITER_SECRET,
-                                                                         "key": "password"}}}],
+                {"name": "GOMEMLIMIT", "value": "160MiB"}],
         "resources": {"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"memory": "200Mi"}},
         "securityContext": {"readOnlyRootFilesystem": True, "allowPrivilegeEscalation": False, "runAsUser": 0,
                             "capabilities": {"drop": ["ALL"], "add": ["DAC_READ_SEARCH"]}},
-        "volumeMounts": [{"name": "config", "mountPath": "/conf", "readOnly": True}]
+        "volumeMounts": [{"name": "config", "mountPath": "/conf", "readOnly": True},
+                         {"name": "loki-password", "mountPath": LOKI_PASSWORD_DIR, "readOnly": True}]
         + [{"name": name, "mountPath": mount, "readOnly": True} for name, _, mount in host],
     }
     daemonset = {
@@ -251,16 +258,25 @@ def _collector(cluster: Loaded[ClusterConfig]) -> list[Manifest]:
                     "serviceAccountName": COLLECTOR,
                     "automountServiceAccountToken": False,
                     "priorityClassName": "system-node-critical",
+                    # Root for the journal's files, but under the runtime's default syscall filter.
+                    "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
                     "nodeSelector": dict(sorted(cfg.monitoring.gpu_node_selector.items())),
                     "tolerations": gpu_tolerations(cfg),
                     "containers": [container],
-                    "volumes": [{"name": "config", "configMap": {"name": COLLECTOR}}]
+                    "volumes": [{"name": "config", "configMap": {"name": COLLECTOR}},
+                                {"name": "loki-password", "secret": {
+                                    "secretName": LOKI_WRITER_SECRET, "defaultMode": 0o400,
+                                    "items": [{"key": "password", "path": "password"}]}}]
                     + [{"name": name, "hostPath": {"path": path}} for name, path, _ in host],
                 },
             },
         },
     }
-    return [Manifest(FOLDER, body, source) for body in (account, config, daemonset)]
+    # Nothing scrapes it (no port is open); it only resolves names and pushes to the gateway.
+    egress = [podnetwork.dns_rule(), {"to": [{"podSelector": {"matchLabels": GATEWAY_POD}}],
+                                      "ports": podnetwork.tcp(GATEWAY_POD_PORT)}]
+    network = podnetwork.policy(COLLECTOR, ns, {"labels": {**labels(cfg.name), **app}}, app, [], egress)
+    return [Manifest(FOLDER, body, source) for body in (account, config, daemonset, network)]
 
 
 def _dashboards(cluster: Loaded[ClusterConfig]) -> list[Manifest]:

@@ -9,11 +9,20 @@ from urllib.parse import urlsplit
 from pydantic import Field, StrictBool, StrictStr, ValidationInfo, field_validator
 
 from generator.config.base import ConfigModel
-from generator.config.types import DnsLabel, DnsSubdomain, LabelKey, LabelValue, Quantity
+from generator.config.types import (
+    IMAGE_DIGEST,
+    DnsLabel,
+    DnsSubdomain,
+    ImageDigest,
+    ImageTag,
+    LabelKey,
+    LabelValue,
+    Quantity,
+)
+from generator.versions import own_images
 
 DURATION = r"^([0-9]+(ms|s|m|h|d|w|y))+$"
 REGISTRY = r"^[a-z0-9]([a-z0-9.-]*[a-z0-9])?(:[0-9]{1,5})?(/[a-z0-9]+([._-]+[a-z0-9]+)*)*$"
-IMAGE_TAG = r"^([A-Za-z0-9_][A-Za-z0-9_.-]{0,127}|sha256:[a-f0-9]{64})$"
 # Names reserved for documentation and tests (RFC 2606, RFC 6761): a value on one of them was never filled in.
 _RESERVED_HOST = re.compile(r"(^|\.)(example\.(com|net|org)|example|invalid|test|localhost)$")
 
@@ -73,9 +82,12 @@ class Images(ConfigModel):
     registry: StrictStr = Field(pattern=REGISTRY, max_length=200)
     """Registry host and path, e.g. `ghcr.io/acme`: the cluster runs `<registry>/fleetgen` (the health
     reconciler) and, with `monitoring.kernelLogs.source: journald`, `<registry>/fleetgen-otelcol-journald`."""
-    tag: StrictStr | None = Field(default=None, pattern=IMAGE_TAG)
-    """Tag of both images; default this fleetgen's version (the release the workflow pushed). A digest
-    (`sha256:` and 64 hex digits) pins the exact image."""
+    tag: ImageTag | None = None
+    """Tag of both images; default this fleetgen's version (the release the workflow pushed)."""
+    digests: dict[StrictStr, ImageDigest] = {}
+    """Per image (`fleetgen`, `fleetgen-otelcol-journald`), the digest that pins it: rendered as
+    `<registry>/<image>:<tag>@sha256:...`, so the node runs exactly the image that was reviewed even if
+    the tag is pushed again (the images workflow's run summary shows each pushed digest)."""
 
     @field_validator("registry")
     @classmethod
@@ -85,10 +97,27 @@ class Images(ConfigModel):
                              "workflow pushes to")
         return value
 
+    @field_validator("tag", mode="before")
+    @classmethod
+    def _a_digest_is_not_a_tag(cls, value: object) -> object:
+        if isinstance(value, str) and re.fullmatch(IMAGE_DIGEST, value):
+            raise ValueError(f"{value[:15]}... is a digest, and a digest pins one image, not both: write it under "
+                             f"images.digests.<image> ({', '.join(own_images())}) and leave tag to the release tag")
+        return value
+
+    @field_validator("digests")
+    @classmethod
+    def _known_images(cls, value: dict[str, str]) -> dict[str, str]:
+        unknown = sorted(set(value) - set(own_images()))
+        if unknown:
+            raise ValueError(f"no image of fleetgen is named {', '.join(map(repr, unknown))}: "
+                             f"the images are {', '.join(own_images())}")
+        return value
+
     def reference(self, name: str, version: str) -> str:
-        """`<registry>/<name>:<tag>`, or `@sha256:...` where the tag is a digest."""
-        tag = self.tag or version
-        return f"{self.registry}/{name}{'@' if tag.startswith('sha256:') else ':'}{tag}"
+        """`<registry>/<name>:<tag>`, with `@sha256:...` where `digests` pins it."""
+        digest = self.digests.get(name)
+        return f"{self.registry}/{name}:{self.tag or version}{'@' + digest if digest else ''}"
 
 
 TRAINER_RUNTIME = "torch-distributed"

@@ -32,6 +32,8 @@ SUBJECT = r"^[^\x00-\x1f\x7f\u0085\u2028\u2029]{1,256}$"
 CONTROLLER = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
 PARAMETER_KEY = r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
 PRINTABLE = r"^[\x20-\x7e]*$"
+IMAGE_TAG = r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$"
+IMAGE_DIGEST = r"^sha256:[a-f0-9]{64}$"
 
 PATTERN_HELP: dict[str, str] = {
     DNS_LABEL: "must be a DNS-1123 label: at most 63 lower-case letters, digits or '-', "
@@ -51,6 +53,8 @@ PATTERN_HELP: dict[str, str] = {
     PARAMETER_KEY: "must be a parameter name: letters, digits, '-', '_' or '.', starting and ending with "
                    "a letter or digit",
     PRINTABLE: "must be printable ASCII: no control characters or line breaks",
+    IMAGE_TAG: "must be an image tag: at most 128 letters, digits, '_', '.' or '-', not starting with '.' or '-'",
+    IMAGE_DIGEST: "must be an image digest: 'sha256:' and 64 lower-case hex digits",
     r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$": "must be a DNS-1035 label: lower-case letters, digits and '-', "
                                           "starting with a letter and ending with a letter or digit",
     r"^[A-Za-z_][A-Za-z0-9_]*$": "must be an environment variable name: letters, digits and '_', "
@@ -69,7 +73,7 @@ TYPE_NAMES: dict[str, str] = {
     DNS_LABEL: "DNS label", DNS_SUBDOMAIN: "DNS subdomain", LABEL_KEY: "label key", LABEL_VALUE: "label value",
     RESOURCE_NAME: "resource name", KUEUE_VERSION: "Kueue tag", KUBERNETES_VERSION: '"1.NN"',
     OWNER: "GitHub owner or e-mail", SUBJECT: "string", CONTROLLER: "controller name",
-    PARAMETER_KEY: "parameter name", PRINTABLE: "string",
+    PARAMETER_KEY: "parameter name", PRINTABLE: "string", IMAGE_TAG: "image tag", IMAGE_DIGEST: "sha256:<64 hex>",
     r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$": "DNS-1035 label",
 }
 
@@ -134,6 +138,8 @@ SubjectName = Annotated[StrictStr, _pattern(SUBJECT), AfterValidator(_visible_an
 ControllerName = Annotated[StrictStr, _pattern(CONTROLLER, 253)]
 ParameterKey = Annotated[StrictStr, _pattern(PARAMETER_KEY, 63)]
 ParameterValue = Annotated[StrictStr, _pattern(PRINTABLE, 255)]
+ImageTag = Annotated[StrictStr, _pattern(IMAGE_TAG)]
+ImageDigest = Annotated[StrictStr, _pattern(IMAGE_DIGEST)]
 Quantity = Annotated[str | int, PlainValidator(_quantity),
                      WithJsonSchema({"anyOf": [{"type": "integer", "minimum": 0}, {"type": "string"}],
                                      "description": "Kubernetes quantity, e.g. 192, 500m, 1800Gi"})]

@@ -117,6 +117,10 @@ TOOLS += (
     # dcgm-exporter 4.6.0's reading of its counters CSV (Go's encoding/csv; the exporter's module is
     # not served by the Go module proxy, so its few record rules are restated there).
     Tool("dcgm-csv", STD, "go", ".", via_go_mod=False, directory="dcgm-csv"),
+    # The OpenTelemetry collector's config resolver (confmap, as contrib 0.139.0 links it): what the
+    # kernel-log collector makes of `${file:...}` and `${env:...}` in its rendered configuration.
+    Tool("otelcol-config", "go.opentelemetry.io/collector/confmap", "v1.45.0", ".", via_go_mod=False,
+         directory="otelcol-config"),
     # Argo CD's Lua health customizations run as Argo CD v3.6.1 runs them (gopher-lua, gopher-json).
     Tool("argocd-health", "github.com/yuin/gopher-lua", "v1.1.2", ".", via_go_mod=False, directory="argocd-health"),
     # Loki's single binary, whose ruler evaluates the rendered XID rules (its go.mod has replace
