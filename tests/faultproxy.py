@@ -2,8 +2,10 @@
 
 Everything a real kube-apiserver does on demand (conflicts, RBAC, patch types, Leases, Events)
 is tested against the real one (tests/upstream). This front exists only for the faults a real
-server cannot be made to produce on demand: 429 Too Many Requests with Retry-After, 500, and a
-request that is never answered (the client's timeout). A request that matches no fault is
+server cannot be made to produce on demand: 429 Too Many Requests with Retry-After, 500, a
+request that is never answered (the client's timeout), what a proxy or a hostile server in its
+place answers (a login page, JSON cut short or nested too deep: `body`), and an answer trickled a
+byte at a time (`trickle`), the real one or a fault's. A request that matches no fault is
 forwarded unchanged to the real server, bearer token included, so authentication and RBAC stay
 real; the client speaks plain HTTP to the front on loopback, the front speaks TLS upstream.
 """
@@ -38,6 +40,12 @@ class Fault:
     status: int
     times: int = -1
     """How many matching requests to fault; -1 for all of them."""
+    body: bytes | None = None
+    """Answer `status` with this body (of `content_type`) instead of a Status object."""
+    content_type: str = "application/json"
+    trickle: float = 0.0
+    """Seconds between the bytes of the answer (status line and headers too); with `status` 0, the
+    real server's answer, trickled."""
 
     def matches(self, method: str, path: str) -> bool:
         return self.times != 0 and self.method in (method, "*") and re.search(self.path, path) is not None
@@ -67,7 +75,10 @@ class FaultProxy:
                 pass
 
             def _any(self) -> None:
-                proxy._handle(self)
+                try:
+                    proxy._handle(self)
+                except ConnectionError:  # the client gave up on a trickled answer
+                    self.close_connection = True
 
             do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _any  # noqa: N815 - http.server's names
 
@@ -87,27 +98,33 @@ class FaultProxy:
             self._server.shutdown()
             self._server.server_close()
 
-    def add(self, method: str, path: str, status: int, times: int = -1) -> None:
+    def add(self, method: str, path: str, status: int, times: int = -1, *, body: bytes | None = None,
+            content_type: str = "application/json", trickle: float = 0.0) -> None:
         with self._lock:
-            self.faults.append(Fault(method, path, status, times))
+            self.faults.append(Fault(method, path, status, times, body, content_type, trickle))
 
     def clear(self) -> None:
         with self._lock:
             self.faults.clear()
 
-    def _fault_for(self, method: str, path: str) -> int | None:
+    def _fault_for(self, method: str, path: str) -> Fault | None:
         with self._lock:
             for fault in self.faults:
                 if fault.matches(method, path):
                     fault.times -= fault.times > 0
-                    return fault.status
+                    return fault
         return None
 
     def _handle(self, request: BaseHTTPRequestHandler) -> None:
         length = int(request.headers.get("Content-Length") or 0)
         body = request.rfile.read(length) if length else b""
         method, path = request.command, request.path
-        status = self._fault_for(method, path)
+        fault = self._fault_for(method, path)
+        status = None if fault is None or (fault.trickle and fault.status == HANG) else fault.status
+        trickle = fault.trickle if fault is not None else 0.0
+        if fault is not None and fault.body is not None:
+            self._answer(request, fault.status, [("Content-Type", fault.content_type)], fault.body, trickle)
+            return
         if status == HANG:
             self.seen.append((method, path, HANG))
             self._closing.wait(120)  # the client gives up first
@@ -122,10 +139,10 @@ class FaultProxy:
                                   "reason": {429: "TooManyRequests", 500: "InternalError"}.get(status, "Unknown"),
                                   "code": status}).encode()
             headers = [("Content-Type", "application/json")] + ([("Retry-After", "1")] if status == 429 else [])
-            self._answer(request, status, headers, payload)
+            self._answer(request, status, headers, payload, trickle)
             return
         status, headers, payload = self._forward(method, path, request.headers, body)
-        self._answer(request, status, headers, payload)
+        self._answer(request, status, headers, payload, trickle)
 
     def _forward(self, method: str, path: str, headers: Any, body: bytes) -> tuple[int, list[tuple[str, str]], bytes]:
         target = urlparse(self.upstream)
@@ -142,11 +159,31 @@ class FaultProxy:
             conn.close()
 
     def _answer(self, request: BaseHTTPRequestHandler, status: int, headers: list[tuple[str, str]],
-                payload: bytes) -> None:
+                payload: bytes, trickle: float = 0.0) -> None:
         self.seen.append((request.command, request.path, status))
+        if trickle:
+            request.wfile = _Trickled(request.wfile, trickle, self._closing)  # type: ignore[assignment]
         request.send_response(status)
         for key, value in headers:
             request.send_header(key, value)
         request.send_header("Content-Length", str(len(payload)))
         request.end_headers()
         request.wfile.write(payload)
+
+
+class _Trickled:
+    """A writer that sends one byte every `interval` seconds, until the front shuts down."""
+
+    def __init__(self, wfile: Any, interval: float, closing: threading.Event) -> None:
+        self.wfile, self.interval, self.closing = wfile, interval, closing
+
+    def write(self, data: bytes) -> int:
+        for i in range(len(data)):
+            if self.closing.wait(self.interval):
+                raise ConnectionAbortedError("the front is shutting down")
+            self.wfile.write(data[i:i + 1])
+            self.wfile.flush()
+        return len(data)
+
+    def __getattr__(self, name: str) -> Any:  # closed, close, ...: the socket writer's own
+        return getattr(self.wfile, name)
