@@ -63,9 +63,11 @@ class FaultProxy:
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _closing: threading.Event = field(default_factory=threading.Event)
     _server: ThreadingHTTPServer | None = None
+    _scheme: str = "http"
 
-    def serve(self) -> str:
-        """Start on a free loopback port; the URL to give the client as --server."""
+    def serve(self, tls: tuple[Path, Path] | None = None) -> str:
+        """Start on a free loopback port, speaking TLS with `tls` (certificate and key files) if
+        given; the URL to give the client as --server."""
         proxy = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -84,13 +86,18 @@ class FaultProxy:
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
+        if tls is not None:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(*tls)
+            self._server.socket = context.wrap_socket(self._server.socket, server_side=True)
+            self._scheme = "https"
         threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": SERVER_POLL}, daemon=True).start()
         return self.url
 
     @property
     def url(self) -> str:
         assert self._server is not None, "serve() first"
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
+        return f"{self._scheme}://127.0.0.1:{self._server.server_address[1]}"
 
     def shutdown(self) -> None:
         self._closing.set()

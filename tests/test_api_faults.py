@@ -163,6 +163,26 @@ def test_job_cli_gives_up_on_an_answer_trickled_a_byte_at_a_time(front: FaultPro
     assert time.monotonic() - started < 3
 
 
+def test_the_deadline_ends_a_trickled_answer_over_tls_too(tmp_path: Path) -> None:
+    """Under TLS a read blocks in the TLS layer: shutting the socket down wakes it all the same."""
+    from tests.upstream.pki import ca, issue
+
+    authority = ca("fleetgen-test-ca")
+    served = issue(authority, "127.0.0.1", ips=("127.0.0.1",), server=True).write(tmp_path, "server")
+    authority.write(tmp_path, "ca")
+    tls = FaultProxy("https://127.0.0.1:9", Path("/nonexistent"))
+    url = tls.serve(tls=served)
+    try:
+        tls.add("*", "", 404, trickle=0.05)
+        started = time.monotonic()
+        res = run(REPO, "job", "status", "any-job", "--namespace", "ml-research", "--server", url, "--token", "t",
+                  "--certificate-authority", str(tmp_path / "ca.crt"), "--request-timeout", "1")
+        assert res.code == 2 and f"the cluster at {url} did not answer in time" in res.err, res.err
+        assert time.monotonic() - started < 3
+    finally:
+        tls.shutdown()
+
+
 def test_a_hostile_published_fleet_sends_no_job(front: FaultProxy, tmp_path: Path) -> None:
     """Outside a checkout the job's namespace comes from the fleet files the cluster publishes. Here
     they give ml-research the namespace kube-system; the server would allow everything asked. The
