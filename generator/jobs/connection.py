@@ -115,7 +115,11 @@ def _context_name(kubeconfig: str | None, context: str | None) -> str | None:
 @functools.cache
 def _bounded_client() -> type:
     """The official ApiClient, with a total deadline per request (transport.py) and every answer
-    read as JSON within bounds, or a ClusterError naming the cluster (never a traceback)."""
+    read as JSON within bounds, or a ClusterError naming the cluster (never a traceback).
+
+    Every generated API method calls `_call_with_legacy_options` (kubernetes 37.0.2
+    client/api_client.py:160), a private method: the trickle tests in tests/test_api_faults.py fail
+    if a client release routes around it."""
     from kubernetes import client
 
     from generator.jobs.transport import read_answer, watch_connections, within
