@@ -3,14 +3,15 @@
 Everything a real kube-apiserver does on demand (conflicts, RBAC, patch types, Leases, Events)
 is tested against the real one (tests/upstream). This front exists only for the faults a real
 server cannot be made to produce on demand: 429 Too Many Requests with Retry-After, 500, a
-request that is never answered (the client's timeout), and answers a correct server never gives
-(a watch answered 410 every time or with garbage, a `continue` token that never ends, a Node of
-the wrong shape, an answer dripped a few bytes at a time): a fault may carry its own answer
-(`body`), edit the real server's (`edit`), wait before answering (`delay`) or send its answer in
-pieces (`drip`). A request that matches no fault is forwarded unchanged to the real server,
-bearer token included, so authentication and RBAC stay real; the client speaks plain HTTP to the
-front on loopback, the front speaks TLS upstream. Where every request a test makes meets a fault
-with its own answer, the front is the whole (misbehaving) API server and no real one is needed.
+request that is never answered (the client's timeout), and answers a correct server never gives:
+what a proxy or a hostile server in its place answers (a login page, JSON cut short or nested too
+deep, a watch answered 410 every time or with garbage, a Node of the wrong shape: `body`), the
+real server's answer edited (a `continue` token that never ends: `edit`), an answer that comes
+late (`delay`) or trickled a byte at a time (`trickle`), the real one or a fault's. A request that
+matches no fault is forwarded unchanged to the real server, bearer token included, so
+authentication and RBAC stay real; the client speaks plain HTTP to the front on loopback, the front
+speaks TLS upstream. Where every request a test makes meets a fault with its own answer, the front
+is the whole (misbehaving) API server and no real one is needed.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ import json
 import re
 import ssl
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -46,13 +46,15 @@ class Fault:
     times: int = -1
     """How many matching requests to fault; -1 for all of them."""
     body: bytes | None = None
-    """The answer's body (JSON), with `status`, instead of an error Status."""
+    """Answer `status` with this body (of `content_type`) instead of a Status object."""
+    content_type: str = "application/json"
+    trickle: float = 0.0
+    """Seconds between the bytes of the answer (status line and headers too); with `status` 0, the
+    real server's answer, trickled."""
     edit: Callable[[bytes], bytes] | None = None
     """Forward the request (its `continue` parameter kept) and answer the real server's body edited."""
     delay: float = 0.0
     """Seconds to wait before answering."""
-    drip: float = 0.0
-    """Seconds between bytes of the answer's body (0: all at once)."""
 
     def matches(self, method: str, path: str) -> bool:
         return self.times != 0 and self.method in (method, "*") and re.search(self.path, path) is not None
@@ -70,9 +72,11 @@ class FaultProxy:
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _closing: threading.Event = field(default_factory=threading.Event)
     _server: ThreadingHTTPServer | None = None
+    _scheme: str = "http"
 
-    def serve(self) -> str:
-        """Start on a free loopback port; the URL to give the client as --server."""
+    def serve(self, tls: tuple[Path, Path] | None = None) -> str:
+        """Start on a free loopback port, speaking TLS with `tls` (certificate and key files) if
+        given; the URL to give the client as --server."""
         proxy = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -82,19 +86,27 @@ class FaultProxy:
                 pass
 
             def _any(self) -> None:
-                proxy._handle(self)
+                try:
+                    proxy._handle(self)
+                except ConnectionError:  # the client gave up on a trickled answer
+                    self.close_connection = True
 
             do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _any  # noqa: N815 - http.server's names
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
+        if tls is not None:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(*tls)
+            self._server.socket = context.wrap_socket(self._server.socket, server_side=True)
+            self._scheme = "https"
         threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": SERVER_POLL}, daemon=True).start()
         return self.url
 
     @property
     def url(self) -> str:
         assert self._server is not None, "serve() first"
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
+        return f"{self._scheme}://127.0.0.1:{self._server.server_address[1]}"
 
     def shutdown(self) -> None:
         self._closing.set()
@@ -103,7 +115,7 @@ class FaultProxy:
             self._server.server_close()
 
     def add(self, method: str, path: str, status: int, times: int = -1, **answer: Any) -> None:
-        """Fault matching requests (`answer`: Fault's body, edit, delay, drip)."""
+        """Fault matching requests (`answer`: Fault's body, content_type, trickle, edit, delay)."""
         with self._lock:
             self.faults.append(Fault(method, path, status, times, **answer))
 
@@ -124,16 +136,17 @@ class FaultProxy:
         body = request.rfile.read(length) if length else b""
         method, path = request.command, request.path
         fault = self._fault_for(method, path)
+        status = None if fault is None or (fault.trickle and fault.status == HANG) else fault.status
+        trickle = fault.trickle if fault is not None else 0.0
         if fault is not None and fault.delay:
             self._closing.wait(fault.delay)
         if fault is not None and fault.edit is not None:
             code, headers, payload = self._forward(method, path, request.headers, body)
-            self._answer(request, code, headers, fault.edit(payload), fault.drip)
+            self._answer(request, code, headers, fault.edit(payload), trickle)
             return
         if fault is not None and fault.body is not None:
-            self._answer(request, fault.status, [("Content-Type", "application/json")], fault.body, fault.drip)
+            self._answer(request, fault.status, [("Content-Type", fault.content_type)], fault.body, trickle)
             return
-        status = fault.status if fault is not None else None
         if status == HANG:
             self.seen.append((method, path, HANG))
             self._closing.wait(120)  # the client gives up first
@@ -148,10 +161,10 @@ class FaultProxy:
                                   "reason": {429: "TooManyRequests", 500: "InternalError"}.get(status, "Unknown"),
                                   "code": status}).encode()
             headers = [("Content-Type", "application/json")] + ([("Retry-After", "1")] if status == 429 else [])
-            self._answer(request, status, headers, payload)
+            self._answer(request, status, headers, payload, trickle)
             return
         status, headers, payload = self._forward(method, path, request.headers, body)
-        self._answer(request, status, headers, payload)
+        self._answer(request, status, headers, payload, trickle)
 
     def _forward(self, method: str, path: str, headers: Any, body: bytes) -> tuple[int, list[tuple[str, str]], bytes]:
         target = urlparse(self.upstream)
@@ -168,22 +181,31 @@ class FaultProxy:
             conn.close()
 
     def _answer(self, request: BaseHTTPRequestHandler, status: int, headers: list[tuple[str, str]],
-                payload: bytes, drip: float = 0.0) -> None:
+                payload: bytes, trickle: float = 0.0) -> None:
         self.seen.append((request.command, request.path, status))
+        if trickle:
+            request.wfile = _Trickled(request.wfile, trickle, self._closing)  # type: ignore[assignment]
         request.send_response(status)
         for key, value in headers:
             request.send_header(key, value)
         request.send_header("Content-Length", str(len(payload)))
         request.end_headers()
-        if not drip:
-            request.wfile.write(payload)
-            return
-        try:
-            for index in range(len(payload)):
-                if self._closing.is_set():
-                    break
-                request.wfile.write(payload[index:index + 1])
-                request.wfile.flush()
-                time.sleep(drip)
-        except OSError:  # the client gave up on the answer
-            request.close_connection = True
+        request.wfile.write(payload)
+
+
+class _Trickled:
+    """A writer that sends one byte every `interval` seconds, until the front shuts down."""
+
+    def __init__(self, wfile: Any, interval: float, closing: threading.Event) -> None:
+        self.wfile, self.interval, self.closing = wfile, interval, closing
+
+    def write(self, data: bytes) -> int:
+        for i in range(len(data)):
+            if self.closing.wait(self.interval):
+                raise ConnectionAbortedError("the front is shutting down")
+            self.wfile.write(data[i:i + 1])
+            self.wfile.flush()
+        return len(data)
+
+    def __getattr__(self, name: str) -> Any:  # closed, close, ...: the socket writer's own
+        return getattr(self.wfile, name)

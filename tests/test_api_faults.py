@@ -1,11 +1,15 @@
-"""Faults a real API server cannot be made to produce on demand (429, 500, no answer), injected by
-tests/faultproxy.py in front of the real one: the CLI exits 2 with a sentence, the reconciler
-writes nothing it is not sure of and recovers on the next loop."""
+"""Faults a real API server cannot be made to produce on demand (429, 500, no answer, an answer
+trickled a byte at a time, a proxy's login page, JSON cut short or nested too deep, a hostile
+published fleet), injected by tests/faultproxy.py in front of the real one (or of none, where every
+request meets a fault): the CLI exits 2 with a sentence, the reconciler writes nothing it is not
+sure of and recovers on the next loop."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -93,6 +97,119 @@ def test_job_cli_gives_up_on_a_server_that_never_answers(proxy: FaultProxy, memb
     res = job(proxy, member_token, "status", "any-job", "--request-timeout", "1")
     assert res.code == 2 and "did not answer in time" in res.err and "--request-timeout" in res.err
     assert time.monotonic() - started < 10  # one retry at most, not the default minute
+
+
+def test_job_cli_gives_up_on_a_real_answer_trickled_a_byte_at_a_time(proxy: FaultProxy, member_token: str) -> None:
+    """The real server's answer, a byte every 50 ms: each read comes far within the 1 s read timeout,
+    the whole answer would take seconds; the request's deadline ends it at 1 s."""
+    proxy.add("GET", "/jobsets/", HANG, trickle=0.05)
+    started = time.monotonic()
+    res = job(proxy, member_token, "status", "any-job", "--request-timeout", "1")
+    assert res.code == 2 and "did not answer in time" in res.err and "--request-timeout" in res.err, res.err
+    assert time.monotonic() - started < 3
+
+
+@pytest.fixture
+def front() -> Iterator[FaultProxy]:
+    """A front with no server behind it: every request a test makes meets one of its faults."""
+    alone = FaultProxy("https://127.0.0.1:9", Path("/nonexistent"))  # never forwarded to
+    alone.serve()
+    yield alone
+    alone.shutdown()
+
+
+DEEP = b"[" * 100_000 + b"]" * 100_000
+
+
+@pytest.mark.parametrize(("status", "body", "content_type", "said"), [
+    (200, b"<html><body><form action=/login>Sign in</form></body></html>", "text/html; charset=utf-8",
+     "answered with an HTML page (a proxy's or a single sign-on login page?) while trying to read job any-job"),
+    (200, b'{"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {"na', "application/json",
+     "answered with text that is not JSON, or JSON cut short (Unterminated string"),
+    (200, DEEP, "application/json", "answered with JSON nested deeper than Python reads"),
+    (200, b"<JobSet/>", "application/xml", "answered with content of type application/xml"),
+    (200, b"", "application/json", "answered with an empty answer"),
+], ids=["login-page", "cut-short", "too-deep", "xml", "empty"])
+def test_an_answer_that_is_not_the_apis_json_exits_2_naming_the_cluster(front: FaultProxy, tmp_path: Path,
+                                                                         status: int, body: bytes, content_type: str,
+                                                                         said: str) -> None:
+    front.add("*", "", status, body=body, content_type=content_type)
+    res = run(REPO, "job", "status", "any-job", "--namespace", "ml-research", "--server", front.url, "--token", "t")
+    assert res.code == 2, res.err
+    assert res.err.startswith(f"the cluster at {front.url} {said}"), res.err
+    assert "not with the Kubernetes API's JSON: check that --server or the --context's server is the API server" \
+        in res.err
+    config = {"apiVersion": "v1", "kind": "Config", "current-context": "corp-proxy",
+              "clusters": [{"name": "c", "cluster": {"server": front.url}}],
+              "users": [{"name": "u", "user": {"token": "t"}}],
+              "contexts": [{"name": "corp-proxy", "context": {"cluster": "c", "user": "u"}}]}
+    (tmp_path / "kubeconfig").write_text(json.dumps(config))
+    res = run(REPO, "job", "status", "any-job", "--namespace", "ml-research",
+              "--kubeconfig", str(tmp_path / "kubeconfig"))
+    assert res.code == 2 and res.err.startswith(f"the cluster at {front.url} (context corp-proxy) {said}"), res.err
+
+
+def test_an_error_status_nested_too_deep_is_still_its_status(front: FaultProxy) -> None:
+    front.add("*", "", 500, body=DEEP)
+    res = run(REPO, "job", "status", "any-job", "--namespace", "ml-research", "--server", front.url, "--token", "t")
+    assert res.code == 2 and "read job any-job failed: 500 Internal Server Error; the API server failed" in res.err, \
+        res.err
+
+
+def test_job_cli_gives_up_on_an_answer_trickled_a_byte_at_a_time(front: FaultProxy) -> None:
+    """A Status of about 300 bytes, status line and headers too, a byte every 50 ms: about 15 s in all,
+    each byte far within the 1 s read timeout. The request's deadline ends it at 1 s, retry included."""
+    front.add("*", "", 404, trickle=0.05)
+    started = time.monotonic()
+    res = run(REPO, "job", "status", "any-job", "--namespace", "ml-research", "--server", front.url, "--token", "t",
+              "--request-timeout", "1")
+    assert res.code == 2 and f"the cluster at {front.url} did not answer in time while trying to read job any-job: " \
+        "retry, or allow longer with --request-timeout SECONDS" in res.err, res.err
+    assert time.monotonic() - started < 3
+
+
+def test_the_deadline_ends_a_trickled_answer_over_tls_too(tmp_path: Path) -> None:
+    """Under TLS a read blocks in the TLS layer: shutting the socket down wakes it all the same."""
+    from tests.upstream.pki import ca, issue
+
+    authority = ca("fleetgen-test-ca")
+    served = issue(authority, "127.0.0.1", ips=("127.0.0.1",), server=True).write(tmp_path, "server")
+    authority.write(tmp_path, "ca")
+    tls = FaultProxy("https://127.0.0.1:9", Path("/nonexistent"))
+    url = tls.serve(tls=served)
+    try:
+        tls.add("*", "", 404, trickle=0.05)
+        started = time.monotonic()
+        res = run(REPO, "job", "status", "any-job", "--namespace", "ml-research", "--server", url, "--token", "t",
+                  "--certificate-authority", str(tmp_path / "ca.crt"), "--request-timeout", "1")
+        assert res.code == 2 and f"the cluster at {url} did not answer in time" in res.err, res.err
+        assert time.monotonic() - started < 3
+    finally:
+        tls.shutdown()
+
+
+def test_a_hostile_published_fleet_sends_no_job(front: FaultProxy, tmp_path: Path) -> None:
+    """Outside a checkout the job's namespace comes from the fleet files the cluster publishes. Here
+    they give ml-research the namespace kube-system; the server would allow everything asked. The
+    render-time checks refuse the files, and nothing is sent but the read of them."""
+    from generator.checks import load_fleet
+    from generator.compile.published import NAME, NAMESPACE, published_data
+
+    fleet = load_fleet(REPO)
+    data = published_data(fleet.clusters["prod-west"], fleet.teams_in("prod-west"))
+    team = {**json.loads(data["team.ml-research.json"]), "namespaces": ["kube-system"]}
+    configmap = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": NAME, "namespace": NAMESPACE},
+                 "data": {**data, "team.ml-research.json": json.dumps(team)}}
+    front.add("GET", f"/api/v1/namespaces/{NAMESPACE}/configmaps/{NAME}$", 200, body=json.dumps(configmap).encode())
+    allowed = {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview", "metadata": {"name": "x"},
+               "spec": {"resourceAttributes": {}}, "status": {"allowed": True}}
+    front.add("POST", "", 201, body=json.dumps(allowed).encode())
+    front.add("GET", "", 200, body=json.dumps({"items": [], "metadata": {"name": "x"}}).encode())
+    res = run(tmp_path, "job", "submit", "ml-research", "pretrain-4node", "--server", front.url, "--token", "t")
+    assert res.code == 2, res.out + res.err
+    assert "team.ml-research.json: namespaces[0]: namespace 'kube-system' is reserved for the platform" in res.err
+    assert [(method, path) for method, path, _ in front.seen] == [
+        ("GET", f"/api/v1/namespaces/{NAMESPACE}/configmaps/{NAME}")]
 
 
 def reconciler_through(proxy: FaultProxy, stack: Stack, pool: Pool, *faulty: str,

@@ -638,3 +638,31 @@ def test_the_command_line_without_a_checkout(cluster: Cluster, tmp_path: Path) -
         cancelled = run(tmp_path, "job", "cancel", "cli-nb", "--team", "ml-research", *c.kc())
         assert cancelled.code == 0, cancelled.err
         assert wait_for(lambda: not jobsets_named(c, "ml-research", "cli-nb"), 60)
+
+
+def test_a_rewritten_published_fleet_is_refused_and_sends_no_job(cluster: Cluster, tmp_path: Path) -> None:
+    """The ConfigMap as anyone who may write in kube-public could leave it after render: ml-research's
+    namespaces made kube-system. The member reads it through the real RBAC; the render-time checks
+    refuse it, so neither a job file nor a job is made, and kube-system holds no JobSet of it."""
+    import json
+
+    from kubernetes import client
+
+    from generator.compile.published import NAME, NAMESPACE
+
+    c = cluster
+    core = client.CoreV1Api(c.stack.client())
+    rendered = dict(core.read_namespaced_config_map(NAME, NAMESPACE).data)
+    team = {**json.loads(rendered["team.ml-research.json"]), "namespaces": ["kube-system"]}
+    core.patch_namespaced_config_map(NAME, NAMESPACE, {"data": {"team.ml-research.json": json.dumps(team)}})
+    try:
+        said = "team.ml-research.json: namespaces[0]: namespace 'kube-system' is reserved for the platform"
+        made = run(tmp_path, "job", "new", "ml-research", "pretrain-4node", "--name", "hostile", "--nodes", "2",
+                   "-o", str(tmp_path / "job.yaml"), *c.kc())
+        assert made.code == 2 and said in made.err and not (tmp_path / "job.yaml").exists(), made.err
+        submitted = run(tmp_path, "job", "submit", "ml-research", "pretrain-4node", "--name", "hostile", "--nodes",
+                        "2", *c.kc())
+        assert submitted.code == 2 and said in submitted.err, submitted.out + submitted.err
+        assert jobsets_named(c, "kube-system", "hostile") == [] and jobsets_named(c, "ml-research", "hostile") == []
+    finally:
+        core.patch_namespaced_config_map(NAME, NAMESPACE, {"data": rendered})

@@ -87,13 +87,63 @@ def test_the_same_rules_judge_a_profile_from_the_published_files() -> None:
     ({"team.ml-research.json": json.dumps({"name": "vision"})}, "team.ml-research.json:"),
     ({"cluster.prod-west.json": json.dumps({"name": "prod-west", "nodePools": "many"})}, "cluster.prod-west.json:"),
     ({"cluster.dev.json": json.dumps({"name": "dev"})}, "holds 2 cluster files"),
-    ({"team.ml-research.json": "x" * (2 << 20)}, "larger than"),
+    ({"team.ml-research.json": "x" * (2 << 20)}, "more than the 1048576 allowed"),
+    ({"team.ml-research.json": "[" * 100_000 + "]" * 100_000}, "team.ml-research.json: nesting deeper than 32"),
+    ({"team.ml-research.json": '{"name": "ml-research", "name": "vision"}'}, "duplicate key 'name'"),
+    ({"cluster.prod-west.json": '{"name": NaN}'}, "cluster.prod-west.json: NaN is not a JSON number"),
 ])
 def test_a_hostile_published_file_is_named_never_a_traceback(change: dict[str, str], said: str) -> None:
     data = {**published_data(FLEET.clusters["prod-west"], FLEET.teams_in("prod-west")), **change}
     with pytest.raises(ClusterError, match="are not valid") as caught:
         fleet_from_data(data)
     assert said in str(caught.value)
+
+
+def test_a_deep_parts_index_is_named_never_a_traceback(monkeypatch: pytest.MonkeyPatch) -> None:
+    from generator.compile.published import INDEX_KEY
+    from generator.jobs import published as reader
+
+    stored = {**published_data(FLEET.clusters["prod-west"], FLEET.teams_in("prod-west")),
+              INDEX_KEY: "[" * 100_000 + "]" * 100_000}
+    monkeypatch.setattr(reader, "_read", lambda api, name: dict(stored))
+    with pytest.raises(ClusterError, match="parts.json: not a list of fleetgen-fleet-N names"):
+        reader.published_fleet(object())
+
+
+def with_namespaces(team: str, namespaces: list[str], cluster: str = "prod-west") -> dict[str, str]:
+    """prod-west's published files, `team` claiming `namespaces` there."""
+    data = published_data(FLEET.clusters[cluster], FLEET.teams_in(cluster))
+    key = f"team.{team}.json"
+    return {**data, key: json.dumps({**json.loads(data[key]), "namespaces": namespaces})}
+
+
+@pytest.mark.parametrize(("namespaces", "said"), [
+    (["kube-system"], "namespaces[0]: namespace 'kube-system' is reserved for the platform"),
+    (["kueue-system"], "namespaces[0]: namespace 'kueue-system' belongs to the platform: platform (HelmRelease kueue)"),
+    (["ml-research-x", "vision"], "namespaces[1]: namespace 'vision' already belongs to team 'vision'"),
+    (["ml-research", "ml-research"], "namespaces[1]: namespace 'ml-research' is listed twice"),
+    (["recsys-batch"], "namespaces[0]: namespace 'recsys-batch' is not one team 'ml-research' may claim in "
+                       "cluster 'prod-west'"),
+])
+def test_published_files_must_keep_each_teams_namespaces_its_own(namespaces: list[str], said: str) -> None:
+    """The cross-file checks `render` runs judge the published files again: what the ConfigMap holds
+    now may not be what was rendered, and a job made from it goes to the team's first namespace."""
+    with pytest.raises(ClusterError, match="are not valid") as caught:
+        fleet_from_data(with_namespaces("ml-research", namespaces))
+    assert f"team.ml-research.json: {said}" in str(caught.value), str(caught.value)
+    assert "a platform engineer should render and sync the cluster again" in str(caught.value)
+
+
+@pytest.mark.parametrize("cluster", sorted(FLEET.clusters))
+def test_every_clusters_published_files_pass_the_checks_of_one_cluster(cluster: str) -> None:
+    """The checks that need other clusters (a MultiKueue manager's workers) are left out: a cluster
+    publishes itself only, and the manager hub's files, which they would refuse, are read back whole."""
+    from generator.checks.fleet import check_fleet, check_one_cluster
+
+    back = fleet_from_data(published_data(FLEET.clusters[cluster], FLEET.teams_in(cluster)))
+    assert sorted(back.teams) == sorted(t.config.name for t in FLEET.teams_in(cluster))
+    assert check_one_cluster(back) == []
+    assert bool(check_fleet(back)) == (back.clusters[cluster].config.multikueue is not None)
 
 
 def test_a_configmap_the_api_server_would_refuse_is_a_finding() -> None:

@@ -205,7 +205,7 @@ def test_a_list_that_drips_ends_at_its_deadline(server: FaultProxy, monkeypatch:
     enough for the read timeout): the list's deadline ends it, not the server."""
     monkeypatch.setattr(nodes_module, "LIST_DEADLINE_SECONDS", 2.0)
     page = node_list(*(node(f"n-{i}") for i in range(5)), token="more")
-    server.add("GET", LIST, 200, body=page, drip=0.02)
+    server.add("GET", LIST, 200, body=page, trickle=0.02)
     started = time.monotonic()
     with pytest.raises(ListFailed, match="took more than 2 s"):
         list_nodes(api_of(server), POOLS)

@@ -863,6 +863,17 @@ RULES: list[Callable[[Fleet], Iterator[Finding]]] = [
 ]
 
 
+ACROSS_CLUSTERS: frozenset[Callable[[Fleet], Iterator[Finding]]] = frozenset({
+    _multikueue_workers, _multikueue_quotas})
+"""The rules that judge one cluster by others of the fleet (a MultiKueue manager by its workers)."""
+
+
 def check_fleet(fleet: Fleet) -> list[Finding]:
     """Run every cross-file rule."""
     return [finding for rule in RULES for finding in rule(fleet)]
+
+
+def check_one_cluster(fleet: Fleet) -> list[Finding]:
+    """Run every cross-file rule that needs no other cluster than those in `fleet`: on the files one
+    cluster publishes (jobs/published.py), which hold that cluster and its teams only."""
+    return [finding for rule in RULES if rule not in ACROSS_CLUSTERS for finding in rule(fleet)]

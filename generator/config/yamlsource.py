@@ -8,6 +8,7 @@ loader composes the node graph itself and refuses anything ambiguous, with a lin
 from __future__ import annotations
 
 import functools
+import json
 import re
 import unicodedata
 from dataclasses import dataclass
@@ -226,3 +227,73 @@ def parse_source(raw: bytes, shown: str) -> Source:
     builder = _Builder(shown)
     data = builder.build(node, (), 0)
     return Source(shown, data, builder.lines)
+
+
+class _Refused(ValueError):
+    """A JSON value the reader will not take (a duplicate key, NaN or Infinity), raised while parsing."""
+
+
+def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _Refused(f"duplicate key {key!r}")
+        out[key] = value
+    return out
+
+
+def _no_constant(name: str) -> Any:
+    raise _Refused(f"{name} is not a JSON number")
+
+
+def parse_json(text: str, shown: str) -> Any:
+    """JSON text (a file fleetgen wrote with json.dumps, read back from elsewhere) as data, under this
+    reader's rules: at most MAX_FILE_BYTES, MAX_DEPTH levels and MAX_NODES values, no duplicate key,
+    no NaN, no hidden character in a string; InputError naming `shown` otherwise, never a traceback.
+
+    JSON is not read as YAML: a float json.dumps writes as `1e-05` is a number to JSON, a string to
+    YAML 1.1. Python's json recurses per level, so a deeper document than it can take is refused too.
+    """
+    size = len(text.encode())
+    if size > MAX_FILE_BYTES:
+        raise InputError([Finding(shown, None, "", f"file is {size} bytes, more than the {MAX_FILE_BYTES} allowed",
+                                  "split or shorten the file; no valid config is this large")])
+    try:
+        data = json.loads(text, object_pairs_hook=_unique, parse_constant=_no_constant)
+    except RecursionError:
+        raise _too_deep(shown, ()) from None
+    except _Refused as exc:
+        raise InputError([Finding(shown, None, "", str(exc), "write the file as JSON, as fleetgen does")]) from None
+    except ValueError as exc:
+        line = getattr(exc, "lineno", None)
+        raise InputError([Finding(shown, line, "", f"not JSON: {getattr(exc, 'msg', exc)}",
+                                  "write the file as JSON, as fleetgen does")]) from None
+    _within_limits(data, shown)
+    return data
+
+
+def _too_deep(shown: str, path: Path_) -> InputError:
+    return InputError([Finding(shown, None, dotted(path), f"nesting deeper than {MAX_DEPTH} levels",
+                               "flatten the structure; no fleetgen key nests this deep")])
+
+
+def _within_limits(data: Any, shown: str) -> None:
+    """The limits _Builder holds a YAML document to, on parsed JSON (walked without recursion)."""
+    count = 0
+    stack: list[tuple[Path_, Any]] = [((), data)]
+    while stack:
+        path, value = stack.pop()
+        count += 1
+        if count > MAX_NODES:
+            raise InputError([Finding(shown, None, dotted(path), f"document has more than {MAX_NODES} values",
+                                      "write the data out in smaller files")])
+        if len(path) > MAX_DEPTH:
+            raise _too_deep(shown, path)
+        items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+        for key, item in items:
+            for text in (key, item):
+                if isinstance(text, str) and (hidden := first_hidden(text, allowed="\t\n")) is not None:
+                    raise InputError([Finding(shown, None, dotted(path + (key,)),
+                                              f"contains the control or invisible character U+{ord(hidden):04X} "
+                                              f"({unicodedata.name(hidden, 'a control character')})", "remove it")])
+            stack.append((path + (key,), item))

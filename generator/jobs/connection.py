@@ -25,6 +25,12 @@ class ClusterError(Exception):
     """The cluster could not be reached, refused us, or said no; the message says which and what to do."""
 
 
+def where(api: Any) -> str:
+    """The cluster `api` talks to, as the user named it: its URL, and the kubeconfig context if any."""
+    context = getattr(api, "fleetgen_context", None)
+    return f"the cluster at {api.configuration.host}" + (f" (context {context})" if context else "")
+
+
 def word(api: Any, cli: str, python: str) -> str:
     """Advice as the caller can follow it: command-line flags for `fleetgen job`, arguments in Python.
     The command line marks its connections (`connect(..., flags=True)`); a notebook's are Python's."""
@@ -44,8 +50,9 @@ def connect(kubeconfig: str | None = None, context: str | None = None, token: st
 
     `certificate_authority` (a PEM file) verifies the server's certificate, for a token login to a
     cluster whose CA is not in the system's trust store; it overrides a kubeconfig's CA too.
-    `request_timeout` bounds each call in seconds (default: TIMEOUT's read timeout). `flags`: errors
-    advise command-line flags (the `fleetgen` command sets it) instead of these arguments.
+    `request_timeout` bounds each call in seconds, its whole answer included (default: TIMEOUT's read
+    timeout). `flags`: errors advise command-line flags (the `fleetgen` command sets it) instead of
+    these arguments.
     """
     from kubernetes import client, config
     from kubernetes.config.config_exception import ConfigException
@@ -81,14 +88,70 @@ def connect(kubeconfig: str | None = None, context: str | None = None, token: st
     if insecure_skip_tls_verify:
         configuration.verify_ssl = False
     configuration.retries = 1
-    api = client.ApiClient(configuration)
+    api = _bounded_client()(configuration)
     api.fleetgen_flags = flags  # type: ignore[attr-defined]
+    api.fleetgen_context = _context_name(kubeconfig, context) if not (in_cluster or token or server) else None  # type: ignore[attr-defined]
     if request_timeout is not None:
         if request_timeout <= 0:
             raise UsageError(word(flags, "--request-timeout", "request_timeout=")
                              + f" must be positive seconds, not {request_timeout}")
         api.fleetgen_timeout = (min(TIMEOUT[0], request_timeout), float(request_timeout))  # type: ignore[attr-defined]
     return api
+
+
+def _context_name(kubeconfig: str | None, context: str | None) -> str | None:
+    """The kubeconfig context a connection uses: the one asked for, else the current one."""
+    if context:
+        return context
+    from kubernetes import config
+    from kubernetes.config.config_exception import ConfigException
+
+    try:  # the file was judged by load_kube_config already: this only names it in messages
+        return str(config.list_kube_config_contexts(kubeconfig or os.environ.get("KUBECONFIG") or None)[1]["name"])
+    except (ConfigException, OSError, TypeError, KeyError, IndexError):
+        return None
+
+
+@functools.cache
+def _bounded_client() -> type:
+    """The official ApiClient, with a total deadline per request (transport.py) and every answer
+    read as JSON within bounds, or a ClusterError naming the cluster (never a traceback).
+
+    Every generated API method calls `_call_with_legacy_options` (kubernetes 37.0.2
+    client/api_client.py:160), a private method: the trickle tests in tests/test_api_faults.py fail
+    if a client release routes around it."""
+    from kubernetes import client
+
+    from generator.jobs.transport import read_answer, watch_connections, within
+
+    class BoundedApiClient(client.ApiClient):  # type: ignore[misc]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            watch_connections(self.rest_client.pool_manager)
+
+        def _call_with_legacy_options(self, request: Any, response_types_map: Any, async_req: Any,
+                                      preload_content: bool, request_timeout: Any,
+                                      return_http_data_only: bool) -> Any:
+            def call() -> Any:
+                return super(BoundedApiClient, self)._call_with_legacy_options(
+                    request, response_types_map, async_req, preload_content, request_timeout, return_http_data_only)
+
+            if async_req or not preload_content:  # a stream (logs --follow) lasts as long as the job
+                return call()
+            return within(total(self, request_timeout), request[1], call)
+
+        def deserialize(self, response_text: str, response_type: str, content_type: str | None) -> Any:
+            return read_answer(where(self), response_text, response_type, content_type, super().deserialize)
+
+    return BoundedApiClient
+
+
+def total(api: Any, request_timeout: Any = None) -> float:
+    """The whole time one request on `api` may take: its `_request_timeout`'s longest part, else
+    the connection's read timeout (`connect(request_timeout=)`)."""
+    if isinstance(request_timeout, (int, float)):
+        return float(request_timeout)
+    return float(max(request_timeout or timeout(api)))
 
 
 def logout(api: Any) -> None:
@@ -104,22 +167,30 @@ def logout(api: Any) -> None:
     configuration.refresh_api_key_hook = None
     api.rest_client.pool_manager.clear()
     api.rest_client = rest.RESTClientObject(configuration)  # its TLS context no longer holds a client key
+    from generator.jobs.transport import watch_connections
+
+    watch_connections(api.rest_client.pool_manager)
 
 
 def get_json(api: Any, path: str) -> Any:
     """GET an API path no generated client method covers (discovery, subresources of aggregated APIs),
     with the client's own authentication, TLS and error handling (ApiException on failure)."""
+    from generator.jobs.transport import within
+
     params = api.param_serialize("GET", path, header_params={"Accept": "application/json"},
                                  auth_settings=["BearerToken"])
-    response = api.call_api(*params, _request_timeout=timeout(api))
-    response.read()
-    return api.response_deserialize(response, {"200": "object"}).data
+
+    def call() -> Any:
+        response = api.call_api(*params, _request_timeout=timeout(api))
+        response.read()
+        return api.response_deserialize(response, {"200": "object"}).data
+    return within(total(api), params[1], call)
 
 
 def _status_message(exc: Any) -> str:
     try:
         return str(json.loads(exc.body).get("message") or exc.reason)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, AttributeError, RecursionError):  # not a Status: a page, a list, too deep
         return str(exc.reason or exc)
 
 
@@ -142,12 +213,21 @@ def explain(exc: BaseException, host: str, what: str, flags: bool = False) -> Cl
     from urllib3.exceptions import HTTPError, MaxRetryError
     from urllib3.exceptions import ReadTimeoutError as TimedOut
 
+    from generator.jobs.transport import NotTheApi
+
     if isinstance(exc, MaxRetryError) and isinstance(exc.reason, TimedOut):
         exc = exc.reason
     if isinstance(exc, TimedOut):
         return ClusterError(f"the cluster at {host} did not answer in time while trying to {what}: retry, or "
                             + word(flags, "allow longer with --request-timeout SECONDS",
                                    "allow longer with connect(..., request_timeout=SECONDS)"))
+    if isinstance(exc, NotTheApi):
+        return ClusterError(f"{exc.where} answered with {exc.said} while trying to {what}, not with the "
+                            "Kubernetes API's JSON: " + word(
+                                flags, "check that --server or the --context's server is the API server (and log in "
+                                "to a proxy in front of it first, if there is one)", "check that connect(server=...) "
+                                "or the context's server is the API server (and log in to a proxy in front of it "
+                                "first, if there is one)"))
     if isinstance(exc, ApiException):
         message = _status_message(exc)
         status = exc.status or 0

@@ -1,26 +1,31 @@
 """The fleet files a cluster publishes (compile/published.py), read back for a notebook without a checkout.
 
 The ConfigMap is an API server's answer, so it is hostile until checked: every key must name one
-file, every value must parse and pass the same model validation `fleetgen render` applies, and a
-file's name must match its key. What comes back is a Fleet of this one cluster and its teams: enough
-for a team's profiles, pools, priorities and quota shares, and for the per-job rules
-(`checks.fleet.profile_problems`); the fleet-wide checks ran when it was rendered.
+file, every value must parse within the input reader's limits (config/yamlsource.py `parse_json`)
+and pass the same model validation `fleetgen render` applies, and a file's name must match its key.
+What comes back is a Fleet of this one cluster and its teams: enough for a team's profiles, pools,
+priorities and quota shares, and for the per-job rules (`checks.fleet.profile_problems`). The
+cross-file checks `render` runs (checks/fleet.py) run on it again: they ran on the fleet the cluster
+was rendered from, not on what anyone may have written into the ConfigMap since, and they are what
+keeps a team's namespaces its own (not reserved, not the platform's, not another team's), so a job
+made from them goes only to a namespace of the team it was made for.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
+from generator.checks.fleet import check_one_cluster
 from generator.compile.published import INDEX_KEY, MAX_PARTS, NAME, NAMESPACE
 from generator.config.cluster import ClusterConfig, NodePool
 from generator.config.fleet import Fleet, Loaded
 from generator.config.team import TeamConfig
-from generator.config.yamlsource import MAX_FILE_BYTES, Source
+from generator.config.yamlsource import Source, parse_json
+from generator.errors import Finding, InputError
 from generator.jobs.connection import ClusterError, explain, flags_of, timeout, word
 
 KEY = re.compile(r"^(cluster|team|pools)\.([a-z0-9]([-a-z0-9]*[a-z0-9])?)\.json$")
@@ -32,6 +37,12 @@ def _problems(exc: ValidationError) -> str:
     return "; ".join(f"{'.'.join(str(p) for p in e['loc']) or '(top)'}: {e['msg']}" for e in exc.errors()[:5])
 
 
+def _said(finding: Finding) -> str:
+    """A finding of the cross-file checks on a published file, as one clause naming key and field."""
+    file = finding.file.removeprefix(f"{WHERE}: ")
+    return f"{file}: {finding.field + ': ' if finding.field else ''}{finding.message} ({finding.hint})"
+
+
 def fleet_from_data(data: dict[str, Any]) -> Fleet:
     """The Fleet in a published ConfigMap's `data`; ClusterError naming each bad key and why."""
     files: dict[str, dict[str, Any]] = {"cluster": {}, "team": {}, "pools": {}}
@@ -41,13 +52,10 @@ def fleet_from_data(data: dict[str, Any]) -> Fleet:
         if match is None or not isinstance(text, str):
             problems.append(f"{key}: not a file fleetgen publishes")
             continue
-        if len(text.encode()) > MAX_FILE_BYTES:
-            problems.append(f"{key}: larger than {MAX_FILE_BYTES} bytes")
-            continue
         try:
-            files[match.group(1)][match.group(2)] = json.loads(text)
-        except ValueError as exc:
-            problems.append(f"{key}: not JSON ({exc})")
+            files[match.group(1)][match.group(2)] = parse_json(text, key)
+        except InputError as exc:
+            problems.extend(_said(f) for f in exc.findings)
     if len(files["cluster"]) != 1:
         problems.append(f"holds {len(files['cluster'])} cluster files, not one")
     loaded: dict[str, dict[str, Loaded[Any]]] = {"cluster": {}, "team": {}}
@@ -73,12 +81,15 @@ def fleet_from_data(data: dict[str, Any]) -> Fleet:
         if cluster is not None:  # a MultiKueue manager's pools are its workers', merged at render time
             loaded["cluster"][name] = Loaded(cluster.config.model_copy(update={"node_pools": merged}),
                                              cluster.source)
+    if not problems:
+        (name, cluster), = loaded["cluster"].items()
+        teams = {n: t for n, t in loaded["team"].items() if name in t.config.quotas}
+        fleet = Fleet(Path(f"cluster:{name}"), {name: cluster}, teams)
+        problems = [_said(f) for f in sorted(set(check_one_cluster(fleet)))]
     if problems:
         raise ClusterError(f"the fleet files published in {WHERE} are not valid ({'; '.join(problems)}): "
                            "a platform engineer should render and sync the cluster again")
-    (name, cluster), = loaded["cluster"].items()
-    teams = {n: t for n, t in loaded["team"].items() if name in t.config.quotas}
-    return Fleet(Path(f"cluster:{name}"), {name: cluster}, teams)
+    return fleet
 
 
 def published_fleet(api: Any) -> Fleet:
@@ -87,8 +98,8 @@ def published_fleet(api: Any) -> Fleet:
     index = data.pop(INDEX_KEY, None)
     if index is not None:
         try:
-            names = json.loads(index)
-        except ValueError:
+            names = parse_json(index, INDEX_KEY) if isinstance(index, str) else None
+        except InputError:
             names = None
         if not (isinstance(names, list) and len(names) < MAX_PARTS
                 and all(isinstance(n, str) and PART.match(n) for n in names)):

@@ -1,0 +1,166 @@
+"""What the SDK's requests may take and what it takes back: one deadline for a whole request, and
+an answer that is the API's JSON.
+
+A deadline covers connecting, sending, the answer's headers and its body.
+
+urllib3's read timeout bounds each read from the socket, not the answer (urllib3 2.8.0
+util/timeout.py:96-103: "if a server streams one byte every fifteen seconds, a timeout of 20
+seconds will not trigger"; connectionpool.py:524-536 and connection.py:627 set it once on the
+socket, per request, and every later recv() gets it whole), and `total` only subtracts the connect
+time from it (util/timeout.py:262-273). The kubernetes client passes `_request_timeout` on as
+exactly those two (kubernetes 37.0.2 client/rest.py:235-246). So a server, or anything between,
+that trickles its answer a byte at a time holds a call for as long as it likes.
+
+Here each request registers the connections it uses, and a timer shuts their sockets down when the
+deadline passes: a read blocked in the kernel returns at once (shutdown(2) wakes it, TLS or not),
+the client raises, and the caller gets urllib3's ReadTimeoutError, as for a server that says nothing.
+
+An answer that is not JSON (a proxy's login page, a body cut short, JSON nested deeper than Python's
+reader recurses) would be a traceback from inside the client: it is a NotTheApi instead.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import socket
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+from urllib3.connection import HTTPConnection, HTTPSConnection
+from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
+from urllib3.exceptions import HTTPError, ReadTimeoutError
+
+T = TypeVar("T")
+_current = threading.local()
+RAW_TYPES = frozenset({"str", "bytes", "bytearray", "file"})
+"""Answers the client passes on as they come (a log); every other answer must be JSON."""
+JSON_TYPE = re.compile(r"^application/(json|[\w!#$&.+\-^]+\+json)\s*(;|$)", re.IGNORECASE)
+"""A JSON media type, as the client itself tells one (kubernetes 37.0.2 client/api_client.py:523)."""
+
+
+class NotTheApi(HTTPError):
+    """An answer that is not the API's JSON: an HTTPError, which every caller already hands to
+    connection.explain (as it does a reset connection), saying what came and from where."""
+
+    def __init__(self, where: str, said: str) -> None:
+        super().__init__(f"{where} answered with {said}")
+        self.where, self.said = where, said
+
+
+def read_answer(where: str, text: str, response_type: str, content_type: str | None,
+                read: Callable[[str, str, str | None], Any]) -> Any:
+    """An answer from `where`, deserialized by the client's own `read` once it is JSON that Python's
+    reader can take; NotTheApi otherwise."""
+    if response_type in RAW_TYPES:
+        return read(text, response_type, content_type)
+    if content_type is not None and not JSON_TYPE.match(content_type):
+        raise NotTheApi(where, "an HTML page (a proxy's or a single sign-on login page?)" if "html" in
+                        content_type.lower() else f"content of type {content_type}")
+    if not text:
+        raise NotTheApi(where, "an empty answer")
+    try:
+        return read(text, response_type, "application/json")
+    except RecursionError:
+        raise NotTheApi(where, "JSON nested deeper than Python reads") from None
+    except ValueError as exc:
+        raise NotTheApi(where, f"text that is not JSON, or JSON cut short ({exc})") from None
+    except (TypeError, AttributeError, KeyError) as exc:
+        raise NotTheApi(where, f"JSON that is not the Kubernetes object asked for ({type(exc).__name__})") from None
+
+
+class _Watch:
+    """The connections of one request, shut down together when its deadline passes."""
+
+    def __init__(self) -> None:
+        self.expired = False
+        self._conns: list[HTTPConnection] = []
+        self._lock = threading.Lock()
+
+    def add(self, conn: HTTPConnection) -> None:
+        with self._lock:
+            self._conns.append(conn)
+            if self.expired:  # a retry after the deadline: it fails at once
+                _shut(conn)
+
+    def expire(self) -> None:
+        with self._lock:
+            self.expired = True
+            for conn in self._conns:
+                _shut(conn)
+
+
+def _shut(conn: HTTPConnection) -> None:
+    sock = conn.sock
+    if sock is not None:  # the plain socket's shutdown, under a TLS layer too: it wakes a reader in another thread
+        with contextlib.suppress(OSError):  # already closed
+            socket.socket.shutdown(sock, socket.SHUT_RDWR)
+
+
+def _watched(conn: HTTPConnection) -> None:
+    watch = getattr(_current, "watch", None)
+    if watch is not None:
+        watch.add(conn)
+
+
+class _Watched(HTTPConnection):
+    """A connection that joins the current request's watch whenever it connects or sends."""
+
+    def connect(self) -> None:
+        super().connect()
+        _watched(self)
+
+    def request(self, *args: Any, **kwargs: Any) -> None:
+        _watched(self)
+        super().request(*args, **kwargs)
+
+
+class _Connection(_Watched):
+    pass
+
+
+class _TLSConnection(_Watched, HTTPSConnection):
+    pass
+
+
+class _Pool(HTTPConnectionPool):
+    ConnectionCls = _Connection
+
+
+class _TLSPool(HTTPSConnectionPool):
+    ConnectionCls = _TLSConnection
+
+
+def watch_connections(pool_manager: Any) -> None:
+    """Make `pool_manager` (a urllib3 PoolManager or ProxyManager, before its first request) open
+    connections a deadline can shut down."""
+    pool_manager.pool_classes_by_scheme = {"http": _Pool, "https": _TLSPool}
+
+
+@contextmanager
+def _deadline(seconds: float) -> Iterator[_Watch]:
+    watch = _Watch()
+    timer = threading.Timer(seconds, watch.expire)
+    timer.daemon = True
+    outer = getattr(_current, "watch", None)
+    _current.watch = watch
+    timer.start()
+    try:
+        yield watch
+    finally:
+        timer.cancel()
+        _current.watch = outer
+
+
+def within(seconds: float, url: str, call: Callable[[], T]) -> T:
+    """`call()` (requests through a pool manager given to `watch_connections`), failing with
+    ReadTimeoutError once `seconds` have passed, whatever the server sends meanwhile."""
+    with _deadline(seconds) as watch:
+        try:
+            return call()
+        except Exception:
+            if watch.expired:  # what a shut-down socket raised: a reset, an incomplete read, ...
+                raise ReadTimeoutError(None, url, f"no complete answer within {seconds:g} s") from None  # type: ignore[arg-type]
+            raise
