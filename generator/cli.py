@@ -67,6 +67,24 @@ def _progress() -> Callable[[str], None] | None:
     return step
 
 
+class Name(click.ParamType):
+    """A team, cluster, pool or profile name, held to its model's rule before the command reads or
+    writes anything: names become paths (`teams/<team>.yaml`), so `../x` never gets that far."""
+
+    name = "name"
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        from generator.config.names import name_problem
+
+        problem = name_problem(self.kind, str(value))
+        if problem is not None:
+            self.fail(problem, param, ctx)
+        return str(value)
+
+
 class FullHelpGroup(click.Group):
     """A command group whose `--help` lists each command's whole first sentence, wrapped (click cuts
     it at the terminal width minus the names, which left most summaries ending in "...")."""
@@ -99,7 +117,8 @@ def cli(ctx: click.Context, root: str) -> None:
 
 
 @cli.command()
-@click.option("--cluster", "clusters", multiple=True, metavar="NAME", help="Render only this cluster (repeatable).")
+@click.option("--cluster", "clusters", multiple=True, metavar="NAME", type=Name("cluster"),
+              help="Render only this cluster (repeatable).")
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 listing files that differ from rendered/.")
 @click.option("--full", is_flag=True, help="Trust no record of the last render (kept outside the repository): "
               "compile every cluster and compare every file.")
@@ -139,7 +158,8 @@ def render(ctx: click.Context, clusters: tuple[str, ...], check: bool, full: boo
 
 
 @cli.command()
-@click.option("--cluster", "clusters", multiple=True, metavar="NAME", help="Validate only this cluster.")
+@click.option("--cluster", "clusters", multiple=True, metavar="NAME", type=Name("cluster"),
+              help="Validate only this cluster.")
 @_schema_opt
 @_crd_opt
 @click.option("--offline", is_flag=True, help="Use only local locations and the cache; never the network.")
@@ -171,7 +191,7 @@ def validate(ctx: click.Context, clusters: tuple[str, ...], schema_location: str
 
 @cli.command()
 @click.argument("what", type=click.Choice(["team", "cluster"]))
-@click.argument("name")
+@click.argument("name", type=Name("team"))
 @click.pass_context
 @_guard
 def explain(ctx: click.Context, what: str, name: str) -> None:
@@ -193,10 +213,10 @@ def explain(ctx: click.Context, what: str, name: str) -> None:
 @click.option("--repo-url", required=True, metavar="URL", help="This fleet's git repository, which the cluster syncs.")
 @click.option("--registry", required=True, metavar="HOST/PATH",
               help="Where .github/workflows/images.yml pushes fleetgen's images, e.g. ghcr.io/your-org.")
-@click.option("--cluster", required=True, metavar="NAME", help="Name of the first cluster.")
+@click.option("--cluster", required=True, metavar="NAME", type=Name("cluster"), help="Name of the first cluster.")
 @click.option("--engine", type=click.Choice(["argocd", "flux"]), default="argocd", show_default=True,
               help="GitOps engine of the cluster.")
-@click.option("--team", required=True, metavar="NAME", help="Name of the first team.")
+@click.option("--team", required=True, metavar="NAME", type=Name("team"), help="Name of the first team.")
 @click.option("--gpu-product", required=True, metavar="PRODUCT",
               help="GPU model as the GPU operator labels it, e.g. NVIDIA-H100-80GB-HBM3.")
 @click.option("--gpus-per-node", required=True, type=click.IntRange(1, 64), help="GPUs on each node of the pool.")
@@ -379,8 +399,8 @@ def job() -> None:
 
 
 @job.command("new")
-@click.argument("team")
-@click.argument("profile")
+@click.argument("team", type=Name("team"))
+@click.argument("profile", type=Name("profile"))
 @click.option("--name", help="Job name (default: the profile name).")
 @click.option("--nodes", type=int, help="Number of nodes (default: the profile's).")
 @click.option("--image", help="Container image (default: the profile's).")
@@ -430,10 +450,14 @@ def job_submit(ctx: click.Context, what: tuple[str, ...], name: str | None, node
     The team's quota is checked against the fleet repository's files, or outside one against the
     files the cluster publishes.
     """
+    from generator.config.names import name_problem
     from generator.errors import UsageError
     from generator.jobs import Job, RayCluster
     from generator.jobs import made as making
 
+    for kind, value in zip(("team", "profile"), what if len(what) == 2 else (), strict=False):
+        if (problem := name_problem(kind, value)) is not None:  # before the cluster is asked anything
+            raise UsageError(f"{kind.upper()}: {problem}")
     api, root = _api(**conn), _checkout(ctx)
     made: Job | RayCluster
     if len(what) == 1:
@@ -467,7 +491,7 @@ def job_submit(ctx: click.Context, what: tuple[str, ...], name: str | None, node
 
 
 def _job_command(fn: Callable[..., Any]) -> Callable[..., Any]:
-    for option in (click.option("--team", help="Team (its first namespace)."),
+    for option in (click.option("--team", type=Name("team"), help="Team (its first namespace)."),
                    click.option("-n", "--namespace", help="Namespace of the job."),
                    click.argument("name")):
         fn = option(fn)
@@ -620,7 +644,7 @@ def job_wait(ctx: click.Context, name: str, namespace: str | None, team: str | N
 
 
 @job.command("list")
-@click.option("--team", help="Only this team's jobs (in its namespaces).")
+@click.option("--team", type=Name("team"), help="Only this team's jobs (in its namespaces).")
 @click.option("-n", "--namespace", help="Only jobs in this namespace.")
 @_connection_options
 @click.pass_context
@@ -658,7 +682,7 @@ def job_list(ctx: click.Context, team: str | None, namespace: str | None, **conn
 
 
 @job.command("queues")
-@click.option("--team", help="Only this team's queues.")
+@click.option("--team", type=Name("team"), help="Only this team's queues.")
 @_connection_options
 @click.pass_context
 @_guard
@@ -687,7 +711,8 @@ def health() -> None:
 def _health_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     for option in reversed([
         click.option("--config", "config_path", metavar="FILE", help="Policy document (policy.json in the pod)."),
-        click.option("--cluster", metavar="NAME", help="Or: compile the policy from this fleet's cluster file."),
+        click.option("--cluster", metavar="NAME", type=Name("cluster"),
+                     help="Or: compile the policy from this fleet's cluster file."),
         click.option("--prometheus", metavar="URL", help="Prometheus URL (default: from the policy)."),
         click.option("--in-cluster", is_flag=True, help="Use the pod's service account."),
     ]):
@@ -772,7 +797,7 @@ def health_status(ctx: click.Context, **options: Any) -> None:
 
 @health.command("reset-breaker")
 @_health_options
-@click.option("--pool", metavar="NAME", help="Reset only this pool's breaker (default: every pool).")
+@click.option("--pool", metavar="NAME", type=Name("pool"), help="Reset only this pool's breaker (default: every pool).")
 @click.option("--drain", is_flag=True, help="Reset the drain breaker (evictions) instead of the cordon breaker.")
 @click.pass_context
 @_guard

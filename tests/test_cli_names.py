@@ -1,0 +1,49 @@
+"""Issue 52: every command that takes a team, cluster, pool or profile name holds it to its model's rule
+before it reads, writes or connects to anything: names become paths (`teams/<team>.yaml`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO, run
+
+BAD = "../../etc/x"
+COMMANDS = [  # (arguments, how the error names the argument)
+    (["render", "--cluster", BAD], "'--cluster'"),
+    (["render", "--check", "--cluster", "dev", "--cluster", BAD], "'--cluster'"),
+    (["validate", "--offline", "--cluster", BAD], "'--cluster'"),
+    (["explain", "team", BAD], "'NAME'"),
+    (["explain", "cluster", BAD], "'NAME'"),
+    (["job", "new", BAD, "pretrain"], "'TEAM'"),
+    (["job", "new", "ml-research", BAD], "'PROFILE'"),
+    (["job", "submit", BAD, "pretrain"], "TEAM:"),
+    (["job", "submit", "ml-research", BAD], "PROFILE:"),
+    (["job", "status", "x", "--team", BAD], "'--team'"),
+    (["job", "logs", "x", "--team", BAD], "'--team'"),
+    (["job", "cancel", "x", "--team", BAD], "'--team'"),
+    (["job", "wait", "x", "--team", BAD], "'--team'"),
+    (["job", "list", "--team", BAD], "'--team'"),
+    (["job", "queues", "--team", BAD], "'--team'"),
+    (["health", "once", "--cluster", BAD], "'--cluster'"),
+    (["health", "status", "--cluster", BAD], "'--cluster'"),
+    (["health", "run", "--cluster", BAD], "'--cluster'"),
+    (["health", "reset-breaker", "--cluster", "dev", "--pool", BAD], "'--pool'"),
+]
+
+
+@pytest.mark.parametrize(("args", "named"), COMMANDS, ids=[" ".join(a[:2]) + f" {n}" for a, n in COMMANDS])
+def test_a_name_argument_is_checked_before_anything_else(args: list[str], named: str,
+                                                         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "none"))  # a command that got as far as connecting says so
+    result = run(REPO, *args)
+    assert result.code == 2, result.out + result.err
+    assert named in result.err and "must be a DNS-1" in result.err and "such as" in result.err, result.err
+    assert "kubeconfig" not in result.err and "unknown" not in result.err, result.err
+
+
+def test_a_profile_name_is_held_to_the_profile_rule() -> None:
+    """Profiles are DNS-1035 labels (they name JobSets): `1abc` is no profile, `ml-research` is a team."""
+    result = run(REPO, "job", "new", "ml-research", "1abc")
+    assert result.code == 2 and "'PROFILE'" in result.err and "DNS-1035" in result.err, result.err
