@@ -233,9 +233,10 @@ def init(ctx: click.Context, force: bool, **values: Any) -> None:
     from generator.scaffold.init import FleetSpec, init_fleet
 
     root = _root(ctx)
-    written = init_fleet(root, FleetSpec(**values), force=force)
+    written, kept = init_fleet(root, FleetSpec(**values), force=force)
     for rel in written:
         echo(f"wrote {rel}")
+    echo(f"kept the files it replaced in {kept} (git ignores it; delete it once you no longer need them)")
     echo("next: read the commented keys in clusters/ and teams/, `./fleetgen render`, commit, and bootstrap the "
          "cluster from rendered/gitops/ (docs/how-to/gitops.md)")
 
