@@ -238,6 +238,20 @@ def test_a_link_anywhere_in_the_copy_is_refused_before_anything_is_written(tmp_p
     assert _state(tmp_path) == before
 
 
+def test_the_links_of_a_developer_checkout_do_not_stop_init(tmp_path: Path) -> None:
+    """A virtual environment and the npm packages tests/run installs are made of links: git ignores them,
+    init never reads or writes into them, so they are no reason to refuse."""
+    root = checkout_copy(tmp_path / "copy")
+    for rel, to in ((".venv/bin/python", sys.executable), ("tests/preview/node_modules/.bin/marked", "../marked/x.js")):
+        (root / rel).parent.mkdir(parents=True)
+        (root / rel).symlink_to(to)
+    result = fleetgen(root, *ARGS)
+    assert result.returncode == 0, result.stderr
+    assert os.readlink(root / ".venv/bin/python") == sys.executable
+    [kept] = (root / ".fleetgen").glob("init-*/previous")
+    assert os.readlink(kept / "tests/preview/node_modules/.bin/marked") == "../marked/x.js"
+
+
 @pytest.mark.parametrize("fault", [OSError(28, "No space left on device"), KeyboardInterrupt()],
                          ids=["full-disk", "ctrl-c"])
 def test_an_error_while_switching_the_new_fleet_in_leaves_the_old_tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
