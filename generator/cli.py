@@ -191,7 +191,8 @@ def validate(ctx: click.Context, clusters: tuple[str, ...], schema_location: str
 
 @cli.command()
 @click.argument("what", type=click.Choice(["team", "cluster"]))
-@click.argument("name", type=Name("team"))
+@click.argument("name", callback=lambda ctx, param, value: Name(ctx.params.get("what", "team")).convert(
+    value, param, ctx))
 @click.pass_context
 @_guard
 def explain(ctx: click.Context, what: str, name: str) -> None:

@@ -47,3 +47,9 @@ def test_a_profile_name_is_held_to_the_profile_rule() -> None:
     """Profiles are DNS-1035 labels (they name JobSets): `1abc` is no profile, `ml-research` is a team."""
     result = run(REPO, "job", "new", "ml-research", "1abc")
     assert result.code == 2 and "'PROFILE'" in result.err and "DNS-1035" in result.err, result.err
+
+
+@pytest.mark.parametrize(("what", "example"), [("team", "research"), ("cluster", "prod")])
+def test_explain_names_the_kind_it_was_asked_for(what: str, example: str) -> None:
+    result = run(REPO, "explain", what, "Dev")
+    assert result.code == 2 and f"give a {what} name such as {example}" in result.err, result.err
