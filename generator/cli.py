@@ -68,8 +68,9 @@ def _progress() -> Callable[[str], None] | None:
 
 
 class Name(click.ParamType):
-    """A team, cluster, pool or profile name, held to its model's rule before the command reads or
-    writes anything: names become paths (`teams/<team>.yaml`), so `../x` never gets that far."""
+    """A team, cluster, pool, profile, job or namespace name, held to its rule before the command reads,
+    writes or asks the cluster anything: names become paths (`teams/<team>.yaml`, or the API URL, where
+    `..` would be resolved away by the HTTP client), so `../x` never gets that far."""
 
     name = "name"
 
@@ -494,8 +495,8 @@ def job_submit(ctx: click.Context, what: tuple[str, ...], name: str | None, node
 
 def _job_command(fn: Callable[..., Any]) -> Callable[..., Any]:
     for option in (click.option("--team", type=Name("team"), help="Team (its first namespace)."),
-                   click.option("-n", "--namespace", help="Namespace of the job."),
-                   click.argument("name")):
+                   click.option("-n", "--namespace", type=Name("namespace"), help="Namespace of the job."),
+                   click.argument("name", type=Name("job"))):
         fn = option(fn)
     return fn
 
@@ -647,7 +648,7 @@ def job_wait(ctx: click.Context, name: str, namespace: str | None, team: str | N
 
 @job.command("list")
 @click.option("--team", type=Name("team"), help="Only this team's jobs (in its namespaces).")
-@click.option("-n", "--namespace", help="Only jobs in this namespace.")
+@click.option("-n", "--namespace", type=Name("namespace"), help="Only jobs in this namespace.")
 @_connection_options
 @click.pass_context
 @_guard

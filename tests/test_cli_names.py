@@ -1,5 +1,6 @@
-"""Issue 52: every command that takes a team, cluster, pool or profile name holds it to its model's rule
-before it reads, writes or connects to anything: names become paths (`teams/<team>.yaml`)."""
+"""Issue 52: every command that takes a team, cluster, pool, profile, job or namespace name holds it to
+its rule before it reads, writes or connects to anything: names become paths (`teams/<team>.yaml`)
+and parts of the API URL."""
 
 from __future__ import annotations
 
@@ -30,6 +31,12 @@ COMMANDS = [  # (arguments, how the error names the argument)
     (["health", "status", "--cluster", BAD], "'--cluster'"),
     (["health", "run", "--cluster", BAD], "'--cluster'"),
     (["health", "reset-breaker", "--cluster", "dev", "--pool", BAD], "'--pool'"),
+    # a job or namespace of `.` or `..` is a dot segment of the API URL, resolved away by the client
+    (["job", "cancel", ".", "--namespace", "ml-research"], "'NAME'"),
+    (["job", "status", "..", "--namespace", "ml-research"], "'NAME'"),
+    (["job", "logs", "x", "--namespace", ".."], "'--namespace'"),
+    (["job", "wait", "x", "-n", "."], "'-n' / '--namespace'"),
+    (["job", "list", "--namespace", ".."], "'-n' / '--namespace'"),
 ]
 
 
