@@ -232,8 +232,13 @@ def explain(ctx: click.Context, what: str, name: str) -> None:
 @_guard
 def init(ctx: click.Context, force: bool, **values: Any) -> None:
     """Turn this copy of the fleetgen repository into your own fleet: one cluster, one team, your owners."""
+    import signal
+
     from generator.scaffold.init import FleetSpec, init_fleet
 
+    def stop(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt  # a CI cancel or `kill`: the switch's renames are undone, the stage removed
+    signal.signal(signal.SIGTERM, stop)
     root = _root(ctx)
     written, kept = init_fleet(root, FleetSpec(**values), force=force)
     for rel in written:

@@ -9,7 +9,6 @@ path, and files are opened with O_NOFOLLOW so a link swapped in afterwards is re
 
 from __future__ import annotations
 
-import errno
 import os
 import stat
 from pathlib import Path, PurePosixPath
@@ -133,6 +132,5 @@ def move(root: Path, source: str | PurePosixPath, target: str | PurePosixPath) -
     never what it points to; the folders on both ways are checked for links just before)."""
     old, new = inside(root, source), inside(root, target)
     if os.path.lexists(new):
-        raise FileExistsError(errno.EEXIST, "is in the way (it appeared meanwhile): run the command again",
-                              str(target))
+        raise UnsafePath(str(target), "is in the way (it appeared meanwhile)", "run the command again")
     os.rename(old, new)

@@ -342,3 +342,25 @@ def test_hostile_arguments_give_a_clear_error_and_write_nothing_outside(hostile_
     else:
         assert _state(root, ("__pycache__", ".fleetgen")) == inside, args
         assert not list((root / ".fleetgen").glob("init-*")), args
+
+
+def test_a_move_through_the_file_layer_never_replaces_nor_follows(tmp_path: Path) -> None:
+    """repofiles.move, which init switches with: a path in the way, or a link on either side, is refused
+    and nothing moves."""
+    from generator import repofiles
+
+    (tmp_path / "new").mkdir()
+    (tmp_path / "new/teams").mkdir()
+    (tmp_path / "teams").mkdir()
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "linked").symlink_to(tmp_path / "outside", target_is_directory=True)
+    before = _state(tmp_path)
+    for source, target, said in (("new/teams", "teams", "teams is in the way"),
+                                 ("new/teams", "linked/teams", "linked is a symbolic link"),
+                                 ("linked", "elsewhere/x", "linked is a symbolic link"),
+                                 ("new/teams", "../teams", "leaves the repository")):
+        with pytest.raises(repofiles.UnsafePath, match=said):
+            repofiles.move(tmp_path, source, target)
+    assert _state(tmp_path) == before
+    repofiles.move(tmp_path, "new/teams", "new/kept")
+    assert (tmp_path / "new/kept").is_dir() and not (tmp_path / "new/teams").exists()
