@@ -364,3 +364,35 @@ def test_a_move_through_the_file_layer_never_replaces_nor_follows(tmp_path: Path
     assert _state(tmp_path) == before
     repofiles.move(tmp_path, "new/teams", "new/kept")
     assert (tmp_path / "new/kept").is_dir() and not (tmp_path / "new/teams").exists()
+
+
+SIGTERM_DURING_SWITCH = """
+import os, signal, sys
+from generator import cli, render
+real_write, real_rename, calls = render.write, os.rename, []
+def write(*args, **kwargs):
+    result = real_write(*args, **kwargs)
+    calls.append("built")
+    return result
+def rename(*args, **kwargs):
+    if calls:
+        calls.append("rename")
+        if len(calls) == 4:  # the third rename in the repository after the build: as `kill` would
+            os.kill(os.getpid(), signal.SIGTERM)
+    return real_rename(*args, **kwargs)
+render.write, os.rename = write, rename
+sys.argv = ["fleetgen", *sys.argv[1:]]
+cli.main()
+"""
+
+
+def test_sigterm_while_switching_leaves_the_old_tree(tmp_path: Path) -> None:
+    """A CI cancel (SIGTERM) mid-switch: exit 2 and the old tree, not a process killed half-way."""
+    root = checkout_copy(tmp_path / "copy")
+    before = _state(root, ("__pycache__", ".fleetgen"))
+    result = subprocess.run([sys.executable, "-c", SIGTERM_DURING_SWITCH, "--root", str(root), *ARGS],
+                            capture_output=True, text=True, timeout=600, cwd=REPO)
+    assert result.returncode == 2, (result.returncode, result.stderr)
+    assert "Traceback" not in result.stderr
+    assert _state(root, ("__pycache__", ".fleetgen")) == before
+    assert not list((root / ".fleetgen").glob("init-*"))
