@@ -24,6 +24,10 @@ ARGS = ["init", "--owner", "@gpuco/platform", "--repo-url", "https://github.com/
         "--gpu-product", "NVIDIA-H100-80GB-HBM3", "--gpus-per-node", "8", "--nodes", "16",
         "--cpu-per-node", "192", "--memory-per-node", "1800Gi"]
 
+SPEC = {flag.removeprefix("--").replace("-", "_"): int(value) if flag in ("--gpus-per-node", "--nodes") else value
+        for flag, value in zip(ARGS[1::2], ARGS[2::2], strict=True)}
+"""ARGS as FleetSpec's fields, for the tests that call init_fleet itself."""
+
 
 def fleetgen(root: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "generator", "--root", str(root), *args], capture_output=True,
@@ -218,6 +222,19 @@ def test_a_name_that_leaves_the_repository_is_refused_before_anything_is_written
     assert _state(tmp_path) == before  # nothing written, inside the copy or outside it (not even .fleetgen/)
 
 
+@pytest.mark.parametrize("field", ["team", "cluster"])
+def test_the_python_api_checks_the_names_too(tmp_path: Path, field: str) -> None:
+    """init_fleet, called without the command line's checks, refuses the same names the same way."""
+    from generator.errors import UsageError
+    from generator.scaffold.init import FleetSpec, init_fleet
+
+    root = checkout_copy(tmp_path / "a/b/c/copy")
+    before = _state(tmp_path)
+    with pytest.raises(UsageError, match=f"--{field}: '../../../../victim' must be a DNS-1123 label"):
+        init_fleet(root, FleetSpec(**{**SPEC, field: "../../../../victim"}))  # type: ignore[arg-type]
+    assert _state(tmp_path) == before
+
+
 @pytest.mark.parametrize("rel", ["tests", "clusters", "rendered", ".github", ".fleetgen", "teams/ml-research.yaml",
                                  "tests/upstream"])
 def test_a_link_anywhere_in_the_copy_is_refused_before_anything_is_written(tmp_path: Path, rel: str) -> None:
@@ -282,11 +299,8 @@ def test_an_error_while_switching_the_new_fleet_in_leaves_the_old_tree(tmp_path:
     monkeypatch.setattr(render, "write", write)
     monkeypatch.setattr(os, "rename", failing(real_rename))
     monkeypatch.setattr(shutil, "copy2", failing(real_copy2))
-    spec = FleetSpec(owner="@gpuco/platform", repo_url="https://github.com/gpuco/fleet.git", registry="ghcr.io/gpuco",
-                     cluster="prod", team="research", gpu_product="NVIDIA-H100-80GB-HBM3", gpus_per_node=8, nodes=16,
-                     cpu_per_node="192", memory_per_node="1800Gi")
     with pytest.raises(type(fault)):
-        init_fleet(root, spec)
+        init_fleet(root, FleetSpec(**SPEC))  # type: ignore[arg-type]
     assert calls["armed"] >= 4
     assert _state(root, ("__pycache__", ".fleetgen")) == before
     assert not list((root / ".fleetgen").glob("init-*"))  # and no stage left behind
