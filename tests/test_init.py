@@ -380,6 +380,20 @@ def test_a_move_through_the_file_layer_never_replaces_nor_follows(tmp_path: Path
     assert (tmp_path / "new/kept").is_dir() and not (tmp_path / "new/teams").exists()
 
 
+def test_a_switch_killed_half_way_is_named_not_switched_over(tmp_path: Path) -> None:
+    """SIGKILL cannot be undone from inside: what it leaves (a stage with new/ and previous/) makes the next
+    init say where each part is, and write nothing."""
+    root = checkout_copy(tmp_path / "copy")
+    stage = root / ".fleetgen/init-k1lled"
+    for part in ("new/teams", "previous/clusters"):
+        (stage / part).mkdir(parents=True)
+    before = _state(root, ("__pycache__",))
+    result = fleetgen(root, *ARGS)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "stopped while it switched" in result.stderr and ".fleetgen/init-k1lled/previous/" in result.stderr
+    assert _state(root, ("__pycache__",)) == before
+
+
 SIGTERM_DURING_SWITCH = """
 import os, signal, sys
 from generator import cli, render

@@ -119,6 +119,21 @@ def _check(root: Path, spec: FleetSpec, force: bool) -> None:
             raise UsageError(f"{flag}: {problem}")
     _guard(root, force)
     repofiles.refuse_links(root, UNTOUCHED)
+    _refuse_an_interrupted_switch(root)
+
+
+def _refuse_an_interrupted_switch(root: Path) -> None:
+    """A stage holding both `new/` and `previous/` is a switch killed half-way (SIGKILL, a power cut):
+    on success `new/` is removed, on any other end the whole stage. The repository is then part old,
+    part new; say where each part is rather than switch again over it."""
+    work = root / ".fleetgen"
+    for stage in sorted(work.glob("init-*")) if work.is_dir() else []:
+        if (stage / "new").is_dir() and (stage / "previous").is_dir():
+            rel = stage.relative_to(root).as_posix()
+            raise UsageError(f"an earlier `fleetgen init` was stopped while it switched the new fleet in: what it had "
+                             f"moved aside is in {rel}/previous/, what it had not yet moved in is in {rel}/new/; "
+                             f"restore the repository (git checkout, or move those back), delete {rel}/ and run "
+                             "init again")
 
 
 def _build(scratch: Path, files: dict[str, str]) -> None:
