@@ -4,10 +4,14 @@ and parts of the API URL."""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from generator.errors import UsageError
+from generator.jobs import Job, RayCluster
 from tests.conftest import REPO, run
 
 BAD = "../../etc/x"
@@ -60,3 +64,18 @@ def test_a_profile_name_is_held_to_the_profile_rule() -> None:
 def test_explain_names_the_kind_it_was_asked_for(what: str, example: str) -> None:
     result = run(REPO, "explain", what, "Dev")
     assert result.code == 2 and f"give a {what} name such as {example}" in result.err, result.err
+
+
+@pytest.mark.parametrize(("make", "said"), [
+    (lambda: Job.on_cluster(None, ".", "ml-research"), "name '.'"),
+    (lambda: Job.on_cluster(None, "x", ".."), "namespace '..'"),
+    (lambda: Job({"kind": "JobSet", "metadata": {"name": "x", "namespace": "../kube-system"}}), "namespace '../"),
+    (lambda: RayCluster.on_cluster(object(), "..", "ml-research"), "name '..'"),
+    (lambda: RayCluster(None, object(), body={"kind": "RayCluster", "metadata": {"name": "x", "namespace": "."}}),
+     "namespace '.'"),
+], ids=["job-name", "job-namespace", "job-file", "ray-name", "ray-file"])
+def test_the_python_api_refuses_dot_names_too(make: Callable[[], object], said: str) -> None:
+    """Every handle on a job (the SDK's on_cluster, a job file, a profile) is made by two constructors;
+    both hold the name and namespace that will be parts of the request URL."""
+    with pytest.raises(UsageError, match=re.escape(said)):
+        make()

@@ -51,3 +51,20 @@ def test_a_dot_name_reaches_no_other_object(kube_stack: Stack, jobsets: Any, arg
             for j in jobsets.list_namespaced_custom_object("jobset.x-k8s.io", "v1alpha2", NS, "jobsets")["items"]}
     assert left == dict.fromkeys(JOBSETS), (left, result.out, result.err)  # none deleted, none being deleted
     assert result.code == 2 and "must be a DNS-1123" in result.err, (result.code, result.out, result.err)
+
+
+def test_the_python_api_cancels_no_collection(kube_stack: Stack, jobsets: Any) -> None:
+    """The same through the SDK a notebook uses: `Job.on_cluster(api, ".", NS).cancel()`."""
+    from generator.errors import UsageError
+    from generator.jobs import Job, connect
+
+    api = connect(kubeconfig=str(kube_stack.identity().kubeconfig))
+    try:
+        Job.on_cluster(api, ".", NS).cancel()
+        outcome = "cancelled"
+    except UsageError as exc:
+        outcome = str(exc)
+    left = {j["metadata"]["name"]: j["metadata"].get("deletionTimestamp")
+            for j in jobsets.list_namespaced_custom_object("jobset.x-k8s.io", "v1alpha2", NS, "jobsets")["items"]}
+    assert left == dict.fromkeys(JOBSETS), (left, outcome)
+    assert "must be a DNS-1123 subdomain" in outcome, outcome
