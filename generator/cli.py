@@ -67,6 +67,25 @@ def _progress() -> Callable[[str], None] | None:
     return step
 
 
+class Name(click.ParamType):
+    """A team, cluster, pool, profile, job or namespace name, held to its rule before the command reads,
+    writes or asks the cluster anything: names become paths (`teams/<team>.yaml`, or the API URL, where
+    `..` would be resolved away by the HTTP client), so `../x` never gets that far."""
+
+    name = "name"
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        from generator.config.names import name_problem
+
+        problem = name_problem(self.kind, str(value))
+        if problem is not None:
+            self.fail(problem, param, ctx)
+        return str(value)
+
+
 class FullHelpGroup(click.Group):
     """A command group whose `--help` lists each command's whole first sentence, wrapped (click cuts
     it at the terminal width minus the names, which left most summaries ending in "...")."""
@@ -99,7 +118,8 @@ def cli(ctx: click.Context, root: str) -> None:
 
 
 @cli.command()
-@click.option("--cluster", "clusters", multiple=True, metavar="NAME", help="Render only this cluster (repeatable).")
+@click.option("--cluster", "clusters", multiple=True, metavar="NAME", type=Name("cluster"),
+              help="Render only this cluster (repeatable).")
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 listing files that differ from rendered/.")
 @click.option("--full", is_flag=True, help="Trust no record of the last render (kept outside the repository): "
               "compile every cluster and compare every file.")
@@ -139,7 +159,8 @@ def render(ctx: click.Context, clusters: tuple[str, ...], check: bool, full: boo
 
 
 @cli.command()
-@click.option("--cluster", "clusters", multiple=True, metavar="NAME", help="Validate only this cluster.")
+@click.option("--cluster", "clusters", multiple=True, metavar="NAME", type=Name("cluster"),
+              help="Validate only this cluster.")
 @_schema_opt
 @_crd_opt
 @click.option("--offline", is_flag=True, help="Use only local locations and the cache; never the network.")
@@ -171,7 +192,8 @@ def validate(ctx: click.Context, clusters: tuple[str, ...], schema_location: str
 
 @cli.command()
 @click.argument("what", type=click.Choice(["team", "cluster"]))
-@click.argument("name")
+@click.argument("name", callback=lambda ctx, param, value: Name(ctx.params.get("what", "team")).convert(
+    value, param, ctx))
 @click.pass_context
 @_guard
 def explain(ctx: click.Context, what: str, name: str) -> None:
@@ -193,10 +215,10 @@ def explain(ctx: click.Context, what: str, name: str) -> None:
 @click.option("--repo-url", required=True, metavar="URL", help="This fleet's git repository, which the cluster syncs.")
 @click.option("--registry", required=True, metavar="HOST/PATH",
               help="Where .github/workflows/images.yml pushes fleetgen's images, e.g. ghcr.io/your-org.")
-@click.option("--cluster", required=True, metavar="NAME", help="Name of the first cluster.")
+@click.option("--cluster", required=True, metavar="NAME", type=Name("cluster"), help="Name of the first cluster.")
 @click.option("--engine", type=click.Choice(["argocd", "flux"]), default="argocd", show_default=True,
               help="GitOps engine of the cluster.")
-@click.option("--team", required=True, metavar="NAME", help="Name of the first team.")
+@click.option("--team", required=True, metavar="NAME", type=Name("team"), help="Name of the first team.")
 @click.option("--gpu-product", required=True, metavar="PRODUCT",
               help="GPU model as the GPU operator labels it, e.g. NVIDIA-H100-80GB-HBM3.")
 @click.option("--gpus-per-node", required=True, type=click.IntRange(1, 64), help="GPUs on each node of the pool.")
@@ -210,12 +232,18 @@ def explain(ctx: click.Context, what: str, name: str) -> None:
 @_guard
 def init(ctx: click.Context, force: bool, **values: Any) -> None:
     """Turn this copy of the fleetgen repository into your own fleet: one cluster, one team, your owners."""
+    import signal
+
     from generator.scaffold.init import FleetSpec, init_fleet
 
+    def stop(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt  # a CI cancel or `kill`: the switch's renames are undone, the stage removed
+    signal.signal(signal.SIGTERM, stop)
     root = _root(ctx)
-    written = init_fleet(root, FleetSpec(**values), force=force)
+    written, kept = init_fleet(root, FleetSpec(**values), force=force)
     for rel in written:
         echo(f"wrote {rel}")
+    echo(f"kept the files it replaced in {kept} (git ignores it; delete it once you no longer need them)")
     echo("next: read the commented keys in clusters/ and teams/, `./fleetgen render`, commit, and bootstrap the "
          "cluster from rendered/gitops/ (docs/how-to/gitops.md)")
 
@@ -379,8 +407,8 @@ def job() -> None:
 
 
 @job.command("new")
-@click.argument("team")
-@click.argument("profile")
+@click.argument("team", type=Name("team"))
+@click.argument("profile", type=Name("profile"))
 @click.option("--name", help="Job name (default: the profile name).")
 @click.option("--nodes", type=int, help="Number of nodes (default: the profile's).")
 @click.option("--image", help="Container image (default: the profile's).")
@@ -430,10 +458,14 @@ def job_submit(ctx: click.Context, what: tuple[str, ...], name: str | None, node
     The team's quota is checked against the fleet repository's files, or outside one against the
     files the cluster publishes.
     """
+    from generator.config.names import name_problem
     from generator.errors import UsageError
     from generator.jobs import Job, RayCluster
     from generator.jobs import made as making
 
+    for kind, value in zip(("team", "profile"), what if len(what) == 2 else (), strict=False):
+        if (problem := name_problem(kind, value)) is not None:  # before the cluster is asked anything
+            raise UsageError(f"{kind.upper()}: {problem}")
     api, root = _api(**conn), _checkout(ctx)
     made: Job | RayCluster
     if len(what) == 1:
@@ -467,9 +499,9 @@ def job_submit(ctx: click.Context, what: tuple[str, ...], name: str | None, node
 
 
 def _job_command(fn: Callable[..., Any]) -> Callable[..., Any]:
-    for option in (click.option("--team", help="Team (its first namespace)."),
-                   click.option("-n", "--namespace", help="Namespace of the job."),
-                   click.argument("name")):
+    for option in (click.option("--team", type=Name("team"), help="Team (its first namespace)."),
+                   click.option("-n", "--namespace", type=Name("namespace"), help="Namespace of the job."),
+                   click.argument("name", type=Name("job"))):
         fn = option(fn)
     return fn
 
@@ -620,8 +652,8 @@ def job_wait(ctx: click.Context, name: str, namespace: str | None, team: str | N
 
 
 @job.command("list")
-@click.option("--team", help="Only this team's jobs (in its namespaces).")
-@click.option("-n", "--namespace", help="Only jobs in this namespace.")
+@click.option("--team", type=Name("team"), help="Only this team's jobs (in its namespaces).")
+@click.option("-n", "--namespace", type=Name("namespace"), help="Only jobs in this namespace.")
 @_connection_options
 @click.pass_context
 @_guard
@@ -658,7 +690,7 @@ def job_list(ctx: click.Context, team: str | None, namespace: str | None, **conn
 
 
 @job.command("queues")
-@click.option("--team", help="Only this team's queues.")
+@click.option("--team", type=Name("team"), help="Only this team's queues.")
 @_connection_options
 @click.pass_context
 @_guard
@@ -687,7 +719,8 @@ def health() -> None:
 def _health_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     for option in reversed([
         click.option("--config", "config_path", metavar="FILE", help="Policy document (policy.json in the pod)."),
-        click.option("--cluster", metavar="NAME", help="Or: compile the policy from this fleet's cluster file."),
+        click.option("--cluster", metavar="NAME", type=Name("cluster"),
+                     help="Or: compile the policy from this fleet's cluster file."),
         click.option("--prometheus", metavar="URL", help="Prometheus URL (default: from the policy)."),
         click.option("--in-cluster", is_flag=True, help="Use the pod's service account."),
     ]):
@@ -774,7 +807,7 @@ def health_status(ctx: click.Context, **options: Any) -> None:
 
 @health.command("reset-breaker")
 @_health_options
-@click.option("--pool", metavar="NAME", help="Reset only this pool's breaker (default: every pool).")
+@click.option("--pool", metavar="NAME", type=Name("pool"), help="Reset only this pool's breaker (default: every pool).")
 @click.option("--drain", is_flag=True, help="Reset the drain breaker (evictions) instead of the cordon breaker.")
 @click.pass_context
 @_guard

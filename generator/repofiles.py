@@ -291,3 +291,24 @@ def files_under(root: Path, rel: str | PurePosixPath, shown: str = "") -> list[s
                 inside(root, Path(full).relative_to(root).as_posix(), shown)  # raises, naming the link
         out.extend(Path(dirpath, name).relative_to(top).as_posix() for name in names)
     return sorted(out)
+
+
+def refuse_links(root: Path, skip: frozenset[str] = frozenset()) -> None:
+    """Raise UnsafePath naming the first symbolic link at or below `root` (in sorted order), before a
+    command that moves or writes whole trees starts. Entries named in `skip` (git-ignored
+    environments and caches) are not looked at."""
+    for dirpath, dirs, names in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d not in skip)  # os.walk lists links to folders, never enters them
+        for name in sorted({*dirs, *names} - skip):
+            full = Path(dirpath, name)
+            if full.is_symlink():
+                raise UnsafePath(full.relative_to(root).as_posix(), LINK_REASON, LINK_FIX)
+
+
+def move(root: Path, source: str | PurePosixPath, target: str | PurePosixPath) -> None:
+    """Rename `root/source` to `root/target`, never over anything there (a rename moves a link itself,
+    never what it points to; the folders on both ways are checked for links just before)."""
+    old, new = inside(root, source), inside(root, target)
+    if os.path.lexists(new):
+        raise UnsafePath(str(target), "is in the way (it appeared meanwhile)", "run the command again")
+    os.rename(old, new)

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from generator.config.cluster import ClusterConfig
 from generator.config.team import TeamConfig
@@ -21,6 +23,10 @@ ARGS = ["init", "--owner", "@gpuco/platform", "--repo-url", "https://github.com/
         "--registry", "ghcr.io/gpuco", "--cluster", "prod", "--team", "research",
         "--gpu-product", "NVIDIA-H100-80GB-HBM3", "--gpus-per-node", "8", "--nodes", "16",
         "--cpu-per-node", "192", "--memory-per-node", "1800Gi"]
+
+SPEC = {flag.removeprefix("--").replace("-", "_"): int(value) if flag in ("--gpus-per-node", "--nodes") else value
+        for flag, value in zip(ARGS[1::2], ARGS[2::2], strict=True)}
+"""ARGS as FleetSpec's fields, for the tests that call init_fleet itself."""
 
 
 def fleetgen(root: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -66,6 +72,12 @@ def test_init_replaces_the_example_with_a_documented_skeleton(fleet: Path) -> No
     assert "# kueue:\n  # Kueue release" in cluster_text
     assert "  # - key:   # required" in cluster_text  # a commented example item of a list
     assert (fleet / "tests/run").stat().st_mode & 0o111
+    # what it replaced is kept, not deleted: the example fleet (or the user's own files in it) stays at hand
+    [kept] = (fleet / ".fleetgen").glob("init-*/previous")
+    for rel in ("teams/ml-research.yaml", "clusters/dev.yaml", "tests/test_init.py", "fleet.yaml",
+                ".github/CODEOWNERS"):
+        assert (kept / rel).read_bytes() == (REPO / rel).read_bytes(), rel
+    assert not (kept / "tests/upstream").exists() and not (kept.parent / "new").exists()
 
 
 def test_the_new_fleet_renders_and_validates(fleet: Path, kubeconform_on_path: Path, shared_schemas: Path,
@@ -169,3 +181,246 @@ def test_a_malformed_fleet_file_is_a_located_error_not_a_crash(tmp_path: Path) -
     assert result.returncode == 2 and "fleet.yaml" in result.stderr and "Traceback" not in result.stderr
     assert "fleetgen bug" not in result.stderr, result.stderr
     assert (fresh / "teams/ml-research.yaml").is_file()  # nothing replaced
+
+
+# --- Issue 52: init's arguments and the copy it writes are hostile input -------------------------------------
+
+def _with(args: list[str], flag: str, value: str) -> list[str]:
+    out = [*args]
+    out[out.index(flag) + 1] = value
+    return out
+
+
+def _state(base: Path, skip: tuple[str, ...] = ("__pycache__",)) -> dict[str, str | bytes]:
+    """Every entry below `base` without following a link: a file's bytes, a link's target, a folder's
+    name (so a removed empty folder shows too)."""
+    out: dict[str, str | bytes] = {}
+    for dirpath, dirs, names in os.walk(base):
+        dirs[:] = [d for d in dirs if d not in skip]
+        for name in dirs + names:
+            path = Path(dirpath, name)
+            rel = path.relative_to(base).as_posix()
+            out[rel] = (f"-> {os.readlink(path)}" if path.is_symlink() else "dir" if path.is_dir()
+                        else path.read_bytes())
+    return out
+
+
+@pytest.mark.parametrize(("flag", "value"), [("--team", "../../../../victim"), ("--cluster", "../.."),
+                                             ("--cluster", "../../../victim"), ("--team", "/tmp/victim")])
+def test_a_name_that_leaves_the_repository_is_refused_before_anything_is_written(tmp_path: Path, flag: str,
+                                                                                  value: str) -> None:
+    """The findings: `--team ../../../../victim` overwrote an outside victim.yaml and exited 0; `--cluster ../..`
+    wrote before it said "nothing was written"."""
+    root = checkout_copy(tmp_path / "a/b/c/copy")
+    (tmp_path / "victim.yaml").write_text("precious\n")
+    (tmp_path / "a/victim.yaml").write_text("precious\n")
+    before = _state(tmp_path)
+    result = fleetgen(root, *_with(ARGS, flag, value))
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert f"'{flag}'" in result.stderr and "must be a DNS-1123 label" in result.stderr, result.stderr
+    assert "give a" in result.stderr and "Traceback" not in result.stderr
+    assert _state(tmp_path) == before  # nothing written, inside the copy or outside it (not even .fleetgen/)
+
+
+@pytest.mark.parametrize("field", ["team", "cluster"])
+def test_the_python_api_checks_the_names_too(tmp_path: Path, field: str) -> None:
+    """init_fleet, called without the command line's checks, refuses the same names the same way."""
+    from generator.errors import UsageError
+    from generator.scaffold.init import FleetSpec, init_fleet
+
+    root = checkout_copy(tmp_path / "a/b/c/copy")
+    before = _state(tmp_path)
+    with pytest.raises(UsageError, match=f"--{field}: '../../../../victim' must be a DNS-1123 label"):
+        init_fleet(root, FleetSpec(**{**SPEC, field: "../../../../victim"}))  # type: ignore[arg-type]
+    assert _state(tmp_path) == before
+
+
+@pytest.mark.parametrize("rel", ["tests", "clusters", "rendered", ".github", ".fleetgen", "teams/ml-research.yaml",
+                                 "tests/upstream"])
+def test_a_link_anywhere_in_the_copy_is_refused_before_anything_is_written(tmp_path: Path, rel: str) -> None:
+    """The findings: a copy whose tests/, clusters/ or rendered/ is a link out was emptied or written through."""
+    root = checkout_copy(tmp_path / "copy")
+    outside = tmp_path / "outside"
+    target = root / rel
+    if target.exists():
+        shutil.move(target, outside)  # the link points at what was there: a plausible mistake, and what it protects
+    else:
+        outside.mkdir()
+        (outside / "keep.txt").write_text("precious\n")
+    target.symlink_to(outside, target_is_directory=outside.is_dir())
+    before = _state(tmp_path)
+    result = fleetgen(root, *ARGS)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stderr.count("\n") == 1 and f"{rel} is a symbolic link" in result.stderr, result.stderr
+    assert _state(tmp_path) == before
+
+
+def test_the_links_of_a_developer_checkout_do_not_stop_init(tmp_path: Path) -> None:
+    """A virtual environment and the npm packages tests/run installs are made of links: git ignores them,
+    init never reads or writes into them, so they are no reason to refuse."""
+    root = checkout_copy(tmp_path / "copy")
+    for rel, to in ((".venv/bin/python", sys.executable), ("tests/preview/node_modules/.bin/marked", "../marked/x.js")):
+        (root / rel).parent.mkdir(parents=True)
+        (root / rel).symlink_to(to)
+    result = fleetgen(root, *ARGS)
+    assert result.returncode == 0, result.stderr
+    assert os.readlink(root / ".venv/bin/python") == sys.executable
+    [kept] = (root / ".fleetgen").glob("init-*/previous")
+    assert os.readlink(kept / "tests/preview/node_modules/.bin/marked") == "../marked/x.js"
+
+
+@pytest.mark.parametrize("fault", [OSError(28, "No space left on device"), KeyboardInterrupt()],
+                         ids=["full-disk", "ctrl-c"])
+def test_an_error_while_switching_the_new_fleet_in_leaves_the_old_tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                       fault: BaseException) -> None:
+    """A full disk or Ctrl-C after the new fleet is built: the repository stays exactly the old one."""
+    from generator import render
+    from generator.scaffold.init import FleetSpec, init_fleet
+
+    root = checkout_copy(tmp_path / "copy")
+    before = _state(root, ("__pycache__", ".fleetgen"))
+    calls = {"armed": 0}
+    real_write, real_rename, real_copy2 = render.write, os.rename, shutil.copy2
+
+    def write(*args: object, **kwargs: object) -> object:
+        result = real_write(*args, **kwargs)  # type: ignore[arg-type]
+        calls["armed"] = 1
+        return result
+
+    def failing(real: object) -> object:
+        def call(*args: object, **kwargs: object) -> object:
+            if calls["armed"]:
+                calls["armed"] += 1
+                if calls["armed"] == 4:  # the third write into the repository after the build
+                    raise fault
+            return real(*args, **kwargs)  # type: ignore[operator]
+        return call
+
+    monkeypatch.setattr(render, "write", write)
+    monkeypatch.setattr(os, "rename", failing(real_rename))
+    monkeypatch.setattr(shutil, "copy2", failing(real_copy2))
+    with pytest.raises(type(fault)):
+        init_fleet(root, FleetSpec(**SPEC))  # type: ignore[arg-type]
+    assert calls["armed"] >= 4
+    assert _state(root, ("__pycache__", ".fleetgen")) == before
+    assert not list((root / ".fleetgen").glob("init-*"))  # and no stage left behind
+
+
+HOSTILE = ["", ".", "..", "../x", "../../../../victim", "/etc/passwd", "a/b", "x/../../y", "a\x00b", "a\nb", "\udcff",
+           "--force", "-", "x" * 64, "\u202e", "\uff41", "~", "$(id)", "%s%n", "{team}", "a b", ".fleetgen", ".git",
+           "prod.yaml", "0", "-1", "99999999999999999999", "1e999", "NaN", "1.99", "@x/../y", "file:///etc"]
+"""Values a careless or hostile caller passes: paths out, control and invisible characters, numbers
+out of range, undecodable bytes as Python reads them from argv (U+DCFF), option look-alikes."""
+VALID = dict(zip(ARGS[1::2], ARGS[2::2], strict=True))
+
+
+@pytest.fixture(scope="module")
+def hostile_copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    base = tmp_path_factory.mktemp("hostile")
+    (base / "victim.yaml").write_text("precious\n")
+    checkout_copy(base / "a/b/c/copy")
+    return base
+
+
+PATHS = st.tuples(st.integers(0, 8), st.lists(st.sampled_from([".", "", "victim", "a"]), max_size=3)).map(
+    lambda up: "/".join([".."] * up[0] + up[1]))
+"""Relative and absolute paths out of the copy, at every depth (`../../../../victim`, `/victim`)."""
+ANY = st.one_of(st.sampled_from(HOSTILE), st.text(max_size=70), PATHS)
+NAMES = ("--team", "--cluster")
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(st.fixed_dictionaries({flag: st.one_of(st.just(VALID[flag]), ANY) for flag in NAMES}),
+       st.dictionaries(st.sampled_from(sorted(set(VALID) - set(NAMES))), ANY, max_size=2))
+def test_hostile_arguments_give_a_clear_error_and_write_nothing_outside(hostile_copy: Path, names: dict[str, str],
+                                                                      hostile: dict[str, str]) -> None:
+    """The names, and up to two other arguments, hostile or valid (so the later checks are reached too):
+    exit 0 or 2, never a traceback; nothing outside the copy changes, and inside it nothing unless init
+    succeeded."""
+    values = {**VALID, **names, **hostile}
+    from click.testing import CliRunner
+
+    from generator.cli import cli
+
+    root = hostile_copy / "a/b/c/copy"
+    outside, inside = _state(hostile_copy, ("copy",)), _state(root, ("__pycache__", ".fleetgen"))
+    args = ["init", *(f"{flag}={value}" for flag, value in values.items())]
+    result = CliRunner().invoke(cli, ["--root", str(root), *args])
+    assert result.exit_code in (0, 2), (args, result.output)
+    assert result.exception is None or isinstance(result.exception, SystemExit), (args, result.exception)
+    assert "Traceback" not in result.output and "fleetgen bug" not in result.output, (args, result.output)
+    assert _state(hostile_copy, ("copy",)) == outside, args
+    if result.exit_code == 0:  # a valid fleet: start the next example from a fresh copy
+        shutil.rmtree(root)
+        checkout_copy(root)
+    else:
+        assert _state(root, ("__pycache__", ".fleetgen")) == inside, args
+        assert not list((root / ".fleetgen").glob("init-*")), args
+
+
+def test_a_move_through_the_file_layer_never_replaces_nor_follows(tmp_path: Path) -> None:
+    """repofiles.move, which init switches with: a path in the way, or a link on either side, is refused
+    and nothing moves."""
+    from generator import repofiles
+
+    (tmp_path / "new").mkdir()
+    (tmp_path / "new/teams").mkdir()
+    (tmp_path / "teams").mkdir()
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "linked").symlink_to(tmp_path / "outside", target_is_directory=True)
+    before = _state(tmp_path)
+    for source, target, said in (("new/teams", "teams", "teams is in the way"),
+                                 ("new/teams", "linked/teams", "linked is a symbolic link"),
+                                 ("linked", "elsewhere/x", "linked is a symbolic link"),
+                                 ("new/teams", "../teams", "leaves the repository")):
+        with pytest.raises(repofiles.UnsafePath, match=said):
+            repofiles.move(tmp_path, source, target)
+    assert _state(tmp_path) == before
+    repofiles.move(tmp_path, "new/teams", "new/kept")
+    assert (tmp_path / "new/kept").is_dir() and not (tmp_path / "new/teams").exists()
+
+
+def test_a_switch_killed_half_way_is_named_not_switched_over(tmp_path: Path) -> None:
+    """SIGKILL cannot be undone from inside: what it leaves (a stage with new/ and previous/) makes the next
+    init say where each part is, and write nothing."""
+    root = checkout_copy(tmp_path / "copy")
+    stage = root / ".fleetgen/init-k1lled"
+    for part in ("new/teams", "previous/clusters"):
+        (stage / part).mkdir(parents=True)
+    before = _state(root, ("__pycache__",))
+    result = fleetgen(root, *ARGS)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "stopped while it switched" in result.stderr and ".fleetgen/init-k1lled/previous/" in result.stderr
+    assert _state(root, ("__pycache__",)) == before
+
+
+SIGTERM_DURING_SWITCH = """
+import os, signal, sys
+from generator import cli, render
+real_write, real_rename, calls = render.write, os.rename, []
+def write(*args, **kwargs):
+    result = real_write(*args, **kwargs)
+    calls.append("built")
+    return result
+def rename(*args, **kwargs):
+    if calls:
+        calls.append("rename")
+        if len(calls) == 4:  # the third rename in the repository after the build: as `kill` would
+            os.kill(os.getpid(), signal.SIGTERM)
+    return real_rename(*args, **kwargs)
+render.write, os.rename = write, rename
+sys.argv = ["fleetgen", *sys.argv[1:]]
+cli.main()
+"""
+
+
+def test_sigterm_while_switching_leaves_the_old_tree(tmp_path: Path) -> None:
+    """A CI cancel (SIGTERM) mid-switch: exit 2 and the old tree, not a process killed half-way."""
+    root = checkout_copy(tmp_path / "copy")
+    before = _state(root, ("__pycache__", ".fleetgen"))
+    result = subprocess.run([sys.executable, "-c", SIGTERM_DURING_SWITCH, "--root", str(root), *ARGS],
+                            capture_output=True, text=True, timeout=600, cwd=REPO)
+    assert result.returncode == 2, (result.returncode, result.stderr)
+    assert "Traceback" not in result.stderr
+    assert _state(root, ("__pycache__", ".fleetgen")) == before
+    assert not list((root / ".fleetgen").glob("init-*"))

@@ -337,6 +337,17 @@ class MadeFromFleet:
         return self
 
 
+def refuse_bad_names(name: str, namespace: str) -> None:
+    """UsageError unless `name` and `namespace` can name an object: they become segments of the request
+    URL, and `.` or `..` there is resolved by the HTTP client (`jobsets/.` is sent as the collection,
+    so a cancel would be a deletecollection)."""
+    from generator.config.names import name_problem
+
+    for label, kind, value in (("name", "job", name), ("namespace", "namespace", namespace)):
+        if (problem := name_problem(kind, value)) is not None:
+            raise UsageError(f"{label} {problem}")
+
+
 class Job(MadeFromFleet):
     """A job of one of KINDS to submit (from a profile or a file), or one already on the cluster."""
 
@@ -344,6 +355,7 @@ class Job(MadeFromFleet):
         if body.get("kind") not in KINDS or not (body.get("metadata") or {}).get("name"):
             raise UsageError(f"not a job: a job file needs kind: {', '.join(KINDS)}, and metadata.name")
         self.body = body
+        refuse_bad_names(self.name, self.namespace)
         self.of = KINDS[body["kind"]]
         """What kind of job it is."""
         self.api = api

@@ -27,7 +27,14 @@ from typing import Any
 from generator.errors import UsageError
 from generator.jobs import pods, presubmit, workloads
 from generator.jobs.connection import ClusterError, guarded, timeout, word
-from generator.jobs.job import ConfigurationError, MadeFromFleet, checked_object, poll_phase, resolve_profile
+from generator.jobs.job import (
+    ConfigurationError,
+    MadeFromFleet,
+    checked_object,
+    poll_phase,
+    refuse_bad_names,
+    resolve_profile,
+)
 from generator.jobs.pods import summary as pods_summary
 from generator.jobs.presubmit import PRIORITY_LABEL, QUEUE_LABEL
 from generator.quantity import QuantityError, value_of
@@ -174,6 +181,7 @@ class RayCluster(MadeFromFleet):
         meta = (self.body or {}).get("metadata") or {}
         self.name = str(meta.get("name") or name)
         self.namespace = str(meta.get("namespace") or namespace)
+        refuse_bad_names(self.name, self.namespace)
 
     @classmethod
     def on_cluster(cls, api: Any, name: str, namespace: str) -> RayCluster:

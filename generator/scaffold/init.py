@@ -3,11 +3,14 @@
 The example teams and clusters, their rendered tree and the generator's own test suite give way to one
 cluster file and one team file written from the models (every key there, the unset ones commented),
 `fleet.yaml` with the platform's owners, and the fleet's own test of its rendered tree. generator/,
-the workflows, schemas and tool builds stay. Everything new is compiled in a scratch folder first, so
-bad values change nothing."""
+the workflows, schemas and tool builds stay. The names are checked before anything else (they become
+paths), and a copy with a symbolic link anywhere is refused. Everything new is compiled in a stage under
+.fleetgen/ first, then renamed into place, so bad values or a failed rename change nothing; what the
+new fleet replaces is kept in the stage's `previous/`."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -15,7 +18,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from generator import repofiles
 from generator.config.cluster import ClusterConfig
+from generator.config.names import name_problem
 from generator.config.repo import FLEET_FILE, load_repo_config
 from generator.config.team import TeamConfig
 from generator.errors import UsageError
@@ -26,6 +31,14 @@ EXAMPLE_OWNERS = ["@acme/gpu-platform"]
 """The example fleet's platform owners: a fleet.yaml naming others is someone's own fleet already."""
 REPLACED = ("teams", "clusters", "rendered", "benchmarks")
 """Folders of the example fleet and of fleetgen's own development that a new fleet starts without."""
+FILES = (FLEET_FILE, ".github/CODEOWNERS")
+"""Files of the example fleet that the new one replaces."""
+CODEOWNERS = FILES[1]
+UNTOUCHED = frozenset({".git", ".venv", ".tools", "fleetgen.egg-info", "node_modules", "__pycache__", ".pytest_cache",
+                       ".mypy_cache", ".ruff_cache", ".hypothesis"})
+"""What init neither reads nor writes, so a link there is no concern of its: git's own folder and
+the environments and caches git ignores (a virtual environment and node_modules/.bin are made of
+links; tests/run installs the latter under tests/)."""
 KEPT_TESTS = ("upstream",)
 """What of tests/ a fleet keeps: the pinned tool builds its workflows use (kubeconform)."""
 SCHEMA_LINE = "yaml-language-server: $schema=../schemas/{kind}.schema.json"
@@ -98,39 +111,85 @@ def _guard(root: Path, force: bool) -> None:
                          "init would replace its teams, clusters and rendered tree; pass --force to do so anyway")
 
 
+def _check(root: Path, spec: FleetSpec, force: bool) -> None:
+    """Everything that could refuse, before anything is written: the names that become paths, the
+    copy itself, and any link in it (a `tests/` or `.github/` pointing out would be written through)."""
+    for flag, kind, value in (("--cluster", "cluster", spec.cluster), ("--team", "team", spec.team)):
+        if (problem := name_problem(kind, value)) is not None:
+            raise UsageError(f"{flag}: {problem}")
+    _guard(root, force)
+    repofiles.refuse_links(root, UNTOUCHED)
+    _refuse_an_interrupted_switch(root)
+
+
+def _refuse_an_interrupted_switch(root: Path) -> None:
+    """A stage holding both `new/` and `previous/` is a switch killed half-way (SIGKILL, a power cut):
+    on success `new/` is removed, on any other end the whole stage. The repository is then part old,
+    part new; say where each part is rather than switch again over it."""
+    work = root / ".fleetgen"
+    for stage in sorted(work.glob("init-*")) if work.is_dir() else []:
+        if (stage / "new").is_dir() and (stage / "previous").is_dir():
+            rel = stage.relative_to(root).as_posix()
+            raise UsageError(f"an earlier `fleetgen init` was stopped while it switched the new fleet in: what it had "
+                             f"moved aside is in {rel}/previous/, what it had not yet moved in is in {rel}/new/; "
+                             f"restore the repository (git checkout, or move those back), delete {rel}/ and run "
+                             "init again")
+
+
 def _build(scratch: Path, files: dict[str, str]) -> None:
     """Compile the new fleet in `scratch` (errors there change nothing in the repository)."""
     from generator import render
 
+    scratch.mkdir()
     for rel, text in files.items():
-        path = scratch / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
+        repofiles.write_bytes(scratch, rel, text.encode("utf-8"))
+    (scratch / "tests/run").chmod(0o755)
     render.write(render.build(scratch, jobs=1))
 
 
-def init_fleet(root: Path, spec: FleetSpec, force: bool = False) -> list[str]:
-    """Make `root` the fleet `spec` describes; returns the paths written, relative to `root`."""
-    _guard(root, force)
-    files = _files(spec)  # every value is checked where fleetgen checks it: by the render in the scratch folder
-    root.joinpath(".fleetgen").mkdir(exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=root / ".fleetgen", prefix="init-") as name:
-        scratch = Path(name)
-        _build(scratch, files)
-        for folder in REPLACED:
-            shutil.rmtree(root / folder, ignore_errors=True)
-        tests = root / "tests"
-        for entry in list(tests.iterdir()) if tests.is_dir() else []:
-            if entry.name not in KEPT_TESTS:
-                shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
-        written = []
-        for rel in (*files, ".github/CODEOWNERS"):
-            source, target = scratch / rel, root / rel
-            if source.is_file():
-                target.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(source, target)
-                written.append(rel)
-        (root / "tests/run").chmod(0o755)
-        shutil.copytree(scratch / "rendered", root / "rendered")
-        written.append("rendered/")
-    return written
+def _moves(root: Path, stage: str) -> list[tuple[str, str]]:
+    """The renames (relative to `root`) that switch the new fleet in: each replaced path aside into
+    `previous/` of the stage, each new one into its place, the kept parts of tests/ back into the new
+    tests/."""
+    new, previous = f"{stage}/new", f"{stage}/previous"
+    moves = [(rel, f"{previous}/{rel}") for rel in (*REPLACED, "tests", *FILES) if os.path.lexists(root / rel)]
+    github = ".github" if not (root / ".github").is_dir() else CODEOWNERS  # no .github/: the new one as a whole
+    moves += [(f"{new}/{rel}", rel) for rel in ("teams", "clusters", "rendered", "tests", FLEET_FILE, github)
+              if os.path.lexists(root / new / rel)]
+    return moves + [(f"{previous}/tests/{kept}", f"tests/{kept}") for kept in KEPT_TESTS
+                    if os.path.lexists(root / "tests" / kept)]
+
+
+def _switch(root: Path, moves: list[tuple[str, str]]) -> None:
+    """Rename each pair in order through the repository's file layer; on any error or interruption the
+    renames done so far are undone in reverse, so the repository is the old tree or the new one."""
+    done: list[tuple[str, str]] = []
+    try:
+        for source, target in moves:
+            repofiles.move(root, source, target)
+            done.append((target, source))
+    except BaseException:
+        for moved, back in reversed(done):
+            repofiles.move(root, moved, back)
+        raise
+
+
+def init_fleet(root: Path, spec: FleetSpec, force: bool = False) -> tuple[list[str], str]:
+    """Make `root` the fleet `spec` describes. Returns the paths written (relative to `root`) and the
+    folder, under .fleetgen/, that keeps what they replaced."""
+    from generator import emit
+
+    _check(root, spec, force)
+    files = _files(spec)  # every value is checked where fleetgen checks it: by the render in the stage
+    with emit.locked(root):
+        stage = Path(tempfile.mkdtemp(dir=emit.work_dir(root), prefix="init-"))
+        try:
+            _build(stage / "new", files)
+            (stage / "previous" / ".github").mkdir(parents=True)
+            _switch(root, _moves(root, stage.relative_to(root).as_posix()))
+        except BaseException:
+            shutil.rmtree(stage, ignore_errors=True)
+            raise
+        shutil.rmtree(stage / "new")  # what is left there is the build's own work area
+    written = [rel for rel in (*files, CODEOWNERS) if (root / rel).is_file()]
+    return [*written, "rendered/"], (stage / "previous").relative_to(root).as_posix() + "/"
