@@ -317,3 +317,4 @@ def test_gitblobs_writes_a_commits_inputs_as_the_preview_script_calls_it(repo: P
                           cwd=repo, capture_output=True, text=True, check=False, env={**os.environ,
                                                                                    "PYTHONPATH": str(REPO)})
     assert proc.returncode == 2 and "symbolic links among the inputs (teams/link.yaml)" in proc.stderr, proc.stderr
+

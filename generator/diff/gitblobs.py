@@ -62,9 +62,9 @@ def read_blobs(root: Path, oids: list[str], shown: list[str]) -> list[bytes]:
         header_end = data.index(b"\n", at)
         header = data[at:header_end].split()
         if len(header) != 3 or header[1] != b"blob":
-            what = header[1].decode(errors="replace") if len(header) > 1 else "nothing"
-            raise UsageError(f"{name}: git holds {what} for object {oid}, not a file: check that the "
-                             "repository is complete (a shallow or partial clone may lack it)")
+            what = f"a {header[1].decode(errors='replace')}" if len(header) == 3 else "no object"
+            raise UsageError(f"{name}: git has {what} for {oid}, not a file: check that the repository is "
+                             "complete (a shallow or partial clone may lack it)")
         size = int(header[2])
         out.append(data[header_end + 1:header_end + 1 + size])
         at = header_end + 1 + size + 1
