@@ -219,12 +219,16 @@ def test_the_comment_is_written_by_the_base_code_never_the_pull_requests(tmp_pat
     assert raced.returncode == 2 and not (tmp_path / "raced").exists()
 
 
-def test_a_pull_requests_gitattributes_cannot_hide_a_file_from_its_preview(tmp_path: Path, github: Any,
-                                                                          repo: Path) -> None:
-    """Issue 52: `teams/.gitattributes` with `mallory.yaml export-ignore` made `git archive` drop the
-    new team file, and the comment read "no changes", "Risks: None found". preview-diff.sh now
-    exports each blob as the commit holds it (generator/diff/gitblobs.py); before, this test's
-    comment held none of mallory's objects or risks."""
+@pytest.mark.parametrize("attributes,line", [
+    ("teams/.gitattributes", "mallory.yaml export-ignore"),
+    (".gitattributes", "teams/mallory.yaml export-ignore"),
+])
+def test_a_pull_requests_gitattributes_cannot_hide_a_file_from_its_preview(tmp_path: Path, github: Any, repo: Path,
+                                                                          attributes: str, line: str) -> None:
+    """Issue 52: `teams/.gitattributes` with `mallory.yaml export-ignore` (or the top-level file) made
+    `git archive` drop the new team file, and the comment read "no changes", "Risks: None found".
+    preview-diff.sh now exports each blob as the commit holds it (generator/diff/gitblobs.py);
+    before, this test's comment held none of mallory's objects or risks."""
     fake, url = github
     base = _rev(repo)
     speech = (repo / "teams/speech.yaml").read_text()
@@ -232,7 +236,7 @@ def test_a_pull_requests_gitattributes_cannot_hide_a_file_from_its_preview(tmp_p
         speech.replace("name: speech", "name: mallory").replace("@acme/speech", "@acme/mallory")
         .replace("members: {groups: [speech]}", "members: {users: [mallory@example.com]}")
         .replace("l4: {gpus: 6, lendingLimit: 2}", "l4: {gpus: 2}"))
-    (repo / "teams/.gitattributes").write_text("mallory.yaml export-ignore\n.gitattributes export-ignore\n")
+    (repo / attributes).write_text(f"{line}\n.gitattributes export-ignore\n")
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "-m", "tidy attributes")
     origin, base, head = _publish(repo, tmp_path / "origin", fake, base)
