@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -54,21 +55,26 @@ def entries(root: Path, commit: str, paths: list[str]) -> list[Entry]:
 def read_blobs(root: Path, oids: list[str], shown: list[str]) -> list[bytes]:
     """The raw content of each blob, in one `git cat-file --batch`; `shown[i]` names `oids[i]` in
     an error (a missing object, or one that is not a file)."""
+    return [bytes(blob) for blob in _batch(root, oids, shown)]
+
+
+def _batch(root: Path, oids: list[str], shown: list[str]) -> Iterator[memoryview]:
+    """Each blob as a view into `git cat-file --batch`'s output (no copy: a whole rendered/ is
+    hundreds of MiB)."""
     if not oids:
-        return []
-    data = git(root, "cat-file", "--batch", stdin="".join(f"{oid}\n" for oid in oids).encode())
-    out, at = [], 0
+        return
+    data = memoryview(git(root, "cat-file", "--batch", stdin="".join(f"{oid}\n" for oid in oids).encode()))
+    at = 0
     for oid, name in zip(oids, shown, strict=True):
-        header_end = data.index(b"\n", at)
-        header = data[at:header_end].split()
+        header_end = at + bytes(data[at:at + 200]).index(b"\n")
+        header = bytes(data[at:header_end]).split()
         if len(header) != 3 or header[1] != b"blob":
             what = f"a {header[1].decode(errors='replace')}" if len(header) == 3 else "no object"
             raise UsageError(f"{name}: git has {what} for {oid}, not a file: check that the repository is "
                              "complete (a shallow or partial clone may lack it)")
         size = int(header[2])
-        out.append(data[header_end + 1:header_end + 1 + size])
+        yield data[header_end + 1:header_end + 1 + size]
         at = header_end + 1 + size + 1
-    return out
 
 
 def export(root: Path, commit: str, paths: list[str], dest: Path, ref: str) -> None:
@@ -79,8 +85,8 @@ def export(root: Path, commit: str, paths: list[str], dest: Path, ref: str) -> N
         if entry.mode not in REGULAR:
             raise refused(ref, f"{KINDS.get(entry.mode, 'a special file')} among the inputs ({entry.path})")
     targets = [_target(dest, entry.path, ref) for entry in listed]
-    for entry, target, content in zip(listed, targets, read_blobs(root, [e.oid for e in listed],
-                                                                  [f"{ref}:{e.path}" for e in listed]), strict=True):
+    for entry, target, content in zip(listed, targets, _batch(root, [e.oid for e in listed],
+                                                              [f"{ref}:{e.path}" for e in listed]), strict=True):
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(content)
