@@ -49,6 +49,15 @@ def _guard(fn: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
+def _stop_on_sigterm() -> None:
+    """SIGTERM (a CI timeout, `kill`) unwinds like Ctrl-C: cleanup runs, helpers end, exit 2."""
+    import signal
+
+    def stop(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+    signal.signal(signal.SIGTERM, stop)
+
+
 def _root(ctx: click.Context) -> Path:
     return Path(ctx.obj["root"]).resolve()
 
@@ -134,8 +143,6 @@ def cli(ctx: click.Context, root: str) -> None:
 def render(ctx: click.Context, clusters: tuple[str, ...], check: bool, full: bool, jobs: int, lock_timeout: float,
            schema_location: str | None, crd_location: str | None) -> None:
     """Compile the fleet into rendered/<cluster>/ (atomically; nothing is written on any error)."""
-    import signal
-
     from generator import incremental
 
     if not clusters and not full:  # the no-op, before the compilers are even imported
@@ -147,9 +154,7 @@ def render(ctx: click.Context, clusters: tuple[str, ...], check: bool, full: boo
     from generator.render import render_fleet
     from generator.validate.pipeline import Options
 
-    def stop(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt  # unwinds through the stage's cleanup; held during the switch itself
-    signal.signal(signal.SIGTERM, stop)
+    _stop_on_sigterm()  # unwinds through the stage's cleanup; held during the switch itself
     outcome = render_fleet(_root(ctx), list(clusters), check, jobs, Options(schema_location, crd_location),
                            lock_timeout, lambda line: echo(line, err=True), _progress(), full)
     for line in outcome.said:
@@ -305,6 +310,7 @@ def diff(ctx: click.Context, base: str | None, from_dir: str | None, to_dir: str
     from generator.diff.report import to_text
     from generator.diff.run import run_diff
 
+    _stop_on_sigterm()
     stamp = Stamp(head_sha or "", now())
     out = output_dir(_root(ctx), output_dir_given) if output_dir_given else None
     try:

@@ -5,16 +5,22 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import os
+import signal
 import sys
 import threading
-from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, TypeVar
 
 if TYPE_CHECKING:
-    from multiprocessing.context import BaseContext
+    from multiprocessing.connection import Connection
+    from multiprocessing.context import ForkContext, SpawnContext
+
+A = TypeVar("A")
+R = TypeVar("R")
 
 
-def pool_context() -> BaseContext:
+def pool_context() -> ForkContext | SpawnContext:
     """fork where it is safe and cheap (Linux, no other thread whose locks a child could inherit):
     a spawned interpreter costs a tenth of a second before it does anything, and must be sent
     its work; else spawn, the same result on every OS."""
@@ -23,6 +29,61 @@ def pool_context() -> BaseContext:
     if sys.platform.startswith("linux") and threading.active_count() == 1:
         return multiprocessing.get_context("fork")
     return multiprocessing.get_context("spawn")
+
+
+PR_SET_PDEATHSIG = 1
+"""prctl(2): the signal the kernel sends this process when the thread that made it ends."""
+
+
+@contextlib.contextmanager
+def helper(work: Callable[[A], R], arg: A, context: ForkContext | SpawnContext) -> Iterator[Callable[[], R]]:
+    """`work(arg)` in one child process while this one goes on; yields the call that waits for its
+    result (or raises its error). The child never outlives this block: leaving it on an error,
+    Ctrl-C or the SIGTERM handler's KeyboardInterrupt kills it at once (a process pool's exit
+    would wait for it), and on Linux the kernel kills it when this process dies of anything,
+    SIGKILL included (PR_SET_PDEATHSIG)."""
+    receive, send = context.Pipe(duplex=False)
+    child = context.Process(target=_serve, args=(send, work, arg, os.getpid()), daemon=True)
+    child.start()
+    send.close()
+
+    def result() -> R:
+        try:
+            ok, value = receive.recv()
+        except EOFError:
+            child.join()
+            raise RuntimeError(f"the helper process ended without a result (exit {child.exitcode})") from None
+        if ok:
+            return value  # type: ignore[no-any-return]
+        raise value
+    try:
+        yield result
+    finally:
+        if child.is_alive():
+            child.kill()
+        child.join()
+        receive.close()
+
+
+def _serve(send: Connection, work: Callable[[A], R], arg: A, parent: int) -> None:
+    """The child's side of `helper`: die with the parent, run, send (ok, result or error)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle: it ends this
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the parent's handler, inherited by a fork
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != parent:  # the parent died before the kernel was told
+            os._exit(1)
+    try:
+        reply: tuple[bool, object] = (True, work(arg))
+    except Exception as exc:  # noqa: BLE001 - carried to the parent, which raises it
+        reply = (False, exc)
+    try:
+        send.send(reply)
+    except Exception as exc:  # noqa: BLE001 - an error that does not pickle: its text then
+        send.send((False, RuntimeError(f"{type(exc).__name__} in the helper process: {reply[1]!r}")))
+    send.close()
 
 
 LARGE_BATCH = 1_000_000

@@ -161,8 +161,7 @@ def _pull_request_repo(tmp_path: Path, fake: FakeGitHub) -> tuple[Path, str, str
     git(work, "init", "-q", "-b", "main")
     git(work, "add", "-A")
     git(work, "commit", "-q", "-m", "base")
-    base = subprocess.run(["git", "-C", str(work), "rev-parse", "HEAD"], capture_output=True, text=True,
-                          check=True).stdout.strip()
+    base = _rev(work)
     team = work / "teams/speech.yaml"
     team.write_text(team.read_text().replace("members: {groups: [speech]}",
                                              "members: {groups: [speech], users: [mallory@example.com]}"))
@@ -173,12 +172,30 @@ def _pull_request_repo(tmp_path: Path, fake: FakeGitHub) -> tuple[Path, str, str
     (work / "generator/__init__.py").write_text(
         "import pathlib\npathlib.Path(__file__).parent.parent.joinpath('PWNED').write_text('ran')\n")
     git(work, "commit", "-q", "-am", "innocent quota tweak")
-    head = subprocess.run(["git", "-C", str(work), "rev-parse", "HEAD"], capture_output=True, text=True,
+    return _publish(work, origin, fake, base)
+
+
+def _rev(work: Path) -> str:
+    return subprocess.run(["git", "-C", str(work), "rev-parse", "HEAD"], capture_output=True, text=True,
                           check=True).stdout.strip()
+
+
+def _publish(work: Path, origin: Path, fake: FakeGitHub, base: str) -> tuple[Path, str, str]:
+    """`work` as a bare origin whose main is `base` and pull request `fake.number` its HEAD."""
+    head = _rev(work)
     subprocess.run(["git", "clone", "-q", "--bare", str(work), str(origin)], check=True)
     subprocess.run(["git", "-C", str(origin), "update-ref", f"refs/pull/{fake.number}/head", head], check=True)
     subprocess.run(["git", "-C", str(origin), "update-ref", "refs/heads/main", base], check=True)
     return origin, base, head
+
+
+def _preview(tmp_path: Path, origin: Path, fake: FakeGitHub, base: str, head: str) -> subprocess.CompletedProcess[str]:
+    """preview-diff.sh in a fresh clone of `origin` (the trusted job's checkout), as the job runs it."""
+    checkout = tmp_path / "checkout"
+    subprocess.run(["git", "clone", "-q", str(origin), str(checkout)], check=True)
+    return subprocess.run(["bash", str(REPO / ".github/scripts/preview-diff.sh"), str(fake.number), base, head,
+                           str(checkout / "fleetgen-diff")], cwd=checkout, capture_output=True, text=True,
+                          check=False, timeout=300)
 
 
 def test_the_comment_is_written_by_the_base_code_never_the_pull_requests(tmp_path: Path, github: Any) -> None:
@@ -188,11 +205,8 @@ def test_the_comment_is_written_by_the_base_code_never_the_pull_requests(tmp_pat
     fake, url = github
     origin, base, head = _pull_request_repo(tmp_path, fake)
     fake.head_sha, fake.base_sha = head, base
-    checkout = tmp_path / "checkout"  # the trusted job's checkout of the default branch
-    subprocess.run(["git", "clone", "-q", str(origin), str(checkout)], check=True)
-    out = checkout / "fleetgen-diff"
-    proc = subprocess.run(["bash", str(REPO / ".github/scripts/preview-diff.sh"), str(fake.number), base, head,
-                           str(out)], cwd=checkout, capture_output=True, text=True, check=False, timeout=300)
+    proc = _preview(tmp_path, origin, fake, base, head)
+    checkout, out = tmp_path / "checkout", tmp_path / "checkout/fleetgen-diff"
     assert proc.returncode == 0, proc.stderr
     assert not list(tmp_path.rglob("PWNED"))  # the pull request's generator never ran
     (out / "pr-number").write_text(f"{fake.number}\n")
@@ -203,6 +217,38 @@ def test_the_comment_is_written_by_the_base_code_never_the_pull_requests(tmp_pat
     raced = subprocess.run(["bash", str(REPO / ".github/scripts/preview-diff.sh"), str(fake.number), base,
                             base, str(tmp_path / "raced")], cwd=checkout, capture_output=True, text=True, check=False)
     assert raced.returncode == 2 and not (tmp_path / "raced").exists()
+
+
+@pytest.mark.parametrize("attributes,line", [
+    ("teams/.gitattributes", "mallory.yaml export-ignore"),
+    (".gitattributes", "teams/mallory.yaml export-ignore"),
+])
+def test_a_pull_requests_gitattributes_cannot_hide_a_file_from_its_preview(tmp_path: Path, github: Any, repo: Path,
+                                                                          attributes: str, line: str) -> None:
+    """Issue 52: `teams/.gitattributes` with `mallory.yaml export-ignore` (or the top-level file) made
+    `git archive` drop the new team file, and the comment read "no changes", "Risks: None found".
+    preview-diff.sh now exports each blob as the commit holds it (generator/diff/gitblobs.py);
+    before, this test's comment held none of mallory's objects or risks."""
+    fake, url = github
+    base = _rev(repo)
+    speech = (repo / "teams/speech.yaml").read_text()
+    (repo / "teams/mallory.yaml").write_text(
+        speech.replace("name: speech", "name: mallory").replace("@acme/speech", "@acme/mallory")
+        .replace("members: {groups: [speech]}", "members: {users: [mallory@example.com]}")
+        .replace("l4: {gpus: 6, lendingLimit: 2}", "l4: {gpus: 2}"))
+    (repo / attributes).write_text(f"{line}\n.gitattributes export-ignore\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "tidy attributes")
+    origin, base, head = _publish(repo, tmp_path / "origin", fake, base)
+    fake.head_sha, fake.base_sha = head, base
+    proc = _preview(tmp_path, origin, fake, base, head)
+    assert proc.returncode == 0, proc.stderr
+    out = tmp_path / "checkout/fleetgen-diff"
+    (out / "pr-number").write_text(f"{fake.number}\n")
+    assert replay(fake, url, out, [fake.number], head_sha=head)["error"] == ""
+    (body,) = _bot_bodies(fake)
+    assert "None found" not in body and "`team-added`: dev: team mallory arrives" in body, body
+    assert "`pool-overcommitted`" in body and "**14 to add, 1 to change" in body, body
 
 
 def test_the_workflows_wire_the_artifact_and_the_merge_queue() -> None:

@@ -226,50 +226,6 @@ def test_diff_base_with_a_linked_top_level_input_is_a_clear_error(fleet_root: Pa
     assert "hunter2" not in result.err
 
 
-def _tar(*members: tuple[str, bytes]) -> bytes:
-    import io
-    import tarfile
-
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w") as archive:
-        for name, kind in members:
-            info = tarfile.TarInfo(name)
-            info.type, info.size = kind, (5 if kind == tarfile.REGTYPE else 0)
-            archive.addfile(info, io.BytesIO(b"hello") if kind == tarfile.REGTYPE else None)
-    return buffer.getvalue()
-
-
-@pytest.mark.parametrize("filters", [True, False], ids=["python-3.11.4+", "debian-3.11.2"])
-@pytest.mark.parametrize("members,said", [
-    ([("teams/../../escape.yaml", b"0")], "outside"),
-    ([("/tmp/absolute.yaml", b"0")], "outside"),
-    ([("teams/fifo", b"6")], ""),
-    ([("teams/ok.yaml", b"0")], None),
-])
-def test_an_archive_of_a_ref_extracts_inside_its_folder_or_is_an_error(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, filters: bool, members: list[tuple[str, bytes]],
-        said: str | None) -> None:
-    """Debian 12's Python (3.11.2) has no tar extraction filters: the same refusals are made there.
-    (The first command on that Python found `extractall(filter=...)` raising TypeError.)"""
-    import tarfile
-
-    from generator.diff.sources import extract
-    from generator.errors import UsageError
-
-    if not filters:
-        monkeypatch.delattr(tarfile, "data_filter", raising=False)
-    dest = tmp_path / "dest"
-    dest.mkdir()
-    if said is None:
-        extract(_tar(*members), dest, "HEAD")
-        assert (dest / "teams/ok.yaml").read_bytes() == b"hello"
-        return
-    with pytest.raises(UsageError, match=r"^HEAD holds .*" + said) as err:
-        extract(_tar(*members), dest, "HEAD")
-    assert "compare with a ref without them" in str(err.value)
-    assert not (tmp_path / "escape.yaml").exists() and not Path("/tmp/absolute.yaml").exists()
-
-
 # --- the error boundary ------------------------------------------------------------------------
 
 def test_a_full_disk_while_staging_leaves_the_old_tree(fleet_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:

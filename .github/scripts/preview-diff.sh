@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The preview's diff, made by the base repository's own fleetgen (the `preview-comment` job runs
 # this checkout's code, never the pull request's). The pull request's head and its base are read
-# as data: only their teams/, clusters/ and fleet.yaml are exported (git archive), and both are
-# compiled by the fleetgen installed from this checkout. A pull request that edits the generator
-# is therefore previewed as the base's generator renders its inputs.
+# as data: only their teams/, clusters/ and fleet.yaml are exported, blob by blob as the commits
+# hold them (generator/diff/gitblobs.py: `git archive` would apply the pull request's own
+# .gitattributes, whose export-ignore hides a file), and both are compiled by the fleetgen
+# installed from this checkout. A pull request that edits the generator is therefore previewed
+# as the base's generator renders its inputs.
 #
 #   preview-diff.sh PR_NUMBER BASE_SHA HEAD_SHA OUT_DIR
 #
@@ -26,10 +28,7 @@ for side in base head; do
   sha=$base
   [ "$side" = head ] && sha=$head
   mkdir -p "$work/$side"
-  mapfile -t paths < <(git ls-tree --name-only "$sha" -- teams clusters fleet.yaml)
-  if [ "${#paths[@]}" -gt 0 ]; then
-    git archive --format=tar "$sha" -- "${paths[@]}" | tar -x --no-same-owner --no-same-permissions -C "$work/$side"
-  fi
+  python3 -m generator.diff.gitblobs "$sha" "$work/$side" teams clusters fleet.yaml
 done
 mkdir -p "$out"
 set +e

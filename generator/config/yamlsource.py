@@ -89,8 +89,9 @@ class Source:
 
 
 class _Builder:
-    def __init__(self, shown: str) -> None:
+    def __init__(self, shown: str, strict: bool = True) -> None:
         self.shown = shown
+        self.strict = strict
         self.lines: dict[Path_, int] = {}
         self.count = 0
 
@@ -127,7 +128,7 @@ class _Builder:
             if not isinstance(key_node, yaml.ScalarNode):
                 raise self.fail(key_node, "a mapping key must be a plain string", "use a string key", path)
             key = self.scalar(key_node, path)
-            if not isinstance(key, str):
+            if self.strict and not isinstance(key, str):
                 raise self.fail(key_node, f"key {key_node.value!r} is read as {type(key).__name__}, not a string",
                                 f'quote the key: "{key_node.value}"', path)
             if key in out:
@@ -139,7 +140,7 @@ class _Builder:
         return out
 
     def scalar(self, node: yaml.ScalarNode, path: Path_) -> Any:
-        read = _scalar(node.tag, node.value, not node.style)
+        read = _scalar(node.tag, node.value, not node.style) if self.strict else _as_yaml_reads(node.tag, node.value)
         if isinstance(read, _Problem):
             raise self.fail(node, read.message, read.hint, path)
         return read
@@ -179,6 +180,19 @@ def _scalar(tag: str, value: str, plain: bool) -> Any:
     return read
 
 
+@functools.lru_cache(maxsize=1 << 14)
+def _as_yaml_reads(tag: str, value: str) -> Any:
+    """A scalar as a YAML 1.1 safe loader reads it (tags included), for files fleetgen did not
+    write by hand (`parse_source(strict=False)`): only what no safe loader can read is a problem."""
+    constructor = _SCALAR.yaml_constructors.get(tag)
+    if constructor is None:
+        return _Problem(f"unsupported YAML tag {tag!r}", "remove the tag")
+    try:
+        return constructor(_SCALAR, yaml.ScalarNode(tag, value))
+    except (yaml.YAMLError, ValueError) as exc:
+        return _Problem(f"cannot read value {value[:40]!r}: {exc}", "quote the value")
+
+
 def dotted(path: Path_) -> str:
     """`('quotas', 'prod', 'h100', 'gpus')` -> `quotas.prod.h100.gpus`; list items as `[i]`."""
     out = ""
@@ -202,8 +216,11 @@ def load_source(root: Path, shown: str) -> Source:
     return parse_source(raw, shown)
 
 
-def parse_source(raw: bytes, shown: str) -> Source:
-    """Parse file content `raw` (from `shown`) or raise InputError with a located finding."""
+def parse_source(raw: bytes, shown: str, strict: bool = True) -> Source:
+    """Parse file content `raw` (from `shown`) or raise InputError with a located finding. The
+    limits (size, nodes, depth), duplicate and merge keys hold always; `strict=False` (a rendered
+    file, which may hold any value Kubernetes takes) reads values and keys as YAML 1.1 does instead
+    of refusing the ambiguous, tagged, invisible and non-string ones an author could not mean."""
     if len(raw) > MAX_FILE_BYTES:
         raise InputError([Finding(shown, None, "", f"file is {len(raw)} bytes, more than the {MAX_FILE_BYTES} allowed",
                                   "split or shorten the file; no valid config is this large")])
@@ -224,7 +241,7 @@ def parse_source(raw: bytes, shown: str) -> Source:
         raise InputError([Finding(shown, None, "", f"invalid YAML: {exc}", "fix the YAML syntax")]) from None
     if node is None:
         raise InputError([Finding(shown, 1, "", "file is empty", "write the configuration or delete the file")])
-    builder = _Builder(shown)
+    builder = _Builder(shown, strict)
     data = builder.build(node, (), 0)
     return Source(shown, data, builder.lines)
 

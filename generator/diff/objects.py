@@ -16,16 +16,10 @@ import fnmatch
 from dataclasses import dataclass, field
 from typing import Any
 
-import yaml
-
 from generator.compile.manifest import NOT_OBJECT_FILES
+from generator.config.yamlsource import parse_source
 from generator.emit import Tree
 from generator.errors import UsageError
-
-try:
-    _Loader: type = yaml.CSafeLoader
-except AttributeError:  # pragma: no cover
-    _Loader = yaml.SafeLoader
 
 Key = tuple[str, str, str, str, str]
 """(cluster, group, kind, namespace, name)."""
@@ -56,26 +50,30 @@ class Obj:
         return f"{kind} {ns + '/' if ns else ''}{name}"
 
 
-def changed_objects(before: Tree, after: Tree) -> tuple[dict[Key, Obj], dict[Key, Obj]]:
+def changed_objects(before: Tree, after: Tree, where: tuple[str, str] = ("", "")) -> tuple[dict[Key, Obj],
+                                                                                   dict[Key, Obj]]:
     """The objects of both trees that can differ: files not byte-identical at the same path.
 
     Output is deterministic, so an unchanged file is an unchanged object and is never parsed:
     the cost follows the size of the change, not of the fleet. An object that moved to another
-    file is still matched by its identity, as both files are read.
+    file is still matched by its identity, as both files are read. `where` is what each side's
+    paths are shown after in an error (`main:rendered/`, `rendered/`).
     """
     same = {path for path, content in before.items() if after.get(path) == content}
-    return (objects({p: c for p, c in before.items() if p not in same}),
-            objects({p: c for p, c in after.items() if p not in same}))
+    return (objects({p: c for p, c in before.items() if p not in same}, where[0]),
+            objects({p: c for p, c in after.items() if p not in same}, where[1]))
 
 
-def objects(tree: Tree) -> dict[Key, Obj]:
-    """Every Kubernetes object of a rendered tree."""
+def objects(tree: Tree, where: str = "") -> dict[Key, Obj]:
+    """Every Kubernetes object of a rendered tree, each file read by the inputs' own reader with its
+    limits: a rendered file of a pull request is as hostile as its team files (invalid YAML, an
+    alias bomb, nesting over 32, a duplicate key, a file over 1 MiB or not UTF-8 is an error at its
+    file and line, exit 2, never a traceback or a hang). Values are read as YAML reads them."""
     out: dict[Key, Obj] = {}
     for path, content in sorted(tree.items()):
         if path.endswith(SKIP):
             continue
-        text = content.decode("utf-8")
-        body = yaml.load(text, Loader=_Loader)
+        body = parse_source(content, where + path, strict=False).data
         if not isinstance(body, dict) or "kind" not in body:
             continue
         meta = body.get("metadata") or {}
@@ -86,7 +84,7 @@ def objects(tree: Tree) -> dict[Key, Obj]:
             raise UsageError(f"{out[key].path} and {path} are the same object ({body['kind']} "
                              f"{key[3] + '/' if key[3] else ''}{key[4]} in cluster {cluster}): "
                              "one would overwrite the other when synced; remove or rename one")
-        out[key] = Obj(key, path, body, text)
+        out[key] = Obj(key, path, body, content.decode("utf-8"))
     return out
 
 

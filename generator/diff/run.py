@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import concurrent.futures
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -15,7 +14,7 @@ from generator.diff.risks import Risk, risks
 from generator.diff.scheduling import scheduling_risks
 from generator.diff.sources import Committed, Side, committed, committed_fleets, compiled, git_sides, rendered_sides
 from generator.errors import UsageError
-from generator.processes import collector_paused, pool_context
+from generator.processes import collector_paused, helper, pool_context
 
 FleetImpact = tuple[list[PoolImpact], list[Risk]]
 """The capacity table and the scheduling risks: what only the two fleets tell."""
@@ -54,7 +53,7 @@ def fleet_impact(before: Fleet | None, after: Fleet | None) -> FleetImpact:
 def _result(before: Side, after: Side, ignore: list[str] | None,
             impact: Callable[[], FleetImpact | None]) -> DiffResult:
     """Compare the two sides, then take the fleets' part from `impact` (None: no capacity table)."""
-    changes = compare(*changed_objects(before.tree, after.tree), ignore)
+    changes = compare(*changed_objects(before.tree, after.tree, (before.where, after.where)), ignore)
     found = impact()
     capacity, scheduling = found if found is not None else ([], [])
     return DiffResult(before.label, after.label, changes, capacity, risks(changes, capacity, scheduling),
@@ -65,13 +64,12 @@ def _committed(root: Path, ref: str, ignore: list[str] | None) -> DiffResult:
     """The two committed rendered/ trees, with the fleets loaded and their impact worked out in a
     second process meanwhile: the two halves take about as long (50 clusters x 200 teams, a
     one-team change, quiet 2 cores: 0.85 and 0.7 s) and need nothing from each other. An error
-    in this process is raised once the helper has finished; one in the helper, from `result()`."""
+    in this process ends the helper at once (`helper`); one in the helper is raised from `impact()`."""
     where = committed(root, ref)
     if (os.cpu_count() or 1) < 2:
         return _committed_result(where, lambda: _committed_impact(where), ignore)
-    with concurrent.futures.ProcessPoolExecutor(1, mp_context=pool_context()) as pool:
-        pending = pool.submit(_committed_impact, where)  # forked before any thread of ours starts
-        return _committed_result(where, pending.result, ignore)
+    with helper(_committed_impact, where, pool_context()) as impact:  # forked before any thread of ours starts
+        return _committed_result(where, impact, ignore)
 
 
 def _committed_impact(where: Committed) -> Impact:

@@ -22,11 +22,9 @@ the capacity table, in a second process while the first reads and compares the r
 from __future__ import annotations
 
 import hashlib
-import io
 import os
 import subprocess
 import sys
-import tarfile
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -35,6 +33,7 @@ from pathlib import Path
 from generator import emit, repofiles
 from generator.compile.gitops import GITOPS
 from generator.config.fleet import Fleet
+from generator.diff import gitblobs
 from generator.errors import InputError, UsageError
 
 INPUTS = ("teams", "clusters", "fleet.yaml")
@@ -52,13 +51,8 @@ class Side:
     notes: list[str] = field(default_factory=list)
     clusters: list[str] | None = None
     """The clusters compiled, when only those whose inputs differ were (None: all)."""
-
-
-def _git(root: Path, *args: str) -> bytes:
-    proc = subprocess.run(["git", "-C", str(root), *args], capture_output=True, check=False)
-    if proc.returncode != 0:
-        raise UsageError(f"git {' '.join(args)} failed: {proc.stderr.decode(errors='replace').strip()}")
-    return proc.stdout
+    where: str = ""
+    """What a path of `tree` is shown after in an error (`main:rendered/`, `rendered/`, `DIR/`)."""
 
 
 def compiled(root: Path, label: str, clusters: list[str] | None = None) -> Side:
@@ -66,7 +60,7 @@ def compiled(root: Path, label: str, clusters: list[str] | None = None) -> Side:
     from generator import render
 
     if not (root / "clusters").is_dir():
-        return Side(emit.read_tree(root), None, label)
+        return Side(emit.read_tree(root), None, label, where=f"{label.rstrip('/')}/")
     result = render.build(root, clusters=clusters)
     tree = result.tree
     if clusters is not None:  # build() adds the GitOps files of every cluster: keep the compared ones'
@@ -83,66 +77,19 @@ def _resolve(root: Path, ref: str) -> tuple[Path, str, str, set[str]]:
     """The repository's top folder (every later git command runs there, so paths mean the same to
     all of them), the fleet's folder inside it ("" or "sub/"), the commit of `ref`, and the
     top-level names the fleet's folder holds at that commit."""
-    top = Path(_git(root, "rev-parse", "--show-toplevel").decode().strip())
+    top = Path(gitblobs.git(root, "rev-parse", "--show-toplevel").decode().strip())
     prefix = root.resolve().relative_to(top.resolve()).as_posix()
     prefix = "" if prefix == "." else prefix + "/"
-    commit = _git(top, "rev-parse", "--verify", f"{ref}^{{commit}}").decode().strip()
-    listed = _git(top, "ls-tree", "--name-only", "-z", commit, "--", prefix or ".").decode().split("\0")
+    commit = gitblobs.git(top, "rev-parse", "--verify", f"{ref}^{{commit}}").decode().strip()
+    listed = gitblobs.git(top, "ls-tree", "--name-only", "-z", commit, "--", prefix or ".").decode().split("\0")
     return top, prefix, commit, {name.removeprefix(prefix) for name in listed if name}
 
 
 def _export(root: Path, commit: str, names: list[str], dest: Path, ref: str) -> None:
-    """`names` (top-level entries of the fleet at `commit`) into `dest`; links refused. Each folder
-    is archived from its own tree (`commit:teams`): an archive of the commit limited to some paths
-    first reads every path of the commit (0.5 s with 200,000 rendered files)."""
-    if not names:
-        return
-    for entry in filter(None, _git(root, "ls-tree", "-z", commit, "--", *names).decode().split("\0")):
-        meta, name = entry.split("\t", 1)
-        mode, kind = meta.split()[:2]
-        if kind == "tree":
-            extract(_git(root, "archive", "--format=tar", f"--prefix={name}/", f"{commit}:{name}"), dest, ref)
-        elif mode in ("100644", "100755"):
-            target = dest / name
-            if not target.resolve().is_relative_to(dest.resolve()):
-                raise _refused(ref, f"a path outside the repository ({name})")
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(_git(root, "cat-file", "blob", f"{commit}:{name}"))
-        else:
-            raise _refused(ref, f"symbolic links among the inputs ({name})" if mode == "120000"
-                           else f"a special file among the inputs ({name})")
-
-
-def _refused(ref: str, what: str) -> UsageError:
-    return UsageError(f"{ref} holds {what}; fleetgen does not follow links or write outside its temporary "
-                      "folder: compare with a ref without them")
-
-
-def extract(data: bytes, dest: Path, ref: str) -> None:
-    """A tar archive of `ref`'s files into `dest`: regular files and folders only, all inside `dest`.
-
-    Python 3.11.4 and later do this with the `data` extraction filter. Debian 12's Python is 3.11.2,
-    which has no filters, so there every member is checked the same way first (links are refused
-    on both, like the work tree's)."""
-    with tarfile.open(fileobj=io.BytesIO(data)) as archive:
-        members = archive.getmembers()
-        links = [m.name for m in members if m.issym() or m.islnk()]
-        if links:
-            raise _refused(ref, f"symbolic links among the inputs ({', '.join(sorted(links)[:5])})")
-        root = dest.resolve()
-        for member in members:
-            if Path(member.name).is_absolute() or not (root / member.name).resolve().is_relative_to(root):
-                raise _refused(ref, f"a path outside the repository ({member.name})")
-        if hasattr(tarfile, "data_filter"):
-            try:
-                archive.extractall(dest, filter="data")
-            except tarfile.FilterError as err:
-                raise _refused(ref, f"a path it cannot extract safely ({err})") from None
-            return
-        special = [m.name for m in members if not (m.isfile() or m.isdir())]
-        if special:
-            raise _refused(ref, f"a special file among the inputs ({special[0]})")
-        archive.extractall(dest)
+    """`names` (top-level entries of the fleet at `commit`) into `dest` as the commit holds them:
+    read raw, so no `.gitattributes` of the pull request can drop or rewrite a file (`gitblobs`)."""
+    if names:
+        gitblobs.export(root, commit, names, dest, ref)
 
 
 def code_key(package: Path) -> str:
@@ -294,38 +241,40 @@ def committed_fleets(base: Committed) -> tuple[Fleet | None, Fleet]:
 
 def rendered_sides(base: Committed) -> tuple[Side, Side]:
     """The base's committed rendered/ and the work tree's, read only where they differ (no fleets:
-    `committed_fleets` loads those, in another process while this runs)."""
+    `committed_fleets` loads those, in another process while this runs). Only regular files are
+    compared: a link (dangling or not), a submodule or a nested repository on either side is an
+    error naming it, never read through or taken for a deletion."""
     top, commit, where = base.top, base.commit, f"{base.prefix}rendered/"
     with ThreadPoolExecutor(2) as git:  # git walks the work tree twice at once
-        tracked = git.submit(_git, top, "diff", "--name-status", "-z", "--no-renames", commit, "--", where)
-        untracked = git.submit(_git, top, "ls-files", "-z", "--others", "--exclude-standard", "--", where)
-        fields = tracked.result().decode().split("\0")
-        status = dict(zip(fields[1::2], fields[0::2], strict=False))  # path -> A, D, M, T ...
-        new = [p for p in untracked.result().decode().split("\0") if p]
-    paths = sorted({p.removeprefix(where) for p in [*status, *new] if p.startswith(where)})
-    at_base = [where + p for p in paths if status.get(where + p, "A") != "A"]  # added and untracked: not there
-    before: emit.Tree = _blobs(top, commit, at_base, where)
+        tracked = git.submit(gitblobs.git, top, "diff", "--raw", "-z", "--no-renames", "--no-abbrev", commit, "--",
+                             where)
+        untracked = git.submit(gitblobs.git, top, "ls-files", "-z", "--others", "--exclude-standard", "--", where)
+        changed = _raw_diff(tracked.result())
+        new = [p for p in untracked.result().decode("utf-8", "surrogateescape").split("\0") if p]
+    for path, (old_mode, _, new_mode) in changed.items():
+        for mode, side in ((old_mode, base.ref), (new_mode, "the work tree")):
+            if mode in gitblobs.KINDS:
+                raise UsageError(f"{side} holds {gitblobs.KINDS[mode]} in rendered/ ({path}): rendered/ holds only "
+                                 "files fleetgen writes; remove it and run `fleetgen render`")
+    paths = sorted({p.removeprefix(where) for p in [*changed, *new] if p.startswith(where)})
+    at_base = [where + p for p in paths if changed.get(where + p, ("000000",))[0] != "000000"]
+    blobs = gitblobs.read_blobs(top, [changed[p][1] for p in at_base], [f"{base.ref}:{p}" for p in at_base])
+    before: emit.Tree = {p.removeprefix(where): blob for p, blob in zip(at_base, blobs, strict=True)}
     rendered = repofiles.inside(base.root, "rendered")
-    after: emit.Tree = {p: repofiles.read_bytes(rendered, p) for p in paths if (rendered / p).exists()}
+    after: emit.Tree = {p: repofiles.read_bytes(rendered, p, "rendered/") for p in paths
+                        if os.path.lexists(rendered / p)}
     note = (f"compared rendered/ as committed ({len(paths)} file(s) differ); the preview workflow has checked "
             "that the work tree's matches teams/ and clusters/")
-    return Side(before, None, base.label), Side(after, None, "work tree, rendered/", [note])
+    return (Side(before, None, base.label, where=f"{base.ref}:{where}"),
+            Side(after, None, "work tree, rendered/", [note], where="rendered/"))
 
 
-def _blobs(root: Path, commit: str, paths: list[str], where: str) -> emit.Tree:
-    """Contents of `paths` at `commit` in one `git cat-file --batch` (keyed without `where`)."""
-    if not paths:
-        return {}
-    request = "".join(f"{commit}:{p}\n" for p in paths).encode()
-    proc = subprocess.run(["git", "-C", str(root), "cat-file", "--batch"], input=request, capture_output=True,
-                          check=False)
-    if proc.returncode != 0:
-        raise UsageError(f"git cat-file failed: {proc.stderr.decode(errors='replace').strip()}")
-    out: emit.Tree = {}
-    data, at = proc.stdout, 0
-    for path in paths:
-        header_end = data.index(b"\n", at)
-        size = int(data[at:header_end].split()[2])
-        out[path.removeprefix(where)] = data[header_end + 1:header_end + 1 + size]
-        at = header_end + 1 + size + 1
+def _raw_diff(data: bytes) -> dict[str, tuple[str, str, str]]:
+    """`git diff --raw -z` as path -> (mode at the base, object at the base, mode in the work tree);
+    mode 000000 where the path is absent."""
+    fields = data.decode("utf-8", "surrogateescape").split("\0")
+    out = {}
+    for meta, path in zip(fields[0::2], fields[1::2], strict=False):
+        old_mode, new_mode, old_oid = meta.lstrip(":").split()[:3]
+        out[path] = (old_mode, old_oid, new_mode)
     return out
