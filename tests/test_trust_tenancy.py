@@ -111,19 +111,10 @@ def _pod(name: str, **spec: Any) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def team_namespace(quota_stack: Any) -> Any:
     """The team's rendered tenancy objects applied as the fleet's GitOps engine would; a member's client."""
-    from tests.upstream.fleet import apply
+    from tests.upstream.fleet import apply_team_namespace
     from tests.upstream.processes import wait_for
 
-    folder = REPO / "rendered" / CLUSTER / "teams"
-    for path in [folder / "clusterrole-fleetgen-team-member.yaml",
-                 *sorted(folder.glob("validatingadmissionpolicy*-fleetgen-team-tolerations.yaml"))]:
-        apply(quota_stack, yaml.safe_load(path.read_text()))
-    ns = folder / TEAM / TEAM
-    apply(quota_stack, yaml.safe_load((ns / f"namespace-{TEAM}.yaml").read_text()))
-    for path in sorted(ns.glob("*.yaml")):
-        doc = yaml.safe_load(path.read_text())
-        if doc.get("kind") not in ("Namespace", "Kustomization", "LocalQueue"):
-            apply(quota_stack, doc)
+    apply_team_namespace(quota_stack, REPO / "rendered" / CLUSTER / "teams", TEAM, TEAM)
     from kubernetes import client
 
     admin = client.CoreV1Api(quota_stack.client())
