@@ -19,12 +19,17 @@ cordoned. Each of those is enforced by the API server or the CNI, not by fleetge
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 from generator.compile.kueue import team_folder
 from generator.compile.manifest import Manifest, labels
-from generator.compile.namespace_policies import DNS_LABELS, DNS_PORTS, ISOLATION_POLICY, TEAM_NAMESPACE_LABEL
+from generator.compile.namespace_policies import (
+    DNS_LABELS,
+    DNS_PORTS,
+    ISOLATION_POLICY,
+    TEAM_NAMESPACE_LABEL,
+    egress_blocks,
+)
 from generator.config.cluster import POD_SECURITY_ORDER, ClusterConfig
 from generator.config.fleet import Loaded
 from generator.config.team import TeamConfig
@@ -66,34 +71,19 @@ def gpu_ceiling(cfg: ClusterConfig, team: TeamConfig) -> dict[str, int]:
 
 
 def _network_policy(cfg: ClusterConfig, team: str, ns: str) -> dict[str, Any]:
-    egress = cfg.tenancy.network.egress
     same_namespace: list[dict[str, Any]] = [{"podSelector": {}}]
     rules: list[dict[str, Any]] = [
         {"to": same_namespace},
         {"to": [{"namespaceSelector": {"matchLabels": dict(DNS_LABELS[0])},
                  "podSelector": {"matchLabels": dict(DNS_LABELS[1])}}], "ports": DNS_PORTS},
     ]
-    blocks = []
-    for cidr in egress.allow:
-        if any(_within(cidr, d) for d in egress.deny):
-            continue  # nothing of it is left once the deny list is carved out
-        inside = [d for d in egress.deny if _within(d, cidr)]
-        blocks.append({"ipBlock": {"cidr": cidr, **({"except": inside} if inside else {})}})
+    blocks = egress_blocks(cfg.tenancy.network.egress)
     if blocks:
         rules.append({"to": blocks})
     return {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
             "metadata": {"name": ISOLATION_POLICY, "namespace": ns, "labels": labels(cfg.name, team)},
             "spec": {"podSelector": {}, "policyTypes": ["Ingress", "Egress"],
                      "ingress": [{"from": same_namespace}], "egress": rules}}
-
-
-@functools.lru_cache(maxsize=1024)
-def _within(inner: str, outer: str) -> bool:
-    """Is `inner` a subnet of `outer`? (once per pair: every team's policy asks the same)"""
-    import ipaddress
-
-    a, b = ipaddress.ip_network(inner), ipaddress.ip_network(outer)
-    return a.version == b.version and a.subnet_of(b)  # type: ignore[arg-type]
 
 
 def namespace_bounds(cluster: Loaded[ClusterConfig], team: Loaded[TeamConfig]) -> list[Manifest]:

@@ -22,11 +22,12 @@ that leaves open:
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from generator.compile.admission import ADMISSION
 from generator.compile.manifest import MANAGED_BY, Manifest, labels
-from generator.config.cluster import ClusterConfig
+from generator.config.cluster import ClusterConfig, Egress
 from generator.config.fleet import Loaded
 from generator.signals import HEALTH_TAINT_KEY
 
@@ -110,10 +111,32 @@ def placement_policy(cfg: ClusterConfig) -> dict[str, Any]:
     })
 
 
-def _peer_allowed() -> str:
+@functools.lru_cache(maxsize=1024)
+def _within(inner: str, outer: str) -> bool:
+    """Is `inner` a subnet of `outer`? (once per pair: every team's policy asks the same)"""
+    import ipaddress
+
+    a, b = ipaddress.ip_network(inner), ipaddress.ip_network(outer)
+    return a.version == b.version and a.subnet_of(b)  # type: ignore[arg-type]
+
+
+def egress_blocks(egress: Egress) -> list[dict[str, Any]]:
+    """The ipBlock peers of fleetgen's isolation policy: each `allow` CIDR with the `deny` ranges inside
+    it as `except`; none for an `allow` CIDR wholly inside a `deny` one (nothing of it is left)."""
+    blocks = []
+    for cidr in egress.allow:
+        if any(_within(cidr, d) for d in egress.deny):
+            continue
+        inside = [d for d in egress.deny if _within(d, cidr)]
+        blocks.append({"ipBlock": {"cidr": cidr, **({"except": inside} if inside else {})}})
+    return blocks
+
+
+def _peer_allowed(cfg: ClusterConfig, blocks: list[dict[str, Any]]) -> str:
     """CEL over an egress peer `p` of rule `r`: a peer fleetgen's own policy also allows (the
-    namespace's pods, the DNS pods on port 53, or an ipBlock inside `allow` that carves out every
-    `deny` range it overlaps). CIDRs nest or are apart, so overlapping is containing either way."""
+    namespace's pods, the DNS pods on port 53, or one of its ipBlocks `blocks`). Where the API server
+    offers CEL's CIDR library, any ipBlock inside `allow` that carves out every `deny` range it
+    overlaps, too (CIDRs nest or are apart, so overlapping is containing either way)."""
     namespace, pods = DNS_LABELS
     same_namespace = "(!has(p.namespaceSelector) && !has(p.ipBlock))"
     dns = (f"(p.?namespaceSelector.?matchLabels.orValue({{}}) == {_cel_map(namespace)} "
@@ -121,11 +144,14 @@ def _peer_allowed() -> str:
            f"&& p.?podSelector.?matchLabels.orValue({{}}) == {_cel_map(pods)} "
            "&& !has(p.podSelector.matchExpressions) "
            "&& r.?ports.orValue([]).size() > 0 && r.ports.all(x, x.?port.orValue(0) == 53 && !has(x.endPort)))")
-    inside = "variables.allow.exists(a, cidr(a).containsCIDR(p.ipBlock.cidr))"
-    carved = ("variables.deny.all(d, "
-              "!(cidr(p.ipBlock.cidr).containsCIDR(d) || cidr(d).containsCIDR(p.ipBlock.cidr)) "
-              "|| p.ipBlock.?except.orValue([]).exists(e, cidr(e).containsCIDR(d)))")
-    return f"{same_namespace} || {dns} || (has(p.ipBlock) && {inside} && {carved})"
+    ours = [f"(p.ipBlock.cidr == {_cel_text(b['cidr'])} && p.ipBlock.?except.orValue([]) == "
+            f"{_cel_list(b.get('except', []))})" for b in (block["ipBlock"] for block in blocks)]
+    if cfg.cel_cidr:
+        ours.append("(variables.allow.exists(a, cidr(a).containsCIDR(p.ipBlock.cidr)) && variables.deny.all(d, "
+                    "!(cidr(p.ipBlock.cidr).containsCIDR(d) || cidr(d).containsCIDR(p.ipBlock.cidr)) "
+                    "|| p.ipBlock.?except.orValue([]).exists(e, cidr(e).containsCIDR(d))))")
+    ip_block = f"(has(p.ipBlock) && ({' || '.join(ours) or 'false'}))"
+    return f"{same_namespace} || {dns} || {ip_block}"
 
 
 def egress_policy(cfg: ClusterConfig) -> dict[str, Any]:
@@ -135,15 +161,17 @@ def egress_policy(cfg: ClusterConfig) -> dict[str, Any]:
     egress = cfg.tenancy.network.egress
     return _policy(cfg, EGRESS_POLICY, {
         "matchConstraints": _rules((("networking.k8s.io", "networkpolicies"),), ["CREATE", "UPDATE"]),
-        "variables": [{"name": "allow", "expression": _cel_list(egress.allow)},
-                      {"name": "deny", "expression": _cel_list(egress.deny)}],
+        **({"variables": [{"name": "allow", "expression": _cel_list(egress.allow)},
+                          {"name": "deny", "expression": _cel_list(egress.deny)}]} if cfg.cel_cidr else {}),
         "validations": [{
             "expression": ("object.spec.?egress.orValue([]).all(r, r.?to.orValue([]).size() > 0 && "
-                           f"r.to.all(p, {_peer_allowed()}))"),
+                           f"r.to.all(p, {_peer_allowed(cfg, egress_blocks(egress))}))"),
             "message": ("egress in a team namespace is what the cluster file allows (tenancy.network.egress): a "
                         "NetworkPolicy here may allow only the namespace's own pods, the cluster DNS on port 53, and "
-                        f"ipBlocks inside {', '.join(egress.allow) or 'nothing'} that carve out (except) "
-                        f"{', '.join(egress.deny) or 'nothing'}; every egress rule must list its peers in `to`"),
+                        + (f"ipBlocks inside {', '.join(egress.allow) or 'nothing'} that carve out (except) "
+                           f"{', '.join(egress.deny) or 'nothing'}" if cfg.cel_cidr else
+                           f"the ipBlocks of {ISOLATION_POLICY}")
+                        + "; every egress rule must list its peers in `to`"),
             "reason": "Forbidden"}],
     })
 
@@ -164,8 +192,7 @@ def objects_policy(cfg: ClusterConfig) -> dict[str, Any]:
         "matchConstraints": _rules(PROTECTED, ["CREATE", "UPDATE", "DELETE"]),
         "matchConditions": [
             {"name": "fleetgens-object", "expression": f"{fleetgens('object')} || {fleetgens('oldObject')}"},
-            {"name": "namespace-not-terminating", "expression": ("namespaceObject == null || "
-                                                                 "!has(namespaceObject.metadata.deletionTimestamp)")},
+            {"name": "namespace-not-terminating", "expression": "!has(namespaceObject.metadata.deletionTimestamp)"},
             {"name": "not-system-masters", "expression": "!('system:masters' in request.userInfo.groups)"},
         ],
         "variables": [{"name": "user", "expression": "request.userInfo.username"}],

@@ -97,6 +97,10 @@ KUEUE_CHART_FRAMEWORKS: dict[tuple[int, int], tuple[str, ...]] = {
               "deployment", "statefulset", "leaderworkerset.x-k8s.io/leaderworkerset"),
 }
 MUTATING_POLICY_KUBERNETES = (1, 36)
+CEL_CIDR_KUBERNETES = (1, 31)
+"""From here admission policies may call CEL's cidr(): added to the CEL environment in 1.30, and the API
+server checks a new expression against the previous minor's environment (k8s.io/apiserver v0.36.3
+pkg/cel/environment/base.go:52-57 and 137-142), so a 1.30 server refuses a policy that calls it."""
 """The first Kubernetes minor that serves MutatingAdmissionPolicy without a feature gate."""
 FLEETGEN_FRAMEWORKS = ("batch/job", "jobset.x-k8s.io/jobset", "kubeflow.org/pytorchjob", "pod")
 """What fleetgen's own job templates and the health of its queues rely on."""
@@ -841,8 +845,17 @@ class ClusterConfig(ConfigModel):
         """Whether the API server serves MutatingAdmissionPolicy (admissionregistration.k8s.io/v1): GA and
         on by default from Kubernetes 1.36, off by default before (kubernetes v1.36.3
         pkg/features/kube_features.go:2270-2274)."""
+        return self._minor >= MUTATING_POLICY_KUBERNETES
+
+    @property
+    def cel_cidr(self) -> bool:
+        """Whether the cluster's admission policies may use CEL's CIDR library (CEL_CIDR_KUBERNETES)."""
+        return self._minor >= CEL_CIDR_KUBERNETES
+
+    @property
+    def _minor(self) -> tuple[int, int]:
         major, minor = (int(x) for x in self.kubernetes_version.split("."))
-        return (major, minor) >= MUTATING_POLICY_KUBERNETES
+        return major, minor
 
     def cpu_pool_passed_over(self) -> str:
         """Why CPU-only jobs skip the CPU pool under `whenCanBorrow: TryNextFlavor`, in one sentence
