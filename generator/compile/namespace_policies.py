@@ -13,7 +13,8 @@ that leaves open:
 - `fleetgen-team-egress`: NetworkPolicies are allow-lists that add up, so a member's own policy
   could reopen what fleetgen's leaves out. Every egress peer of any NetworkPolicy in a team
   namespace must be one fleetgen's own policy allows: the namespace's pods, the cluster DNS, or an
-  ipBlock inside `egress.allow` that carves out every `egress.deny` range it contains.
+  ipBlock inside `egress.allow` that carves out every `egress.deny` range it overlaps (before
+  Kubernetes 1.31, whose policies cannot call cidr(), one of fleetgen's own ipBlocks as written).
 - `fleetgen-team-objects`: fleetgen's own NetworkPolicies, ResourceQuotas and LimitRanges in team
   namespaces change only through the fleet repository: people (users whose name does not start
   with `system:`), the namespace's own ServiceAccounts (which members can impersonate) and the
@@ -23,6 +24,7 @@ that leaves open:
 from __future__ import annotations
 
 import functools
+import json
 from typing import Any
 
 from generator.compile.admission import ADMISSION
@@ -50,11 +52,9 @@ or that a wider grant (`admin`) would: their fleetgen-made objects are kept out 
 
 
 def _cel_text(value: str) -> str:
-    """A CEL string literal. Every value here is a CIDR, label, taint key or a subject the cluster
-    model validated (no quote, backslash or control character), so nothing needs escaping."""
-    if "'" in value or "\\" in value or not value.isprintable():
-        raise ValueError(f"not a plain CEL string: {value!r}")
-    return f"'{value}'"
+    """A CEL string literal of any text: JSON's escapes (`\\"`, `\\\\`, `\\uXXXX`) are CEL's too, and
+    a subject in `allowedSystemSubjects` may hold quotes or backslashes."""
+    return json.dumps(value, ensure_ascii=False)
 
 
 def _cel_list(values: list[str] | tuple[str, ...]) -> str:
@@ -186,7 +186,7 @@ def objects_policy(cfg: ClusterConfig) -> dict[str, Any]:
 
     def fleetgens(obj: str) -> str:
         return (f"({obj} != null && ({obj}.metadata.name.startsWith('fleetgen-') || "
-                f"{obj}.metadata.?labels['{label}'].orValue('') == '{value}'))")
+                f"{obj}.metadata.?labels[?{_cel_text(label)}].orValue('') == {_cel_text(value)}))")
 
     return _policy(cfg, OBJECTS_POLICY, {
         "matchConstraints": _rules(PROTECTED, ["CREATE", "UPDATE", "DELETE"]),
@@ -197,10 +197,11 @@ def objects_policy(cfg: ClusterConfig) -> dict[str, Any]:
         ],
         "variables": [{"name": "user", "expression": "request.userInfo.username"}],
         "validations": [{
-            "expression": ("variables.user.startsWith('system:') && "
-                           "!variables.user.startsWith('system:serviceaccount:' + request.namespace + ':') && "
-                           f"!(variables.user in {_cel_list(allowed)}) && "
-                           f"!request.userInfo.groups.exists(g, g in {_cel_list(allowed)})"),
+            "expression": " && ".join([
+                "variables.user.startsWith('system:')",
+                "!variables.user.startsWith('system:serviceaccount:' + request.namespace + ':')",
+                *([f"!(variables.user in {_cel_list(allowed)})",
+                   f"!request.userInfo.groups.exists(g, g in {_cel_list(allowed)})"] if allowed else [])]),
             "messageExpression": ("'fleetgen keeps ' + request.resource.resource + ' ' + request.name + "
                                   "' in team namespaces as the fleet repository renders them; change "
                                   "teams/ or clusters/ and let the GitOps engine apply it'"),
