@@ -179,8 +179,9 @@ def egress_policy(cfg: ClusterConfig) -> dict[str, Any]:
 def objects_policy(cfg: ClusterConfig) -> dict[str, Any]:
     """fleetgen's objects (its name prefix or its managed-by label, before or after the request) are
     refused to every request from a person, the namespace's own ServiceAccounts or an allowed system
-    subject; the GitOps engine, Kubernetes' controllers and `system:masters` pass, as does the
-    namespace controller emptying a namespace being deleted."""
+    subject; the GitOps engine, Kubernetes' controllers (the namespace controller emptying a namespace
+    being deleted is `system:serviceaccount:kube-system:namespace-controller`, or
+    `system:kube-controller-manager` without per-controller credentials) and `system:masters` pass."""
     (label, value), = MANAGED_BY.items()
     allowed = sorted(cfg.tenancy.allowed_system_subjects)
 
@@ -192,7 +193,6 @@ def objects_policy(cfg: ClusterConfig) -> dict[str, Any]:
         "matchConstraints": _rules(PROTECTED, ["CREATE", "UPDATE", "DELETE"]),
         "matchConditions": [
             {"name": "fleetgens-object", "expression": f"{fleetgens('object')} || {fleetgens('oldObject')}"},
-            {"name": "namespace-not-terminating", "expression": "!has(namespaceObject.metadata.deletionTimestamp)"},
             {"name": "not-system-masters", "expression": "!('system:masters' in request.userInfo.groups)"},
         ],
         "variables": [{"name": "user", "expression": "request.userInfo.username"}],
