@@ -621,11 +621,14 @@ class Egress(ConfigModel):
     """Where team pods may connect outside their own namespaces (besides cluster DNS)."""
 
     allow: list[StrictStr] = ["0.0.0.0/0", "::/0"]
-    """CIDRs team pods may reach (NetworkPolicy ipBlock); `[]` allows nothing beyond the namespace and DNS."""
+    """CIDRs team pods may reach (NetworkPolicy ipBlock); `[]` allows nothing beyond the namespace and DNS.
+    No NetworkPolicy in a team namespace may allow egress beyond it (`fleetgen-team-egress`)."""
     deny: list[StrictStr] = ["169.254.169.254/32", "fd00:ec2::254/128"]
     """CIDRs carved out of `allow` (ipBlock except): by default the cloud metadata endpoints, which
     hand out node credentials. Add the cluster's pod and service CIDRs to keep team pods from
-    reaching other namespaces through a CNI that matches pod IPs by ipBlock."""
+    reaching other namespaces through a CNI that matches pod IPs by ipBlock. A member's own
+    NetworkPolicy allowing any of it is refused; the CNI's cluster-wide policies (AdminNetworkPolicy,
+    Cilium's or Calico's) are the second wall (docs/how-to/tenancy.md)."""
 
     @field_validator("allow", "deny")
     @classmethod
