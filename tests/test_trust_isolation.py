@@ -213,6 +213,9 @@ def test_a_member_cannot_remove_or_loosen_fleetgens_objects(cluster: Any) -> Non
     selects_nothing = {"spec": {"podSelector": {"matchLabels": {"nobody": "here"}}}}
     assert "fleetgen keeps" in _refused(lambda: net.patch_namespaced_network_policy(
         "fleetgen-team-isolation", TEAM, selects_nothing))
+    lookalike = _policy("fleetgen-extra", [{"to": [{"podSelector": {}}]}])  # passes the egress rule
+    assert "fleetgen keeps networkpolicies fleetgen-extra" in _refused(
+        lambda: net.create_namespaced_network_policy(TEAM, lookalike))
     unlabelled = {"metadata": {"labels": {"app.kubernetes.io/managed-by": None}}}
     assert "fleetgen keeps" in _refused(lambda: net.patch_namespaced_network_policy(
         "fleetgen-team-isolation", TEAM, unlabelled))
