@@ -80,6 +80,34 @@ def test_the_gpu_quota_is_what_the_teams_queues_could_hold() -> None:
     assert quota["spec"]["hard"] == {"requests.nvidia.com/gpu": "96"}
 
 
+def test_the_isolation_policy_allows_no_address_of_the_deny_list() -> None:
+    """Each rendered ipBlock minus its `except` ranges shares no address with any `deny` CIDR, for any
+    allow and deny lists (an allow CIDR inside a deny one used to be rendered whole)."""
+    import ipaddress
+
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from generator.compile.namespace_policies import egress_blocks
+    from generator.config.cluster import Egress
+
+    cidrs = st.sampled_from(["0.0.0.0/0", "10.0.0.0/8", "10.1.0.0/16", "169.254.0.0/16", "169.254.169.254/32",
+                             "192.168.0.0/24", "::/0", "fd00::/8", "fd00:ec2::254/128"])
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.lists(cidrs, max_size=4, unique=True), st.lists(cidrs, max_size=4, unique=True))
+    def check(allow: list[str], deny: list[str]) -> None:
+        for block in egress_blocks(Egress(allow=allow, deny=deny)):
+            net = ipaddress.ip_network(block["ipBlock"]["cidr"])
+            carved = [ipaddress.ip_network(e) for e in block["ipBlock"].get("except", [])]
+            assert all(e != net and e.subnet_of(net) for e in carved), block  # type: ignore[arg-type]
+            for d in map(ipaddress.ip_network, deny):
+                if d.version == net.version and net.overlaps(d):
+                    assert any(d.subnet_of(e) for e in carved if e.version == d.version), (block, d)  # type: ignore[arg-type]
+
+    check()
+
+
 # --- the real API server --------------------------------------------------------------------------
 
 TEAM, CLUSTER = "vision", "prod-east"
@@ -111,19 +139,10 @@ def _pod(name: str, **spec: Any) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def team_namespace(quota_stack: Any) -> Any:
     """The team's rendered tenancy objects applied as the fleet's GitOps engine would; a member's client."""
-    from tests.upstream.fleet import apply
+    from tests.upstream.fleet import apply_team_namespace
     from tests.upstream.processes import wait_for
 
-    folder = REPO / "rendered" / CLUSTER / "teams"
-    for path in [folder / "clusterrole-fleetgen-team-member.yaml",
-                 *sorted(folder.glob("validatingadmissionpolicy*-fleetgen-team-tolerations.yaml"))]:
-        apply(quota_stack, yaml.safe_load(path.read_text()))
-    ns = folder / TEAM / TEAM
-    apply(quota_stack, yaml.safe_load((ns / f"namespace-{TEAM}.yaml").read_text()))
-    for path in sorted(ns.glob("*.yaml")):
-        doc = yaml.safe_load(path.read_text())
-        if doc.get("kind") not in ("Namespace", "Kustomization", "LocalQueue"):
-            apply(quota_stack, doc)
+    apply_team_namespace(quota_stack, REPO / "rendered" / CLUSTER / "teams", TEAM, TEAM)
     from kubernetes import client
 
     admin = client.CoreV1Api(quota_stack.client())

@@ -13,30 +13,28 @@ cordoned. Each of those is enforced by the API server or the CNI, not by fleetge
 - A ResourceQuota on the GPU resources at the most the team's queues could hold (guarantee plus
   what it may borrow, per pool), so admitted jobs never hit it; a LimitRange that gives
   containers without requests default ones, so Kueue and the scheduler count them.
-- A ValidatingAdmissionPolicy refusing pods that tolerate the health taint or a cordon.
+- ValidatingAdmissionPolicies on pods, NetworkPolicies and fleetgen's own objects in every team
+  namespace (compile/namespace_policies.py).
 """
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
-from generator.compile.admission import ADMISSION
 from generator.compile.kueue import team_folder
 from generator.compile.manifest import Manifest, labels
+from generator.compile.namespace_policies import (
+    DNS_LABELS,
+    DNS_PORTS,
+    ISOLATION_POLICY,
+    TEAM_NAMESPACE_LABEL,
+    egress_blocks,
+)
 from generator.config.cluster import POD_SECURITY_ORDER, ClusterConfig
 from generator.config.fleet import Loaded
 from generator.config.team import TeamConfig
-from generator.signals import HEALTH_TAINT_KEY
 
 POD_SECURITY = "pod-security.kubernetes.io"
-UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
-FORBIDDEN_TOLERATIONS = (HEALTH_TAINT_KEY, UNSCHEDULABLE_TAINT)
-"""Taints a team pod may not tolerate: fleetgen's faulty-GPU taint and the cordon's own."""
-TOLERATION_POLICY = "fleetgen-team-tolerations"
-TEAM_NAMESPACE_LABEL = "fleetgen.io/team-namespace"
-"""On every team Namespace: the tolerations policy's binding selects namespaces by it."""
-DNS_PORTS = [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]
 
 
 def pod_security_level(cfg: ClusterConfig, team: str) -> str:
@@ -73,32 +71,19 @@ def gpu_ceiling(cfg: ClusterConfig, team: TeamConfig) -> dict[str, int]:
 
 
 def _network_policy(cfg: ClusterConfig, team: str, ns: str) -> dict[str, Any]:
-    egress = cfg.tenancy.network.egress
     same_namespace: list[dict[str, Any]] = [{"podSelector": {}}]
     rules: list[dict[str, Any]] = [
         {"to": same_namespace},
-        {"to": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
-                 "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}], "ports": DNS_PORTS},
+        {"to": [{"namespaceSelector": {"matchLabels": dict(DNS_LABELS[0])},
+                 "podSelector": {"matchLabels": dict(DNS_LABELS[1])}}], "ports": DNS_PORTS},
     ]
-    if egress.allow:
-        blocks = []
-        for cidr in egress.allow:
-            inside = [d for d in egress.deny if _within(d, cidr)]
-            blocks.append({"ipBlock": {"cidr": cidr, **({"except": inside} if inside else {})}})
+    blocks = egress_blocks(cfg.tenancy.network.egress)
+    if blocks:
         rules.append({"to": blocks})
     return {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
-            "metadata": {"name": "fleetgen-team-isolation", "namespace": ns, "labels": labels(cfg.name, team)},
+            "metadata": {"name": ISOLATION_POLICY, "namespace": ns, "labels": labels(cfg.name, team)},
             "spec": {"podSelector": {}, "policyTypes": ["Ingress", "Egress"],
                      "ingress": [{"from": same_namespace}], "egress": rules}}
-
-
-@functools.lru_cache(maxsize=1024)
-def _within(inner: str, outer: str) -> bool:
-    """Is `inner` a subnet of `outer`? (once per pair: every team's policy asks the same)"""
-    import ipaddress
-
-    a, b = ipaddress.ip_network(inner), ipaddress.ip_network(outer)
-    return a.version == b.version and a.subnet_of(b)  # type: ignore[arg-type]
 
 
 def namespace_bounds(cluster: Loaded[ClusterConfig], team: Loaded[TeamConfig]) -> list[Manifest]:
@@ -124,33 +109,3 @@ def namespace_bounds(cluster: Loaded[ClusterConfig], team: Loaded[TeamConfig]) -
                                          "spec": {"limits": [{"type": "Container", "defaultRequest": requests}]}},
                                 where))
     return out
-
-
-def toleration_policy(cluster: Loaded[ClusterConfig]) -> list[Manifest]:
-    """One policy per cluster, bound to every team namespace (by the label fleetgen puts on them):
-    a pod may not tolerate the health taint or a cordon, nor every taint at once."""
-    cfg = cluster.config
-    keys = ", ".join(f"'{k}'" for k in FORBIDDEN_TOLERATIONS)
-    policy = {
-        "apiVersion": ADMISSION, "kind": "ValidatingAdmissionPolicy",
-        "metadata": {"name": TOLERATION_POLICY, "labels": labels(cfg.name)},
-        "spec": {
-            "failurePolicy": "Fail",
-            "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
-                                                    "operations": ["CREATE"], "resources": ["pods"]}]},
-            "validations": [{
-                "expression": ("!has(object.spec.tolerations) || object.spec.tolerations.all(t, "
-                               f"(has(t.key) && t.key != '' && !(t.key in [{keys}])))"),
-                "message": (f"team pods may not tolerate {' or '.join(FORBIDDEN_TOLERATIONS)}, nor every taint "
-                            "(a toleration without a key): those nodes were cordoned for a reason"),
-                "reason": "Forbidden"}],
-        },
-    }
-    binding = {
-        "apiVersion": ADMISSION, "kind": "ValidatingAdmissionPolicyBinding",
-        "metadata": {"name": TOLERATION_POLICY, "labels": labels(cfg.name)},
-        "spec": {"policyName": TOLERATION_POLICY, "validationActions": ["Deny"],
-                 "matchResources": {"namespaceSelector": {"matchLabels": {TEAM_NAMESPACE_LABEL: "true"}}}},
-    }
-    where = cluster.at("tenancy")
-    return [Manifest(("teams",), policy, where), Manifest(("teams",), binding, where)]

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from generator.compile.isolation import namespace_bounds, namespace_labels, toleration_policy
+from generator.compile.isolation import namespace_bounds, namespace_labels
 from generator.compile.kueue import team_folder
 from generator.compile.manifest import Manifest, labels
+from generator.compile.namespace_policies import namespace_policies
 from generator.config.cluster import ClusterConfig
 from generator.config.fleet import Loaded
 from generator.config.team import TeamConfig
@@ -101,7 +102,7 @@ def member_role(cluster: Loaded[ClusterConfig]) -> Manifest:
 
 def compile_tenancy(cluster: Loaded[ClusterConfig], teams: list[Loaded[TeamConfig]]) -> list[Manifest]:
     """The member ClusterRole, and Namespaces and RoleBindings of every team with quota in the cluster."""
-    out: list[Manifest] = [member_role(cluster), *toleration_policy(cluster)]
+    out: list[Manifest] = [member_role(cluster), *namespace_policies(cluster)]
     for team in teams:
         out.extend(namespaces(cluster, team))
         out.extend(role_bindings(cluster, team))

@@ -97,6 +97,10 @@ KUEUE_CHART_FRAMEWORKS: dict[tuple[int, int], tuple[str, ...]] = {
               "deployment", "statefulset", "leaderworkerset.x-k8s.io/leaderworkerset"),
 }
 MUTATING_POLICY_KUBERNETES = (1, 36)
+CEL_CIDR_KUBERNETES = (1, 31)
+"""From here admission policies may call CEL's cidr(): added to the CEL environment in 1.30, and the API
+server checks a new expression against the previous minor's environment (k8s.io/apiserver v0.36.3
+pkg/cel/environment/base.go:52-57 and 137-142), so a 1.30 server refuses a policy that calls it."""
 """The first Kubernetes minor that serves MutatingAdmissionPolicy without a feature gate."""
 FLEETGEN_FRAMEWORKS = ("batch/job", "jobset.x-k8s.io/jobset", "kubeflow.org/pytorchjob", "pod")
 """What fleetgen's own job templates and the health of its queues rely on."""
@@ -617,11 +621,14 @@ class Egress(ConfigModel):
     """Where team pods may connect outside their own namespaces (besides cluster DNS)."""
 
     allow: list[StrictStr] = ["0.0.0.0/0", "::/0"]
-    """CIDRs team pods may reach (NetworkPolicy ipBlock); `[]` allows nothing beyond the namespace and DNS."""
+    """CIDRs team pods may reach (NetworkPolicy ipBlock); `[]` allows nothing beyond the namespace and DNS.
+    No NetworkPolicy in a team namespace may allow egress beyond it (`fleetgen-team-egress`)."""
     deny: list[StrictStr] = ["169.254.169.254/32", "fd00:ec2::254/128"]
     """CIDRs carved out of `allow` (ipBlock except): by default the cloud metadata endpoints, which
     hand out node credentials. Add the cluster's pod and service CIDRs to keep team pods from
-    reaching other namespaces through a CNI that matches pod IPs by ipBlock."""
+    reaching other namespaces through a CNI that matches pod IPs by ipBlock. A member's own
+    NetworkPolicy allowing any of it is refused; the CNI's cluster-wide policies (AdminNetworkPolicy,
+    Cilium's or Calico's) are the second wall (docs/how-to/tenancy.md)."""
 
     @field_validator("allow", "deny")
     @classmethod
@@ -841,8 +848,17 @@ class ClusterConfig(ConfigModel):
         """Whether the API server serves MutatingAdmissionPolicy (admissionregistration.k8s.io/v1): GA and
         on by default from Kubernetes 1.36, off by default before (kubernetes v1.36.3
         pkg/features/kube_features.go:2270-2274)."""
+        return self._minor >= MUTATING_POLICY_KUBERNETES
+
+    @property
+    def cel_cidr(self) -> bool:
+        """Whether the cluster's admission policies may use CEL's CIDR library (CEL_CIDR_KUBERNETES)."""
+        return self._minor >= CEL_CIDR_KUBERNETES
+
+    @property
+    def _minor(self) -> tuple[int, int]:
         major, minor = (int(x) for x in self.kubernetes_version.split("."))
-        return (major, minor) >= MUTATING_POLICY_KUBERNETES
+        return major, minor
 
     def cpu_pool_passed_over(self) -> str:
         """Why CPU-only jobs skip the CPU pool under `whenCanBorrow: TryNextFlavor`, in one sentence

@@ -88,6 +88,20 @@ def apply(stack: Stack, obj: dict[str, Any], *, dry_run: bool = False, api: Any 
     return dict(out.to_dict())
 
 
+def apply_team_namespace(stack: Stack, teams: Path, team: str, namespace: str) -> None:
+    """A rendered cluster's team policies (its `teams/` folder) and one team namespace with what fleetgen
+    puts in it, as the GitOps engine applies them; not its LocalQueues (this stack may have no Kueue)."""
+    for path in [teams / "clusterrole-fleetgen-team-member.yaml",
+                 *sorted(teams.glob("validatingadmissionpolicy*-fleetgen-team-*.yaml"))]:
+        apply(stack, yaml.safe_load(path.read_text()))
+    folder = teams / team / namespace
+    apply(stack, yaml.safe_load((folder / f"namespace-{namespace}.yaml").read_text()))
+    for path in sorted(folder.glob("*.yaml")):
+        doc = yaml.safe_load(path.read_text())
+        if doc.get("kind") not in ("Namespace", "Kustomization", "LocalQueue"):
+            apply(stack, doc)
+
+
 def apply_all(stack: Stack, objects: list[dict[str, Any]], *, dry_run: bool = False) -> list[str]:
     """Apply every object in dependency order; the refusals, one line each."""
     errors = []

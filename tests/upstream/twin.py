@@ -94,10 +94,11 @@ class Twin:
     processes: dict[str, Process] = field(default_factory=dict)
 
     @classmethod
-    def start(cls, stack: Stack, logs: Path | None = None) -> Twin:
+    def start(cls, stack: Stack, logs: Path | None = None, kubelets: bool = True) -> Twin:
         """With `logs`, kwok also plays the kubelets' log endpoint: every node's kubelet port is kwok's
         HTTPS server (a certificate of the stack's CA; the API server verifies none without
-        --kubelet-certificate-authority), which serves that file as any container's log."""
+        --kubelet-certificate-authority), which serves that file as any container's log. Without
+        `kubelets`, only kube-scheduler: pods are bound, never run."""
         twin = cls(stack)
         work, kubeconfig = stack.workdir, stack.workdir / "admin.kubeconfig"
         served: list[str] = []
@@ -110,11 +111,12 @@ class Twin:
             twin.processes["kube-scheduler"] = spawn("kube-scheduler", [
                 str(tools.binary("kube-scheduler")), f"--kubeconfig={kubeconfig}", "--leader-elect=false",
                 "--secure-port=0"], work / "kube-scheduler.log")
-            twin.processes["kwok"] = spawn("kwok", [
-                str(tools.binary("kwok")), f"--kubeconfig={kubeconfig}",
-                f"--config={kwok_config(work / 'kwok.yaml', logs)}", f"--manage-nodes-with-label-selector={MANAGED}",
-                "--cidr=10.200.0.0/16", "--node-ip=127.0.0.1", *served],
-                work / "kwok.log")
+            if kubelets:
+                twin.processes["kwok"] = spawn("kwok", [
+                    str(tools.binary("kwok")), f"--kubeconfig={kubeconfig}",
+                    f"--config={kwok_config(work / 'kwok.yaml', logs)}",
+                    f"--manage-nodes-with-label-selector={MANAGED}", "--cidr=10.200.0.0/16", "--node-ip=127.0.0.1",
+                    *served], work / "kwok.log")
             # Neither serves a health endpoint here (kube-scheduler's secure port is off): up means not
             # exited at once; the tests then wait for pods to be bound and run.
             for proc in twin.processes.values():

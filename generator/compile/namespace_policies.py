@@ -1,0 +1,220 @@
+"""Admission policies on every team namespace: what a member cannot step around with `edit`.
+
+`edit` lets a member create and update pods and write NetworkPolicies in the team's namespaces
+(kubernetes v1.36.3 plugin/pkg/auth/authorizer/rbac/bootstrappolicy/policy.go:160-186). Three
+ValidatingAdmissionPolicies, enforced by the API server and bound by the label fleetgen puts on
+every team Namespace (which members cannot change: Namespaces are cluster-scoped), close what
+that leaves open:
+
+- `fleetgen-team-pod-placement`: a pod may not tolerate the health taint, a cordon or every taint,
+  on creation nor by adding tolerations later (a pod update may add tolerations), and may not name
+  `spec.nodeName` (a pod created bound skips the scheduler, and with it every taint and cordon).
+  Binding an existing pod (`pods/binding`) is the scheduler's right, which `edit` lacks.
+- `fleetgen-team-egress`: NetworkPolicies are allow-lists that add up, so a member's own policy
+  could reopen what fleetgen's leaves out. Every egress peer of any NetworkPolicy in a team
+  namespace must be one fleetgen's own policy allows: the namespace's pods, the cluster DNS, or an
+  ipBlock inside `egress.allow` that carves out every `egress.deny` range it overlaps (before
+  Kubernetes 1.31, whose policies cannot call cidr(), one of fleetgen's own ipBlocks as written).
+- `fleetgen-team-objects`: fleetgen's own NetworkPolicies, ResourceQuotas and LimitRanges in team
+  namespaces change only through the fleet repository: people (users whose name does not start
+  with `system:`), the namespace's own ServiceAccounts (which members can impersonate) and the
+  cluster's `allowedSystemSubjects` may not create, change or delete them.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from typing import Any
+
+from generator.compile.admission import ADMISSION
+from generator.compile.manifest import MANAGED_BY, Manifest, labels
+from generator.config.cluster import ClusterConfig, Egress
+from generator.config.fleet import Loaded
+from generator.signals import HEALTH_TAINT_KEY
+
+TEAM_NAMESPACE_LABEL = "fleetgen.io/team-namespace"
+"""On every team Namespace: the policies' bindings select namespaces by it."""
+UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
+FORBIDDEN_TOLERATIONS = (HEALTH_TAINT_KEY, UNSCHEDULABLE_TAINT)
+"""Taints a team pod may not tolerate: fleetgen's faulty-GPU taint and the cordon's own."""
+PLACEMENT_POLICY = "fleetgen-team-pod-placement"
+EGRESS_POLICY = "fleetgen-team-egress"
+OBJECTS_POLICY = "fleetgen-team-objects"
+ISOLATION_POLICY = "fleetgen-team-isolation"
+DNS_LABELS = ({"kubernetes.io/metadata.name": "kube-system"}, {"k8s-app": "kube-dns"})
+"""The namespace and pod labels of the cluster DNS, as fleetgen's isolation policy selects it."""
+DNS_PORTS = [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]
+PROTECTED: tuple[tuple[str, str], ...] = (("networking.k8s.io", "networkpolicies"), ("", "resourcequotas"),
+                                          ("", "limitranges"))
+"""The kinds fleetgen renders into team namespaces that a member's `edit` could reach (NetworkPolicies),
+or that a wider grant (`admin`) would: their fleetgen-made objects are kept out of members' hands."""
+
+
+def _cel_text(value: str) -> str:
+    """A CEL string literal of any text: JSON's escapes (`\\"`, `\\\\`, `\\uXXXX`) are CEL's too, and
+    a subject in `allowedSystemSubjects` may hold quotes or backslashes."""
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _cel_list(values: list[str] | tuple[str, ...]) -> str:
+    return "[" + ", ".join(_cel_text(v) for v in values) + "]"
+
+
+def _cel_map(values: dict[str, str]) -> str:
+    return "{" + ", ".join(f"{_cel_text(k)}: {_cel_text(v)}" for k, v in values.items()) + "}"
+
+
+def _policy(cfg: ClusterConfig, name: str, spec: dict[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": ADMISSION, "kind": "ValidatingAdmissionPolicy",
+            "metadata": {"name": name, "labels": labels(cfg.name)}, "spec": {"failurePolicy": "Fail", **spec}}
+
+
+def _binding(cfg: ClusterConfig, name: str) -> dict[str, Any]:
+    return {"apiVersion": ADMISSION, "kind": "ValidatingAdmissionPolicyBinding",
+            "metadata": {"name": name, "labels": labels(cfg.name)},
+            "spec": {"policyName": name, "validationActions": ["Deny"],
+                     "matchResources": {"namespaceSelector": {"matchLabels": {TEAM_NAMESPACE_LABEL: "true"}}}}}
+
+
+def _rules(resources: tuple[tuple[str, str], ...], operations: list[str]) -> dict[str, Any]:
+    by_group: dict[str, list[str]] = {}
+    for group, resource in resources:
+        by_group.setdefault(group, []).append(resource)
+    return {"resourceRules": [{"apiGroups": [g], "apiVersions": ["*"], "operations": operations,
+                               "resources": sorted(r)} for g, r in sorted(by_group.items())]}
+
+
+def placement_policy(cfg: ClusterConfig) -> dict[str, Any]:
+    """Tolerations checked on creation and on every update that adds one (tolerations a pod already
+    had pass, so pods from before the policy can still be updated and finish); `spec.nodeName` on
+    creation (the API server never lets an update change it)."""
+    keys = _cel_list(FORBIDDEN_TOLERATIONS)
+    return _policy(cfg, PLACEMENT_POLICY, {
+        "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
+                                                "operations": ["CREATE", "UPDATE"], "resources": ["pods"]}]},
+        "variables": [
+            {"name": "before", "expression": "oldObject == null ? [] : oldObject.spec.?tolerations.orValue([])"},
+        ],
+        "validations": [
+            {"expression": ("object.spec.?tolerations.orValue([]).all(t, t in variables.before || "
+                            f"(t.?key.orValue('') != '' && !(t.key in {keys})))"),
+             "message": (f"team pods may not tolerate {' or '.join(FORBIDDEN_TOLERATIONS)}, nor every taint "
+                         "(a toleration without a key), when created or by an update: those nodes were cordoned "
+                         "for a reason"),
+             "reason": "Forbidden"},
+            {"expression": "oldObject != null || object.spec.?nodeName.orValue('') == ''",
+             "message": ("team pods may not set spec.nodeName: a pod created on a node skips the scheduler and "
+                         "every taint and cordon; choose nodes with a nodeSelector or node affinity"),
+             "reason": "Forbidden"},
+        ],
+    })
+
+
+@functools.lru_cache(maxsize=1024)
+def _within(inner: str, outer: str) -> bool:
+    """Is `inner` a subnet of `outer`? (once per pair: every team's policy asks the same)"""
+    import ipaddress
+
+    a, b = ipaddress.ip_network(inner), ipaddress.ip_network(outer)
+    return a.version == b.version and a.subnet_of(b)  # type: ignore[arg-type]
+
+
+def egress_blocks(egress: Egress) -> list[dict[str, Any]]:
+    """The ipBlock peers of fleetgen's isolation policy: each `allow` CIDR with the `deny` ranges inside
+    it as `except`; none for an `allow` CIDR wholly inside a `deny` one (nothing of it is left)."""
+    blocks = []
+    for cidr in egress.allow:
+        if any(_within(cidr, d) for d in egress.deny):
+            continue
+        inside = [d for d in egress.deny if _within(d, cidr)]
+        blocks.append({"ipBlock": {"cidr": cidr, **({"except": inside} if inside else {})}})
+    return blocks
+
+
+def _peer_allowed(cfg: ClusterConfig, blocks: list[dict[str, Any]]) -> str:
+    """CEL over an egress peer `p` of rule `r`: a peer fleetgen's own policy also allows (the
+    namespace's pods, the DNS pods on port 53, or one of its ipBlocks `blocks`). Where the API server
+    offers CEL's CIDR library, any ipBlock inside `allow` that carves out every `deny` range it
+    overlaps, too (CIDRs nest or are apart, so overlapping is containing either way)."""
+    namespace, pods = DNS_LABELS
+    same_namespace = "(!has(p.namespaceSelector) && !has(p.ipBlock))"
+    dns = (f"(p.?namespaceSelector.?matchLabels.orValue({{}}) == {_cel_map(namespace)} "
+           "&& !has(p.namespaceSelector.matchExpressions) "
+           f"&& p.?podSelector.?matchLabels.orValue({{}}) == {_cel_map(pods)} "
+           "&& !has(p.podSelector.matchExpressions) "
+           "&& r.?ports.orValue([]).size() > 0 && r.ports.all(x, x.?port.orValue(0) == 53 && !has(x.endPort)))")
+    ours = [f"(p.ipBlock.cidr == {_cel_text(b['cidr'])} && p.ipBlock.?except.orValue([]) == "
+            f"{_cel_list(b.get('except', []))})" for b in (block["ipBlock"] for block in blocks)]
+    if cfg.cel_cidr:
+        ours.append("(variables.allow.exists(a, cidr(a).containsCIDR(p.ipBlock.cidr)) && variables.deny.all(d, "
+                    "!(cidr(p.ipBlock.cidr).containsCIDR(d) || cidr(d).containsCIDR(p.ipBlock.cidr)) "
+                    "|| p.ipBlock.?except.orValue([]).exists(e, cidr(e).containsCIDR(d))))")
+    ip_block = f"(has(p.ipBlock) && ({' || '.join(ours) or 'false'}))"
+    return f"{same_namespace} || {dns} || {ip_block}"
+
+
+def egress_policy(cfg: ClusterConfig) -> dict[str, Any]:
+    """Every egress rule names its peers (an empty `to` is every destination), each one fleetgen's
+    isolation policy allows too: the union of a namespace's policies then allows no more egress than
+    fleetgen's alone. Ingress stays the team's to open: it exposes only the team's own pods."""
+    egress = cfg.tenancy.network.egress
+    return _policy(cfg, EGRESS_POLICY, {
+        "matchConstraints": _rules((("networking.k8s.io", "networkpolicies"),), ["CREATE", "UPDATE"]),
+        **({"variables": [{"name": "allow", "expression": _cel_list(egress.allow)},
+                          {"name": "deny", "expression": _cel_list(egress.deny)}]} if cfg.cel_cidr else {}),
+        "validations": [{
+            "expression": ("object.spec.?egress.orValue([]).all(r, r.?to.orValue([]).size() > 0 && "
+                           f"r.to.all(p, {_peer_allowed(cfg, egress_blocks(egress))}))"),
+            "message": ("egress in a team namespace is what the cluster file allows (tenancy.network.egress): a "
+                        "NetworkPolicy here may allow only the namespace's own pods, the cluster DNS on port 53, and "
+                        + (f"ipBlocks inside {', '.join(egress.allow) or 'nothing'} that carve out (except) "
+                           f"{', '.join(egress.deny) or 'nothing'}" if cfg.cel_cidr else
+                           f"the ipBlocks of {ISOLATION_POLICY}")
+                        + "; every egress rule must list its peers in `to`"),
+            "reason": "Forbidden"}],
+    })
+
+
+def objects_policy(cfg: ClusterConfig) -> dict[str, Any]:
+    """fleetgen's objects (its name prefix or its managed-by label, before or after the request) are
+    refused to every request from a person, the namespace's own ServiceAccounts or an allowed system
+    subject; the GitOps engine, Kubernetes' controllers (the namespace controller emptying a namespace
+    being deleted is `system:serviceaccount:kube-system:namespace-controller`, or
+    `system:kube-controller-manager` without per-controller credentials) and `system:masters` pass."""
+    (label, value), = MANAGED_BY.items()
+    allowed = sorted(cfg.tenancy.allowed_system_subjects)
+
+    def fleetgens(obj: str) -> str:
+        return (f"({obj} != null && ({obj}.metadata.name.startsWith('fleetgen-') || "
+                f"{obj}.metadata.?labels[?{_cel_text(label)}].orValue('') == {_cel_text(value)}))")
+
+    return _policy(cfg, OBJECTS_POLICY, {
+        "matchConstraints": _rules(PROTECTED, ["CREATE", "UPDATE", "DELETE"]),
+        "matchConditions": [
+            {"name": "fleetgens-object", "expression": f"{fleetgens('object')} || {fleetgens('oldObject')}"},
+            {"name": "not-system-masters", "expression": "!('system:masters' in request.userInfo.groups)"},
+        ],
+        "variables": [{"name": "user", "expression": "request.userInfo.username"}],
+        "validations": [{
+            "expression": " && ".join([
+                "variables.user.startsWith('system:')",
+                "!variables.user.startsWith('system:serviceaccount:' + request.namespace + ':')",
+                *([f"!(variables.user in {_cel_list(allowed)})",
+                   f"!request.userInfo.groups.exists(g, g in {_cel_list(allowed)})"] if allowed else [])]),
+            "messageExpression": ("'fleetgen keeps ' + request.resource.resource + ' ' + request.name + "
+                                  "' in team namespaces as the fleet repository renders them; change "
+                                  "teams/ or clusters/ and let the GitOps engine apply it'"),
+            "reason": "Forbidden"}],
+    })
+
+
+def namespace_policies(cluster: Loaded[ClusterConfig]) -> list[Manifest]:
+    """The three policies and their bindings, once per cluster (the egress one with network isolation)."""
+    cfg = cluster.config
+    where = cluster.at("tenancy")
+    policies = [placement_policy(cfg), objects_policy(cfg)]
+    if cfg.tenancy.network.isolate:
+        policies.append(egress_policy(cfg))
+    return [Manifest(("teams",), body, where) for policy in policies
+            for body in (policy, _binding(cfg, policy["metadata"]["name"]))]
