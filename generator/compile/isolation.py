@@ -25,11 +25,11 @@ from generator.compile.kueue import team_folder
 from generator.compile.manifest import Manifest, labels
 from generator.compile.namespace_policies import (
     DNS_LABELS,
-    DNS_PORTS,
     ISOLATION_POLICY,
     TEAM_NAMESPACE_LABEL,
     egress_blocks,
 )
+from generator.compile.podnetwork import DNS_PORTS
 from generator.config.cluster import POD_SECURITY_ORDER, ClusterConfig
 from generator.config.fleet import Loaded
 from generator.config.team import TeamConfig

@@ -29,6 +29,7 @@ from typing import Any
 
 from generator.compile.admission import ADMISSION
 from generator.compile.manifest import MANAGED_BY, Manifest, labels
+from generator.compile.podnetwork import DNS
 from generator.config.cluster import ClusterConfig, Egress
 from generator.config.fleet import Loaded
 from generator.signals import HEALTH_TAINT_KEY
@@ -42,9 +43,8 @@ PLACEMENT_POLICY = "fleetgen-team-pod-placement"
 EGRESS_POLICY = "fleetgen-team-egress"
 OBJECTS_POLICY = "fleetgen-team-objects"
 ISOLATION_POLICY = "fleetgen-team-isolation"
-DNS_LABELS = ({"kubernetes.io/metadata.name": "kube-system"}, {"k8s-app": "kube-dns"})
+DNS_LABELS = (DNS["namespaceSelector"]["matchLabels"], DNS["podSelector"]["matchLabels"])
 """The namespace and pod labels of the cluster DNS, as fleetgen's isolation policy selects it."""
-DNS_PORTS = [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]
 PROTECTED: tuple[tuple[str, str], ...] = (("networking.k8s.io", "networkpolicies"), ("", "resourcequotas"),
                                           ("", "limitranges"))
 """The kinds fleetgen renders into team namespaces that a member's `edit` could reach (NetworkPolicies),
