@@ -295,3 +295,50 @@ def test_the_backoff_is_client_gos() -> None:
     assert [round(high.next(), 6) for _ in range(7)] == [1.6, 3.2, 6.4, 12.8, 25.6, 51.2, 60.0]
     clock.now += 121
     assert low.next() == 0.8 and low.next() == 1.6
+
+
+def test_a_page_larger_than_any_node_list_ends_the_list(server: FaultProxy, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A page past `LIST_MAX_PAGE_BYTES` (here 4 KiB, for time; 64 MiB in the reconciler) is a list
+    failure named as such, read no further than the bound: before, the whole answer was held in
+    memory, however large."""
+    monkeypatch.setattr(nodes_module, "LIST_MAX_PAGE_BYTES", 4096, raising=False)
+    server.add("GET", LIST, 200, body=node_list(*(node(f"n-{i}") for i in range(100))))
+    with pytest.raises(ListFailed, match="a page was larger than 0 MiB"):
+        list_nodes(api_of(server), POOLS)
+
+
+BOOKMARK = b'{"type": "BOOKMARK", "object": {"kind": "Node", "metadata": {"resourceVersion": "7"}}}\n'
+
+
+@pytest.mark.parametrize("body", [b"{" + b" " * 100_000, BOOKMARK + b"[" * 100_000],
+                         ids=["one-endless-line", "after-an-event"])
+def test_a_watch_line_that_never_ends_breaks_the_watch(server: FaultProxy, monkeypatch: pytest.MonkeyPatch,
+                                                       body: bytes) -> None:
+    """A watch that sends bytes with no end of line (here past 4 KiB; 16 MiB in the reconciler) is a
+    broken watch, before its line fills memory: the client's own reader kept buffering it."""
+    from generator.reconciler import informer
+
+    monkeypatch.setattr(informer, "WATCH_MAX_LINE_BYTES", 4096, raising=False)
+    server.add("GET", LIST, 200, body=node_list(node("a")))
+    cache = NodeCache(api_of(server), POOLS)
+    cache.relist()
+    server.add("GET", WATCH, 200, body=body, times=1)
+    with pytest.raises(informer.Broken, match="a watch line longer than 0 MiB"):
+        cache.watch()
+    assert cache.version == ("7" if body.startswith(BOOKMARK) else "5")
+
+
+def test_watch_lines_split_as_they_come() -> None:
+    """The watch's line reader: lines split across reads and several in one read come out whole,
+    in order; a line the stream ended in the middle of is dropped (the connection dropped)."""
+    from generator.reconciler.informer import _lines
+
+    class Answer:
+        def __init__(self, *reads: bytes) -> None:
+            self.reads = list(reads)
+
+        def read1(self, amt: int) -> bytes:
+            return self.reads.pop(0) if self.reads else b""
+
+    answer = Answer(b'{"a"', b": 1}\n{\"b\": 2}\n\n{\"c\"", b": 3}\n{\"cut")
+    assert list(_lines(answer)) == [b'{"a": 1}', b'{"b": 2}', b"", b'{"c": 3}']

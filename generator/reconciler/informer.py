@@ -24,7 +24,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from generator.jobs.connection import timeout
@@ -44,6 +44,9 @@ STALE_SECONDS = 60.0
 SHORT_SECONDS = 1.0
 """A watch that ends sooner than this without one event counts as failed and is retried after a
 backoff, as client-go's reflector does (v0.36.3 tools/cache/reflector.go:1096-1099)."""
+WATCH_MAX_LINE_BYTES = 16 << 20
+"""Longest watch line (one event): a Node is at most what etcd stores in one value (1.5 MiB by
+default), so a line far past that is a server that will not end it, cut off before it fills memory."""
 log = logging.getLogger("fleetgen.health")
 
 
@@ -139,7 +142,6 @@ class NodeCache:
         Short when it ends within `SHORT_SECONDS` with no event at all."""
         from kubernetes import client
         from kubernetes.client.exceptions import ApiException
-        from kubernetes.watch.watch import iter_resp_lines
 
         connect, _ = timeout(self.api)
         started, events = self.monotonic(), self.events  # before the request, as client-go (reflector.go:583)
@@ -154,7 +156,7 @@ class NodeCache:
                 raise Expired(f"resourceVersion {self.version} is gone") from None
             raise
         try:
-            for line in iter_resp_lines(response):
+            for line in _lines(response):
                 if line:
                     self.apply(line)
                 if stop is not None and stop.is_set():
@@ -249,3 +251,21 @@ class NodeCache:
         thread = threading.Thread(target=self.run, args=(stop,), name="node-watch", daemon=True)
         thread.start()
         return thread
+
+
+def _lines(response: Any) -> Iterator[bytes]:
+    """A watch stream's lines as they come, in time linear in its bytes (the client's own
+    `iter_resp_lines` copies what is left of its buffer at every line), and Broken at a line longer
+    than `WATCH_MAX_LINE_BYTES`."""
+    buffer = bytearray()
+    while chunk := response.read1(1 << 20):  # what has come, at most 1 MiB (stream() may wait for more)
+        buffer += chunk
+        start = 0
+        while (end := buffer.find(b"\n", start)) != -1:
+            yield bytes(buffer[start:end])
+            start = end + 1
+        del buffer[:start]
+        if len(buffer) > WATCH_MAX_LINE_BYTES:
+            raise Broken(f"a watch line longer than {WATCH_MAX_LINE_BYTES >> 20} MiB, more than any Node")
+    # a line the stream ended in the middle of is not an event (the connection dropped): the next
+    # watch resumes from the last version applied, as with the client's own reader

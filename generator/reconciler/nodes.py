@@ -63,6 +63,10 @@ LIST_MAX_NODES = 50_000
 """Most Nodes one list may carry: ten times the 5,000 Nodes Kubernetes supports in one cluster."""
 LIST_MAX_PAGES = 2 * LIST_MAX_NODES // PAGE
 """Most pages one list may take (twice what the Nodes need, for pages a server answers short)."""
+LIST_MAX_PAGE_BYTES = 64 << 20
+"""Most bytes one page may hold: 250 Nodes of 256 KiB each (the kubelet reports at most 50 images,
+so a Node is some 14 KB), the same bound as a Prometheus or Loki answer; a server sending more is
+cut off before the reconciler's memory is (512 MiB in its pod)."""
 LIST_DEADLINE_SECONDS = 120.0
 """Longest one list may take, all pages together (10,000 Nodes: about 1 s; see Benchmarks)."""
 MAX_WAIT_SECONDS = 10.0
@@ -373,11 +377,17 @@ def _take(found: list[Any], first: int, pools: list[PoolSelector], into: NodeLis
 
 def _body(page: Any, deadline: float, monotonic: Callable[[], float]) -> bytes:
     """A page's bytes, read a piece at a time so that a server dripping its answer is cut off at the
-    deadline (a read timeout alone counts per piece, not per answer)."""
+    deadline (a read timeout alone counts per piece, not per answer), and one sending too much at
+    `LIST_MAX_PAGE_BYTES`."""
     parts: list[bytes] = []
+    size = 0
     try:
         while chunk := page.read1(1 << 20):
             parts.append(chunk)
+            size += len(chunk)
+            if size > LIST_MAX_PAGE_BYTES:
+                raise ListFailed(f"a page was larger than {LIST_MAX_PAGE_BYTES >> 20} MiB, more than {PAGE} "
+                                 "Nodes take: the API server answers something that is not a Node list")
             if monotonic() > deadline:
                 raise ListFailed(f"it took more than {LIST_DEADLINE_SECONDS:.0f} s: the API server "
                                  "answers too slowly")
