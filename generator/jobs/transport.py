@@ -17,14 +17,20 @@ the client raises, and the caller gets urllib3's ReadTimeoutError, as for a serv
 
 An answer that is not JSON (a proxy's login page, a body cut short, JSON nested deeper than Python's
 reader recurses) would be a traceback from inside the client: it is a NotTheApi instead.
+
+The reconciler's Prometheus and Loki queries go through urllib.request, whose `timeout` is the same
+per-read socket timeout (http.client sets it once on the socket): `read_within` gives them the same
+deadline, its connections made by http.client classes that join the watch the same way.
 """
 
 from __future__ import annotations
 
 import contextlib
+import http.client
 import re
 import socket
 import threading
+import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
@@ -131,6 +137,43 @@ class _Pool(HTTPConnectionPool):
 
 class _TLSPool(HTTPSConnectionPool):
     ConnectionCls = _TLSConnection
+
+
+class _StdlibConnection(http.client.HTTPConnection):
+    """urllib.request's plain connection, joining the current request's watch when it connects."""
+
+    def connect(self) -> None:
+        super().connect()
+        _watched(self)  # type: ignore[arg-type]  # _shut needs only .sock
+
+
+class _StdlibTLSConnection(_StdlibConnection, http.client.HTTPSConnection):
+    pass
+
+
+class _HTTPHandler(urllib.request.HTTPHandler):
+    def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+        return self.do_open(_StdlibConnection, req)
+
+
+class _HTTPSHandler(urllib.request.HTTPSHandler):
+    def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+        return self.do_open(_StdlibTLSConnection, req)
+
+
+def read_within(seconds: float, request: urllib.request.Request, limit: int) -> bytes:
+    """Up to `limit` bytes of the answer to `request` (urllib.request, proxies from the environment
+    as usual), failing with TimeoutError once `seconds` have passed, however the server trickles
+    its headers or body; urllib's HTTPError and URLError pass as they come."""
+    opener = urllib.request.build_opener(_HTTPHandler, _HTTPSHandler)
+    with _deadline(seconds) as watch:
+        try:
+            with opener.open(request, timeout=seconds) as response:
+                return bytes(response.read(limit))
+        except Exception:
+            if watch.expired:  # what a shut-down socket raised: a reset, an incomplete read, ...
+                raise TimeoutError(f"no complete answer within {seconds:g} s") from None
+            raise
 
 
 def watch_connections(pool_manager: Any) -> None:

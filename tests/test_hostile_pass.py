@@ -1,0 +1,107 @@
+"""Issue 52's hostile-input pass: what an attacker in a server's place, in a file or in an argument
+found, one case per defect, each run the way the command meets it.
+
+Prometheus and Loki are played by a loopback socket that answers as no real server would (a
+trickle, a status line or header that is not HTTP): a real Prometheus cannot be made to, and a
+proxy, a compromised pod or a hostile server in its place can.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from generator.reconciler.sources import KERNEL_LOG_SIGNAL, XID_METRIC_SIGNAL, LokiSource, PrometheusSource
+
+NODES = ["gpu-0", "gpu-1"]
+TIMEOUT = 0.25
+"""The sources' timeout in these tests; a whole query must end within it (plus scheduling slack)."""
+HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+SERVER_ANSWERS: dict[str, tuple[bytes, float]] = {
+    # (bytes sent, seconds between bytes)
+    "trickled-headers": (HEAD + b"X-Pad: " + b"a" * 4000 + b"\r\n\r\n{}", 0.05),
+    "trickled-body": (HEAD + b"\r\n" + b" " * 4000 + b"{}", 0.05),
+    "not-a-status-line": (b"SSH-2.0-OpenSSH_9.6\r\n\r\n", 0),
+    "header-too-long": (b"HTTP/1.1 200 OK\r\nX: " + b"a" * 70_000 + b"\r\n\r\n", 0),
+    "too-many-headers": (b"HTTP/1.1 200 OK\r\n" + b"X: a\r\n" * 200 + b"\r\n", 0),
+    "broken-chunk": (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nZZZ\r\n", 0),
+}
+
+
+class Hostile:
+    """Loopback servers sending one answer to every request, counting the requests."""
+
+    def __init__(self) -> None:
+        self.listeners: list[socket.socket] = []
+        self.requests = 0
+
+    def within(self, started: float) -> bool:
+        """Every request ended within the sources' timeout (plus slack for a loaded machine)."""
+        return time.monotonic() - started < max(self.requests, 1) * (TIMEOUT + 0.5)
+
+
+@pytest.fixture
+def hostile() -> Iterator[Hostile]:
+    servers = Hostile()
+    yield servers
+    for listener in servers.listeners:
+        listener.close()
+
+
+def _serve(servers: Hostile, answer: bytes, gap: float) -> str:
+    """A loopback server sending `answer` to every request, `gap` seconds between its bytes."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    servers.listeners.append(listener)
+
+    def one(conn: socket.socket) -> None:
+        servers.requests += 1
+        with conn:
+            conn.recv(65536)
+            try:
+                if not gap:
+                    conn.sendall(answer)
+                    conn.shutdown(socket.SHUT_WR)
+                for byte in answer if gap else b"":
+                    conn.sendall(bytes([byte]))
+                    time.sleep(gap)
+                time.sleep(0.2)
+            except OSError:  # the client gave up: what the test wants
+                pass
+
+    def accept() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=one, args=(conn,), daemon=True).start()
+
+    threading.Thread(target=accept, daemon=True).start()
+    return f"http://127.0.0.1:{listener.getsockname()[1]}"
+
+
+@pytest.mark.parametrize("case", SERVER_ANSWERS)
+def test_a_prometheus_answer_that_is_not_http_or_never_ends_is_unknown_in_time(hostile: Hostile,
+                                                                                case: str) -> None:
+    """Before: a trickled answer held the loop as long as the server liked (the timeout bounds each
+    read, not the answer), and http.client's errors for a bad status line, header or chunk escaped
+    the source as a traceback of the whole loop."""
+    url = _serve(hostile, *SERVER_ANSWERS[case])
+    started = time.monotonic()
+    observed = PrometheusSource(url, timeout=TIMEOUT).observe(NODES)
+    assert hostile.within(started)
+    assert all(XID_METRIC_SIGNAL in observed[node].unknown_signals for node in NODES)
+
+
+@pytest.mark.parametrize("case", SERVER_ANSWERS)
+def test_a_loki_answer_that_is_not_http_or_never_ends_is_unknown_in_time(hostile: Hostile,
+                                                                          case: str) -> None:
+    url = _serve(hostile, *SERVER_ANSWERS[case])
+    started = time.monotonic()
+    observed = LokiSource(url, timeout=TIMEOUT).observe(NODES)
+    assert hostile.within(started)
+    assert all(KERNEL_LOG_SIGNAL in observed[node].unknown_signals for node in NODES)
