@@ -8,14 +8,21 @@ proxy, a compromised pod or a hostile server in its place can.
 
 from __future__ import annotations
 
+import pickle
+import shutil
 import socket
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
+from generator.emit import ForeignJournal
+from generator.errors import UsageError
 from generator.reconciler.sources import KERNEL_LOG_SIGNAL, XID_METRIC_SIGNAL, LokiSource, PrometheusSource
+from generator.repofiles import LINK_FIX, LINK_REASON, UnsafePath
+from tests.conftest import REPO, git, run
 
 NODES = ["gpu-0", "gpu-1"]
 TIMEOUT = 0.25
@@ -105,3 +112,23 @@ def test_a_loki_answer_that_is_not_http_or_never_ends_is_unknown_in_time(hostile
     observed = LokiSource(url, timeout=TIMEOUT).observe(NODES)
     assert hostile.within(started)
     assert all(KERNEL_LOG_SIGNAL in observed[node].unknown_signals for node in NODES)
+
+
+def test_a_link_the_diff_helper_refuses_is_named_not_an_internal_error(repo: Path) -> None:
+    """Before: the helper process sent its UnsafePath to the parent pickled, and unpickling called
+    UnsafePath(message) without its other arguments: `internal error TypeError`."""
+    shutil.copytree(REPO / "rendered", repo / "rendered")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "rendered")
+    shutil.rmtree(repo / "teams")
+    (repo / "teams").symlink_to(REPO / "teams")
+    res = run(repo, "diff", "--rendered")
+    assert res.code == 2, res.err
+    assert res.err.startswith("teams is a symbolic link; fleetgen does not follow links"), res.err
+
+
+@pytest.mark.parametrize("error", [UnsafePath("teams", LINK_REASON, LINK_FIX), ForeignJournal("is not JSON")],
+                         ids=type)
+def test_every_usage_error_crosses_a_process_as_it_is(error: UsageError) -> None:
+    again = pickle.loads(pickle.dumps(error))
+    assert type(again) is type(error) and str(again) == str(error) and vars(again) == vars(error)
