@@ -8,7 +8,9 @@ proxy, a compromised pod or a hostile server in its place can.
 
 from __future__ import annotations
 
+import json
 import pickle
+import re
 import shutil
 import socket
 import threading
@@ -20,9 +22,11 @@ import pytest
 
 from generator.emit import ForeignJournal
 from generator.errors import UsageError
+from generator.jobs.transport import NotTheApi, read_answer
 from generator.reconciler.sources import KERNEL_LOG_SIGNAL, XID_METRIC_SIGNAL, LokiSource, PrometheusSource
 from generator.repofiles import LINK_FIX, LINK_REASON, UnsafePath
 from tests.conftest import REPO, git, run
+from tests.faultproxy import FaultProxy
 
 NODES = ["gpu-0", "gpu-1"]
 TIMEOUT = 0.25
@@ -132,3 +136,53 @@ def test_a_link_the_diff_helper_refuses_is_named_not_an_internal_error(repo: Pat
 def test_every_usage_error_crosses_a_process_as_it_is(error: UsageError) -> None:
     again = pickle.loads(pickle.dumps(error))
     assert type(again) is type(error) and str(again) == str(error) and vars(again) == vars(error)
+
+
+@pytest.fixture
+def front() -> Iterator[FaultProxy]:
+    """A fake API server: every request meets a fault with its own answer (nothing is forwarded)."""
+    alone = FaultProxy("https://127.0.0.1:9", Path("/nonexistent"))
+    alone.serve()
+    yield alone
+    alone.shutdown()
+
+
+NOT_OBJECTS: dict[str, tuple[object, str]] = {
+    # (custom-object answer, what the error says is wrong with it)
+    "items-not-a-list": ({"kind": "JobSetList", "metadata": {}, "items": 5}, "items is not a list"),
+    "item-not-an-object": ({"kind": "JobSetList", "metadata": {}, "items": ["x"]}, "items[0]: not an object"),
+    "item-without-name": ({"kind": "JobSetList", "metadata": {}, "items": [{"metadata": {}}]},
+                          "items[0]: metadata.name is not a string"),
+    "metadata-a-list": ({"kind": "JobSet", "metadata": ["x"]}, "metadata is not an object"),
+    "status-a-string": ({"kind": "JobSet", "metadata": {"name": "x"}, "status": "ok"}, "status is not an object"),
+    "conditions-strings": ({"kind": "JobSet", "metadata": {"name": "x"}, "status": {"conditions": ["ok"]}},
+                           "status.conditions is not a list of objects"),
+    "a-number": (5, "a JSON int, not an object"),
+}
+
+
+@pytest.mark.parametrize("case", NOT_OBJECTS)
+def test_a_custom_object_answer_of_the_wrong_shape_is_the_servers_fault(case: str) -> None:
+    """Custom objects come back from the client as plain JSON, indexed by every caller."""
+    answer, wrong = NOT_OBJECTS[case]
+    with pytest.raises(NotTheApi, match=re.escape(f"JSON that is not a Kubernetes object or list ({wrong})")):
+        read_answer("the cluster at https://x", json.dumps(answer), "object", "application/json",
+                    lambda text, kind, media: json.loads(text))
+
+
+def test_the_real_shapes_pass() -> None:
+    for answer in ({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success"},
+                   {"kind": "JobSetList", "metadata": {"continue": ""}, "items": []},
+                   {"kind": "JobSet", "metadata": {"name": "x"}, "spec": {}, "status": {"conditions": [{}]}}):
+        assert read_answer("x", json.dumps(answer), "object", None, lambda text, kind, media: json.loads(text)) \
+            == answer
+
+
+def test_job_list_given_items_that_are_not_a_list_names_the_cluster(front: FaultProxy) -> None:
+    """Before: `internal error TypeError: 'int' object is not iterable`."""
+    front.add("*", "", 200, body=json.dumps(NOT_OBJECTS["items-not-a-list"][0]).encode())
+    res = run(REPO, "job", "list", "--team", "vision", "--server", front.url, "--token", "t")
+    assert res.code == 2, res.err
+    assert f"the cluster at {front.url} answered with JSON that is not a Kubernetes object or list (items is " \
+        "not a list)" in res.err, res.err
+

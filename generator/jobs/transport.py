@@ -68,13 +68,52 @@ def read_answer(where: str, text: str, response_type: str, content_type: str | N
     if not text:
         raise NotTheApi(where, "an empty answer")
     try:
-        return read(text, response_type, "application/json")
+        answer = read(text, response_type, "application/json")
     except RecursionError:
         raise NotTheApi(where, "JSON nested deeper than Python reads") from None
     except ValueError as exc:
         raise NotTheApi(where, f"text that is not JSON, or JSON cut short ({exc})") from None
     except (TypeError, AttributeError, KeyError) as exc:
         raise NotTheApi(where, f"JSON that is not the Kubernetes object asked for ({type(exc).__name__})") from None
+    wrong = not_an_object(answer) if response_type == "object" else None
+    if wrong is not None:
+        raise NotTheApi(where, f"JSON that is not a Kubernetes object or list ({wrong})")
+    return answer
+
+
+SHAPE: dict[str, type] = {"metadata": dict, "spec": dict, "status": dict}
+"""What every object's top-level fields are (meta/v1 ObjectMeta; spec and status are objects by
+API convention), where an answer has them."""
+
+
+def not_an_object(answer: object) -> str | None:
+    """What makes a custom-object answer (the client returns it as plain JSON, unchecked) not an
+    object, or not a list of `items` that are objects with a metadata.name; None when it is fine.
+    Callers index these fields, so an answer without them is the server's fault, not a KeyError of
+    ours. Discovery documents (connection.get_json) have neither `metadata` nor `items`."""
+    if not isinstance(answer, dict):
+        return f"a JSON {type(answer).__name__}, not an object"
+    if answer.get("kind") == "Status":  # what a delete answers; its `status` is a string
+        return None
+    if "items" in answer:
+        items = answer["items"]
+        if not isinstance(items, list):
+            return "items is not a list"
+        return next((f"items[{i}]: {wrong}" for i, item in enumerate(items)
+                     if (wrong := _object(item) if isinstance(item, dict) else "not an object") is not None), None)
+    return _object(answer) if "metadata" in answer else None
+
+
+def _object(item: dict[str, Any]) -> str | None:
+    for name, kind in SHAPE.items():
+        if name in item and not isinstance(item[name], kind):
+            return f"{name} is not an object"
+    if not isinstance(item.get("metadata", {}).get("name"), str):
+        return "metadata.name is not a string"
+    conditions = item.get("status", {}).get("conditions", [])
+    if not isinstance(conditions, list) or not all(isinstance(c, dict) for c in conditions):
+        return "status.conditions is not a list of objects"
+    return None
 
 
 class _Watch:
