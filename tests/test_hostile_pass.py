@@ -186,3 +186,34 @@ def test_job_list_given_items_that_are_not_a_list_names_the_cluster(front: Fault
     assert f"the cluster at {front.url} answered with JSON that is not a Kubernetes object or list (items is " \
         "not a list)" in res.err, res.err
 
+
+NOWHERE = ["--server", "http://127.0.0.1:9", "--token", "t"]
+SECONDS_ARGS: dict[str, list[str]] = {
+    # before: nan reached the API client (`internal error ValidationError`), inf and 1e300 a timer
+    # thread (OverflowError traceback), and the render lock's wait and job wait took them as given
+    "request-timeout-nan": ["job", "list", "--request-timeout", "nan", *NOWHERE],
+    "request-timeout-inf": ["job", "list", "--request-timeout", "inf", *NOWHERE],
+    "request-timeout-1e300": ["job", "list", "--request-timeout", "1e300", *NOWHERE],
+    "lock-timeout-nan": ["render", "--lock-timeout", "nan"],
+    "wait-timeout-inf": ["job", "wait", "x", "-n", "vision", "--timeout", "inf", *NOWHERE],
+    "wait-interval-nan": ["job", "wait", "x", "-n", "vision", "--interval", "nan", *NOWHERE],
+}
+
+
+@pytest.mark.parametrize("case", SECONDS_ARGS)
+def test_seconds_that_no_timer_can_wait_are_a_usage_error(fleet_root: Path, case: str) -> None:
+    res = run(fleet_root, *SECONDS_ARGS[case])
+    assert res.code == 2 and "is not a number of seconds this platform can wait" in res.err, res.err
+
+
+def test_a_token_with_a_line_break_is_refused_before_any_request(tmp_path: Path) -> None:
+    """Before: `internal error ValueError: Invalid header value b'Bearer a\\nb'` (http.client)."""
+    res = run(REPO, "job", "list", "--server", "http://127.0.0.1:9", "--token", "a\nb")
+    assert res.code == 2 and res.err.startswith("the bearer token holds a control character"), res.err
+    config = {"apiVersion": "v1", "kind": "Config", "current-context": "x",
+              "clusters": [{"name": "c", "cluster": {"server": "http://127.0.0.1:9"}}],
+              "users": [{"name": "u", "user": {"token": "a\r\nX-Injected: 1"}}],
+              "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}]}
+    (tmp_path / "kubeconfig").write_text(json.dumps(config))
+    res = run(REPO, "job", "list", "--kubeconfig", str(tmp_path / "kubeconfig"))
+    assert res.code == 2 and res.err.startswith("the bearer token holds a control character"), res.err
