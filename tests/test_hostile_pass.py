@@ -9,6 +9,7 @@ proxy, a compromised pod or a hostile server in its place can.
 from __future__ import annotations
 
 import json
+import os
 import pickle
 import re
 import shutil
@@ -217,3 +218,29 @@ def test_a_token_with_a_line_break_is_refused_before_any_request(tmp_path: Path)
     (tmp_path / "kubeconfig").write_text(json.dumps(config))
     res = run(REPO, "job", "list", "--kubeconfig", str(tmp_path / "kubeconfig"))
     assert res.code == 2 and res.err.startswith("the bearer token holds a control character"), res.err
+
+
+JOB_FILES: dict[str, tuple[str, str]] = {
+    # (what the file holds: "fifo" or its text, the error's start after "cannot read job file <path>")
+    "fifo": ("fifo", ": not a regular file"),
+    "deeper-than-python": ("[" * 100_000 + "]" * 100_000, ":1: invalid YAML: exceeded maximum nesting depth"),
+    "alias-bomb": ("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n" + "\n".join(
+        f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]" for i in range(1, 9)) + "\n",
+        ":1: a4[0][6][8][8][8]: document expands to more than 20000 nodes"),
+}
+
+
+@pytest.mark.parametrize("case", JOB_FILES)
+def test_a_job_file_that_is_not_one_is_refused_before_any_request(tmp_path: Path, case: str) -> None:
+    """Before: `job submit FIFO` waited for a writer forever, a deeply nested file was `internal error
+    RecursionError` (yaml.safe_load recurses per level)."""
+    text, said = JOB_FILES[case]
+    path = tmp_path / "job.yaml"
+    if text == "fifo":
+        os.mkfifo(path)
+    else:
+        path.write_text(text)
+    started = time.monotonic()
+    res = run(REPO, "job", "submit", str(path), *NOWHERE)
+    assert res.code == 2 and res.err.startswith(f"cannot read job file {path}{said}"), res.err
+    assert time.monotonic() - started < 10
