@@ -90,6 +90,21 @@ class Seconds(click.FloatRange):
         return seconds
 
 
+class Address(click.ParamType):
+    """`[HOST]:PORT` to listen on, as (host, port): a port that is not 0-65535 is a usage error
+    here, not a ValueError or OverflowError from the socket when the reconciler starts."""
+
+    name = "[HOST]:PORT"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, tuple):
+            return value
+        host, _, port = str(value).rpartition(":")
+        if not port.isascii() or not port.isdigit() or int(port) > 65535:
+            self.fail(f"{value!r} is not [HOST]:PORT with a port from 0 to 65535.", param, ctx)
+        return host or "0.0.0.0", int(port)  # noqa: S104 - the pod's metrics port
+
+
 class Name(click.ParamType):
     """A team, cluster, pool, profile, job or namespace name, held to its rule before the command reads,
     writes or asks the cluster anything: names become paths (`teams/<team>.yaml`, or the API URL, where
@@ -784,10 +799,11 @@ def health_once(ctx: click.Context, **options: Any) -> None:
 @health.command("run")
 @_health_options
 @click.option("--dry-run", is_flag=True, help="Decide and log, write nothing.")
-@click.option("--listen", default=":8080", show_default=True, help="Address of /metrics and /healthz.")
+@click.option("--listen", type=Address(), default=":8080", show_default=True,
+              help="Address of /metrics and /healthz.")
 @click.pass_context
 @_guard
-def health_run(ctx: click.Context, listen: str, **options: Any) -> None:
+def health_run(ctx: click.Context, listen: tuple[str, int], **options: Any) -> None:
     """Reconcile forever (the Deployment's command); only the Lease holder acts."""
     import json
     import logging
@@ -798,8 +814,7 @@ def health_run(ctx: click.Context, listen: str, **options: Any) -> None:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     rec = _reconciler(ctx, **options)
     metrics = Metrics([p.name for p in rec.pools], rec.period)
-    host, _, port = listen.rpartition(":")
-    serve(metrics, host or "0.0.0.0", int(port))  # noqa: S104 - the pod's metrics port
+    serve(metrics, *listen)
     log = logging.getLogger("fleetgen.health")
 
     def on_loop(decision: Any, seconds: float, failed: bool) -> None:

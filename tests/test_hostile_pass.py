@@ -244,3 +244,12 @@ def test_a_job_file_that_is_not_one_is_refused_before_any_request(tmp_path: Path
     res = run(REPO, "job", "submit", str(path), *NOWHERE)
     assert res.code == 2 and res.err.startswith(f"cannot read job file {path}{said}"), res.err
     assert time.monotonic() - started < 10
+
+
+@pytest.mark.parametrize("listen", ["nonsense", ":-1", ":65536", ":\uff18\uff10"])
+def test_an_address_health_run_cannot_listen_on_is_a_usage_error(listen: str) -> None:
+    """Before: `internal error ValueError: invalid literal for int()` (nonsense, fullwidth digits)
+    or `OverflowError: bind(): port must be 0-65535` once the reconciler was built."""
+    res = run(REPO, "health", "run", "--cluster", "dev", "--listen", listen, *NOWHERE)
+    assert res.code == 2 and f"Invalid value for '--listen': {listen!r} is not [HOST]:PORT with a port from 0 " \
+        "to 65535." in res.err, res.err
