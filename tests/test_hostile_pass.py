@@ -253,3 +253,13 @@ def test_an_address_health_run_cannot_listen_on_is_a_usage_error(listen: str) ->
     res = run(REPO, "health", "run", "--cluster", "dev", "--listen", listen, *NOWHERE)
     assert res.code == 2 and f"Invalid value for '--listen': {listen!r} is not [HOST]:PORT with a port from 0 " \
         "to 65535." in res.err, res.err
+
+
+def test_an_answer_of_null_is_the_servers_fault(front: FaultProxy) -> None:
+    """Before: the client read `null` as None for a typed answer (a SelfSubjectAccessReview), and
+    `job list` failed with `internal error AttributeError: 'NoneType' object has no attribute 'status'`."""
+    front.add("*", "", 200, body=b"null")
+    res = run(REPO, "job", "list", "--server", front.url, "--token", "t")
+    assert res.code == 2, res.err
+    assert f"the cluster at {front.url} answered with JSON that is not a Kubernetes object or list (null)" \
+        in res.err, res.err

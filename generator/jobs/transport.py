@@ -75,7 +75,7 @@ def read_answer(where: str, text: str, response_type: str, content_type: str | N
         raise NotTheApi(where, f"text that is not JSON, or JSON cut short ({exc})") from None
     except (TypeError, AttributeError, KeyError) as exc:
         raise NotTheApi(where, f"JSON that is not the Kubernetes object asked for ({type(exc).__name__})") from None
-    wrong = not_an_object(answer) if response_type == "object" else None
+    wrong = not_an_object(answer) if response_type == "object" else "null" if answer is None else None
     if wrong is not None:
         raise NotTheApi(where, f"JSON that is not a Kubernetes object or list ({wrong})")
     return answer
