@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import math
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -76,6 +78,33 @@ def _progress() -> Callable[[str], None] | None:
     return step
 
 
+class Seconds(click.FloatRange):
+    """Seconds within a range that a timer can wait: FloatRange lets `nan` past every bound and `inf`
+    or 1e300 past a minimum, and such a deadline is a crash (an HTTP library's, a timer thread's
+    OverflowError) or no deadline."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        seconds = super().convert(value, param, ctx)
+        if not math.isfinite(seconds) or seconds > threading.TIMEOUT_MAX:
+            self.fail(f"{value!r} is not a number of seconds this platform can wait.", param, ctx)
+        return seconds
+
+
+class Address(click.ParamType):
+    """`[HOST]:PORT` to listen on, as (host, port): a port that is not 0-65535 is a usage error
+    here, not a ValueError or OverflowError from the socket when the reconciler starts."""
+
+    name = "[HOST]:PORT"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, tuple):
+            return value
+        host, _, port = str(value).rpartition(":")
+        if not port.isascii() or not port.isdigit() or int(port) > 65535:
+            self.fail(f"{value!r} is not [HOST]:PORT with a port from 0 to 65535.", param, ctx)
+        return host or "0.0.0.0", int(port)  # noqa: S104 - the pod's metrics port
+
+
 class Name(click.ParamType):
     """A team, cluster, pool, profile, job or namespace name, held to its rule before the command reads,
     writes or asks the cluster anything: names become paths (`teams/<team>.yaml`, or the API URL, where
@@ -134,7 +163,7 @@ def cli(ctx: click.Context, root: str) -> None:
               "compile every cluster and compare every file.")
 @click.option("-j", "--jobs", type=click.IntRange(0, 64), default=0,
               help="Processes compiling clusters; 0 (default) = one per core from 8 clusters on, else 1.")
-@click.option("--lock-timeout", type=click.FloatRange(min=0), default=60, show_default=True, metavar="SECONDS",
+@click.option("--lock-timeout", type=Seconds(min=0), default=60, show_default=True, metavar="SECONDS",
               help="How long to wait for another render of this repository to finish before giving up.")
 @_schema_opt
 @_crd_opt
@@ -345,7 +374,7 @@ def _connection_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--certificate-authority", metavar="FILE",
                      help="CA bundle (PEM) that signed the server's certificate (with --token and --server)."),
         click.option("--insecure-skip-tls-verify", is_flag=True, help="Do not verify the server's certificate."),
-        click.option("--request-timeout", type=click.FloatRange(min=0.1), metavar="SECONDS",
+        click.option("--request-timeout", type=Seconds(min=0.1), metavar="SECONDS",
                      help="Give up on an API call the cluster has not answered after SECONDS (default 60)."),
     ]
     for option in reversed(options):
@@ -625,9 +654,9 @@ def job_cancel(ctx: click.Context, name: str, namespace: str | None, team: str |
 @_job_command
 @click.option("--for", "until", type=click.Choice(["admitted", "running", "finished"]), default="finished",
               show_default=True, help="What to wait for.")
-@click.option("--timeout", "timeout_seconds", type=click.FloatRange(min=0), default=3600, show_default=True,
+@click.option("--timeout", "timeout_seconds", type=Seconds(min=0), default=3600, show_default=True,
               metavar="SECONDS", help="Give up (exit 2) after SECONDS.")
-@click.option("--interval", type=click.FloatRange(min=0.1), default=10, show_default=True, metavar="SECONDS",
+@click.option("--interval", type=Seconds(min=0.1), default=10, show_default=True, metavar="SECONDS",
               help="Seconds between looks at the job.")
 @KIND_OPTION
 @_connection_options
@@ -770,10 +799,11 @@ def health_once(ctx: click.Context, **options: Any) -> None:
 @health.command("run")
 @_health_options
 @click.option("--dry-run", is_flag=True, help="Decide and log, write nothing.")
-@click.option("--listen", default=":8080", show_default=True, help="Address of /metrics and /healthz.")
+@click.option("--listen", type=Address(), default=":8080", show_default=True,
+              help="Address of /metrics and /healthz.")
 @click.pass_context
 @_guard
-def health_run(ctx: click.Context, listen: str, **options: Any) -> None:
+def health_run(ctx: click.Context, listen: tuple[str, int], **options: Any) -> None:
     """Reconcile forever (the Deployment's command); only the Lease holder acts."""
     import json
     import logging
@@ -784,8 +814,7 @@ def health_run(ctx: click.Context, listen: str, **options: Any) -> None:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     rec = _reconciler(ctx, **options)
     metrics = Metrics([p.name for p in rec.pools], rec.period)
-    host, _, port = listen.rpartition(":")
-    serve(metrics, host or "0.0.0.0", int(port))  # noqa: S104 - the pod's metrics port
+    serve(metrics, *listen)
     log = logging.getLogger("fleetgen.health")
 
     def on_loop(decision: Any, seconds: float, failed: bool) -> None:

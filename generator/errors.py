@@ -44,3 +44,16 @@ class InputError(Exception):
 
 class UsageError(Exception):
     """A bad command line or a missing directory: exit code 2 with one sentence."""
+
+    def __reduce__(self) -> tuple[object, ...]:
+        """Rebuilt as it is, whatever a subclass's __init__ takes: a helper process
+        (processes.helper) sends its error to the parent pickled, and pickle's default calls
+        `cls(*args)` with the finished message alone."""
+        return (_rebuilt, (type(self), self.args, self.__dict__))
+
+
+def _rebuilt(cls: type[UsageError], args: tuple[object, ...], state: dict[str, object]) -> UsageError:
+    error = cls.__new__(cls)
+    Exception.__init__(error, *args)
+    error.__dict__.update(state)
+    return error

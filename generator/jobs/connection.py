@@ -5,6 +5,8 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -35,6 +37,10 @@ def word(api: Any, cli: str, python: str) -> str:
     """Advice as the caller can follow it: command-line flags for `fleetgen job`, arguments in Python.
     The command line marks its connections (`connect(..., flags=True)`); a notebook's are Python's."""
     return cli if flags_of(api) else python
+
+
+CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+"""What http.client refuses in a header value (a line break would start a header of its own)."""
 
 
 def flags_of(api: Any) -> bool:
@@ -80,6 +86,10 @@ def connect(kubeconfig: str | None = None, context: str | None = None, token: st
             raise UsageError(f"cannot load kubeconfig {where}: {exc}; " + word(
                 flags, "pass --kubeconfig/--context, or --token and --server",
                 "pass kubeconfig= and context=, or token= and server=")) from None
+    if any(CONTROL.search(str(key)) for key in (configuration.api_key or {}).values()):
+        raise UsageError("the bearer token holds a control character (a line break?), which no HTTP header may "
+                         "carry: " + word(flags, "check --token, $FLEETGEN_TOKEN or the kubeconfig's token",
+                                          "check token= or the kubeconfig's token"))
     if certificate_authority:
         if not Path(certificate_authority).is_file():
             raise UsageError(word(flags, "--certificate-authority", "certificate_authority=")
@@ -92,7 +102,7 @@ def connect(kubeconfig: str | None = None, context: str | None = None, token: st
     api.fleetgen_flags = flags  # type: ignore[attr-defined]
     api.fleetgen_context = _context_name(kubeconfig, context) if not (in_cluster or token or server) else None  # type: ignore[attr-defined]
     if request_timeout is not None:
-        if request_timeout <= 0:
+        if not 0 < request_timeout <= threading.TIMEOUT_MAX:  # nan too; a timer waits at most that
             raise UsageError(word(flags, "--request-timeout", "request_timeout=")
                              + f" must be positive seconds, not {request_timeout}")
         api.fleetgen_timeout = (min(TIMEOUT[0], request_timeout), float(request_timeout))  # type: ignore[attr-defined]

@@ -11,13 +11,16 @@ A job is a JobSet, a batch/v1 Indexed Job, a KubeRay RayJob or a Kubeflow Traine
 
 from __future__ import annotations
 
+import os
+import stat
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, Self, TypeVar
 
-from generator.errors import UsageError
+from generator.config.yamlsource import MAX_FILE_BYTES, parse_source
+from generator.errors import InputError, UsageError
 from generator.jobs import pods, presubmit, workloads
 from generator.jobs.connection import ClusterError, guarded, timeout, word
 
@@ -258,13 +261,23 @@ def checked_object(fleet: Fleet, tcfg: Any, profile: Any, label: str, *, name: s
 
 
 def read_job_file(path: str | Path) -> dict[str, Any]:
-    """The object in a YAML job file ({} if it holds no mapping); UsageError if it cannot be read."""
-    import yaml
+    """The object in a YAML job file ({} if it holds no mapping); UsageError if it cannot be read.
 
+    Read as fleetgen reads a rendered file (config.yamlsource, not strict): a FIFO or device in its
+    place is refused rather than waited on, and the size, depth and alias limits hold, so a file
+    nested deeper than Python recurses, or an alias bomb, is an error instead of a traceback."""
     try:
-        body = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
-        raise UsageError(f"cannot read job file {path}: {exc}") from None
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # a FIFO must not wait for a writer
+        with os.fdopen(fd, "rb") as file:
+            if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
+                raise UsageError(f"cannot read job file {path}: not a regular file")
+            raw = file.read(MAX_FILE_BYTES + 1)
+    except OSError as exc:
+        raise UsageError(f"cannot read job file {path}: {exc.strerror or exc}") from None
+    try:
+        body = parse_source(raw, str(path), strict=False).data
+    except InputError as exc:
+        raise UsageError(f"cannot read job file {exc}") from None
     return body if isinstance(body, dict) else {}
 
 

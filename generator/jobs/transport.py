@@ -17,14 +17,20 @@ the client raises, and the caller gets urllib3's ReadTimeoutError, as for a serv
 
 An answer that is not JSON (a proxy's login page, a body cut short, JSON nested deeper than Python's
 reader recurses) would be a traceback from inside the client: it is a NotTheApi instead.
+
+The reconciler's Prometheus and Loki queries go through urllib.request, whose `timeout` is the same
+per-read socket timeout (http.client sets it once on the socket): `read_within` gives them the same
+deadline, its connections made by http.client classes that join the watch the same way.
 """
 
 from __future__ import annotations
 
 import contextlib
+import http.client
 import re
 import socket
 import threading
+import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
@@ -62,13 +68,52 @@ def read_answer(where: str, text: str, response_type: str, content_type: str | N
     if not text:
         raise NotTheApi(where, "an empty answer")
     try:
-        return read(text, response_type, "application/json")
+        answer = read(text, response_type, "application/json")
     except RecursionError:
         raise NotTheApi(where, "JSON nested deeper than Python reads") from None
     except ValueError as exc:
         raise NotTheApi(where, f"text that is not JSON, or JSON cut short ({exc})") from None
     except (TypeError, AttributeError, KeyError) as exc:
         raise NotTheApi(where, f"JSON that is not the Kubernetes object asked for ({type(exc).__name__})") from None
+    wrong = not_an_object(answer) if response_type == "object" else "null" if answer is None else None
+    if wrong is not None:
+        raise NotTheApi(where, f"JSON that is not a Kubernetes object or list ({wrong})")
+    return answer
+
+
+SHAPE: dict[str, type] = {"metadata": dict, "spec": dict, "status": dict}
+"""What every object's top-level fields are (meta/v1 ObjectMeta; spec and status are objects by
+API convention), where an answer has them."""
+
+
+def not_an_object(answer: object) -> str | None:
+    """What makes a custom-object answer (the client returns it as plain JSON, unchecked) not an
+    object, or not a list of `items` that are objects with a metadata.name; None when it is fine.
+    Callers index these fields, so an answer without them is the server's fault, not a KeyError of
+    ours. Discovery documents (connection.get_json) have neither `metadata` nor `items`."""
+    if not isinstance(answer, dict):
+        return f"a JSON {type(answer).__name__}, not an object"
+    if answer.get("kind") == "Status":  # what a delete answers; its `status` is a string
+        return None
+    if "items" in answer:
+        items = answer["items"]
+        if not isinstance(items, list):
+            return "items is not a list"
+        return next((f"items[{i}]: {wrong}" for i, item in enumerate(items)
+                     if (wrong := _object(item) if isinstance(item, dict) else "not an object") is not None), None)
+    return _object(answer) if "metadata" in answer else None
+
+
+def _object(item: dict[str, Any]) -> str | None:
+    for name, kind in SHAPE.items():
+        if name in item and not isinstance(item[name], kind):
+            return f"{name} is not an object"
+    if not isinstance(item.get("metadata", {}).get("name"), str):
+        return "metadata.name is not a string"
+    conditions = item.get("status", {}).get("conditions", [])
+    if not isinstance(conditions, list) or not all(isinstance(c, dict) for c in conditions):
+        return "status.conditions is not a list of objects"
+    return None
 
 
 class _Watch:
@@ -131,6 +176,43 @@ class _Pool(HTTPConnectionPool):
 
 class _TLSPool(HTTPSConnectionPool):
     ConnectionCls = _TLSConnection
+
+
+class _StdlibConnection(http.client.HTTPConnection):
+    """urllib.request's plain connection, joining the current request's watch when it connects."""
+
+    def connect(self) -> None:
+        super().connect()
+        _watched(self)  # type: ignore[arg-type]  # _shut needs only .sock
+
+
+class _StdlibTLSConnection(_StdlibConnection, http.client.HTTPSConnection):
+    pass
+
+
+class _HTTPHandler(urllib.request.HTTPHandler):
+    def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+        return self.do_open(_StdlibConnection, req)
+
+
+class _HTTPSHandler(urllib.request.HTTPSHandler):
+    def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+        return self.do_open(_StdlibTLSConnection, req)
+
+
+def read_within(seconds: float, request: urllib.request.Request, limit: int) -> bytes:
+    """Up to `limit` bytes of the answer to `request` (urllib.request, proxies from the environment
+    as usual), failing with TimeoutError once `seconds` have passed, however the server trickles
+    its headers or body; urllib's HTTPError and URLError pass as they come."""
+    opener = urllib.request.build_opener(_HTTPHandler, _HTTPSHandler)
+    with _deadline(seconds) as watch:
+        try:
+            with opener.open(request, timeout=seconds) as response:
+                return bytes(response.read(limit))
+        except Exception:
+            if watch.expired:  # what a shut-down socket raised: a reset, an incomplete read, ...
+                raise TimeoutError(f"no complete answer within {seconds:g} s") from None
+            raise
 
 
 def watch_connections(pool_manager: Any) -> None:

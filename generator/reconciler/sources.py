@@ -9,6 +9,7 @@ unknown (kernel-log XIDs from Loki still count).
 
 from __future__ import annotations
 
+import http.client
 import json
 import urllib.error
 import urllib.parse
@@ -20,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from generator.compile.rules import EXPORTER, XID_METRIC
+from generator.jobs.transport import read_within
 from generator.reconciler.model import Changed, Evidence, Observation
 from generator.reconciler.presence import (
     EXPORTER_SIGNAL,
@@ -44,12 +46,14 @@ def fetch(base: str, path: str, expr: str, timeout: float, what: str,
     url = f"{base.rstrip('/')}{path}?{urllib.parse.urlencode({'query': expr})}"
     request = urllib.request.Request(url, headers=headers or {})
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 - configured URL
-            body = response.read(MAX_ANSWER_BYTES + 1)
+        body = read_within(timeout, request, MAX_ANSWER_BYTES + 1)
     except urllib.error.HTTPError as exc:
         raise SourceError(f"{what} answered {exc.code}: {_body(exc)}", answered=True) from None
     except (urllib.error.URLError, OSError, ValueError) as exc:
         raise SourceError(f"{what} query failed: {exc}") from None
+    except http.client.HTTPException as exc:  # a status line, header or chunk that is not HTTP's
+        said = f"{type(exc).__name__}: {str(exc).strip()[:200]}"
+        raise SourceError(f"{what} query failed: not an HTTP answer ({said})") from None
     if len(body) > MAX_ANSWER_BYTES:
         raise SourceError(f"{what} answered more than {MAX_ANSWER_BYTES} bytes", answered=True)
     return body
