@@ -312,3 +312,37 @@ def move(root: Path, source: str | PurePosixPath, target: str | PurePosixPath) -
     if os.path.lexists(new):
         raise UnsafePath(str(target), "is in the way (it appeared meanwhile)", "run the command again")
     os.rename(old, new)
+
+
+def read_named(path: str | Path, limit: int) -> bytes:
+    """A file a user named outside the repository (a job file, a policy, a kubeconfig): links are
+    followed, as they named it, but a FIFO or device in its place is refused rather than waited on.
+    At most `limit` + 1 bytes are read, so the caller can tell a file over its limit. OSError as
+    opening or reading raises it; NotRegular for anything but a regular file."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise NotRegular("not a regular file")
+        chunks: list[bytes] = []
+        size = 0
+        while size <= limit and (chunk := os.read(fd, min(1 << 20, limit + 1 - size))):
+            chunks.append(chunk)
+            size += len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def refuse_special(path: str | Path) -> None:
+    """NotRegular if `path` exists and is not a regular file (links followed): for files another
+    library opens itself, which would wait on a FIFO for ever."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return  # absent or unreadable: the library that opens it says so
+    if not stat.S_ISREG(mode):
+        raise NotRegular(f"{path} is not a regular file")
+
+
+class NotRegular(OSError):
+    """A named path that is a FIFO, device, socket or folder: nothing to read, or nothing to wait on."""

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from generator.errors import UsageError
+from generator.repofiles import refuse_special
 
 T = TypeVar("T")
 TIMEOUT = (5.0, 60.0)
@@ -76,12 +77,14 @@ def connect(kubeconfig: str | None = None, context: str | None = None, token: st
         configuration.api_key = {"BearerToken": token}
         configuration.api_key_prefix = {"BearerToken": "Bearer"}
     else:
+        files = kubeconfig or os.environ.get("KUBECONFIG") or None
         try:
+            for each in (files or str(Path("~/.kube/config").expanduser())).split(os.pathsep):
+                refuse_special(each)  # the client would wait on a FIFO for ever
             # $KUBECONFIG as it is now: the client reads it once, when first imported, and a notebook
             # may set it later (a colon-separated list is merged, as kubectl does).
-            config.load_kube_config(config_file=kubeconfig or os.environ.get("KUBECONFIG") or None, context=context,
-                                    client_configuration=configuration)
-        except (ConfigException, OSError, TypeError) as exc:
+            config.load_kube_config(config_file=files, context=context, client_configuration=configuration)
+        except (ConfigException, OSError, TypeError, ValueError) as exc:  # ValueError: bad base64 data
             where = kubeconfig or "~/.kube/config (or $KUBECONFIG)"
             raise UsageError(f"cannot load kubeconfig {where}: {exc}; " + word(
                 flags, "pass --kubeconfig/--context, or --token and --server",

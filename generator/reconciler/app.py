@@ -2,18 +2,25 @@
 
 from __future__ import annotations
 
-import json
 import socket
 from pathlib import Path
-from typing import Any
+from typing import (
+    Any,
+    NotRequired,  # pydantic reads typing.TypedDict only from Python 3.12
+)
 
-from generator.errors import UsageError
+from pydantic import TypeAdapter, ValidationError
+from typing_extensions import TypedDict
+
+from generator.config.yamlsource import MAX_FILE_BYTES, parse_json
+from generator.errors import InputError, UsageError
 from generator.reconciler.informer import NodeCache
 from generator.reconciler.lease import BreakerStore, LeaderLease
 from generator.reconciler.loop import Reconciler
 from generator.reconciler.model import Policy
 from generator.reconciler.nodes import Executor, PoolSelector
 from generator.reconciler.sources import LokiSource, PrometheusSource
+from generator.repofiles import read_named
 
 RECONCILER_TIMEOUT = (5.0, 10.0)
 """(connect, read) seconds per API call of the reconciler, unless --request-timeout says otherwise."""
@@ -23,9 +30,15 @@ def load_policy(path: str | None, root: Path, cluster: str | None) -> dict[str, 
     """The policy document: a file (in the pod), or compiled from the fleet's cluster file."""
     if path:
         try:
-            return dict(json.loads(Path(path).read_text(encoding="utf-8")))
-        except (OSError, ValueError) as exc:
-            raise UsageError(f"cannot read health policy {path}: {exc}") from None
+            raw = read_named(path, MAX_FILE_BYTES)
+            document = parse_json(raw.decode("utf-8"), path)
+        except OSError as exc:
+            raise UsageError(f"cannot read health policy {path}: {exc.strerror or exc}") from None
+        except UnicodeDecodeError:
+            raise UsageError(f"cannot read health policy {path}: not UTF-8 text") from None
+        except InputError as exc:
+            raise UsageError(f"cannot read health policy {exc}") from None
+        return checked_policy(document, path)
     if not cluster:
         raise UsageError("give --config FILE (in the cluster) or --cluster NAME (from this fleet repository)")
     from generator.checks import load_fleet
@@ -34,7 +47,56 @@ def load_policy(path: str | None, root: Path, cluster: str | None) -> dict[str, 
     fleet = load_fleet(root)
     if cluster not in fleet.clusters:
         raise UsageError(f"unknown cluster {cluster!r}; known: {', '.join(sorted(fleet.clusters))}")
-    return policy_document(fleet.clusters[cluster].config)
+    return checked_policy(policy_document(fleet.clusters[cluster].config), cluster)
+
+
+class _Rules(TypedDict):
+    healthyChecksToRelease: int
+    cooldownSeconds: float
+    flapCount: int
+    flapWindowSeconds: float
+    maxUnhealthyPercent: float
+    cordonsPerLoop: NotRequired[int]
+
+
+class _Drain(TypedDict, total=False):
+    enabled: bool
+    maxPercent: float
+    evictionsPerLoop: int
+    gracePeriodSeconds: int | None
+
+
+class _Pool(TypedDict):
+    name: str
+    labels: dict[str, str]
+
+
+class PolicyDocument(TypedDict):
+    """What `build` reads of the policy document (compile/health.py `policy_document` writes it)."""
+    namespace: str
+    prometheusUrl: str
+    policy: _Rules
+    pools: list[_Pool]
+    lokiUrl: NotRequired[str | None]
+    lokiTenant: NotRequired[str | None]
+    dryRun: NotRequired[bool]
+    periodSeconds: NotRequired[float]
+    drain: NotRequired[_Drain | None]
+
+
+_POLICY = TypeAdapter(PolicyDocument)
+
+
+def checked_policy(document: object, shown: str) -> dict[str, Any]:
+    """The policy document if it has every field `build` reads, of its type; UsageError naming the
+    first field that is not (the file may come from a ConfigMap anyone with access edited)."""
+    try:
+        return dict(_POLICY.validate_python(document))
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "(the document)"
+        raise UsageError(f"health policy {shown}: {where}: {first['msg']}; render the cluster's policy with "
+                         "fleetgen (ConfigMap fleetgen-health, key policy.json) or pass --cluster NAME") from None
 
 
 def _version() -> str:
