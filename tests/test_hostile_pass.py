@@ -263,3 +263,42 @@ def test_an_answer_of_null_is_the_servers_fault(front: FaultProxy) -> None:
     assert res.code == 2, res.err
     assert f"the cluster at {front.url} answered with JSON that is not a Kubernetes object or list (null)" \
         in res.err, res.err
+
+
+MISSHAPEN_JOBS: dict[str, tuple[str, dict[str, object], str]] = {
+    # (kind, its spec or None for none, what the error names); before: each an internal error once
+    # the pre-submit checks indexed it (KeyError 'spec' in companion_service, AttributeError in
+    # requested_gpus or the capacity check)
+    "jobset-no-spec": ("JobSet", {}, "spec is missing"),
+    "jobset-replicated-job-a-number": ("JobSet", {"spec": {"replicatedJobs": [5]}},
+                                       "spec.replicatedJobs is not a list of mappings"),
+    "job-no-spec": ("Job", {}, "spec is missing"),
+    "job-containers-a-mapping": ("Job", {"spec": {"template": {"spec": {"containers": {"name": "x"}}}}},
+                                 "spec.template.spec.containers is not a list of mappings"),
+    "rayjob-cluster-spec-a-list": ("RayJob", {"spec": {"rayClusterSpec": []}},
+                                   "spec.rayClusterSpec is list, not a mapping"),
+    "raycluster-workers-a-string": ("RayCluster", {"spec": {"headGroupSpec": {"template": {"spec": {
+        "containers": []}}}, "workerGroupSpecs": "x"}}, "spec.workerGroupSpecs is not a list of mappings"),
+    "trainjob-trainer-a-number": ("TrainJob", {"spec": {"trainer": 5}}, "spec.trainer is int, not a mapping"),
+    "deployment-no-spec": ("Deployment", {}, "spec is missing"),
+    "leaderworkerset-no-spec": ("LeaderWorkerSet", {}, "spec is missing"),
+}
+
+
+@pytest.mark.parametrize("case", MISSHAPEN_JOBS)
+def test_a_job_file_without_the_fields_its_kind_needs_is_refused_by_name(front: FaultProxy, tmp_path: Path,
+                                                                         case: str) -> None:
+    """Before: `internal error KeyError: 'spec'` (compile/jobs.py companion_service) and the like, from
+    the pre-submit checks, against any cluster that answers."""
+    kind, spec, said = MISSHAPEN_JOBS[case]
+    allowed = {"kind": "SelfSubjectAccessReview", "apiVersion": "authorization.k8s.io/v1",
+               "metadata": {"name": "x"}, "spec": {}, "status": {"allowed": True}}
+    front.add("*", "", 200, body=json.dumps(allowed).encode())
+    path = tmp_path / "job.yaml"
+    path.write_text(json.dumps({"apiVersion": "v1", "kind": kind,
+                                "metadata": {"name": "x", "namespace": "vision"}, **spec}))
+    res = run(REPO, "job", "submit", str(path), "--server", front.url, "--token", "t")
+    assert res.code == 2 and res.err.startswith(f"job file {path}: {said}") and "fleetgen job new" in res.err, res.err
+    assert not [seen for seen in front.seen if seen[0] not in ("GET", "POST") or
+                seen[0] == "POST" and "selfsubjectaccessreviews" not in seen[1]], front.seen
+
