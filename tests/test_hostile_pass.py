@@ -263,3 +263,96 @@ def test_an_answer_of_null_is_the_servers_fault(front: FaultProxy) -> None:
     assert res.code == 2, res.err
     assert f"the cluster at {front.url} answered with JSON that is not a Kubernetes object or list (null)" \
         in res.err, res.err
+
+
+MISSHAPEN_JOBS: dict[str, tuple[str, dict[str, object], str]] = {
+    # (kind, its spec or None for none, what the error names); before: each an internal error once
+    # the pre-submit checks indexed it (KeyError 'spec' in companion_service, AttributeError in
+    # requested_gpus or the capacity check)
+    "jobset-no-spec": ("JobSet", {}, "spec is missing"),
+    "jobset-replicated-job-a-number": ("JobSet", {"spec": {"replicatedJobs": [5]}},
+                                       "spec.replicatedJobs is not a list of mappings"),
+    "job-no-spec": ("Job", {}, "spec is missing"),
+    "job-containers-a-mapping": ("Job", {"spec": {"template": {"spec": {"containers": {"name": "x"}}}}},
+                                 "spec.template.spec.containers is not a list of mappings"),
+    "rayjob-cluster-spec-a-list": ("RayJob", {"spec": {"rayClusterSpec": []}},
+                                   "spec.rayClusterSpec is list, not a mapping"),
+    "raycluster-workers-a-string": ("RayCluster", {"spec": {"headGroupSpec": {"template": {"spec": {
+        "containers": []}}}, "workerGroupSpecs": "x"}}, "spec.workerGroupSpecs is not a list of mappings"),
+    "trainjob-trainer-a-number": ("TrainJob", {"spec": {"trainer": 5}}, "spec.trainer is int, not a mapping"),
+    "deployment-no-spec": ("Deployment", {}, "spec is missing"),
+    "leaderworkerset-no-spec": ("LeaderWorkerSet", {}, "spec is missing"),
+}
+
+
+@pytest.mark.parametrize("case", MISSHAPEN_JOBS)
+def test_a_job_file_without_the_fields_its_kind_needs_is_refused_by_name(front: FaultProxy, tmp_path: Path,
+                                                                         case: str) -> None:
+    """Before: `internal error KeyError: 'spec'` (compile/jobs.py companion_service) and the like, from
+    the pre-submit checks, against any cluster that answers."""
+    kind, spec, said = MISSHAPEN_JOBS[case]
+    allowed = {"kind": "SelfSubjectAccessReview", "apiVersion": "authorization.k8s.io/v1",
+               "metadata": {"name": "x"}, "spec": {}, "status": {"allowed": True}}
+    front.add("*", "", 200, body=json.dumps(allowed).encode())
+    path = tmp_path / "job.yaml"
+    path.write_text(json.dumps({"apiVersion": "v1", "kind": kind,
+                                "metadata": {"name": "x", "namespace": "vision"}, **spec}))
+    res = run(REPO, "job", "submit", str(path), "--server", front.url, "--token", "t")
+    assert res.code == 2 and res.err.startswith(f"job file {path}: {said}") and "fleetgen job new" in res.err, res.err
+    assert not [seen for seen in front.seen if seen[0] not in ("GET", "POST") or
+                seen[0] == "POST" and "selfsubjectaccessreviews" not in seen[1]], front.seen
+
+
+def _custom_objects() -> dict[str, tuple[str, str, str, bool]]:
+    """(group, version, plural, namespaced) of every custom object the SDK reads: its job kinds, Ray
+    clusters, and Kueue's objects."""
+    from generator.jobs.job import KINDS
+    from generator.jobs.ray import GROUP, PLURAL, VERSION
+
+    found = {k.kind: (k.group, k.version, k.plural, True) for k in KINDS.values()}
+    return {**found, "RayCluster": (GROUP, VERSION, PLURAL, True),
+            "Workload": ("kueue.x-k8s.io", "v1beta1", "workloads", True),
+            "LocalQueue": ("kueue.x-k8s.io", "v1beta1", "localqueues", True),
+            "WorkloadPriorityClass": ("kueue.x-k8s.io", "v1beta1", "workloadpriorityclasses", False)}
+
+
+CUSTOM_OBJECTS = _custom_objects()
+A_LIST = {"kind": "List", "apiVersion": "v1", "items": [], "metadata": {}}
+AN_OBJECT = {"kind": "X", "apiVersion": "v1", "metadata": {"name": "x"}}
+
+
+@pytest.mark.parametrize("asked", ["get", "list"])
+@pytest.mark.parametrize("kind", CUSTOM_OBJECTS)
+def test_a_list_for_one_object_or_one_for_a_list_is_the_servers_fault(front: FaultProxy, kind: str,
+                                                                      asked: str) -> None:
+    """Before: a list answered where one object was asked passed the shape check, and `job logs`
+    failed with `internal error KeyError: 'name'` (job.py, reading the job's metadata)."""
+    from kubernetes import client
+
+    from generator.jobs import connect
+
+    group, version, plural, namespaced = CUSTOM_OBJECTS[kind]
+    objects = client.CustomObjectsApi(connect(token="t", server=front.url, request_timeout=5))
+    scope = ("namespaced", ("vision",)) if namespaced else ("cluster", ())
+
+    def call() -> object:
+        if asked == "get":
+            return getattr(objects, f"get_{scope[0]}_custom_object")(group, version, *scope[1], plural, "x")
+        return getattr(objects, f"list_{scope[0]}_custom_object")(group, version, *scope[1], plural)
+
+    right, wrong, said = ((AN_OBJECT, A_LIST, "a list where one object was asked for") if asked == "get" else
+                          (A_LIST, AN_OBJECT, "one object where a list was asked for"))
+    front.add("GET", "", 200, times=1, body=json.dumps(right).encode())
+    assert call() == right
+    front.add("GET", "", 200, times=1, body=json.dumps(wrong).encode())
+    with pytest.raises(NotTheApi, match=re.escape(f"not a Kubernetes object or list ({said})")):
+        call()
+
+
+def test_job_logs_given_a_list_for_its_job_names_the_cluster(front: FaultProxy) -> None:
+    """Before: `internal error KeyError: 'name'`."""
+    front.add("*", "", 200, body=json.dumps(A_LIST).encode())
+    res = run(REPO, "job", "logs", "x", "--team", "vision", "--server", front.url, "--token", "t")
+    assert res.code == 2, res.err
+    assert f"the cluster at {front.url} answered with JSON that is not a Kubernetes object or list (a list where " \
+        "one object was asked for)" in res.err, res.err

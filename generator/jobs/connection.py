@@ -135,7 +135,7 @@ def _bounded_client() -> type:
     if a client release routes around it."""
     from kubernetes import client
 
-    from generator.jobs.transport import read_answer, watch_connections, within
+    from generator.jobs.transport import ASKED, asked_for, read_answer, watch_connections, within
 
     class BoundedApiClient(client.ApiClient):  # type: ignore[misc]
         def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -151,10 +151,15 @@ def _bounded_client() -> type:
 
             if async_req or not preload_content:  # a stream (logs --follow) lasts as long as the job
                 return call()
-            return within(total(self, request_timeout), request[1], call)
+            asked = ASKED.set(asked_for(request[0], request[1]))
+            try:
+                return within(total(self, request_timeout), request[1], call)
+            finally:
+                ASKED.reset(asked)
 
         def deserialize(self, response_text: str, response_type: str, content_type: str | None) -> Any:
-            return read_answer(where(self), response_text, response_type, content_type, super().deserialize)
+            return read_answer(where(self), response_text, response_type, content_type, super().deserialize,
+                               ASKED.get())
 
     return BoundedApiClient
 

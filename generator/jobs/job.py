@@ -23,6 +23,7 @@ from generator.config.yamlsource import MAX_FILE_BYTES, parse_source
 from generator.errors import InputError, UsageError
 from generator.jobs import pods, presubmit, workloads
 from generator.jobs.connection import ClusterError, guarded, timeout, word
+from generator.jobs.shape import refuse_misshapen
 
 if TYPE_CHECKING:
     from generator.config.fleet import Fleet
@@ -278,7 +279,10 @@ def read_job_file(path: str | Path) -> dict[str, Any]:
         body = parse_source(raw, str(path), strict=False).data
     except InputError as exc:
         raise UsageError(f"cannot read job file {exc}") from None
-    return body if isinstance(body, dict) else {}
+    if not isinstance(body, dict):
+        return {}
+    refuse_misshapen(body, f"job file {path}", UsageError)
+    return body
 
 
 class WaitTimedOut(ClusterError):
@@ -487,6 +491,7 @@ class Job(MadeFromFleet):
         from generator.compile.jobs import companion_service
 
         self._require_api(api)
+        refuse_misshapen(self.body, f"{self.of.kind} {self.name}", UsageError)
         if check:
             presubmit.refuse(self.name, self.check())
         mode = "All" if dry_run else None

@@ -37,6 +37,7 @@ from generator.jobs.job import (
 )
 from generator.jobs.pods import summary as pods_summary
 from generator.jobs.presubmit import PRIORITY_LABEL, QUEUE_LABEL
+from generator.jobs.shape import refuse_misshapen
 from generator.quantity import QuantityError, value_of
 
 GROUP, VERSION, PLURAL = "ray.io", "v1", "rayclusters"
@@ -215,6 +216,8 @@ class RayCluster(MadeFromFleet):
     def submit(self, api: Any = None, dry_run: bool = False, check: bool = True) -> RayCluster:
         """`up`, after the pre-submit checks (SubmitRefused names each one failed; nothing is created)."""
         self.api = api or self.api
+        if self.body is not None:
+            refuse_misshapen(self.body, f"RayCluster {self.name}", UsageError)
         if check:
             presubmit.refuse(self.name, self.check())
         return self.up(dry_run)

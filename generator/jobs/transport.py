@@ -33,7 +33,9 @@ import threading
 import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
@@ -56,10 +58,29 @@ class NotTheApi(HTTPError):
         self.where, self.said = where, said
 
 
+ASKED: ContextVar[str | None] = ContextVar("ASKED", default=None)
+"""What the request being answered asked for (`asked_for`), set around each generated client call."""
+
+
+def asked_for(method: str, url: str) -> str | None:
+    """"one" object or a "list" of them, as a request's method and Kubernetes API path ask (API
+    conventions: /api/V or /apis/G/V, then [namespaces/NS/]PLURAL for a collection, PLURAL/NAME[/SUB]
+    for one object); None where either may come (a DELETE, discovery, a path of another shape)."""
+    parts = [p for p in urlsplit(url).path.split("/") if p]
+    rest = parts[2:] if parts[:1] == ["api"] else parts[3:] if parts[:1] == ["apis"] else []
+    if len(rest) >= 3 and rest[0] == "namespaces":
+        rest = rest[2:]
+    if not rest or method == "DELETE":
+        return None
+    collection = len(rest) == 1
+    return "list" if collection and method == "GET" else "one"
+
+
 def read_answer(where: str, text: str, response_type: str, content_type: str | None,
-                read: Callable[[str, str, str | None], Any]) -> Any:
+                read: Callable[[str, str, str | None], Any], asked: str | None = None) -> Any:
     """An answer from `where`, deserialized by the client's own `read` once it is JSON that Python's
-    reader can take; NotTheApi otherwise."""
+    reader can take, and, for a custom object (plain JSON), of the shape `asked` for; NotTheApi
+    otherwise."""
     if response_type in RAW_TYPES:
         return read(text, response_type, content_type)
     if content_type is not None and not JSON_TYPE.match(content_type):
@@ -75,7 +96,7 @@ def read_answer(where: str, text: str, response_type: str, content_type: str | N
         raise NotTheApi(where, f"text that is not JSON, or JSON cut short ({exc})") from None
     except (TypeError, AttributeError, KeyError) as exc:
         raise NotTheApi(where, f"JSON that is not the Kubernetes object asked for ({type(exc).__name__})") from None
-    wrong = not_an_object(answer) if response_type == "object" else "null" if answer is None else None
+    wrong = not_an_object(answer, asked) if response_type == "object" else "null" if answer is None else None
     if wrong is not None:
         raise NotTheApi(where, f"JSON that is not a Kubernetes object or list ({wrong})")
     return answer
@@ -86,15 +107,20 @@ SHAPE: dict[str, type] = {"metadata": dict, "spec": dict, "status": dict}
 API convention), where an answer has them."""
 
 
-def not_an_object(answer: object) -> str | None:
+def not_an_object(answer: object, asked: str | None = None) -> str | None:
     """What makes a custom-object answer (the client returns it as plain JSON, unchecked) not an
-    object, or not a list of `items` that are objects with a metadata.name; None when it is fine.
-    Callers index these fields, so an answer without them is the server's fault, not a KeyError of
-    ours. Discovery documents (connection.get_json) have neither `metadata` nor `items`."""
+    object, or not a list of `items` that are objects with a metadata.name, or not the one object or
+    the list `asked` for; None when it is fine. Callers index these fields, so an answer without them
+    is the server's fault, not a KeyError of ours. Discovery documents (connection.get_json) have
+    neither `metadata` nor `items`."""
     if not isinstance(answer, dict):
         return f"a JSON {type(answer).__name__}, not an object"
     if answer.get("kind") == "Status":  # what a delete answers; its `status` is a string
         return None
+    if asked == "one" and "items" in answer:
+        return "a list where one object was asked for"
+    if asked == "list" and not isinstance(answer.get("items"), list):
+        return "items is not a list" if "items" in answer else "one object where a list was asked for"
     if "items" in answer:
         items = answer["items"]
         if not isinstance(items, list):
