@@ -11,8 +11,6 @@ A job is a JobSet, a batch/v1 Indexed Job, a KubeRay RayJob or a Kubeflow Traine
 
 from __future__ import annotations
 
-import os
-import stat
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -24,6 +22,7 @@ from generator.errors import InputError, UsageError
 from generator.jobs import pods, presubmit, workloads
 from generator.jobs.connection import ClusterError, guarded, timeout, word
 from generator.jobs.shape import refuse_misshapen
+from generator.repofiles import read_named
 
 if TYPE_CHECKING:
     from generator.config.fleet import Fleet
@@ -268,11 +267,7 @@ def read_job_file(path: str | Path) -> dict[str, Any]:
     place is refused rather than waited on, and the size, depth and alias limits hold, so a file
     nested deeper than Python recurses, or an alias bomb, is an error instead of a traceback."""
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # a FIFO must not wait for a writer
-        with os.fdopen(fd, "rb") as file:
-            if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
-                raise UsageError(f"cannot read job file {path}: not a regular file")
-            raw = file.read(MAX_FILE_BYTES + 1)
+        raw = read_named(path, MAX_FILE_BYTES)
     except OSError as exc:
         raise UsageError(f"cannot read job file {path}: {exc.strerror or exc}") from None
     try:
