@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import random
 import shutil
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -15,7 +16,7 @@ import pytest
 
 from generator import incremental
 from generator.validate.pipeline import Options
-from tests.conftest import edit, run, snapshot
+from tests.conftest import REPO, edit, run, snapshot
 
 FAST = "inputs, generator and tree unchanged since the last render"
 
@@ -179,21 +180,26 @@ def test_a_missing_or_forged_layout_falls_back_to_listing(tmp_path: Path) -> Non
     assert again.unchanged(tmp_path, "c") and again.refreshed
 
 
+FORK_CHECK = """
+import sys, threading
+from generator.processes import pool_context
+print(pool_context().get_start_method())
+stop = threading.Event()
+other = threading.Thread(target=stop.wait)
+other.start()
+print(pool_context().get_start_method())
+stop.set()
+other.join()
+"""
+
+
 def test_helper_processes_are_forked_only_while_no_other_thread_runs() -> None:
-    import threading
-
-    from generator.processes import pool_context
-
+    """In a fresh interpreter, whose threads are the test's own: a test worker may still run a daemon
+    thread an earlier test left (a loopback server's, a watch's), which rightly makes it spawn."""
     expected = "fork" if sys.platform.startswith("linux") else "spawn"
-    assert pool_context().get_start_method() == expected
-    stop = threading.Event()
-    other = threading.Thread(target=stop.wait)
-    other.start()
-    try:
-        assert pool_context().get_start_method() == "spawn"
-    finally:
-        stop.set()
-        other.join()
+    done = subprocess.run([sys.executable, "-c", FORK_CHECK], capture_output=True, text=True, cwd=REPO,
+                          check=True, timeout=60)
+    assert done.stdout.split() == [expected, "spawn"], done.stderr
 
 
 EDITS = ("team", "cluster", "hand-edit", "same-size", "remove-file", "stray-file", "stray-top", "touch",
