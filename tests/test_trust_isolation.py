@@ -134,8 +134,11 @@ def test_a_member_cannot_tolerate_a_held_node_by_updating_a_pending_pod(cluster:
     assert _unschedulable(member, TEAM, "waiting")
     add = lambda *tolerations: [{"op": "add", "path": "/spec/tolerations/-", "value": t}  # noqa: E731
                                 for t in tolerations]  # a JSON patch: tolerations may only be added to
-    # The API server compiles a new policy asynchronously: wait until it answers.
-    refused = wait_for(lambda: _refused(lambda: member.patch_namespaced_pod("waiting", TEAM, add(*FORBIDDEN))), 30)
+    # The API server compiles a new policy asynchronously: wait until it answers, asking with dry runs
+    # (admission judges them too), since a patch accepted before would give the pod the tolerations.
+    assert wait_for(lambda: _refused(lambda: member.patch_namespaced_pod("waiting", TEAM, add(*FORBIDDEN),
+                                                                         dry_run="All")), 30)
+    refused = _refused(lambda: member.patch_namespaced_pod("waiting", TEAM, add(*FORBIDDEN)))
     assert refused.startswith("403") and "team pods may not tolerate fleetgen.io/gpu-unhealthy" in refused, refused
     for one in [*FORBIDDEN, {"operator": "Exists"}]:
         refused = _refused(lambda t=one: member.patch_namespaced_pod("waiting", TEAM, add(t)))
@@ -161,7 +164,9 @@ def test_a_pod_that_tolerated_before_the_policy_can_still_be_updated(cluster: An
     from tests.upstream.processes import wait_for
 
     more = [{"op": "add", "path": "/spec/tolerations/-", "value": FORBIDDEN[1]}]
-    refused = wait_for(lambda: _refused(lambda: admin.patch_namespaced_pod("old", "joins-later", more)), 30)
+    assert wait_for(lambda: _refused(lambda: admin.patch_namespaced_pod("old", "joins-later", more, dry_run="All")),
+                    30)
+    refused = _refused(lambda: admin.patch_namespaced_pod("old", "joins-later", more))
     assert "team pods may not tolerate" in refused, refused
     relabel = {"metadata": {"labels": {"a": "b"}}}
     assert _refused(lambda: admin.patch_namespaced_pod("old", "joins-later", relabel)) == ""
