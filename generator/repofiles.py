@@ -63,20 +63,25 @@ def inside(root: Path, rel: str | PurePosixPath, shown: str = "") -> Path:
     return root / PurePosixPath(rel)
 
 
-def read_regular(path: Path, dir_fd: int | None = None) -> tuple[os.stat_result, bytes] | None:
+def read_regular(path: Path, dir_fd: int | None = None, follow: bool = False,
+                 limit: int | None = None) -> tuple[os.stat_result, bytes] | None:
     """A file's stat data and content through one descriptor (so the two agree), opened without
-    following a link (relative to `dir_fd` if given); None when it is not a regular file.
-    OSError as opening or reading raises it."""
+    following a link unless `follow` (relative to `dir_fd` if given), at most `limit` + 1 bytes if
+    given; None when it is not a regular file. OSError as opening or reading raises it."""
     # O_NONBLOCK: opening a FIFO (or a device) committed in place of a file must not wait for a
     # writer that never comes; it is refused below as not a regular file.
-    fd = os.open(path, os.O_RDONLY | _NOFOLLOW | getattr(os, "O_NONBLOCK", 0), dir_fd=dir_fd)
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | (0 if follow else _NOFOLLOW)
+    fd = os.open(path, flags, dir_fd=dir_fd)
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             return None
-        chunks = []
-        while chunk := os.read(fd, 1 << 20):
+        chunks: list[bytes] = []
+        size = 0
+        while (limit is None or size <= limit) and (
+                chunk := os.read(fd, 1 << 20 if limit is None else min(1 << 20, limit + 1 - size))):
             chunks.append(chunk)
+            size += len(chunk)
         return st, b"".join(chunks)
     finally:
         os.close(fd)
@@ -319,18 +324,10 @@ def read_named(path: str | Path, limit: int) -> bytes:
     followed, as they named it, but a FIFO or device in its place is refused rather than waited on.
     At most `limit` + 1 bytes are read, so the caller can tell a file over its limit. OSError as
     opening or reading raises it; NotRegular for anything but a regular file."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise NotRegular("not a regular file")
-        chunks: list[bytes] = []
-        size = 0
-        while size <= limit and (chunk := os.read(fd, min(1 << 20, limit + 1 - size))):
-            chunks.append(chunk)
-            size += len(chunk)
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
+    got = read_regular(Path(path), follow=True, limit=limit)
+    if got is None:
+        raise NotRegular("not a regular file")
+    return got[1]
 
 
 def refuse_special(path: str | Path) -> None:
