@@ -231,14 +231,9 @@ def read_within(seconds: float, request: urllib.request.Request, limit: int) -> 
     as usual), failing with TimeoutError once `seconds` have passed, however the server trickles
     its headers or body; urllib's HTTPError and URLError pass as they come."""
     opener = urllib.request.build_opener(_HTTPHandler, _HTTPSHandler)
-    with _deadline(seconds) as watch:
-        try:
-            with opener.open(request, timeout=seconds) as response:
-                return bytes(response.read(limit))
-        except Exception:
-            if watch.expired:  # what a shut-down socket raised: a reset, an incomplete read, ...
-                raise TimeoutError(f"no complete answer within {seconds:g} s") from None
-            raise
+    with _deadline(seconds, lambda: TimeoutError(f"no complete answer within {seconds:g} s")), \
+            opener.open(request, timeout=seconds) as response:
+        return bytes(response.read(limit))
 
 
 def watch_connections(pool_manager: Any) -> None:
@@ -248,7 +243,9 @@ def watch_connections(pool_manager: Any) -> None:
 
 
 @contextmanager
-def _deadline(seconds: float) -> Iterator[_Watch]:
+def _deadline(seconds: float, timed_out: Callable[[], Exception]) -> Iterator[None]:
+    """The connections the block opens are shut down once `seconds` have passed; whatever a shut-down
+    socket then raised (a reset, an incomplete read, ...) leaves the block as `timed_out()`."""
     watch = _Watch()
     timer = threading.Timer(seconds, watch.expire)
     timer.daemon = True
@@ -256,7 +253,11 @@ def _deadline(seconds: float) -> Iterator[_Watch]:
     _current.watch = watch
     timer.start()
     try:
-        yield watch
+        yield
+    except Exception:
+        if watch.expired:
+            raise timed_out() from None
+        raise
     finally:
         timer.cancel()
         _current.watch = outer
@@ -265,10 +266,6 @@ def _deadline(seconds: float) -> Iterator[_Watch]:
 def within(seconds: float, url: str, call: Callable[[], T]) -> T:
     """`call()` (requests through a pool manager given to `watch_connections`), failing with
     ReadTimeoutError once `seconds` have passed, whatever the server sends meanwhile."""
-    with _deadline(seconds) as watch:
-        try:
-            return call()
-        except Exception:
-            if watch.expired:  # what a shut-down socket raised: a reset, an incomplete read, ...
-                raise ReadTimeoutError(None, url, f"no complete answer within {seconds:g} s") from None  # type: ignore[arg-type]
-            raise
+    timed_out = f"no complete answer within {seconds:g} s"
+    with _deadline(seconds, lambda: ReadTimeoutError(None, url, timed_out)):  # type: ignore[arg-type]
+        return call()
