@@ -282,6 +282,19 @@ MISSHAPEN_JOBS: dict[str, tuple[str, dict[str, object], str]] = {
     "trainjob-trainer-a-number": ("TrainJob", {"spec": {"trainer": 5}}, "spec.trainer is int, not a mapping"),
     "deployment-no-spec": ("Deployment", {}, "spec is missing"),
     "leaderworkerset-no-spec": ("LeaderWorkerSet", {}, "spec is missing"),
+    # before: `internal error ValueError: invalid literal for int() with base 10: 'abc'` (requested_gpus)
+    "gpu-request-not-a-number": ("Job", {"metadata": {"name": "x", "namespace": "speech", "labels": {
+        "fleetgen.io/team": "speech", "fleetgen.io/cluster": "dev", "fleetgen.io/profile": "asr-eval"}},
+        "spec": {"template": {"spec": {"containers": [{
+        "name": "x", "resources": {"requests": {"nvidia.com/gpu": "abc"}}}]}}}},
+        "spec.template.spec.containers[0].resources.requests.nvidia.com/gpu is 'abc' is not a Kubernetes quantity"),
+    "gpu-limit-a-fraction": ("JobSet", {"spec": {"replicatedJobs": [{"name": "w", "template": {"spec": {
+        "template": {"spec": {"containers": [{"name": "x", "resources": {"limits": {"nvidia.com/gpu": "1.5"}}}]}}}}}]}},
+        "spec.replicatedJobs[0].template.spec.template.spec.containers[0].resources.limits.nvidia.com/gpu is '1.5': "
+        "nvidia.com/gpu counts whole devices"),
+    "cpu-request-a-list": ("Deployment", {"spec": {"selector": {"matchLabels": {"a": "b"}}, "template": {"spec": {
+        "containers": [{"name": "x", "resources": {"requests": {"cpu": [1]}}}]}}}},
+        "spec.template.spec.containers[0].resources.requests.cpu is list, not a quantity"),
 }
 
 

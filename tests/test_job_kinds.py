@@ -28,6 +28,16 @@ def test_a_job_profile_makes_a_batch_job_of_its_size() -> None:
     assert requested_gpus(Job.from_profile("speech", "asr-2node", root=REPO).body, "nvidia.com/gpu") == 4
 
 
+def test_gpus_asked_as_limits_only_are_counted_like_the_api_server_defaults_them() -> None:
+    """A container giving GPUs only as limits requests as many (the API server copies limits into missing
+    requests); before, the pre-submit capacity check counted 0 for such a job and passed it."""
+    job = Job.from_profile("speech", "asr-eval", root=REPO, nodes=3, name="eval3")
+    resources = job.body["spec"]["template"]["spec"]["containers"][0]["resources"]
+    resources["limits"] = {"nvidia.com/gpu": "2"}
+    resources["requests"].pop("nvidia.com/gpu")
+    assert requested_gpus(job.body, "nvidia.com/gpu") == 6
+
+
 def test_define_makes_either_kind_by_the_same_rules() -> None:
     common: dict[str, Any] = {"nodes": 2, "gpus_per_node": 1, "root": REPO}
     batch = Job.define("speech", "mine", "ghcr.io/acme/x:1", ["python", "eval.py"], kind="job", **common)

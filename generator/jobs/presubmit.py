@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from generator.jobs.connection import ClusterError, timeout
+from generator.jobs.shape import quantity
 from generator.jobs.workloads import KUEUE, condition, preferred_version
 
 if TYPE_CHECKING:
@@ -160,7 +161,10 @@ def requested_gpus(body: dict[str, Any], resource: str) -> int:
         groups = [(int(job.get("parallelism") or 1) * replicas, job.get("template") or {}) for job, replicas in jobs]
     for pods, template in groups:
         for container in (template.get("spec") or {}).get("containers") or []:
-            total += pods * int(((container.get("resources") or {}).get("requests") or {}).get(resource) or 0)
+            resources = container.get("resources") or {}
+            # a request left out is the limit (k8s v1.36.3 pkg/apis/core/v1/defaults.go:170-176)
+            asked = (resources.get("requests") or {}).get(resource, (resources.get("limits") or {}).get(resource))
+            total += pods * int(quantity(asked or 0))
     return total
 
 

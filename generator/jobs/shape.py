@@ -3,37 +3,87 @@ companion Service index each kind's pod templates (spec.template.spec.containers
 without them, or with a string where a mapping belongs, must be refused by name, not fail as a KeyError.
 
 Each kind lists the paths the SDK reads. A path is dotted keys; `key[]` is a list whose items are all
-mappings; `key?` may be absent (what follows it is then not read); `key:str` / `key:int` is a scalar.
+mappings; `key{}` is a mapping whose values are all of the scalar that follows; `key?` may be absent
+(what follows it is then not read); `key:str` / `key:int` / `key:quantity` is a scalar.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from decimal import Decimal
 from typing import Any
 
+from generator.quantity import QuantityError, value_of
+
 _POD = "template.spec.containers[].ports?[].name?:str"
-_RESOURCES = "template.spec.containers[].resources?.requests?"
+_RESOURCES = "template.spec.containers[].resources?.requests?{}:quantity"
+_LIMITS = "template.spec.containers[].resources?.limits?{}:quantity"
 _RAY = ("headGroupSpec." + _POD, "headGroupSpec." + _RESOURCES,
-        "workerGroupSpecs?[]." + _POD, "workerGroupSpecs?[]." + _RESOURCES, "workerGroupSpecs?[].replicas?:int")
+        "workerGroupSpecs?[]." + _POD, "workerGroupSpecs?[]." + _RESOURCES,
+        "headGroupSpec." + _LIMITS, "workerGroupSpecs?[]." + _LIMITS, "workerGroupSpecs?[].replicas?:int")
 
 SHAPES: dict[str, tuple[str, ...]] = {
     "JobSet": ("spec.replicatedJobs[].name:str", "spec.replicatedJobs[].replicas?:int",
                "spec.replicatedJobs[].template.spec.completions?:int",
                "spec.replicatedJobs[].template.spec.parallelism?:int",
-               "spec.replicatedJobs[].template.spec." + _POD, "spec.replicatedJobs[].template.spec." + _RESOURCES),
+               "spec.replicatedJobs[].template.spec." + _POD, "spec.replicatedJobs[].template.spec." + _RESOURCES,
+               "spec.replicatedJobs[].template.spec." + _LIMITS),
     "Job": ("spec.completions?:int", "spec.parallelism?:int", "spec." + _POD, "spec." + _RESOURCES,
-            "spec.template.spec.subdomain?:str"),
+            "spec." + _LIMITS, "spec.template.spec.subdomain?:str"),
     "RayJob": tuple("spec.rayClusterSpec." + p for p in _RAY),
     "RayCluster": tuple("spec." + p for p in _RAY),
-    "TrainJob": ("spec.trainer?.numNodes?:int", "spec.trainer?.resourcesPerNode?.requests?"),
-    "Deployment": ("spec.replicas?:int", "spec.selector.matchLabels", "spec." + _POD, "spec." + _RESOURCES),
+    "TrainJob": ("spec.trainer?.numNodes?:int", "spec.trainer?.resourcesPerNode?.requests?{}:quantity",
+                 "spec.trainer?.resourcesPerNode?.limits?{}:quantity"),
+    "Deployment": ("spec.replicas?:int", "spec.selector.matchLabels", "spec." + _POD, "spec." + _RESOURCES,
+                   "spec." + _LIMITS),
     "LeaderWorkerSet": ("spec.replicas?:int", "spec.leaderWorkerTemplate.size?:int",
                         "spec.leaderWorkerTemplate.workerTemplate.spec.containers[].ports?[].name?:str",
-                        "spec.leaderWorkerTemplate.workerTemplate.spec.containers[].resources?.requests?"),
+                        "spec.leaderWorkerTemplate.workerTemplate.spec.containers[].resources?.requests?{}:quantity",
+                        "spec.leaderWorkerTemplate.workerTemplate.spec.containers[].resources?.limits?{}:quantity"),
 }
 """Per kind, the paths of its object the SDK reads (generator.jobs.presubmit, compile.jobs.companion_service,
 the rank selectors of generator.jobs.job)."""
 
-_SCALARS: dict[str, tuple[type, str]] = {"str": (str, "a string"), "int": (int, "an integer")}
+
+
+def _extended(resource: str) -> bool:
+    """A resource outside Kubernetes' own names (nvidia.com/gpu): its quantity must be whole (apimachinery's
+    IsExtendedResourceName, as validation.go's ValidateResourceQuantityValue applies it, k8s v1.36.3
+    pkg/apis/core/validation/validation.go:8222-8231)."""
+    domain, slash, _ = resource.partition("/")
+    return bool(slash) and not (domain == "kubernetes.io" or domain.endswith(".kubernetes.io")) \
+        and not resource.startswith("requests.")
+
+
+def quantity(found: object) -> Decimal:
+    """The value of a quantity as a job file may hold it: a string, or a number (JSON and YAML numbers are
+    quantities too; apimachinery's Quantity.UnmarshalJSON reads an unquoted number); QuantityError if not one."""
+    if isinstance(found, bool) or not isinstance(found, (str, int, float)):
+        raise QuantityError(f"{type(found).__name__}, not a quantity")
+    return value_of(found if isinstance(found, (str, int)) else repr(found))
+
+
+def _quantity(found: object, key: str) -> str | None:
+    """Why `found`, the quantity of resource `key`, is not one the API server takes; None when it is."""
+    try:
+        value = quantity(found)
+    except QuantityError as exc:
+        return f"is {exc}"
+    if value < 0:
+        return "is negative"
+    if _extended(key) and value != value.to_integral_value():
+        return f"is {found!r}: {key} counts whole devices (a whole number such as 1 or 8)"
+    return None
+
+
+def _typed(called: str, kind: type) -> Callable[[object, str], str | None]:
+    return lambda found, _key: (None if isinstance(found, kind) and not isinstance(found, bool)
+                                else f"is {type(found).__name__}, not {called}")
+
+
+_SCALARS: dict[str, Callable[[object, str], str | None]] = {
+    "str": _typed("a string", str), "int": _typed("an integer", int), "quantity": _quantity}
+"""Per scalar type, why a value (of a key) is not one; None when it is."""
 
 
 def _walk(value: Any, steps: list[str], at: str) -> str | None:
@@ -42,16 +92,21 @@ def _walk(value: Any, steps: list[str], at: str) -> str | None:
         return None
     step, rest = steps[0], steps[1:]
     key, _, scalar = step.partition(":")
-    optional, many = key.endswith("?") or key.endswith("?[]"), key.endswith("[]")
-    key = key.removesuffix("[]").removesuffix("?")
+    optional = key.endswith(("?", "?[]", "?{}"))
+    many, each = key.endswith("[]"), key.endswith("{}")
+    key = key.removesuffix("[]").removesuffix("{}").removesuffix("?")
     here = f"{at}.{key}" if at else key
     if key not in value or value[key] is None:
         return None if optional else f"{here} is missing"
     found = value[key]
+    if each:
+        if not isinstance(found, dict):
+            return f"{here} is {type(found).__name__}, not a mapping"
+        return next((f"{here}.{name} {problem}" for name, item in found.items()
+                     if (problem := _SCALARS[scalar](item, str(name))) is not None), None)
     if scalar:
-        wanted, called = _SCALARS[scalar]
-        ok = isinstance(found, wanted) and not isinstance(found, bool)
-        return None if ok else f"{here} is {type(found).__name__}, not {called}"
+        problem = _SCALARS[scalar](found, key)
+        return None if problem is None else f"{here} {problem}"
     if many:
         if not isinstance(found, list) or not all(isinstance(item, dict) for item in found):
             return f"{here} is not a list of mappings"
