@@ -46,7 +46,7 @@ from pathlib import Path
 
 from generator import proofs, repofiles
 from generator.cachedir import cache_dir
-from generator.processes import pool_context
+from generator.processes import die_with_parent, pool_context
 
 INPUTS = ("teams", "clusters")
 EXTRA_INPUTS = ("fleet.yaml",)
@@ -371,7 +371,8 @@ class Index:
 
         layouts = {t: str(_layout_file(self._folder, t)) for t in todo}
         half = todo[1::2]
-        with concurrent.futures.ProcessPoolExecutor(1, mp_context=pool_context()) as pool:
+        with concurrent.futures.ProcessPoolExecutor(1, mp_context=pool_context(), initializer=die_with_parent,
+                                                    initargs=(os.getpid(),)) as pool:
             remote = pool.submit(_restat_many, rendered, {t: layouts[t] for t in half})
             results = {**_restat_many(rendered, {t: layouts[t] for t in todo[0::2]}), **remote.result()}
         for top, got in results.items():

@@ -65,9 +65,12 @@ def helper(work: Callable[[A], R], arg: A, context: ForkContext | SpawnContext) 
         receive.close()
 
 
-def _serve(send: Connection, work: Callable[[A], R], arg: A, parent: int) -> None:
-    """The child's side of `helper`: die with the parent, run, send (ok, result or error)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle: it ends this
+def die_with_parent(parent: int) -> None:
+    """Make this child process end when `parent` does, however it ends (SIGKILL included): on Linux the
+    kernel kills it (PR_SET_PDEATHSIG), and a parent already gone ends it at once. A process pool's
+    workers call it first (the pool's `initializer`): a worker otherwise waits on its task queue for
+    ever once the parent is killed, every worker holding the queue's write end open too. Elsewhere a
+    pool's own shutdown is the only guard."""
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the parent's handler, inherited by a fork
     if sys.platform.startswith("linux"):
         import ctypes
@@ -75,6 +78,12 @@ def _serve(send: Connection, work: Callable[[A], R], arg: A, parent: int) -> Non
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
         if os.getppid() != parent:  # the parent died before the kernel was told
             os._exit(1)
+
+
+def _serve(send: Connection, work: Callable[[A], R], arg: A, parent: int) -> None:
+    """The child's side of `helper`: die with the parent, run, send (ok, result or error)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle: it ends this
+    die_with_parent(parent)
     try:
         reply: tuple[bool, object] = (True, work(arg))
     except Exception as exc:  # noqa: BLE001 - carried to the parent, which raises it

@@ -23,7 +23,7 @@ from generator.compile.manifest import Manifest
 from generator.config.fleet import Fleet
 from generator.config.repo import FLEET_FILE, load_repo_config
 from generator.errors import Finding, InputError, UsageError
-from generator.processes import collector_paused, pool_context
+from generator.processes import collector_paused, die_with_parent, pool_context
 from generator.validate.pipeline import Options, Report, validate_compiled
 
 
@@ -62,7 +62,8 @@ written on its own (10,000 teams in one pool: 90,000 objects)."""
 _WORKER: dict[str, object] = {}
 
 
-def _worker_init(root: str, options: Options) -> None:
+def _worker_init(root: str, options: Options, parent: int) -> None:
+    die_with_parent(parent)
     gc.disable()  # the worker only builds (see processes.collector_paused)
     _WORKER["fleet"] = load_fleet(Path(root))
     _WORKER["options"] = options
@@ -107,7 +108,8 @@ def _cluster_tree(name: str, manifests: list[Manifest], jobs: int) -> emit.Tree:
     # YAML takes to write). Unpickling half of a 10,000-team pool's objects took a second.
     _WORKER["emit"] = objects
     try:
-        with concurrent.futures.ProcessPoolExecutor(len(starts), mp_context=context) as pool:
+        with concurrent.futures.ProcessPoolExecutor(len(starts), mp_context=context, initializer=die_with_parent,
+                                                    initargs=(os.getpid(),)) as pool:
             if context.get_start_method() == "fork":
                 others = [pool.submit(_inherited_texts, i, i + size) for i in starts]
             else:
@@ -129,7 +131,7 @@ def _parallel(root: Path, names: list[str], options: Options, jobs: int,
     report, tree = Report(), {}
     context = multiprocessing.get_context("spawn")  # no fork-inherited state; same result on every OS
     with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=context, initializer=_worker_init,
-                                                initargs=(str(root), options)) as pool:
+                                                initargs=(str(root), options, os.getpid())) as pool:
         for name, manifests, part, files in pool.map(_worker_cluster, names):
             compiled[name] = manifests
             report.findings += part.findings

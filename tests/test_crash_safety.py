@@ -10,6 +10,7 @@ hash equal to the old tree's or the new tree's, and a following render must succ
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import random
@@ -17,6 +18,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -116,3 +118,48 @@ def test_kill_at_25_points_leaves_old_or_new(fleets: tuple[Path, str, str, int],
             assert _digest(root) == new
         shutil.rmtree(root)
     assert seen["old"] and seen["new"], seen  # the points fell both before and after the commit
+
+
+def _children(pid: int) -> set[int]:
+    """The processes `pid` made that still run (Linux: /proc/PID/task/TID/children)."""
+    found: set[int] = set()
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        with contextlib.suppress(FileNotFoundError, ProcessLookupError):
+            found |= {int(c) for c in (task / "children").read_text().split()}
+    return found
+
+
+def _running(pid: int) -> bool:
+    """Whether `pid` is a process that still works (not gone, not a zombie waiting to be reaped)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1][0] != "Z"
+    except (FileNotFoundError, IndexError):
+        return False
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the kernel's parent-death signal is Linux's")
+def test_render_workers_end_with_a_render_killed_outright(fleet_root: Path) -> None:
+    """`render -j 2` compiles clusters in a process pool. Before: killed with SIGKILL, the render left its
+    workers running, adopted, then waiting on their task queue for ever (every worker holds its write end);
+    now the kernel ends each with its parent."""
+    render = subprocess.Popen([sys.executable, "-m", "generator", "--root", str(fleet_root), "render", "-j", "2"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        workers: set[int] = set()
+        for _ in range(600):  # the pool's two workers exist before any cluster compiles
+            workers = _children(render.pid)
+            if len(workers) >= 2 or render.poll() is not None:
+                break
+            time.sleep(0.01)
+        assert len(workers) >= 2 and render.poll() is None, "render -j 2 made no pool"
+        render.kill()
+        render.wait()
+        for _ in range(200):
+            if not any(_running(w) for w in workers):
+                break
+            time.sleep(0.05)
+        assert not [w for w in workers if _running(w)], "a worker outlived the killed render"
+    finally:
+        for worker in _children(render.pid) | workers:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(worker, signal.SIGKILL)
