@@ -47,7 +47,11 @@ CASES = [
     ("clusters/prod-east.yaml", 'cpuPerNode: "192"', 'cpuPerNode: "192 cores"',
      "clusters/prod-east.yaml:17", ["nodePools[0].cpuPerNode", "not a Kubernetes quantity"]),
     ("clusters/prod-east.yaml", 'kubernetesVersion: "1.36"', 'kubernetesVersion: "1.19"',
-     "clusters/prod-east.yaml:4", ["Kubernetes 1.19 has no built-in schemas"]),
+     "clusters/prod-east.yaml:4", ["Kubernetes 1.19 is older than 1.30", "upgrade the cluster"]),
+    # before: eight "no schema found for admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy" findings,
+    # each telling the user to pass --schema-location
+    ("clusters/prod-east.yaml", 'kubernetesVersion: "1.36"', 'kubernetesVersion: "1.29"',
+     "clusters/prod-east.yaml:4", ["Kubernetes 1.29 is older than 1.30", "ValidatingAdmissionPolicies"]),
     ("clusters/prod-east.yaml", 'kubernetesVersion: "1.36"', "kubernetesVersion: 1.36",
      "clusters/prod-east.yaml:4", ["expected text, got float", 'quote the value: "1.36"']),
     ("clusters/prod-east.yaml", "version: v0.19.2", "version: v0.12.0",

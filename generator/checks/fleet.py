@@ -90,12 +90,25 @@ def _team_names(fleet: Fleet) -> Iterator[Finding]:
                               "omit cohort to join the root, or name an org unit")
 
 
+MIN_KUBERNETES = (1, 30)
+"""The oldest Kubernetes fleetgen renders for: every cluster gets admission policies of
+admissionregistration.k8s.io/v1, which the API server serves from 1.30 (the official OpenAPI of 1.29,
+as kubernetes-validate ships it, has only v1alpha1 and v1beta1 ValidatingAdmissionPolicy)."""
+
+
 def _kubernetes_versions(fleet: Fleet) -> Iterator[Finding]:
     from generator.kubeschemas import builtin_versions
 
     for loaded in fleet.clusters.values():
         version = loaded.config.kubernetes_version
-        if version not in builtin_versions():
+        if tuple(int(x) for x in version.split(".")) < MIN_KUBERNETES:
+            file, line = loaded.at("kubernetesVersion")
+            oldest = ".".join(map(str, MIN_KUBERNETES))
+            yield Finding(file, line, "kubernetesVersion", f"Kubernetes {version} is older than {oldest}, the oldest "
+                          "fleetgen renders for: team isolation relies on admissionregistration.k8s.io/v1 "
+                          f"ValidatingAdmissionPolicies, served from {oldest}",
+                          f"upgrade the cluster to Kubernetes {oldest} or later and set kubernetesVersion to match")
+        elif version not in builtin_versions():
             file, line = loaded.at("kubernetesVersion")
             yield Finding(file, line, "kubernetesVersion", f"Kubernetes {version} has no built-in schemas",
                           f"use one of {', '.join(builtin_versions())} (upgrade kubernetes-validate for newer)")

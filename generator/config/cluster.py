@@ -688,8 +688,8 @@ class ClusterConfig(ConfigModel):
     name: DnsLabel
     """Cluster name; must equal the file name without `.yaml`."""
     kubernetes_version: KubernetesVersion
-    """Kubernetes minor version of the cluster's API server, e.g. "1.36": picks the built-in object
-    schemas, the Pod Security version and whether team defaults can be applied by a
+    """Kubernetes minor version of the cluster's API server, e.g. "1.36", 1.30 or later: picks the
+    built-in object schemas, the Pod Security version and whether team defaults can be applied by a
     MutatingAdmissionPolicy (1.36 on)."""
     kueue: Kueue = Kueue()
     """Kueue release and queueing policy."""
