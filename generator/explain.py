@@ -73,6 +73,7 @@ def explain_team(fleet: Fleet, name: str) -> str:
                      "where the team has quota; its quota here bounds what is dispatched at once)")
         if cluster is not None and mk is None:
             head += f"\nin {cluster_name}: {unlabelled_jobs(cluster.config, team)}"
+            head += f"\nin {cluster_name}: {max_execution(team, cluster.config)}"
         if cluster is None:
             continue
         head += "".join(f"\nin {cluster_name}: {line}" for line in shared_pool_lines(fleet, cluster_name, name))
@@ -208,6 +209,8 @@ def preemption(fleet: Fleet, team: str, cluster: str, shares: list[TeamShare]) -
         lines.append("- its workloads are never preempted: it never borrows (borrowingLimit 0 in every pool), Kueue "
                      "takes back only what a queue borrowed, and its own jobs never preempt each other")
     lines.append(f"- when others borrow what it lends, it {RECLAIM[policy.reclaim_within_cohort]}")
+    if policy.reclaim_within_cohort != "Never":
+        lines.append(f"- {reclaim_deadline(fleet, team, cluster)}")
     for held in (h for h in held_back(fleet, cluster) if team in h.lenders):
         at = "" if held.policy == "Never" else f" at {held.priority} or above"
         lines.append(f"- its guaranteed {held.pool} GPUs are not guaranteed once lent: "
@@ -242,6 +245,34 @@ def preemption(fleet: Fleet, team: str, cluster: str, shares: list[TeamShare]) -
     if fair:
         lines += weight_split(fleet, team, cluster)
     return lines
+
+
+def reclaim_deadline(fleet: Fleet, team: str, cluster: str) -> str:
+    """How long a reclaim takes: Kueue stops the preempted job at once and releases its quota once the
+    job reports no active pods (kueue v0.19.2 pkg/controller/jobframework/reconciler.go:580-616), but
+    its pods hold their nodes' GPUs until they have stopped, and the API server refuses any pod in a
+    team namespace with a longer grace period than its team's cap (compile/deadlines.py)."""
+    cfg = fleet.clusters[cluster].config
+    own = fleet.teams[team].config.grace_cap_in(cfg)
+    others = [t.config.grace_cap_in(cfg) for t in fleet.teams_in(cluster) if t.config.name != team]
+    longest = max(others, default=cfg.kueue.max_termination_grace_period_seconds)
+    mine = "" if own == longest else f"; its own pods get at most {own} s"
+    return (f"a reclaim takes at most {longest} s plus Kueue's and the scheduler's reaction: Kueue stops the "
+            "preempted job at once, its pods hold their GPUs until they have stopped, and no pod in a team namespace "
+            f"may take longer than {longest} s to stop (kueue.maxTerminationGracePeriodSeconds "
+            f"{cfg.kueue.max_termination_grace_period_seconds}, "
+            f"a team's policy may shorten its own){mine}")
+
+
+def max_execution(team: TeamConfig, cfg: ClusterConfig) -> str:
+    """Where the team's maxExecutionTime reaches in one cluster, and what Kueue does then."""
+    if team.max_execution_time is None:
+        return "batch jobs run as long as they need (no maxExecutionTime; a job profile may set its own)"
+    reach = "every batch job created in its namespaces" if cfg.mutating_policies else \
+        (f"jobs labelled kueue.x-k8s.io/max-exec-time-seconds only (labelling every job needs Kubernetes 1.36, the "
+         f"cluster is {cfg.kubernetes_version}); a longer label is refused")
+    return (f"batch jobs run at most {team.max_execution_time} once admitted ({reach}): Kueue then evicts and "
+            "deactivates the job (Evicted: DeactivatedDueToMaximumExecutionTimeExceeded); servers are not limited")
 
 
 def explain_cluster(fleet: Fleet, name: str) -> str:

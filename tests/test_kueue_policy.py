@@ -285,12 +285,15 @@ def test_explain_says_who_can_preempt_whom(fleet_root: Path) -> None:
     (and fair sharing, which overrides borrowWithinCohort) lets it and others do."""
     out = run(fleet_root, "explain", "team", "platform-ci").out
     west = out[out.index("preemption in prod-west:"):]
-    assert west.splitlines()[:8] == [
+    assert west.splitlines()[:9] == [
         "preemption in prod-west:",
         "- its priority classes: preemptible (10); default preemptible, given to every workload created in its "
         "namespaces that names no class (label or pod priorityClassName)",
         "- when others borrow what it lends, it takes its guaranteed GPUs back by preempting borrowers' "
         "workloads of lower priority only; borrowers of its priority or above keep them until their jobs end",
+        "- a reclaim takes at most 300 s plus Kueue's and the scheduler's reaction: Kueue stops the preempted job "
+        "at once, its pods hold their GPUs until they have stopped, and no pod in a team namespace may take longer "
+        "than 300 s to stop (kueue.maxTerminationGracePeriodSeconds 300, a team's policy may shorten its own)",
         "- its guaranteed a100 GPUs are not guaranteed once lent: inference, ml-research, recsys can borrow them "
         "at preemptible or above and keep them until their jobs end",
         "- its guaranteed l40s GPUs are not guaranteed once lent: inference, vision can borrow them at "

@@ -57,14 +57,15 @@ Jobs), a serving Deployment's ReplicaSet and pods, and a LeaderWorkerSet's State
 
 @contextmanager
 def running_twin(name: str, etcd: Any, workdir: Path, crds: tuple[dict[str, Any], ...] = (),
-                 logs: Path | None = None) -> Iterator[tuple[Stack, Fleet, Twin]]:
+                 logs: Path | None = None, root: Path = REPO) -> Iterator[tuple[Stack, Fleet, Twin]]:
     """Cluster `name` as rendered, its Nodes from its cluster file, kube-scheduler and kwok; `crds` are
-    served before Kueue starts (an operator's kinds); `logs`, every container's log (Twin.start)."""
-    objects = kustomize_build(REPO / "rendered" / name) + kustomize_build(REPO / "rendered" / "gitops" / name)
+    served before Kueue starts (an operator's kinds); `logs`, every container's log (Twin.start);
+    `root`, a fleet other than the repository's (rendered)."""
+    objects = kustomize_build(root / "rendered" / name) + kustomize_build(root / "rendered" / "gitops" / name)
     stack = Stack.start(workdir, etcd, kueue_config=rendered_kueue_config(objects),
                         extra_controllers=TWIN_CONTROLLERS, crds=crds)
     try:
-        fleet = load_fleet(REPO)
+        fleet = load_fleet(root)
         cluster = fleet.clusters[name].config
         create_nodes(stack, fake_nodes(cluster))
         refused, _ = deploy(stack, cluster, objects, SHARED / "schemas")

@@ -138,6 +138,22 @@ def _default_priority_reach(fleet: Fleet) -> Iterator[Warning]:
                                 "its class", WARNING)
 
 
+def _max_exec_reach(fleet: Fleet) -> Iterator[Warning]:
+    """Before Kubernetes 1.36 nothing gives a team's maxExecutionTime to jobs created without the
+    label: Kueue runs them without a limit (a longer label is still refused)."""
+    for cluster in fleet.clusters.values():
+        cfg = cluster.config
+        teams = sorted(t.config.name for t in fleet.teams_in(cfg.name) if t.config.max_execution_time)
+        if cfg.mutating_policies or not teams:
+            continue
+        file, line = cluster.at("kubernetesVersion")
+        yield cfg.name, Finding(file, line, "kubernetesVersion",
+                                f"maxExecutionTime of {', '.join(teams)} reaches only jobs labelled "
+                                f"kueue.x-k8s.io/max-exec-time-seconds in {cfg.name}: jobs created without the "
+                                "label run without a limit", "upgrade the cluster to Kubernetes 1.36 and set "
+                                "kubernetesVersion: \"1.36\" (a MutatingAdmissionPolicy then labels them)", WARNING)
+
+
 def _names(items: tuple[str, ...], limit: int = 8) -> str:
     """A list of team names, cut after `limit` with how many more."""
     shown = ", ".join(items[:limit])
@@ -206,7 +222,8 @@ def _admission_check_reach(fleet: Fleet) -> Iterator[Warning]:
 
 WARNINGS: list[Callable[[Fleet], Iterator[Warning]]] = [_weight_alone_in_cohort, _overcommitted_pools,
                                                         _cpu_jobs_on_gpu_flavors, _cpu_pool_passed_over,
-                                                        _default_priority_reach, _unreclaimable_guarantees,
+                                                        _default_priority_reach, _max_exec_reach,
+                                                        _unreclaimable_guarantees,
                                                         _admission_check_reach]
 
 

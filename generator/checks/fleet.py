@@ -545,6 +545,7 @@ def _profile_problems(fleet: Fleet, team: TeamConfig, profile: JobProfile,
             f"pool {pool.name!r} has no topology level {profile.topology.level!r}", \
             f"use one of: {', '.join(levels)}" if levels else "the pool declares no topologyLevels; remove topology"
     yield from _slice_problems(profile, pool)
+    yield from _deadline_problems(team, profile, cluster.config)
     for j, env in enumerate(profile.env):
         if env.name in RESERVED_ENV and profile.kind not in ("trainjob", "deployment", "leaderworkerset"):
             yield ("env", j, "name"), f"env[{j}].name", f"{env.name} is set by fleetgen for the rendezvous", \
@@ -579,6 +580,23 @@ def _profile_problems(fleet: Fleet, team: TeamConfig, profile: JobProfile,
     elif profile.leader is not None and profile.nodes < 2 and profile.launcher == "torchrun":
         yield ("leader",), "leader", "a leader job needs at least 2 nodes (a leader and a worker)", \
             "set nodes to 2 or more, or remove leader"
+
+
+def _deadline_problems(team: TeamConfig, profile: JobProfile, cluster: ClusterConfig) -> Iterator[Problem]:
+    """A profile within the team's reclaim deadline (the API server would refuse its pods) and its
+    maximum execution time."""
+    cap = team.grace_cap_in(cluster)
+    if profile.kind != "trainjob" and profile.termination_grace_period_seconds > cap:
+        yield ("terminationGracePeriodSeconds",), "terminationGracePeriodSeconds", \
+            f"{profile.termination_grace_period_seconds} s, but pods of team {team.name} in {cluster.name} may " \
+            f"have at most {cap} s (the reclaim deadline, kueue.maxTerminationGracePeriodSeconds), so the API " \
+            "server would refuse them", f"use at most {cap}"
+    limit = team.max_execution_seconds
+    if limit is not None and profile.max_execution_seconds is not None and profile.max_execution_seconds > limit:
+        yield ("maxExecutionTime",), "maxExecutionTime", \
+            f"{profile.max_execution_time} is longer than the team's maxExecutionTime {team.max_execution_time}, " \
+            "and the API server refuses a longer kueue.x-k8s.io/max-exec-time-seconds label", \
+            f"use at most {team.max_execution_time}, or remove it (the team's applies)"
 
 
 OPERATOR_OF_KIND = {"rayjob": ("ray", "KubeRay", "jobset"), "raycluster": ("ray", "KubeRay", "jobset"),
@@ -747,6 +765,20 @@ def _team_policy(fleet: Fleet) -> Iterator[Finding]:
                               f"{', '.join(sorted(set(allowed)))}, not {value}",
                               f"choose one of those, or ask the platform team to list {value} in "
                               f"kueue.teamPolicy.{key} of {cluster.source.path}")
+            grace = own.max_termination_grace_period_seconds
+            if grace is not None and not limits.max_termination_grace_period_seconds:
+                file, line = team.at("policy", "maxTerminationGracePeriodSeconds")
+                yield Finding(file, line, "policy.maxTerminationGracePeriodSeconds", f"cluster {cname} sets "
+                              "kueue.teamPolicy.maxTerminationGracePeriodSeconds: false, so teams take its "
+                              "kueue.maxTerminationGracePeriodSeconds "
+                              f"({cfg.kueue.max_termination_grace_period_seconds})",
+                              "remove it, or ask the platform team to allow it")
+            elif grace is not None and grace > cfg.kueue.max_termination_grace_period_seconds:
+                file, line = team.at("policy", "maxTerminationGracePeriodSeconds")
+                yield Finding(file, line, "policy.maxTerminationGracePeriodSeconds", f"{grace} is above cluster "
+                              f"{cname}'s kueue.maxTerminationGracePeriodSeconds "
+                              f"({cfg.kueue.max_termination_grace_period_seconds}): a team may only shorten it",
+                              f"use at most {cfg.kueue.max_termination_grace_period_seconds}")
             if own.never_preempted and not limits.never_preempted:
                 file, line = team.at("policy", "neverPreempted")
                 yield Finding(file, line, "policy.neverPreempted", f"cluster {cname} sets kueue.teamPolicy."

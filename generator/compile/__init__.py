@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from generator.compile.admission import compile_admission
+from generator.compile.deadlines import compile_deadlines
 from generator.compile.health import compile_health
 from generator.compile.jobs import compile_templates
 from generator.compile.kueue import compile_kueue
@@ -21,8 +22,8 @@ from generator.config.team import TeamConfig
 Compiler = Callable[[Loaded[ClusterConfig], list[Loaded[TeamConfig]]], list[Manifest]]
 
 # One entry per output family; later families (monitoring, gitops, job templates) append here.
-FAMILIES: list[Compiler] = [compile_kueue, compile_multikueue, compile_tenancy, compile_admission, compile_platform,
-                            compile_monitoring, compile_health, compile_templates, compile_published]
+FAMILIES: list[Compiler] = [compile_kueue, compile_multikueue, compile_tenancy, compile_admission, compile_deadlines,
+                            compile_platform, compile_monitoring, compile_health, compile_templates, compile_published]
 
 
 def compile_cluster(fleet: Fleet, name: str) -> list[Manifest]:

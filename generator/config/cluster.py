@@ -180,6 +180,9 @@ class TeamPolicy(ConfigModel):
     preempts other teams' work of lower priority while borrowing."""
     never_preempted: StrictBool = True
     """Whether a team may declare `policy.neverPreempted` (it then never borrows here)."""
+    max_termination_grace_period_seconds: StrictBool = True
+    """Whether a team may set its own `policy.maxTerminationGracePeriodSeconds`, below the cluster's
+    `kueue.maxTerminationGracePeriodSeconds` (never above it): a shorter stop for its own pods only."""
 
 
 SHARED_QUEUE_PREFIX = "shared-"
@@ -276,6 +279,14 @@ class Kueue(ConfigModel):
     Kueue's defaults."""
     admission_fair_sharing: AdmissionFairSharing | None = None
     """Pools shared by recent usage, with no per-team guarantee (Kueue v0.15 or later)."""
+    max_termination_grace_period_seconds: StrictInt = Field(default=300, ge=0, le=86400)
+    """The reclaim deadline: the longest `terminationGracePeriodSeconds` a pod in a team namespace
+    may have (a pod that sets none has Kubernetes' 30). When a team reclaims GPUs it lent, Kueue
+    preempts the borrower's workload and stops its job at once, but the job's pods hold their GPUs
+    until they have stopped, and the kubelet gives each pod its grace period before killing it: so
+    the borrowed GPUs are back within this many seconds, plus Kueue's and the scheduler's reaction.
+    Enforced by a ValidatingAdmissionPolicy on pods and on every kind that carries pod templates;
+    a team's `policy` may choose less where `teamPolicy` allows it."""
     share_unallocated: bool = True
     """Put each pool's GPUs that no team holds (capacity minus team quotas, with their CPU and
     memory) in the root Cohort's quota, so teams with quota in the pool can borrow them. Without

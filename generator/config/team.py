@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, StrictBool, model_validator
+from pydantic import Field, StrictBool, StrictInt, StrictStr, field_validator, model_validator
 
 from generator.config.base import ConfigModel
 from generator.config.cluster import (
@@ -19,6 +19,7 @@ from generator.config.cluster import (
 )
 from generator.config.jobs import JobProfile
 from generator.config.types import Count, DnsLabel, DnsSubdomain, Owner, SubjectName, Weight
+from generator.durations import seconds
 
 
 class PoolQuota(ConfigModel):
@@ -67,6 +68,11 @@ class QueuePolicy(ConfigModel):
     pkg/scheduler/preemption/preemption.go:636-646) and its own workloads never preempt each other
     (`withinClusterQueue: Never`). Evictions that are not preemption (a node failing, waitForPodsReady,
     a maximum execution time) still happen."""
+
+    max_termination_grace_period_seconds: StrictInt | None = Field(default=None, ge=0, le=86400)
+    """The longest `terminationGracePeriodSeconds` a pod in the team's namespaces may have, below the
+    cluster's `kueue.maxTerminationGracePeriodSeconds` (never above it): its borrowed GPUs are back
+    sooner after a reclaim. Omitted: the cluster's."""
 
     @property
     def sets_preemption(self) -> bool:
@@ -130,8 +136,38 @@ class TeamConfig(ConfigModel):
     quotas: dict[DnsLabel, dict[DnsLabel, PoolQuota]] = {}
     """GPU quotas: cluster name -> pool name -> quota. With `policy.neverPreempted` every
     `borrowingLimit` is 0 (leave it out)."""
+    max_execution_time: StrictStr | None = Field(default=None, pattern=r"^([0-9]+[smhd])+$", max_length=32)
+    """Longest any batch job of the team may run once admitted, e.g. `72h`, in every cluster: Kueue
+    then evicts and deactivates it (its Workload's `maximumExecutionTimeSeconds`). Applied to every
+    Job, JobSet, standalone Pod, Ray job or cluster, Kubeflow job, TrainJob and AppWrapper created in
+    the team's namespaces, kubectl's included: on Kubernetes 1.36 or later a MutatingAdmissionPolicy
+    labels those without `kueue.x-k8s.io/max-exec-time-seconds` (or with a longer one) with it;
+    everywhere a ValidatingAdmissionPolicy refuses a longer label. Servers (Deployments,
+    StatefulSets, LeaderWorkerSets, RayServices) are not limited. Each job profile's
+    `maxExecutionTime` must be at most this."""
     job_profiles: list[JobProfile] = []
     """Job templates for the team's ML engineers (rendered under rendered/<cluster>/templates/<team>/)."""
+
+    @field_validator("max_execution_time")
+    @classmethod
+    def _execution_time_in_range(cls, value: str | None) -> str | None:
+        if value is not None and not 1 <= seconds(value) <= 2**31 - 1:
+            raise ValueError(f"maxExecutionTime {value} is not between 1s and 2147483647s (Kueue's int32 seconds)")
+        return value
+
+    @property
+    def max_execution_seconds(self) -> int | None:
+        """`maxExecutionTime` in seconds, as Kueue's label takes it."""
+        return None if self.max_execution_time is None else int(seconds(self.max_execution_time))
+
+    def grace_cap_in(self, cluster: ClusterConfig) -> int:
+        """The longest terminationGracePeriodSeconds of a pod in the team's namespaces in `cluster`:
+        the team's own where the cluster lets it choose, never above the cluster's."""
+        cap = cluster.kueue.max_termination_grace_period_seconds
+        own = self.policy.max_termination_grace_period_seconds if self.policy else None
+        if own is None or not cluster.kueue.team_policy.max_termination_grace_period_seconds:
+            return cap
+        return min(own, cap)
 
     @model_validator(mode="after")
     def _never_preempted_never_borrows(self) -> TeamConfig:

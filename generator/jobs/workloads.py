@@ -53,6 +53,18 @@ PREEMPTION_REASONS = {
 }
 """Preempted=True reasons (workload_types.go:1037-1049)."""
 
+DEACTIVATIONS = {
+    "MaximumExecutionTimeExceeded": "Kueue deactivated it: it ran its maximum execution time (label "
+                                    "kueue.x-k8s.io/max-exec-time-seconds, or the team's maxExecutionTime); "
+                                    "resubmit it to run again, with a shorter run or checkpoints",
+    "RequeuingLimitExceeded": "Kueue deactivated it: it was evicted and requeued more times than "
+                              "waitForPodsReady allows; fix why its pods do not become ready, then resubmit it",
+}
+"""Why Kueue deactivated a Workload: the cause in its Evicted reason `Deactivated` + `DueTo` + cause
+(kueue v0.19.2 pkg/controller/core/workload_controller.go:676-685 and 923,
+pkg/workload/evict/evict.go:180-183, pkg/workload/patching/patching.go:302-304)."""
+DEACTIVATED_DUE_TO = "DeactivatedDueTo"
+
 
 def condition(obj: dict[str, Any] | None, kind: str) -> dict[str, Any] | None:
     """The condition `kind` of an object's status, if it has one."""
@@ -152,12 +164,14 @@ def waiting(api: Any, namespace: str, workload: dict[str, Any]) -> tuple[str, st
 def why_pending(workload: dict[str, Any], api: Any = None) -> str:
     """Every reason Kueue gives for not running the workload now, most decisive first."""
     reasons: list[str] = []
-    if (workload.get("spec") or {}).get("active") is False:
-        reasons.append("deactivated (spec.active is false): Kueue will not admit it until it is reactivated; "
-                       "resubmit it, or ask a platform engineer why it was stopped")
     evicted = _true(workload, "Evicted")
+    cause = str((evicted or {}).get("reason", "")).removeprefix(DEACTIVATED_DUE_TO)
+    if (workload.get("spec") or {}).get("active") is False:
+        reasons.append(f"deactivated (spec.active is false): {DEACTIVATIONS[cause]}" if cause in DEACTIVATIONS else
+                       "deactivated (spec.active is false): Kueue will not admit it until it is reactivated; "
+                       "resubmit it, or ask a platform engineer why it was stopped")
     if evicted:
-        why = EVICTION_REASONS.get(evicted.get("reason", ""), evicted.get("reason", "evicted"))
+        why = EVICTION_REASONS.get(cause, evicted.get("reason", "evicted"))
         preempted = _true(workload, "Preempted")
         if preempted and preempted.get("reason") in PREEMPTION_REASONS:
             why = "preempted " + PREEMPTION_REASONS[preempted["reason"]]
