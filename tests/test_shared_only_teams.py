@@ -10,6 +10,7 @@ queue on the shared pool (`compile/queue_routing.py`); where it cannot, render w
 
 from __future__ import annotations
 
+import copy
 import uuid
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ import pytest
 import yaml
 
 from generator.checks import load_fleet
+from generator.compile.admission import INTEGRATION_KINDS
 from tests.conftest import SHARED, edit, run
 
 ONLY_SHARED = ("teams/recsys.yaml", "    a100: {gpus: 24, lendingLimit: 24}\n", "")
@@ -194,3 +196,95 @@ def test_before_kubernetes_1_36_nothing_relabels_and_render_says_so(fleet_root: 
             "pending for ever (Kueue: resource nvidia.com/gpu unavailable in ClusterQueue "
             "recsys): label it kueue.x-k8s.io/queue-name: recsys-l4 and submit it in namespace recsys (relabelling "
             "it needs Kubernetes 1.36, the cluster is 1.35)") in explained, explained
+
+
+def _kind_object(framework: str, crd: dict[str, Any] | None, gpu_at: int | None,
+                 queue: str | None = None) -> dict[str, Any]:
+    """A minimal object of the kind with a pod template at each of its template paths; the one at path
+    number `gpu_at` asks for an L4 GPU (a limit, as most jobs write it); labelled `queue` when given."""
+    from tests.test_default_priority import BUILT_IN, FIXED, _merge, _template
+
+    group, _, paths = INTEGRATION_KINDS[framework]
+    plain: dict[str, Any] = {"containers": [{"name": "c", "image": "registry.example/x:1"}]}
+    gpu = {"containers": [{**plain["containers"][0], "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}
+    body: dict[str, Any] = {"spec": copy.deepcopy(FIXED.get(framework, {}))}
+    for i, path in enumerate(paths):
+        _merge(body, _template(path, gpu if i == gpu_at else plain))
+    if framework == "batch/job":
+        body["spec"]["template"]["spec"]["restartPolicy"] = "Never"
+    if framework in ("deployment", "statefulset"):
+        body["spec"]["selector"] = {"matchLabels": {"app": "a"}}
+        body["spec"]["template"]["metadata"] = {"labels": {"app": "a"}}
+    if crd is None:
+        api_version, kind = BUILT_IN[framework]
+    else:
+        version = next(v["name"] for v in crd["spec"]["versions"] if v.get("storage"))
+        api_version, kind = f"{group}/{version}", crd["spec"]["names"]["kind"]
+    meta: dict[str, Any] = {"generateName": "rq-"}
+    if queue is not None:
+        meta["labels"] = {"kueue.x-k8s.io/queue-name": queue}
+    return {"apiVersion": api_version, "kind": kind, "metadata": meta, **body}
+
+
+def test_the_real_api_server_relabels_every_kind_that_asks_for_the_pools_gpu(
+        fleet_root: Path, upstream_etcd: Any, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Each Kueue job kind the policy names, with its controller's CRD, created (dry run) in recsys's
+    namespace on the real API server: asking for the L4 GPU in any one of its pod templates with no queue
+    label, or labelled `default` or `recsys`, it gets `recsys-l4`; asking for none, or labelled with
+    another queue, it keeps what it had. A Job that a JobSet made keeps no label (Kueue queues the JobSet)."""
+    from kubernetes.dynamic.exceptions import ServiceUnavailableError
+
+    from tests.test_default_priority import KIND_CRDS
+    from tests.upstream import tools
+    from tests.upstream.cluster import Stack
+    from tests.upstream.fleet import apply
+    from tests.upstream.processes import wait_for
+
+    edit(fleet_root, *ONLY_SHARED)
+    assert run(fleet_root, "render", "--cluster", "prod-west").code == 0
+    policy = yaml.safe_load((fleet_root / POLICY).read_text())
+    named = {f"{g}/{r}" for rule in policy["spec"]["matchConstraints"]["resourceRules"]
+             for g in rule["apiGroups"] for r in rule["resources"]}
+    kinds = [f for f, (g, r, paths) in INTEGRATION_KINDS.items() if paths and f"{g}/{r}" in named]
+    assert len(kinds) >= 10, kinds
+    crds = {f: yaml.safe_load(tools.module_file(*KIND_CRDS[f]).read_text()) for f in kinds if f in KIND_CRDS}
+    stack = Stack.start(tmp_path_factory.mktemp("shared-queue-kinds"), upstream_etcd, platform=False)
+    try:
+        for crd in crds.values():
+            stack.create(crd)
+        stack._wait_established([c["metadata"]["name"] for c in crds.values()])
+        apply(stack, policy)
+        apply(stack, yaml.safe_load((fleet_root / BINDING).read_text()))
+        apply(stack, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "recsys"}})
+        client = stack.dynamic()
+
+        def queue_of(body: dict[str, Any]) -> str | None:
+            api = client.resources.get(api_version=body["apiVersion"], kind=body["kind"])
+
+            def attempt() -> tuple[str | None] | None:
+                try:
+                    out = api.create(body=body, namespace="recsys", dry_run="All").to_dict()
+                except ServiceUnavailableError:  # the policy's type for a new CRD comes a moment later
+                    return None
+                return ((out["metadata"].get("labels") or {}).get("kueue.x-k8s.io/queue-name"),)
+            answer = wait_for(attempt, 30)
+            assert answer is not None, f"{body['kind']}: still unavailable"
+            return answer[0]
+
+        # A new policy is compiled asynchronously: wait until it acts.
+        assert wait_for(lambda: queue_of(_kind_object("batch/job", None, 0)) == "recsys-l4", 30)
+        wrong: dict[str, Any] = {}
+        for framework in kinds:
+            crd, paths = crds.get(framework), INTEGRATION_KINDS[framework][2]
+            got = [queue_of(_kind_object(framework, crd, i, q)) for i in range(len(paths))
+                   for q in (None, "default", "recsys")]
+            kept = [queue_of(_kind_object(framework, crd, None)), queue_of(_kind_object(framework, crd, 0, "other"))]
+            if got != ["recsys-l4"] * len(got) or kept != [None, "other"]:
+                wrong[framework] = (got, kept)
+        assert not wrong, wrong
+        child = _kind_object("batch/job", None, 0)
+        child["metadata"]["ownerReferences"] = [{"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+                                                 "name": "parent", "uid": str(uuid.uuid4())}]
+        assert queue_of(child) is None
+    finally:
+        stack.stop()
