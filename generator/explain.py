@@ -5,6 +5,7 @@ from __future__ import annotations
 from generator.capacity import TeamShare, pool_capacities
 from generator.config.cluster import PROVISIONING_CLASSES, AdmissionCheck, ClusterConfig
 from generator.config.fleet import Fleet, fair_sharing, fair_tree, usage_split
+from generator.config.routes import relabelled, shared_routes, stranded_namespaces
 from generator.config.team import TeamConfig
 from generator.guarantees import held_back
 
@@ -89,7 +90,8 @@ def explain_team(fleet: Fleet, name: str) -> str:
 
 def unlabelled_jobs(cfg: ClusterConfig, team: TeamConfig) -> str:
     """Where a team's jobs without a queue label, and its CPU-only jobs, run in one cluster."""
-    head = "jobs without a queue label get LocalQueue default, on the team's queue (its quota)"
+    head = "jobs without a queue label get LocalQueue default, on the team's queue (its quota)" + \
+        shared_gpu_jobs(cfg, team)
     pool = cfg.cpu_pool
     if pool is None:
         return head + "; CPU-only jobs run on GPU nodes, in the CPU share of the team's GPU quota (no cpuPool)"
@@ -103,8 +105,39 @@ def unlabelled_jobs(cfg: ClusterConfig, team: TeamConfig) -> str:
     if fungibility is not None and fungibility.when_can_borrow == "TryNextFlavor":
         return f"{head}; {cfg.cpu_pool_passed_over()}"
     full = "the team's limit is reached or the pool is full" if limit else "the pool is full"
+    if not cfg.queue_pools(team.quotas[cfg.name]):  # its queue has the CPU pool's flavor only
+        return head + f"; CPU-only jobs run on cpuPool {pool.name} ({cap}), and wait when {full}"
     return (head + f"; CPU-only jobs run on cpuPool {pool.name} first ({cap}), and on the CPU share of the "
             f"team's GPU quota only when {full}")
+
+
+def shared_gpu_jobs(cfg: ClusterConfig, team: TeamConfig) -> str:
+    """Where its GPU jobs naming no queue, `default` or the team's go when the team has those GPUs here
+    only in pools shared by usage (`config/routes.py`): relabelled onto its queue there where a
+    MutatingAdmissionPolicy can, else pending for ever on its own queue, as Kueue says (kueue v0.19.2
+    pkg/scheduler/flavorassigner/flavorassigner.go:1071)."""
+    routes = shared_routes(cfg, team)
+    if not routes:
+        return ""
+    gpus = " or ".join(r.resource for r in routes)
+    many = len(routes) > 1
+    queues = ", ".join(f"kueue.x-k8s.io/queue-name: {r.local_queue}" + (f" for {r.resource}" if many else "")
+                       for r in routes)
+    home = routes[0].namespace
+    out = (f", which has no {gpus}: the team has them here only in pools shared by usage "
+           f"({', '.join(r.pool for r in routes)})")
+    ask = f"a job asking for {gpus} with no queue label, or labelled default or {team.name},"
+    if relabelled(cfg, team):
+        out += (f"; in namespace {home} {ask} is relabelled {queues} as it is created (a MutatingAdmissionPolicy) "
+                "and waits there with the team's other jobs on the pool")
+    stranded = stranded_namespaces(cfg, team)
+    if stranded:
+        who = f"in {', '.join(stranded)} such a job" if relabelled(cfg, team) else ask
+        out += (f"; {who} stays pending for ever (Kueue: resource {gpus} unavailable in ClusterQueue "
+                f"{team.name}): label it {queues} and submit it in namespace {home}")
+        if not cfg.mutating_policies:
+            out += f" (relabelling it needs Kubernetes 1.36, the cluster is {cfg.kubernetes_version})"
+    return out
 
 
 def shared_pool_lines(fleet: Fleet, cluster: str, team: str) -> list[str]:

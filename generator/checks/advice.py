@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 
 from generator.config.cluster import PROVISIONING_CLASSES
 from generator.config.fleet import Fleet, fair_sharing
+from generator.config.routes import relabelled, shared_routes, stranded_namespaces
 from generator.errors import Finding
 from generator.guarantees import HeldBack, held_back
 
@@ -154,6 +155,38 @@ def _max_exec_reach(fleet: Fleet) -> Iterator[Warning]:
                                 "kubernetesVersion: \"1.36\" (a MutatingAdmissionPolicy then labels them)", WARNING)
 
 
+def _stranded_gpu_jobs(fleet: Fleet) -> Iterator[Warning]:
+    """A team's GPUs of a kind only in pools shared by usage are not in its own ClusterQueue, where
+    Kueue puts its jobs without a queue label (and those labelled with the team's name): there they
+    stay pending for ever (kueue v0.19.2 pkg/scheduler/flavorassigner/flavorassigner.go:1071), except
+    in the team's first namespace on Kubernetes 1.36, where a MutatingAdmissionPolicy relabels them
+    onto the team's queue on the pool (`compile/queue_routing.py`)."""
+    for cluster in fleet.clusters.values():
+        cfg = cluster.config
+        for team in fleet.teams_in(cfg.name):
+            tcfg = team.config
+            stranded = stranded_namespaces(cfg, tcfg)
+            if not stranded:
+                continue
+            routes = shared_routes(cfg, tcfg)
+            gpus = " or ".join(r.resource for r in routes)
+            queues = ", ".join(r.local_queue for r in routes)
+            home = routes[0].namespace
+            only = f", whose queue {queues} is in namespace {home} only" if relabelled(cfg, tcfg) else ""
+            fix = f"submit GPU jobs in {home} (labelled kueue.x-k8s.io/queue-name: {queues}), or give the team " \
+                  f"quota in a pool of its own in {cfg.name}"
+            if not cfg.mutating_policies:
+                fix += (f"; on Kubernetes 1.36 (kubernetesVersion: \"1.36\") the API server relabels them in {home} "
+                        "as they are created")
+            file, line = team.at("quotas", cfg.name)
+            yield cfg.name, Finding(file, line, f"quotas.{cfg.name}",
+                                    f"team {tcfg.name} has {gpus} in {cfg.name} only in pools shared by usage "
+                                    f"({', '.join(r.pool for r in routes)}){only}: in {', '.join(stranded)} a job "
+                                    f"asking for them with no queue label, or labelled default or {tcfg.name}, stays "
+                                    f"pending for ever (Kueue: resource {gpus} unavailable in ClusterQueue "
+                                    f"{tcfg.name})", fix, WARNING)
+
+
 def _names(items: tuple[str, ...], limit: int = 8) -> str:
     """A list of team names, cut after `limit` with how many more."""
     shown = ", ".join(items[:limit])
@@ -224,7 +257,7 @@ WARNINGS: list[Callable[[Fleet], Iterator[Warning]]] = [_weight_alone_in_cohort,
                                                         _cpu_jobs_on_gpu_flavors, _cpu_pool_passed_over,
                                                         _default_priority_reach, _max_exec_reach,
                                                         _unreclaimable_guarantees,
-                                                        _admission_check_reach]
+                                                        _admission_check_reach, _stranded_gpu_jobs]
 
 
 def advise(fleet: Fleet, clusters: list[str] | None = None) -> list[Finding]:

@@ -14,6 +14,7 @@ from generator.compile.monitoring import compile_monitoring
 from generator.compile.multikueue import compile_multikueue
 from generator.compile.platform import compile_platform
 from generator.compile.published import compile_published
+from generator.compile.queue_routing import compile_queue_routing
 from generator.compile.tenancy import compile_tenancy
 from generator.config.cluster import ClusterConfig
 from generator.config.fleet import Fleet, Loaded
@@ -23,7 +24,8 @@ Compiler = Callable[[Loaded[ClusterConfig], list[Loaded[TeamConfig]]], list[Mani
 
 # One entry per output family; later families (monitoring, gitops, job templates) append here.
 FAMILIES: list[Compiler] = [compile_kueue, compile_multikueue, compile_tenancy, compile_admission, compile_deadlines,
-                            compile_platform, compile_monitoring, compile_health, compile_templates, compile_published]
+                            compile_queue_routing, compile_platform, compile_monitoring, compile_health,
+                            compile_templates, compile_published]
 
 
 def compile_cluster(fleet: Fleet, name: str) -> list[Manifest]:
