@@ -6,6 +6,10 @@ rename, unlink, rmtree), for 50 values of N spread over every write the render m
 the journal's commit, the switch, the clean-up, the incremental records). After each kill the
 next run's recovery (`emit.recover`, which `render` calls first) must leave the tree's content
 hash equal to the old tree's or the new tree's, and a following render must succeed.
+
+`fleetgen init` is killed the same way at every write it makes after its build (the journal, each
+rename of its switch, the clean-up); the next `render` or `init` must leave the copy exactly as it
+was or exactly as an init that ran to its end leaves it, what it replaced included.
 """
 
 from __future__ import annotations
