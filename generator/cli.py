@@ -274,7 +274,7 @@ def init(ctx: click.Context, force: bool, **values: Any) -> None:
         raise KeyboardInterrupt  # a CI cancel or `kill`: the switch's renames are undone, the stage removed
     signal.signal(signal.SIGTERM, stop)
     root = _root(ctx)
-    written, kept = init_fleet(root, FleetSpec(**values), force=force)
+    written, kept = init_fleet(root, FleetSpec(**values), force=force, note=lambda line: echo(line, err=True))
     for rel in written:
         echo(f"wrote {rel}")
     echo(f"kept the files it replaced in {kept} (git ignores it; delete it once you no longer need them)")

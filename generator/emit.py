@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from generator import proofs, repofiles
+from generator import moves, proofs, repofiles
 from generator.compile.codeowners import PATH as CODEOWNERS
 from generator.compile.manifest import Manifest
 from generator.errors import UsageError
@@ -300,8 +300,8 @@ JOURNAL_FIX = f"delete {WORK}/ (it is fleetgen's scratch area, never committed) 
 class ForeignJournal(UsageError):
     """A journal fleetgen did not write (planted by a commit, or hand-edited): never acted on."""
 
-    def __init__(self, why: str) -> None:
-        super().__init__(f"{WORK}/{JOURNAL} {why}; fleetgen acts only on a journal it wrote itself: {JOURNAL_FIX}")
+    def __init__(self, why: str, fix: str = JOURNAL_FIX) -> None:
+        super().__init__(f"{WORK}/{JOURNAL} {why}; fleetgen acts only on a journal it wrote itself: {fix}")
 
 
 def read_journal(root: Path) -> dict[str, Any] | None:
@@ -325,6 +325,8 @@ def read_journal(root: Path) -> dict[str, Any] | None:
         journal = json.loads(data)
     except (ValueError, RecursionError):
         raise ForeignJournal("is not JSON") from None
+    if isinstance(journal, dict) and "moves" in journal:
+        return _init_journal(root, journal)
     if not isinstance(journal, dict) or set(journal) - {"files", "token"} != {"stage", "replace", "remove"}:
         raise ForeignJournal('is not an object with exactly the keys "stage", "replace", "remove", "files" '
                              'and "token"')
@@ -353,21 +355,146 @@ def read_journal(root: Path) -> dict[str, Any] | None:
     return journal
 
 
-def recover(root: Path) -> None:
-    """Finish a switch whose journal was committed; drop stages that never were.
+def recover(root: Path) -> list[str]:
+    """Finish a switch whose journal was committed; drop stages that never were. Returns a line for
+    each interrupted `fleetgen init` it finished or undid (a render's own is finished silently).
     A journal fleetgen did not write raises ForeignJournal before anything is moved, and a
     `.fleetgen/` that git tracks a UsageError."""
     if not os.path.lexists(root / WORK):
-        return
+        return []
     refuse_committed(root)
     repofiles.inside(root, WORK)
+    said: list[str] = []
     journal = read_journal(root)
-    if journal is not None:
+    if journal is not None and "moves" in journal:
+        with _signals_held():
+            moves.forward(root, f"{WORK}/{journal['stage']}", journal["moves"])
+            said.append(_clear_init(root, journal["stage"]))
+    elif journal is not None:
         _apply(root, journal)
     with _work(root) as work:
         for stale in proofs.issued_stages(root):  # only stages fleetgen issued: never a planted one
             if _STAGE_NAME.fullmatch(stale):
                 _drop(root, work, stale)
+            elif _INIT_STAGE.fullmatch(stale) and (line := _drop_init(root, work, stale)) is not None:
+                said.append(line)
+    return said
+
+
+# --- init's switch ---------------------------------------------------------------------------------
+# `fleetgen init` replaces whole paths of the repository (teams/, clusters/, tests/, ...) with a fleet
+# it built in a stage `.fleetgen/init-*/new/`, keeping what they replace in the stage's `previous/`
+# for the user. The same transaction as a render's: the stage is issued (its token in the cache
+# folder) before it exists, the journal naming it and its moves (`generator/moves.py`) is the commit
+# point, and `recover()` takes an interrupted switch forward past that point or drops the stage
+# before it. Only the stage's `previous/` outlives it: once it holds anything, no clean-up deletes it.
+
+_INIT_STAGE = re.compile(r"init-[A-Za-z0-9_]{1,64}")
+"""What fleetgen names an init's stage."""
+
+
+def _init_fix(stage: str) -> str:
+    rel = f"{WORK}/{stage}"
+    return (f"{rel}/previous/ holds what that `fleetgen init` had moved aside and {rel}/new/ what it had not "
+            f"yet moved in: restore the repository (git checkout, or move those back), then delete {rel}/ and "
+            f"{WORK}/{JOURNAL} and run init again")
+
+
+def _init_journal(root: Path, journal: dict[str, Any]) -> dict[str, Any]:
+    """An init's journal (`read_journal`), checked as hostile input like a render's."""
+    stage, token, switched = journal.get("stage"), journal.get("token"), moves.valid(journal.get("moves"))
+    if set(journal) != {"stage", "token", "moves"} or not isinstance(stage, str) or switched is None:
+        raise ForeignJournal('is not an object with exactly the keys "stage", "token" and "moves", each move a '
+                             f"[kind, path] of {', '.join(moves.KINDS)} and a path `fleetgen init` switches")
+    if not _INIT_STAGE.fullmatch(stage):
+        raise ForeignJournal(f"names the stage {json.dumps(stage)[:80]}, not a folder init-XXXX of {WORK}/")
+    try:
+        stage_dir = repofiles.inside(root, f"{WORK}/{stage}")
+    except repofiles.UnsafePath as exc:
+        raise ForeignJournal(f"names a stage that {exc.reason}", _init_fix(stage)) from None
+    if not stage_dir.is_dir():
+        raise ForeignJournal(f"names the stage {stage}, which does not exist", _init_fix(stage))
+    if not isinstance(token, str) or not proofs.stage_proven(root, stage, token):
+        raise ForeignJournal(f"names the stage {stage}, which this checkout's fleetgen did not make (the cache "
+                             "folder holds no token for it)", _init_fix(stage))
+    return {"stage": stage, "token": token, "moves": switched}
+
+
+def issue_init_stage(root: Path) -> tuple[str, str]:
+    """A new, empty stage for `fleetgen init` in `.fleetgen/`, issued (its proof recorded) before it is
+    made: its name and token. No trusted cache folder: a UsageError, and nothing is made."""
+    with _work(root) as work:
+        name = f"init-{secrets.token_hex(12)}"
+        token = proofs.issue_stage(root, name)
+        try:
+            work.child(name, create=True).close()
+        except BaseException:
+            proofs.withdraw_stage(root, name)
+            raise
+    return name, token
+
+
+def drop_init_stage(root: Path, stage: str) -> None:
+    """Remove a stage of init's that never reached its commit point (a failed build)."""
+    with _work(root) as work:
+        _drop_init(root, work, stage)
+
+
+def switch_init(root: Path, stage: str, token: str, switched: list[moves.Move]) -> None:
+    """Make `switched` (`generator/moves.py`) as one transaction: the journal first (the commit point),
+    then the renames. An error, Ctrl-C or SIGTERM undoes the renames made and drops the stage, then
+    raises: the repository is the old one. Killed (SIGKILL, a power cut) after the commit point, the
+    next `recover()` finishes it. Afterwards the stage holds only `previous/`, no longer a stage."""
+    if moves.valid([list(m) for m in switched]) != switched:
+        raise ValueError(f"{switched} are not moves a switch may make (moves.MOVABLE)")
+    record = {"stage": stage, "token": token, "moves": [list(m) for m in switched]}
+    rel = f"{WORK}/{stage}"
+    try:
+        with _work(root) as work:
+            work.replace(JOURNAL, json.dumps(record).encode())  # the commit point
+        moves.forward(root, rel, switched)
+    except BaseException:
+        with _signals_held():  # the undo runs to its end; killed, the journal takes it forward instead
+            moves.back(root, rel, switched)
+            with _work(root) as work:
+                work.unlink(JOURNAL)
+                _drop_init(root, work, stage)
+        raise
+    with _signals_held():
+        _clear_init(root, stage)
+
+
+def _finished(stage: str) -> str:
+    return (f"finished the `fleetgen init` that was stopped while it switched the new fleet in: the new fleet is "
+            f"in place, and what it replaced is in {WORK}/{stage}/previous/")
+
+
+def _clear_init(root: Path, stage: str) -> str:
+    """After the last move: the build's leftovers (`new/`), the journal, then the proof go."""
+    with _work(root) as work:
+        with work.child(stage) as folder:
+            folder.remove_tree("new")
+        work.unlink(JOURNAL)
+    proofs.withdraw_stage(root, stage)
+    return _finished(stage)
+
+
+def _drop_init(root: Path, work: repofiles.Folder, stage: str) -> str | None:
+    """Forget an init's stage that no journal names: stopped before its commit point (its `previous/`
+    holds nothing: the stage goes), or after its journal was cleared (the switch is done: `previous/`
+    stays). What was done, in a line; None if the stage was already gone."""
+    if not work.exists(stage):
+        proofs.withdraw_stage(root, stage)
+        return None
+    with work.child(stage) as folder:
+        folder.remove_tree("new")
+        kept = folder.holds_files("previous")
+    if not kept:
+        work.remove_tree(stage)
+    proofs.withdraw_stage(root, stage)
+    return _finished(stage) if kept else (
+        f"undid the `fleetgen init` that was stopped before it changed the repository: the repository is as it "
+        f"was, and its stage {WORK}/{stage}/ is removed")
 
 
 def write_tree(root: Path, wanted: Tree, only: list[str] | None = None, files: dict[str, bytes] | None = None,

@@ -299,10 +299,10 @@ def key_of(options: Options) -> str:
 def render_fleet(root: Path, clusters: list[str], check_only: bool, jobs: int, options: Options,
                  lock_timeout: float, note: Callable[[str], None],
                  progress: Callable[[str], None] | None = None, full: bool = False) -> Outcome:
-    """`fleetgen render`: under the repository's lock, finish a killed render, stop at once when
-    inputs, generator and tree are as the last render left them (`incremental.Index`), else
-    compile the clusters whose inputs or files changed and write or compare. `full` trusts no
-    record: every cluster is compiled and every file compared.
+    """`fleetgen render`: under the repository's lock, finish a killed render or init (`note` says
+    what it did to an init), stop at once when inputs, generator and tree are as the last render
+    left them (`incremental.Index`), else compile the clusters whose inputs or files changed and
+    write or compare. `full` trusts no record: every cluster is compiled and every file compared.
 
     `note` gets checks that could not run, then warnings, as soon as the build has them: before
     the write, so a render interrupted while writing has said them."""
@@ -310,9 +310,11 @@ def render_fleet(root: Path, clusters: list[str], check_only: bool, jobs: int, o
     emit.refuse_committed(root)  # before the lock file in .fleetgen/ is even opened
     with emit.locked(root, wait=lock_timeout, writing=not check_only):
         if not check_only:
-            emit.recover(root)  # finish (or drop) a render that was killed
-        elif emit.read_journal(root) is not None:  # --check moves nothing, but refuses a planted journal
-            note(f"note: a render was interrupted during its switch ({emit.WORK}/{emit.JOURNAL}); "
+            for line in emit.recover(root):  # finish (or drop) a render or an init that was killed
+                note(line)
+        elif (journal := emit.read_journal(root)) is not None:  # --check moves nothing, but refuses a planted one
+            what = "`fleetgen init`" if "moves" in journal else "render"
+            note(f"note: a {what} was interrupted during its switch ({emit.WORK}/{emit.JOURNAL}); "
                  "`fleetgen render` finishes it, --check compares the tree as it is")
         options_key = key_of(options)
         index = incremental.Index() if full or clusters else incremental.Index.load(root)

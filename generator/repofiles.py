@@ -238,6 +238,18 @@ class Folder:
         with _ignoring(errno.ENOENT):
             os.unlink(_name(name, self.shown), dir_fd=self.fd)
 
+    def holds_files(self, name: str) -> bool:
+        """Whether the entry `name` is anything but a tree of empty folders (a link counts, and is never
+        followed): what a clean-up may delete without losing anything written."""
+        mode = self.mode(name)
+        if mode is None or not stat.S_ISDIR(mode):
+            return mode is not None
+        for _, dirs, files, fd in os.fwalk(name, dir_fd=self.fd, follow_symlinks=False):
+            # fwalk lists a link to a folder among the folders (and does not enter it)
+            if files or any(not stat.S_ISDIR(os.lstat(d, dir_fd=fd).st_mode) for d in dirs):
+                return True
+        return False
+
     def rename(self, name: str, to: Folder, new_name: str) -> None:
         """Move the entry `name` to `to/new_name`: both folders held open, so the kernel resolves
         only the last components, and rename never follows a link there."""
@@ -310,13 +322,39 @@ def refuse_links(root: Path, skip: frozenset[str] = frozenset()) -> None:
                 raise UnsafePath(full.relative_to(root).as_posix(), LINK_REASON, LINK_FIX)
 
 
-def move(root: Path, source: str | PurePosixPath, target: str | PurePosixPath) -> None:
-    """Rename `root/source` to `root/target`, never over anything there (a rename moves a link itself,
-    never what it points to; the folders on both ways are checked for links just before)."""
-    old, new = inside(root, source), inside(root, target)
-    if os.path.lexists(new):
-        raise UnsafePath(str(target), "is in the way (it appeared meanwhile)", "run the command again")
-    os.rename(old, new)
+def _split(rel: str | PurePosixPath) -> tuple[str, str]:
+    """(parent folder, name) of a path inside the root; the parent is "" at the top."""
+    parts = _parts(rel)
+    if not parts:
+        raise UnsafePath(str(rel), "is the repository itself", "name a path inside it")
+    return PurePosixPath(*parts[:-1]).as_posix() if len(parts) > 1 else "", parts[-1]
+
+
+def lexists(root: Path, rel: str | PurePosixPath) -> bool:
+    """Whether `root/rel` is there (a link counts, never followed); False when a folder on the way is
+    missing. A link or file in place of a folder on the way is refused (UnsafePath)."""
+    parent, name = _split(rel)
+    try:
+        with Folder.open(root, parent) as folder:
+            return folder.exists(name)
+    except FileNotFoundError:
+        return False
+
+
+def move(root: Path, source: str | PurePosixPath, target: str | PurePosixPath, create: bool = False) -> None:
+    """Rename `root/source` to `root/target`, never over anything there: both folders held open (each
+    component checked and opened without following a link), so the kernel resolves only the two last
+    names, and a rename moves an entry itself, never what a link points to. The source itself may not be
+    a link either. `create` makes the target's missing folders."""
+    (source_dir, source_name), (target_dir, target_name) = _split(source), _split(target)
+    with Folder.open(root, source_dir) as old:
+        mode = old.mode(source_name)
+        if mode is not None and stat.S_ISLNK(mode):
+            raise old._unsafe(source_name, mode)
+        with Folder.open(root, target_dir, create) as new:
+            if new.exists(target_name):
+                raise UnsafePath(str(target), "is in the way (it appeared meanwhile)", "run the command again")
+            old.rename(source_name, new, target_name)
 
 
 def read_named(path: str | Path, limit: int) -> bytes:

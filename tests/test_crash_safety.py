@@ -1,4 +1,4 @@
-"""A render killed with SIGKILL at any point leaves rendered/ exactly old or exactly new.
+"""A render or an init killed with SIGKILL at any point leaves the repository exactly old or exactly new.
 
 A 20-cluster fleet whose change touches half of the clusters is rendered in a child process
 that sends itself SIGKILL at its N-th file-system write (opening a file for writing, mkdir,
@@ -6,6 +6,10 @@ rename, unlink, rmtree), for 50 values of N spread over every write the render m
 the journal's commit, the switch, the clean-up, the incremental records). After each kill the
 next run's recovery (`emit.recover`, which `render` calls first) must leave the tree's content
 hash equal to the old tree's or the new tree's, and a following render must succeed.
+
+`fleetgen init` is killed the same way at every write it makes after its build (the journal, each
+rename of its switch, the clean-up); the next `render` or `init` must leave the copy exactly as it
+was or exactly as an init that ran to its end leaves it, what it replaced included.
 """
 
 from __future__ import annotations
@@ -24,16 +28,21 @@ from pathlib import Path
 import pytest
 
 from benchmarks.synth import synthesize
-from generator import emit
-from tests.conftest import run, snapshot
+from generator import emit, proofs
+from tests.conftest import REPO, Result, checkout_copy, run, snapshot
+from tests.test_init import ARGS as INIT_ARGS
+from tests.test_init import _state
 
 CLUSTERS, TEAMS, KILLS = 10, 1, 25
 
-# Counts every write-side call and kills the process at the N-th (N=0: count only, print at exit).
-KILLER = r"""
+# Counts every write-side call once armed and kills the process at the N-th (N=0: count only, print at
+# exit). A render is armed from the start; `init` once its build (a render into its stage) is done.
+COUNTER = r"""
 import atexit, builtins, os, shutil, signal, sys
-limit, count = int(sys.argv[2]), [0]
+limit, count, armed = int(sys.argv[2]), [0], [True]
 def tick():
+    if not armed[0]:
+        return
     count[0] += 1
     if count[0] == limit:
         os.kill(os.getpid(), signal.SIGKILL)
@@ -51,7 +60,20 @@ for name in ("mkdir", "rename", "replace", "unlink", "rmdir"):
 shutil.rmtree = counted(shutil.rmtree)
 atexit.register(lambda: print(f"writes={count[0]}", file=sys.stderr))
 from generator.cli import main
+"""
+KILLER = COUNTER + r"""
 sys.argv = ["fleetgen", "--root", sys.argv[1], "render", "--jobs", "1"]
+main()
+"""
+INIT_KILLER = COUNTER + r"""
+from generator import render
+armed[0], built = False, render.write
+def write(*args, **kwargs):
+    result = built(*args, **kwargs)
+    armed[0] = True  # the new fleet is built in the stage: from here on init writes to switch it in
+    return result
+render.write = write
+sys.argv = ["fleetgen", "--root", sys.argv[1], *sys.argv[3:]]
 main()
 """
 
@@ -163,3 +185,109 @@ def test_render_workers_end_with_a_render_killed_outright(fleet_root: Path) -> N
         for worker in _children(render.pid) | workers:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(worker, signal.SIGKILL)
+# --- fleetgen init: killed at every write of its switch ---------------------------------------------
+
+State = dict[str, str | bytes]
+
+
+def _killed_init(root: Path, limit: int) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", INIT_KILLER, str(root), str(limit), *INIT_ARGS], capture_output=True,
+                          text=True, check=False, timeout=300, cwd=REPO)
+
+
+def _repository(root: Path) -> State:
+    """The copy as the user sees it: every file, folder and link but fleetgen's work area."""
+    return _state(root, ("__pycache__", emit.WORK))
+
+
+def _kept(root: Path) -> list[State]:
+    """What each finished init kept of the repository it replaced (`.fleetgen/init-*/previous/`)."""
+    return [_state(kept) for kept in sorted((root / emit.WORK).glob("init-*/previous"))]
+
+
+@pytest.fixture(scope="module")
+def example(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, State, State, list[State], int]:
+    """A fresh copy of this checkout; the copy before and after an init that ran to its end, and what that
+    init kept; the writes init makes after its build (staging the journal, the switch, the clean-up)."""
+    base = checkout_copy(tmp_path_factory.mktemp("init") / "copy")
+    probe = base.parent / "probe"
+    shutil.copytree(base, probe, copy_function=os.link)  # init renames; it never writes into a file it finds
+    counted = _killed_init(probe, 0)
+    assert counted.returncode == 0, counted.stderr
+    writes = int(counted.stderr.rsplit("writes=", 1)[1])
+    new, kept = _repository(probe), _kept(probe)
+    assert len(kept) == 1 and new != _repository(base)
+    return base, _repository(base), new, kept, writes
+
+
+def _next_command(root: Path, point: int) -> tuple[str, Result]:
+    """`render` after odd kill points, `init` again (the same arguments) after even ones."""
+    return ("render", run(root, "render")) if point % 2 else ("init", run(root, *INIT_ARGS))
+
+
+@pytest.mark.slow
+def test_init_killed_at_every_write_of_its_switch_is_repaired_by_the_next_command(
+        example: tuple[Path, State, State, list[State], int], tmp_path: Path) -> None:
+    """`fleetgen init` sends itself SIGKILL at each write it makes once the new fleet is built (the journal,
+    every rename, the clean-up); the next `render` or `init` takes it back to exactly the old repository or
+    forward to exactly the new one, kept files included, says so in one line, and leaves no stage, journal
+    or proof behind. Before the repair, render left the repository half switched and init refused."""
+    base, old, new, kept, writes = example
+    assert writes >= 15, writes  # the renames of the switch are in the range
+    seen = {"old": 0, "new": 0}
+    for point in range(1, writes + 1):
+        root = tmp_path / f"kill-{point}"
+        shutil.copytree(base, root, copy_function=os.link)
+        proc = _killed_init(root, point)
+        assert proc.returncode == -signal.SIGKILL, (point, proc.returncode, proc.stderr)
+        command, result = _next_command(root, point)
+        said = [line for line in (result.out + result.err).splitlines() if "`fleetgen init`" in line]
+        assert len(said) == 1, (point, command, result.out, result.err)
+        state = _repository(root)
+        if command == "render":
+            assert result.code == 0, (point, result.err)
+            assert state in (old, new), f"killed at write {point} of {writes}: neither the old copy nor the new one"
+            outcome = "old" if state == old else "new"
+            assert ("finished" in said[0]) == (outcome == "new"), (point, said)
+        else:  # init again: finished, then refuses to replace the fleet; or rolled back, then runs to its end
+            assert state == new, (point, result.code, result.err)
+            assert result.code == 0 or "already a fleet of its own" in result.err, (point, result.err)
+            outcome = "new" if "finished" in said[0] else "old"
+        seen[outcome] += 1
+        assert _kept(root) == (kept if state == new else []), point  # nothing the user had is lost
+        assert not (root / emit.WORK / emit.JOURNAL).exists() and proofs.issued_stages(root) == [], point
+        assert not [s for s in (root / emit.WORK).glob("init-*") if (s / "new").exists()], point
+        shutil.rmtree(root)
+    assert seen["old"] and seen["new"], seen  # the points fell both before and after the commit
+
+
+@pytest.mark.parametrize("at", ["before-commit", "mid-switch"])
+def test_an_interrupted_init_whose_stage_has_no_proof_is_refused_not_acted_on(
+        example: tuple[Path, State, State, list[State], int], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        at: str) -> None:
+    """The same killed init, looked at with a cache folder that holds no token for its stage (the checkout
+    copied elsewhere, another user's cache; what a pull request commits can never have one): nothing under
+    the stage is moved or deleted. init refuses in one line; render refuses a journal it cannot prove, and
+    without a journal leaves the stage alone."""
+    base, old, new, kept, writes = example
+    root = tmp_path / "copy"
+    shutil.copytree(base, root, copy_function=os.link)
+    point = 1 if at == "before-commit" else writes // 2
+    assert _killed_init(root, point).returncode == -signal.SIGKILL
+    monkeypatch.setenv("FLEETGEN_CACHE_DIR", str(tmp_path / "another-cache"))
+    def everything() -> State:
+        return {rel: v for rel, v in _state(root, ("__pycache__",)).items() if rel != f"{emit.WORK}/{emit.LOCK}"}
+
+    before = everything()
+    assert (root / emit.WORK / emit.JOURNAL).exists() == (at == "mid-switch")
+    result = run(root, *INIT_ARGS)
+    assert result.code == 2 and len(result.err.strip().splitlines()) == 1, result.err
+    assert f"{emit.WORK}/init-" in result.err and "Traceback" not in result.err, result.err
+    assert everything() == before
+    result = run(root, "render")
+    if at == "mid-switch":
+        assert result.code == 2 and len(result.err.strip().splitlines()) == 1, result.err
+        assert "did not make" in result.err and f"{emit.WORK}/init-" in result.err, result.err
+    else:  # nothing was moved yet: render has nothing to finish, and renders the copy as it is
+        assert result.code == 0, result.err
+    assert everything() == before

@@ -282,3 +282,27 @@ def test_a_render_that_cannot_record_its_stage_stages_nothing(fleet_root: Path,
     last = result.err.strip().splitlines()[-1]  # after the build's notes and warnings
     assert last.startswith("cannot record the render's stage in ") and "FLEETGEN_CACHE_DIR" in last, result.err
     assert snapshot(fleet_root / "rendered") == before and not list((fleet_root / emit.WORK).glob("stage-*"))
+
+
+# --- init's journal: input like any other -------------------------------------------------------
+
+@pytest.mark.parametrize("moves", [[["aside", "generator"]], [["in", "../outside"]], [["in", ".github/workflows"]],
+                                   [["swap", "teams"]], [["aside", "teams", "x"]], "teams", [["aside", 1]]],
+                         ids=["not-switched", "leaves", "workflows", "kind", "three", "not-a-list", "not-text"])
+def test_an_init_journal_naming_other_moves_is_refused_even_for_a_proven_stage(fleet_root: Path,
+                                                                               moves: object) -> None:
+    """The journal of an init's switch names its stage, token and moves; a move other than the paths and
+    kinds `fleetgen init` makes is refused (one line, exit 2) before anything is moved, even when the
+    stage and token are genuine."""
+    stage, token = emit.issue_init_stage(fleet_root)
+    (fleet_root / emit.WORK / stage / "new/teams").mkdir(parents=True)
+    (fleet_root / emit.WORK / emit.JOURNAL).write_text(json.dumps({"stage": stage, "token": token, "moves": moves}))
+
+    def state() -> dict[str, bytes]:  # all but the lock file, which a render writes its pid into
+        return {rel: data for rel, data in snapshot(fleet_root).items() if rel != f"{emit.WORK}/{emit.LOCK}"}
+
+    before = state()
+    result = run(fleet_root, "render")
+    assert result.code == 2 and len(result.err.strip().splitlines()) == 1, result.err
+    assert "fleetgen acts only on a journal it wrote itself" in result.err and '"moves"' in result.err, result.err
+    assert state() == before and proofs.issued_stages(fleet_root) == [stage]

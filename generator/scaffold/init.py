@@ -5,20 +5,21 @@ cluster file and one team file written from the models (every key there, the uns
 `fleet.yaml` with the platform's owners, and the fleet's own test of its rendered tree. generator/,
 the workflows, schemas and tool builds stay. The names are checked before anything else (they become
 paths), and a copy with a symbolic link anywhere is refused. Everything new is compiled in a stage under
-.fleetgen/ first, then renamed into place, so bad values or a failed rename change nothing; what the
-new fleet replaces is kept in the stage's `previous/`."""
+.fleetgen/ first, then renamed into place as one journaled transaction, render's own (`emit`), so bad
+values, a failed rename or Ctrl-C change nothing, and an init killed half-way is finished (or undone,
+if it had not reached its commit point) by the next init or render; what the new fleet replaces is
+kept in the stage's `previous/`."""
 
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from generator import repofiles
+from generator import emit, moves, proofs, repofiles
 from generator.config.cluster import ClusterConfig
 from generator.config.names import name_problem
 from generator.config.repo import FLEET_FILE, load_repo_config
@@ -98,10 +99,13 @@ def _files(spec: FleetSpec) -> dict[str, str]:
             "tests/run": tests.joinpath("run").read_text(encoding="utf-8")}
 
 
-def _guard(root: Path, force: bool) -> None:
+def _is_a_copy(root: Path) -> None:
     if not (root / "generator").is_dir() or not (root / "pyproject.toml").is_file():
         raise UsageError(f"{root} is not a copy of the fleetgen repository (no generator/ and pyproject.toml): "
                          "run `fleetgen init` at the root of a fresh copy")
+
+
+def _not_a_fleet(root: Path, force: bool) -> None:
     if force:
         return
     repo = load_repo_config(root)  # the repository's own reader: a malformed fleet.yaml is a located error
@@ -111,29 +115,32 @@ def _guard(root: Path, force: bool) -> None:
                          "init would replace its teams, clusters and rendered tree; pass --force to do so anyway")
 
 
-def _check(root: Path, spec: FleetSpec, force: bool) -> None:
-    """Everything that could refuse, before anything is written: the names that become paths, the
-    copy itself, and any link in it (a `tests/` or `.github/` pointing out would be written through)."""
+def _check(root: Path, spec: FleetSpec) -> None:
+    """What can refuse before anything is written, `.fleetgen/` included: the names that become paths,
+    the copy itself, a work area git tracks, any link in the copy (a `tests/` or `.github/` pointing out
+    would be written through), and a stage of an earlier init that cannot be proven this checkout's."""
     for flag, kind, value in (("--cluster", "cluster", spec.cluster), ("--team", "team", spec.team)):
         if (problem := name_problem(kind, value)) is not None:
             raise UsageError(f"{flag}: {problem}")
-    _guard(root, force)
+    _is_a_copy(root)
+    emit.refuse_committed(root)
     repofiles.refuse_links(root, UNTOUCHED)
-    _refuse_an_interrupted_switch(root)
+    _refuse_an_unproven_switch(root)
 
 
-def _refuse_an_interrupted_switch(root: Path) -> None:
-    """A stage holding both `new/` and `previous/` is a switch killed half-way (SIGKILL, a power cut):
-    on success `new/` is removed, on any other end the whole stage. The repository is then part old,
-    part new; say where each part is rather than switch again over it."""
-    work = root / ".fleetgen"
+def _refuse_an_unproven_switch(root: Path) -> None:
+    """A stage of init's that still holds `new/` was stopped before it finished; fleetgen takes its own
+    forward or back (`emit.recover`), but one whose proof the cache folder does not hold (the checkout
+    copied elsewhere, another cache folder) it leaves alone: say where each part is instead."""
+    work = root / emit.WORK
     for stage in sorted(work.glob("init-*")) if work.is_dir() else []:
-        if (stage / "new").is_dir() and (stage / "previous").is_dir():
+        if (stage / "new").is_dir() and not proofs.stage_proven(root, stage.name):
             rel = stage.relative_to(root).as_posix()
-            raise UsageError(f"an earlier `fleetgen init` was stopped while it switched the new fleet in: what it had "
-                             f"moved aside is in {rel}/previous/, what it had not yet moved in is in {rel}/new/; "
-                             f"restore the repository (git checkout, or move those back), delete {rel}/ and run "
-                             "init again")
+            raise UsageError(f"an earlier `fleetgen init` was stopped before it finished, and this checkout's "
+                             f"fleetgen cannot prove {rel}/ is its own stage (the cache folder holds no token for "
+                             f"it), so it is left alone: what it had moved aside, if anything, is in {rel}/previous/, "
+                             f"what it had not yet moved in is in {rel}/new/; restore the repository (git checkout, "
+                             f"or move those back), delete {rel}/ and run init again")
 
 
 def _build(scratch: Path, files: dict[str, str]) -> None:
@@ -147,49 +154,35 @@ def _build(scratch: Path, files: dict[str, str]) -> None:
     render.write(render.build(scratch, jobs=1))
 
 
-def _moves(root: Path, stage: str) -> list[tuple[str, str]]:
-    """The renames (relative to `root`) that switch the new fleet in: each replaced path aside into
-    `previous/` of the stage, each new one into its place, the kept parts of tests/ back into the new
-    tests/."""
-    new, previous = f"{stage}/new", f"{stage}/previous"
-    moves = [(rel, f"{previous}/{rel}") for rel in (*REPLACED, "tests", *FILES) if os.path.lexists(root / rel)]
+def _moves(root: Path, new: Path) -> list[moves.Move]:
+    """The renames (`generator/moves.py`) that switch the new fleet, built in `new`, in: each replaced
+    path aside into the stage's `previous/`, each new one into its place, the kept parts of tests/ back
+    into the new tests/."""
+    switched = [("aside", rel) for rel in (*REPLACED, "tests", *FILES) if os.path.lexists(root / rel)]
     github = ".github" if not (root / ".github").is_dir() else CODEOWNERS  # no .github/: the new one as a whole
-    moves += [(f"{new}/{rel}", rel) for rel in ("teams", "clusters", "rendered", "tests", FLEET_FILE, github)
-              if os.path.lexists(root / new / rel)]
-    return moves + [(f"{previous}/tests/{kept}", f"tests/{kept}") for kept in KEPT_TESTS
-                    if os.path.lexists(root / "tests" / kept)]
+    switched += [("in", rel) for rel in ("teams", "clusters", "rendered", "tests", FLEET_FILE, github)
+                 if os.path.lexists(new / rel)]
+    return switched + [("back", f"tests/{kept}") for kept in KEPT_TESTS if os.path.lexists(root / "tests" / kept)]
 
 
-def _switch(root: Path, moves: list[tuple[str, str]]) -> None:
-    """Rename each pair in order through the repository's file layer; on any error or interruption the
-    renames done so far are undone in reverse, so the repository is the old tree or the new one."""
-    done: list[tuple[str, str]] = []
-    try:
-        for source, target in moves:
-            repofiles.move(root, source, target)
-            done.append((target, source))
-    except BaseException:
-        for moved, back in reversed(done):
-            repofiles.move(root, moved, back)
-        raise
-
-
-def init_fleet(root: Path, spec: FleetSpec, force: bool = False) -> tuple[list[str], str]:
+def init_fleet(root: Path, spec: FleetSpec, force: bool = False,
+               note: Callable[[str], None] = lambda line: None) -> tuple[list[str], str]:
     """Make `root` the fleet `spec` describes. Returns the paths written (relative to `root`) and the
-    folder, under .fleetgen/, that keeps what they replaced."""
-    from generator import emit
-
-    _check(root, spec, force)
+    folder, under .fleetgen/, that keeps what they replaced. An earlier init that was killed is first
+    taken forward or back, and `note` gets a line saying which."""
+    _check(root, spec)
     files = _files(spec)  # every value is checked where fleetgen checks it: by the render in the stage
     with emit.locked(root):
-        stage = Path(tempfile.mkdtemp(dir=emit.work_dir(root), prefix="init-"))
+        for line in emit.recover(root):
+            note(line)
+        _not_a_fleet(root, force)
+        stage, token = emit.issue_init_stage(root)
+        new = root / emit.WORK / stage / "new"
         try:
-            _build(stage / "new", files)
-            (stage / "previous" / ".github").mkdir(parents=True)
-            _switch(root, _moves(root, stage.relative_to(root).as_posix()))
+            _build(new, files)
         except BaseException:
-            shutil.rmtree(stage, ignore_errors=True)
+            emit.drop_init_stage(root, stage)
             raise
-        shutil.rmtree(stage / "new")  # what is left there is the build's own work area
+        emit.switch_init(root, stage, token, _moves(root, new))
     written = [rel for rel in (*files, CODEOWNERS) if (root / rel).is_file()]
-    return [*written, "rendered/"], (stage / "previous").relative_to(root).as_posix() + "/"
+    return [*written, "rendered/"], f"{emit.WORK}/{stage}/previous/"
