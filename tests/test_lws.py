@@ -94,6 +94,23 @@ def lws_twin(upstream_etcd: Any, tmp_path_factory: pytest.TempPathFactory) -> It
         yield running
 
 
+def resolve(stack: Stack, name: str) -> str | None:
+    """The address cluster DNS gives `<hostname>.<service>.<namespace>`, read from the objects it serves: a
+    headless Service's EndpointSlices, whose endpoints carry the hostname of each pod whose subdomain is the
+    Service (k8s.io/endpointslice v0.36.3 utils.go:67-68, util/controller_utils.go:201-202); a Service with a
+    cluster IP has no per-pod names (Kubernetes DNS specification, 2.4.1: records per endpoint for headless
+    Services only). None where it would not resolve."""
+    from kubernetes import client
+
+    hostname, service, namespace = name.split(".")[:3]
+    found = client.CoreV1Api(stack.client()).read_namespaced_service(service, namespace)
+    if found.spec.cluster_ip != "None":
+        return None
+    slices = client.DiscoveryV1Api(stack.client()).list_namespaced_endpoint_slice(
+        namespace, label_selector=f"kubernetes.io/service-name={service}").items
+    return next((e.addresses[0] for s in slices for e in s.endpoints or [] if e.hostname == hostname), None)
+
+
 def _workloads(stack: Stack, namespace: str) -> list[dict[str, Any]]:
     found: list[dict[str, Any]] = custom(stack).list_namespaced_custom_object(KUEUE, "v1beta2", namespace,
                                                                              "workloads")["items"]
@@ -138,12 +155,18 @@ def test_a_members_multi_node_server_is_admitted_group_by_group_and_cancelled(
             found = [p for p in pods(stack, ns, SELECTOR) if p.spec.node_name and p.status.phase == "Running"]
             return sorted(pool_of[p.spec.node_name] for p in found) if len(found) == 4 else []
         assert wait_for(placed, 120) == ["h100"] * 4, (pods(stack, ns, SELECTOR), twin.logs())
+        assert submitted.err == "", submitted  # nothing collided with what LeaderWorkerSet made
         # LeaderWorkerSet told each pod where its group's leader is.
         env = {p.metadata.name: {e.name: e.value for e in p.spec.containers[0].env or []}
                for p in pods(stack, ns, SELECTOR)}
         assert env[f"{PROFILE}-1-1"]["LWS_LEADER_ADDRESS"] == f"{PROFILE}-1.{PROFILE}.{ns}", env
         assert env[f"{PROFILE}-1-1"]["LWS_GROUP_SIZE"] == "2" and env[f"{PROFILE}-0"]["LWS_WORKER_INDEX"] == "0"
-        service = core.read_namespaced_service(PROFILE, ns)
+        # The leader's address resolves: LeaderWorkerSet's own headless Service, named after the set and made
+        # by its controller (fleetgen's would have taken the name), publishes each pod under its hostname.
+        leader_ip = core.read_namespaced_pod(f"{PROFILE}-1", ns).status.pod_ip
+        assert leader_ip and wait_for(lambda: resolve(stack, env[f"{PROFILE}-1-1"]["LWS_LEADER_ADDRESS"]) == leader_ip,
+                                      30), (env, core.read_namespaced_service(PROFILE, ns))
+        service = core.read_namespaced_service(f"{PROFILE}-leaders", ns)
         assert [(p.name, p.port) for p in service.spec.ports] == [("serving", 8000)]
         assert service.metadata.owner_references[0].kind == "LeaderWorkerSet"  # deleted with it
         leaders = core.list_namespaced_pod(ns, label_selector=",".join(f"{k}={v}" for k, v in

@@ -50,17 +50,19 @@ UNHEALTHY = {"key": TAINT_KEY, "value": taint_value("xid-79"), "effect": "NoSche
 """The taint the health reconciler puts on a node with a faulty GPU (reconciler/nodes.py)."""
 
 
-TWIN_CONTROLLERS = ("job-controller", "deployment-controller", "replicaset-controller", "statefulset-controller")
+TWIN_CONTROLLERS = ("job-controller", "deployment-controller", "replicaset-controller", "statefulset-controller",
+                    "endpointslice-controller")
 """What of kube-controller-manager the twins run beyond the stack's own: Jobs' pods (JobSet's, batch
-Jobs), a serving Deployment's ReplicaSet and pods, and a LeaderWorkerSet's StatefulSets' pods."""
+Jobs), a serving Deployment's ReplicaSet and pods, a LeaderWorkerSet's StatefulSets' pods, and the
+EndpointSlices of Services (the records cluster DNS serves, pod hostnames of headless Services included)."""
 
 
 @contextmanager
 def running_twin(name: str, etcd: Any, workdir: Path, crds: tuple[dict[str, Any], ...] = (),
                  logs: Path | None = None, root: Path = REPO) -> Iterator[tuple[Stack, Fleet, Twin]]:
-    """Cluster `name` as rendered, its Nodes from its cluster file, kube-scheduler and kwok; `crds` are
-    served before Kueue starts (an operator's kinds); `logs`, every container's log (Twin.start);
-    `root`, a fleet other than the repository's (rendered)."""
+    """Cluster `name` of the fleet at `root` as rendered, its Nodes from its cluster file, kube-scheduler
+    and kwok; `crds` are served before Kueue starts (an operator's kinds); `logs`, every container's log
+    (Twin.start)."""
     objects = kustomize_build(root / "rendered" / name) + kustomize_build(root / "rendered" / "gitops" / name)
     stack = Stack.start(workdir, etcd, kueue_config=rendered_kueue_config(objects),
                         extra_controllers=TWIN_CONTROLLERS, crds=crds)
@@ -81,12 +83,12 @@ def running_twin(name: str, etcd: Any, workdir: Path, crds: tuple[dict[str, Any]
 
 @contextmanager
 def operator_twin(name: str, etcd: Any, workdir: Path, crds: tuple[dict[str, Any], ...],
-                  start: Callable[[Stack, Path], Process]) -> Iterator[tuple[Stack, Fleet, Twin]]:
+                  start: Callable[[Stack, Path], Process], root: Path = REPO) -> Iterator[tuple[Stack, Fleet, Twin]]:
     """`running_twin` with an operator's CRDs and its process `start`ed on it (stopped after), every
     container's log being CRI_LOG (kwok serves it as each kubelet would)."""
     logs = workdir / "container.log"
     logs.write_text(CRI_LOG)
-    with running_twin(name, etcd, workdir, crds=crds, logs=logs) as running:
+    with running_twin(name, etcd, workdir, crds=crds, logs=logs, root=root) as running:
         operator = start(running[0], workdir)
         try:
             yield running

@@ -325,7 +325,7 @@ def companion_service(job: dict[str, Any]) -> dict[str, Any] | None:
         if not ports:
             return None
         return {"apiVersion": "v1", "kind": "Service",
-                "metadata": {"name": meta["name"], "namespace": meta["namespace"], "labels": labels},
+                "metadata": {"name": leaders_service(meta["name"]), "namespace": meta["namespace"], "labels": labels},
                 "spec": {"selector": {LWS_NAME_LABEL: meta["name"], LWS_WORKER_INDEX_LABEL: "0"},
                          "ports": [{"name": SERVING_PORT, "port": ports[0]["containerPort"],
                                     "targetPort": SERVING_PORT}]}}
@@ -385,6 +385,21 @@ LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
 LWS_WORKER_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"
 """Labels LeaderWorkerSet puts on every pod of a set (lws v0.9.0 api/leaderworkerset/v1/
 leaderworkerset_types.go:37,45): worker index 0 is each group's leader."""
+LWS_LEADERS = "-leaders"
+"""Suffix of the Service fleetgen makes for a LeaderWorkerSet's leaders. LeaderWorkerSet names its own Services
+after the set: the headless one that gives every pod its DNS name (and so LWS_LEADER_ADDRESS) is `<name>`
+(sigs.k8s.io/lws v0.9.0 pkg/controllers/leaderworkerset_controller.go:214-215, created only if no Service of
+that name exists: pkg/utils/controller/controller_utils.go:33-63), and with subdomainPolicy UniquePerReplica
+one per group, named after its leader pod `<name>-<group>` (pkg/controllers/pod_controller.go:116-117); its
+other objects are StatefulSets `<name>` and `<name>-<group>` and ControllerRevisions, no Services. A name
+ending in a word is none of these."""
+
+
+def leaders_service(name: str) -> str:
+    """The Service of LeaderWorkerSet `name`'s leaders (LWS_LEADERS)."""
+    return f"{name}{LWS_LEADERS}"
+
+
 LWS_RESERVED_ENV = frozenset({"LWS_LEADER_ADDRESS", "LWS_GROUP_SIZE", "LWS_WORKER_INDEX"})
 """What LeaderWorkerSet's pod webhook sets in every container (leaderworkerset_types.go:67-75)."""
 

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, Self, TypeVar
 
 from generator.config.yamlsource import MAX_FILE_BYTES, parse_source
 from generator.errors import InputError, UsageError
-from generator.jobs import pods, presubmit, workloads
+from generator.jobs import pods, presubmit, rollouts, workloads
 from generator.jobs.connection import ClusterError, guarded, timeout, word
 from generator.jobs.shape import refuse_misshapen
 from generator.repofiles import read_named
@@ -569,7 +569,16 @@ class Job(MadeFromFleet):
 
     def _serving_status(self, current: dict[str, Any]) -> JobStatus:
         """A server's: pending while Kueue holds any of its pods (the first one's reasons and queue
-        position), admitted until every replica is ready, then running."""
+        position), admitted until every replica is ready, then running; said first, a rollout to a new
+        template under way and whether its controller says it is stuck."""
+        found = self._serving_state(current)
+        moving = rollouts.rollout(self.of.kind, current)
+        if moving is None:
+            return found
+        return replace(found, reason=f"{moving}; {found.reason}" if found.reason else str(moving))
+
+    def _serving_state(self, current: dict[str, Any]) -> JobStatus:
+        """A server's phase from its pods' Workloads and readiness."""
         from kubernetes import client
 
         spec = current.get("spec") or {}
@@ -590,8 +599,9 @@ class Job(MadeFromFleet):
                     held.append((str(group["metadata"].get("name")), *pending))
             units = len(groups)
         elif not found:
+            why = rollouts.refused(current)
             return JobStatus(self.name, "pending" if wanted else "admitted",
-                             "no pod yet" if wanted else "scaled to 0 replicas")
+                             ("no pod yet" + (f": {why}" if why else "")) if wanted else "scaled to 0 replicas")
         else:
             for pod_name, uid, _ in found:
                 workload = workloads.workload_of(self.api, self.namespace, uid)
