@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from generator.capacity import TeamShare, pool_capacities
+from generator.compile.quota import cpu_pool_held
 from generator.config.cluster import PROVISIONING_CLASSES, AdmissionCheck, ClusterConfig
 from generator.config.fleet import Fleet, fair_sharing, fair_tree, usage_split
 from generator.config.routes import relabelled, shared_routes, stranded_namespaces
@@ -100,6 +101,14 @@ def unlabelled_jobs(cfg: ClusterConfig, team: TeamConfig) -> str:
                 f"topology-aware and cpuPool {pool.name} is not (it is when every GPU pool of the cluster declares "
                 "topologyLevels)")
     limit = pool.limit_for(team.name)
+    if team.never_preempted:
+        if cpu_pool_held(cfg, team) is None:
+            return (head + f"; CPU-only jobs run on GPU nodes, in the CPU share of its GPU quota: never preempted, "
+                    f"it borrows nothing, and it holds none of cpuPool {pool.name} (the cluster sets no cpuPool "
+                    f"limit for it; cpuPool.teamLimits.{team.name} would be held for it)")
+        assert limit is not None
+        return (head + f"; CPU-only jobs run on cpuPool {pool.name} first, up to the {limit.cpu} CPUs and "
+                f"{limit.memory} of it held for the team, and on the CPU share of its GPU quota when those are used")
     cap = f"up to {limit.cpu} CPUs and {limit.memory} of it" if limit else "all of it while others leave it idle"
     fungibility = team.fungibility_in(cfg)
     if fungibility is not None and fungibility.when_can_borrow == "TryNextFlavor":
@@ -239,8 +248,7 @@ def preemption(fleet: Fleet, team: str, cluster: str, shares: list[TeamShare]) -
         lines.append(f"- its queue is {QUEUEING[tcfg.queueing_in(cfg)]} (its own policy; the cluster's is "
                      f"{cfg.kueue.queueing_strategy})")
     if tcfg.never_preempted:
-        lines.append("- its workloads are never preempted: it never borrows (borrowingLimit 0 in every pool), Kueue "
-                     "takes back only what a queue borrowed, and its own jobs never preempt each other")
+        lines += never_preempted(cfg, tcfg)
     lines.append(f"- when others borrow what it lends, it {RECLAIM[policy.reclaim_within_cohort]}")
     if policy.reclaim_within_cohort != "Never":
         lines.append(f"- {reclaim_deadline(fleet, team, cluster)}")
@@ -306,6 +314,30 @@ def max_execution(team: TeamConfig, cfg: ClusterConfig) -> str:
          f"cluster is {cfg.kubernetes_version}); a longer label is refused")
     return (f"batch jobs run at most {team.max_execution_time} once admitted ({reach}): Kueue then evicts and "
             "deactivates the job (Evicted: DeactivatedDueToMaximumExecutionTimeExceeded); servers are not limited")
+def never_preempted(cfg: ClusterConfig, team: TeamConfig) -> list[str]:
+    """What `policy.neverPreempted` guarantees in one cluster and what it costs. Kueue preempts another
+    queue's workloads only while that queue uses more than its nominal quota of a resource the
+    preemptor needs (kueue v0.19.2 pkg/scheduler/preemption/preemption.go:636-663, classical/
+    hierarchical_preemption.go:198-205), its own only under withinClusterQueue; borrowingLimit 0 in
+    every flavor keeps the queue within nominal (pkg/cache/scheduler/resource_node.go:106-122)."""
+    own = cfg.queue_pools(team.quotas[cfg.name])
+    pools = [p.name for p in cfg.node_pools if p.name in own]
+    cpu = cfg.cpu_pool if cfg.cpu_pool is not None and cfg.cpu_flavor_for(own) else None
+    flavors = pools + ([f"cpuPool {cpu.name}"] if cpu else [])
+    held = [f"{team.quotas[cfg.name][p].gpus} {p} GPUs" for p in pools]
+    if cpu is not None:
+        limit = cpu_pool_held(cfg, team)
+        held.append(f"of cpuPool {cpu.name} {limit.cpu} CPUs and {limit.memory} (its cpuPool limit, held for it; "
+                    "others may borrow them while it leaves them idle)" if limit else
+                    f"none of cpuPool {cpu.name} (no cpuPool limit for it here: its CPU-only jobs use the CPU share "
+                    "of its GPU quota)")
+    return [f"- its workloads are never preempted, by any team or by its own: its queue never borrows "
+            f"(borrowingLimit 0 in every flavor: {', '.join(flavors) or 'none'}), Kueue preempts only the workloads "
+            "of queues using more than their own quota, and its own jobs never preempt each other "
+            "(withinClusterQueue Never)",
+            f"- the cost: it never borrows idle GPUs or CPUs, and runs only on what it holds: {', '.join(held)}",
+            "- it is still evicted without preemption: a failed node, waitForPodsReady, a maximum execution time, "
+            "its queue stopped with HoldAndDrain, or its quota lowered below what it runs"]
 
 
 def explain_cluster(fleet: Fleet, name: str) -> str:

@@ -60,7 +60,7 @@ def test_explain_cluster(fleet_root: Path) -> None:
     assert result.code == 0
     assert "pool l40s (NVIDIA-L40S): 48 GPUs, quota limit 48, allocated 44 (92%), free 4" in result.out
     inference = next(line.split() for line in result.out.splitlines() if line.startswith("inference") and "32" in line)
-    assert inference == ["inference", "32", "8", "0"]  # borrowingLimit 8 caps what others lend (12)
+    assert inference == ["inference", "32", "0", "0"]  # never preempted: it borrows nothing
 
 
 def test_explain_unknown_name(fleet_root: Path) -> None:

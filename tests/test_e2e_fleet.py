@@ -1096,26 +1096,35 @@ def test_workloads_naming_no_class_get_the_teams_default_priority(deployed: Depl
                 delete()
 
 
-def test_a_guarantee_lent_to_an_equal_priority_borrower_comes_back_only_under_any(deployed: Deployed) -> None:
+def test_a_guarantee_lent_to_an_equal_priority_borrower_comes_back_only_under_any(deployed: Deployed,
+                                                                                   fleet_root: Path) -> None:
     """Issue 31: prod-west's `reclaimWithinCohort: LowerPriority` makes a guarantee hold only against
     lower priorities, and nothing said so. Now a warning and `explain team vision` do. On the real
     Kueue (with fair sharing on, as in prod-west): inference borrows L40S at `standard` up to its
     limit, platform-ci uses its own, and vision's `standard` job within its 8 guaranteed GPUs waits,
     nobody preempted. With the lender's queue at `reclaimWithinCohort: Any` the same job preempts the
     borrower and is admitted, as `explain` says for that policy."""
+    from generator.checks import load_fleet
     from generator.compile.kueue import cluster_queue
     from generator.config.cluster import Preemption
     from generator.config.fleet import Loaded
 
     if deployed.name != "prod-west":
         pytest.skip("the case is prod-west's L40S pool (vision lends, inference borrows)")
-    stack, fleet, loaded = deployed.stack, deployed.fleet, deployed.fleet.clusters[deployed.name]
+    # The example's inference is never preempted (issue 53), so it borrows nothing: here it borrows.
+    edit(fleet_root, "teams/inference.yaml", "policy: {neverPreempted: true}\n", "")
+    edit(fleet_root, "teams/inference.yaml", "l40s: {gpus: 32, lendingLimit: 0}",
+         "l40s: {gpus: 32, borrowingLimit: 8, lendingLimit: 0}")
+    assert run(fleet_root, "render").code == 0
+    fleet = load_fleet(fleet_root)
+    stack, loaded = deployed.stack, deployed.fleet.clusters[deployed.name]
+    apply(stack, cluster_queue(fleet.clusters[deployed.name], fleet.teams["inference"]).body)
     cfg = loaded.config
     quotas = {t: fleet.teams[t].config.quotas["prod-west"]["l40s"] for t in ("inference", "platform-ci", "vision")}
     assert cfg.kueue.preemption.reclaim_within_cohort == "LowerPriority"
     assert (cfg.pool("l40s").gpus, quotas["inference"].gpus, quotas["inference"].borrowing_limit,  # type: ignore
             quotas["platform-ci"].gpus, quotas["vision"].gpus) == (48, 32, 8, 4, 8)
-    explained = run(REPO, "explain", "team", "vision").out
+    explained = run(fleet_root, "explain", "team", "vision").out
     assert "its guaranteed l40s GPUs are not guaranteed once lent: inference can borrow them at standard or " \
         "above" in explained
     names = {key: f"{key}-{uuid.uuid4().hex[:5]}" for key in ("inference", "platform-ci", "vision")}
@@ -1154,6 +1163,7 @@ def test_a_guarantee_lent_to_an_equal_priority_borrower_comes_back_only_under_an
         assert condition(workload_of(stack, ns("inference"), names["inference"]), "Preempted").get("status") == "True"
     finally:
         apply(stack, cluster_queue(loaded, vision).body)
+        apply(stack, cluster_queue(loaded, deployed.fleet.teams["inference"]).body)
         for key in names:
             with contextlib.suppress(Exception):
                 objects.delete_namespaced_custom_object(JOBSET, "v1alpha2", ns(key), "jobsets", names[key],
@@ -1183,9 +1193,7 @@ def test_a_teams_own_queue_policy_on_the_real_kueue(deployed: Deployed, fleet_ro
 
     if deployed.name != "prod-west":
         pytest.skip("the case is prod-west's L40S pool")
-    edit(fleet_root, "teams/inference.yaml", "l40s: {gpus: 32, borrowingLimit: 8, lendingLimit: 0}",
-         "l40s: {gpus: 32, lendingLimit: 0}")
-    edit(fleet_root, "teams/inference.yaml", "quotas:\n", "policy: {neverPreempted: true}\nquotas:\n")
+    assert deployed.fleet.teams["inference"].config.never_preempted  # the example's (issue 53)
     result = run(fleet_root, "render")
     assert result.code == 0, result.err
     assert "- its workloads are never preempted" in run(fleet_root, "explain", "team", "inference").out
@@ -1347,8 +1355,9 @@ def test_borrowed_gpus_split_by_weight_as_explain_says(deployed: Deployed, fleet
         "(17%), research-vision 2 (33%), inference 1 (17%), recsys 1.5 (25%)" in explained, explained
     edit(fleet_root, "clusters/prod-west.yaml", "    withinClusterQueue: LowerOrNewerEqualPriority\n",
          "    withinClusterQueue: LowerOrNewerEqualPriority\n  teamPolicy: {reclaimWithinCohort: [Any]}\n")
-    for team in ("recsys", "inference"):
-        edit(fleet_root, f"teams/{team}.yaml", "quotas:\n", "policy: {reclaimWithinCohort: Any}\nquotas:\n")
+    edit(fleet_root, "teams/recsys.yaml", "quotas:\n", "policy: {reclaimWithinCohort: Any}\nquotas:\n")
+    # The example's inference is never preempted (issue 53), so it borrows nothing: here it borrows.
+    edit(fleet_root, "teams/inference.yaml", "policy: {neverPreempted: true}\n", "policy: {reclaimWithinCohort: Any}\n")
     assert run(fleet_root, "render").code == 0
     changed = load_fleet(fleet_root)
     stack, fleet = deployed.stack, deployed.fleet

@@ -294,9 +294,10 @@ def test_explain_says_who_can_preempt_whom(fleet_root: Path) -> None:
         "- a reclaim takes at most 300 s plus Kueue's and the scheduler's reaction: Kueue stops the preempted job "
         "at once, its pods hold their GPUs until they have stopped, and no pod in a team namespace may take longer "
         "than 300 s to stop (kueue.maxTerminationGracePeriodSeconds 300, a team's policy may shorten its own)",
-        "- its guaranteed a100 GPUs are not guaranteed once lent: inference, ml-research, recsys can borrow them "
+        # inference is never preempted, so it borrows from nobody (issue 53).
+        "- its guaranteed a100 GPUs are not guaranteed once lent: ml-research, recsys can borrow them "
         "at preemptible or above and keep them until their jobs end",
-        "- its guaranteed l40s GPUs are not guaranteed once lent: inference, vision can borrow them at "
+        "- its guaranteed l40s GPUs are not guaranteed once lent: vision can borrow them at "
         "preemptible or above and keep them until their jobs end",
         # Kueue filters fair sharing's candidates by reclaimWithinCohort (issue 31; kueue v0.19.2
         # pkg/scheduler/preemption/preemption.go:636-646): not "any priority".
@@ -310,7 +311,7 @@ def test_explain_says_who_can_preempt_whom(fleet_root: Path) -> None:
     west = west[west.index("preemption in prod-west:"):]
     assert "- while borrowing, it preempts nobody else's workloads, nor do others preempt its borrowed work: " \
         "under fair sharing Kueue still takes only what reclaimWithinCohort allows, and it is Never" in west, west
-    assert "- its guaranteed a100 GPUs are not guaranteed once lent: inference, ml-research, recsys can borrow " \
+    assert "- its guaranteed a100 GPUs are not guaranteed once lent: ml-research, recsys can borrow " \
         "them and keep them until their jobs end" in west, west  # under Never, whatever their priority
     edit(fleet_root, "clusters/prod-west.yaml", "reclaimWithinCohort: Never", "reclaimWithinCohort: Any")
     west = run(fleet_root, "explain", "team", "platform-ci").out
@@ -334,8 +335,9 @@ def test_a_cpu_pool_is_the_first_flavor_of_every_teams_queue(fleet_root: Path) -
     assert flavor["spec"] == {"nodeLabels": {"node.fleetgen.io/pool": "cpu"}}
     root = yaml.safe_load((fleet_root / "rendered/prod-west/kueue/cohort-prod-west.yaml").read_text())
     (group,) = root["spec"]["resourceGroups"]
+    # The pool (6 x 62 CPUs, 240Gi) less the teamLimit never-preempted inference holds (issue 53).
     assert group["flavors"][-1] == {"name": "cpu", "resources": [
-        {"name": "cpu", "nominalQuota": "372"}, {"name": "memory", "nominalQuota": "1440Gi"},
+        {"name": "cpu", "nominalQuota": "248"}, {"name": "memory", "nominalQuota": "960Gi"},
         {"name": "nvidia.com/gpu", "nominalQuota": "0"}]}
     (group,) = _queue(fleet_root, "prod-west", "vision")["resourceGroups"]
     assert group["coveredResources"] == ["cpu", "memory", "nvidia.com/gpu"]
@@ -454,12 +456,12 @@ def test_a_guarantee_that_cannot_be_taken_back_is_warned(fleet_root: Path) -> No
     assert "clusters/prod-west.yaml:9: kueue.preemption.reclaimWithinCohort: in prod-west guaranteed GPUs are " \
         "not guaranteed once lent: reclaimWithinCohort LowerPriority takes them back only from lower " \
         "priorities, so borrowers keep them until their jobs end: " in result.err, result.err
-    assert "l40s of vision (at standard) by inference;" in result.err
+    assert "l40s of platform-ci (at preemptible) by vision" in result.err
     assert "l40s of inference" not in result.err  # lendingLimit: 0
     assert "fix: set reclaimWithinCohort: Any, or lendingLimit: 0 on quota that must be there at once" in result.err
-    edit(fleet_root, "teams/vision.yaml", "    l40s: {gpus: 8}", "    l40s: {gpus: 8, lendingLimit: 0}")
+    edit(fleet_root, "teams/platform-ci.yaml", "    l40s: {gpus: 4}", "    l40s: {gpus: 4, lendingLimit: 0}")
     result = run(fleet_root, "render")
-    assert "l40s of vision" not in result.err and "not guaranteed once lent" in result.err
+    assert "l40s of platform-ci" not in result.err and "not guaranteed once lent" in result.err
     edit(fleet_root, "clusters/prod-west.yaml", "reclaimWithinCohort: LowerPriority", "reclaimWithinCohort: Any")
     result = run(fleet_root, "render")
     assert result.code == 0 and "not guaranteed once lent" not in result.err, result.err
@@ -520,25 +522,54 @@ def test_a_team_choosing_a_weaker_reclaim_is_warned_at_its_own_line(fleet_root: 
 
 
 def test_a_team_never_preempted_never_borrows(fleet_root: Path) -> None:
-    """`policy.neverPreempted` (serving): every borrowingLimit 0 and withinClusterQueue Never; a
-    borrowingLimit that says otherwise is an error naming the quota, and a cluster may refuse it."""
-    edit(fleet_root, "teams/inference.yaml", "quotas:\n", "policy: {neverPreempted: true}\nquotas:\n")
+    """`policy.neverPreempted` (serving; the example's inference): borrowingLimit 0 on every resource of
+    every flavor, the CPU pool's included, where it holds its cpuPool limit (issue 53), and
+    withinClusterQueue Never; a borrowingLimit that says otherwise is an error naming the quota, and a
+    cluster may refuse it. Kueue's outcome: tests/test_never_preempted.py."""
+    spec = _cq(fleet_root, "prod-west", "inference")["spec"]
+    assert spec["preemption"]["withinClusterQueue"] == "Never"
+    (group,) = spec["resourceGroups"]
+    assert [f["name"] for f in group["flavors"]] == ["cpu", "a100", "l40s"]
+    assert all(r["borrowingLimit"] == "0" for f in group["flavors"] for r in f["resources"]), group
+    assert group["flavors"][0]["resources"] == [  # prod-west's teamLimit, held
+        {"name": "cpu", "nominalQuota": "124", "borrowingLimit": "0"},
+        {"name": "memory", "nominalQuota": "480Gi", "borrowingLimit": "0"},
+        {"name": "nvidia.com/gpu", "nominalQuota": "0", "borrowingLimit": "0"}]
+    out = run(fleet_root, "explain", "team", "inference").out
+    assert "- its workloads are never preempted, by any team or by its own: its queue never borrows " \
+        "(borrowingLimit 0 in every flavor: a100, l40s, cpuPool cpu)" in out, out
+    assert "- the cost: it never borrows idle GPUs or CPUs, and runs only on what it holds: 8 a100 GPUs, 32 l40s " \
+        "GPUs, of cpuPool cpu 124 CPUs and 480Gi (its cpuPool limit, held for it; others may borrow them while it " \
+        "leaves them idle)" in out, out
+    assert "prod-west  l40s          32               0 (0)" in out
+    edit(fleet_root, "teams/inference.yaml", "l40s: {gpus: 32, lendingLimit: 0}",
+         "l40s: {gpus: 32, borrowingLimit: 8, lendingLimit: 0}")
     result = run(fleet_root, "render")
     assert result.code == 2
     assert "teams/inference.yaml" in result.err and "policy.neverPreempted: quotas.prod-west.l40s borrows up to 8 " \
         "GPUs, and borrowed GPUs are taken back by preemption; remove its borrowingLimit" in result.err, result.err
-    edit(fleet_root, "teams/inference.yaml", "l40s: {gpus: 32, borrowingLimit: 8, lendingLimit: 0}",
-         "l40s: {gpus: 32, lendingLimit: 0}")
+    edit(fleet_root, "teams/inference.yaml", "borrowingLimit: 8, ", "")
+    # Without a cpuPool limit for it, it holds none of the pool and borrows none of it.
+    edit(fleet_root, "clusters/prod-west.yaml", '  teamLimit: {cpu: "124", memory: 480Gi}\n', "")
     result = run(fleet_root, "render")
     assert result.code == 0, result.err
-    spec = _cq(fleet_root, "prod-west", "inference")["spec"]
-    assert spec["preemption"]["withinClusterQueue"] == "Never"
-    gpu = [r for f in spec["resourceGroups"][0]["flavors"] if f["name"] != "cpu" for r in f["resources"]
-           if r["name"] == "nvidia.com/gpu"]
-    assert gpu and all(r["borrowingLimit"] == "0" for r in gpu), gpu
+    cpu = _cq(fleet_root, "prod-west", "inference")["spec"]["resourceGroups"][0]["flavors"][0]
+    assert cpu["resources"][:2] == [{"name": "cpu", "nominalQuota": "0", "borrowingLimit": "0"},
+                                    {"name": "memory", "nominalQuota": "0", "borrowingLimit": "0"}], cpu
+    root = yaml.safe_load((fleet_root / "rendered/prod-west/kueue/cohort-prod-west.yaml").read_text())
+    assert root["spec"]["resourceGroups"][0]["flavors"][-1]["resources"][0] == {"name": "cpu", "nominalQuota": "372"}
     out = run(fleet_root, "explain", "team", "inference").out
-    assert "- its workloads are never preempted: it never borrows (borrowingLimit 0 in every pool)" in out
-    assert "prod-west  l40s          32               0 (0)" in out
+    assert "CPU-only jobs run on GPU nodes, in the CPU share of its GPU quota: never preempted, it borrows nothing, " \
+        "and it holds none of cpuPool cpu (the cluster sets no cpuPool limit for it; " \
+        "cpuPool.teamLimits.inference would be held for it)" in out, out
+    # Never-preempted teams cannot hold more of the pool together than it has.
+    edit(fleet_root, "clusters/prod-west.yaml", "  nodeLabels: {node.fleetgen.io/pool: cpu}\n",
+         '  nodeLabels: {node.fleetgen.io/pool: cpu}\n  teamLimits: {inference: {cpu: "400", memory: 480Gi}}\n')
+    result = run(fleet_root, "render")
+    assert result.code == 2
+    assert "clusters/prod-west.yaml:55: cpuPool.teamLimits: teams never preempted hold their limit of cpuPool cpu " \
+        "as quota (inference): 400 cpu together, more than the pool's 372" in result.err, result.err
+    edit(fleet_root, "clusters/prod-west.yaml", '"400"', '"124"')
     edit(fleet_root, "clusters/prod-west.yaml", "kueue:\n", "kueue:\n  teamPolicy: {neverPreempted: false}\n")
     result = run(fleet_root, "render")
     assert result.code == 2 and "policy.neverPreempted: cluster prod-west sets kueue.teamPolicy.neverPreempted: " \
@@ -611,7 +642,7 @@ def test_the_guarantee_warning_stays_linear_and_short_with_many_teams(fleet_root
     assert result.code == 0, result.err
     line = next(w for w in result.err.splitlines() if "not guaranteed once lent" in w)
     assert "a100 of extra-00, extra-01, extra-02, extra-03, extra-04, extra-05, extra-06, extra-07 and 34 more " \
-        "(at standard) by inference and each other" in line, line
+        "(at standard) by each other" in line, line  # inference, never preempted, borrows nothing
     assert len(line) < 1000, len(line)
 
 

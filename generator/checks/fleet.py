@@ -8,8 +8,11 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Callable, Iterator
+from decimal import Decimal
 from typing import Any
 
+from generator import quantity
+from generator.compile.quota import cpu_pool_held, cpu_pool_resources
 from generator.config.cluster import OPERATOR_KINDS, AdmissionFairSharing, ClusterConfig, kueue_tuple
 from generator.config.fleet import Fleet, Loaded, fair_sharing
 from generator.config.jobs import JobProfile
@@ -303,6 +306,27 @@ def _cpu_pool(fleet: Fleet) -> Iterator[Finding]:
                 file, line = cluster.at("cpuPool", "teamLimits", name)
                 yield Finding(file, line, f"cpuPool.teamLimits.{name}", f"team {name!r} has no queue in cluster "
                               f"{cfg.name!r}", f"use one of: {', '.join(sorted(teams)) or '(none)'}")
+        yield from _cpu_pool_overheld(cluster, fleet.teams_in(cfg.name))
+
+
+def _cpu_pool_overheld(cluster: Loaded[ClusterConfig], teams: list[Loaded[TeamConfig]]) -> Iterator[Finding]:
+    """Teams never preempted hold their CPU pool limit as quota (compile.quota.cpu_pool_held); together
+    they cannot hold more than the pool has, or Kueue would admit CPU-only pods no node can take."""
+    cfg, pool = cluster.config, cluster.config.cpu_pool
+    assert pool is not None
+    holders = [(t.config.name, h) for t in teams if (h := cpu_pool_held(cfg, t.config)) is not None]
+    total_cpu, total_memory = cpu_pool_resources(pool)
+    for resource, total in (("cpu", total_cpu), ("memory", total_memory)):
+        held = sum((quantity.value_of(getattr(h, resource)) for _, h in holders), Decimal(0))
+        if held <= quantity.value_of(total):
+            continue
+        path = ("cpuPool", "teamLimits") if pool.team_limits else ("cpuPool", "teamLimit")
+        file, line = cluster.at(*path)
+        amount = quantity.canonical(held, quantity.parse(total)[1])
+        yield Finding(file, line, ".".join(path), f"teams never preempted hold their limit of cpuPool {pool.name} "
+                      f"as quota ({', '.join(name for name, _ in holders)}): {amount} {resource} together, more "
+                      f"than the pool's {total}", "lower their limits (cpuPool.teamLimits) so that they fit in the "
+                      "pool together")
 
 
 def _admission_checks(fleet: Fleet) -> Iterator[Finding]:

@@ -11,7 +11,7 @@ from typing import Any
 
 from generator import quantity
 from generator.compile.manifest import ARGOCD_CRD_IN_SAME_SYNC, Manifest, labels
-from generator.compile.quota import cpu_pool_resources, pool_resources, unallocated_resources
+from generator.compile.quota import cpu_pool_held, cpu_pool_resources, pool_resources, unallocated_resources
 from generator.config.cluster import ClusterConfig, CohortQuota, MultiKueue, NodePool, Preemption, Taint, kueue_tuple
 from generator.config.fleet import Loaded, held_gpus, implicit_cohort_weight
 from generator.config.team import PoolQuota, TeamConfig
@@ -166,9 +166,10 @@ def cohorts(cluster: Loaded[ClusterConfig], teams: list[Loaded[TeamConfig]]) -> 
     root = _obj(cfg, "Cohort", cfg.name)
     root["spec"] = {}
     groups = _unallocated_groups(cfg, teams) if cfg.kueue.share_unallocated else []
-    if cfg.cpu_pool is not None:  # all of it lent to the teams' queues, whose CPU flavor holds nothing
+    if cfg.cpu_pool is not None:  # lent to the teams' queues, less what never-preempted teams hold of it
         # One group per resource in an object (Kueue's webhook): the GPU pools' group gains the flavor.
-        cpu, memory = cpu_pool_resources(cfg.cpu_pool)
+        held = [h for h in (cpu_pool_held(cfg, t.config) for t in teams) if h is not None]
+        cpu, memory = cpu_pool_resources(cfg.cpu_pool, held)
         group: dict[str, Any] = groups[0] if groups else {"coveredResources": ["cpu", "memory"], "flavors": []}
         quota = {"cpu": cpu, "memory": memory}
         group["flavors"].append({"name": cfg.cpu_pool.name, "resources": [
@@ -246,20 +247,34 @@ def _resource_groups(cfg: ClusterConfig, team: TeamConfig) -> list[dict[str, Any
 
 def _cpu_flavor_quota(cfg: ClusterConfig, team: TeamConfig, covered: list[str]) -> dict[str, Any]:
     """The CPU pool's flavor in the team's queue, tried first: nothing of its own (the root cohort
-    lends the whole pool), its CPU and memory capped by the team's limit, no GPUs. Kueue takes the
-    first flavor that fits (kueue v0.19.2 pkg/scheduler/flavorassigner/flavorassigner.go:1330-1380), so
-    CPU-only work lands on the CPU pool while it has room and a GPU request, which this flavor can
-    never fit, goes on to the team's GPU pools."""
+    lends the pool), its CPU and memory capped by the team's limit, no GPUs; a team never preempted
+    holds its limit instead (`cpu_pool_held`). Kueue takes the first flavor that fits (kueue v0.19.2
+    pkg/scheduler/flavorassigner/flavorassigner.go:1330-1380), so CPU-only work lands on the CPU pool
+    while it has room and a GPU request, which this flavor can never fit, goes on to the team's GPU pools."""
     assert cfg.cpu_pool is not None
     limit = cfg.cpu_pool.limit_for(team.name)
-    borrowing = {"cpu": quantity.normalise(limit.cpu), "memory": quantity.normalise(limit.memory)} if limit else {}
+    held = cpu_pool_held(cfg, team)
+    amounts = {"cpu": quantity.normalise(limit.cpu), "memory": quantity.normalise(limit.memory)} if limit else {}
     resources: list[dict[str, Any]] = []
     for name in covered:
-        entry: dict[str, Any] = {"name": name, "nominalQuota": "0"}
-        if name in borrowing:
-            entry["borrowingLimit"] = borrowing[name]
+        entry: dict[str, Any] = {"name": name, "nominalQuota": amounts[name] if held and name in amounts else "0"}
+        if not held and name in amounts:
+            entry["borrowingLimit"] = amounts[name]
         resources.append(entry)
     return {"name": cfg.cpu_pool.name, "resources": resources}
+
+
+def _never_borrow(groups: list[dict[str, Any]]) -> None:
+    """`borrowingLimit: 0` on every resource of every flavor (the CPU pool's included), for a team never
+    preempted. Kueue preempts another queue's workloads only while that queue uses more than its
+    nominal quota of a resource the preemptor needs (kueue v0.19.2 pkg/scheduler/preemption/
+    preemption.go:636-663 with fair sharing; classical/hierarchical_preemption.go:198-205 and
+    classical/candidate_generator.go:143-146 without), and a borrowingLimit of 0 keeps usage within
+    nominal (pkg/cache/scheduler/resource_node.go:106-122); withinClusterQueue Never does the rest."""
+    for group in groups:
+        for flavor in group["flavors"]:
+            flavor["resources"] = [{"name": r["name"], "nominalQuota": r["nominalQuota"], "borrowingLimit": "0",
+                                    **{k: v for k, v in r.items() if k == "lendingLimit"}} for r in flavor["resources"]]
 
 
 def quota_groups(pools: list[NodePool], quotas: Mapping[str, PoolQuota | CohortQuota]) -> list[dict[str, Any]]:
@@ -325,6 +340,8 @@ def cluster_queue(cluster: Loaded[ClusterConfig], team: Loaded[TeamConfig]) -> M
     if tcfg.fair_sharing_weight is not None:
         spec["fairSharing"] = {"weight": _weight(tcfg.fair_sharing_weight)}
     spec["resourceGroups"] = _resource_groups(cfg, tcfg)
+    if tcfg.never_preempted:
+        _never_borrow(spec["resourceGroups"])
     fungibility = _fungibility(cfg, tcfg)
     if fungibility:
         spec["flavorFungibility"] = fungibility

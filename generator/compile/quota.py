@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from decimal import ROUND_FLOOR, Decimal
 
 from generator import quantity
-from generator.config.cluster import CohortQuota, CpuPool, NodePool
-from generator.config.team import PoolQuota
+from generator.config.cluster import ClusterConfig, CohortQuota, CpuLimit, CpuPool, NodePool
+from generator.config.team import PoolQuota, TeamConfig
 
 _MI = Decimal(1 << 20)
 _MB = Decimal(10**6)
@@ -68,8 +68,20 @@ def unallocated_resources(pool: NodePool, allocated: int) -> dict[str, ResourceQ
     return {name: ResourceQuota(name, nominal[i] or "0", None, None) for i, name in enumerate(names)}
 
 
-def cpu_pool_resources(pool: CpuPool) -> tuple[str, str]:
-    """(cpu, memory) of the whole CPU pool, as canonical quantities."""
-    cpu = quantity.value_of(pool.cpu_per_node) * pool.nodes
+def cpu_pool_resources(pool: CpuPool, held: list[CpuLimit] | None = None) -> tuple[str, str]:
+    """(cpu, memory) of the whole CPU pool less what teams hold of it (`held`), as canonical quantities."""
+    held = held or []
+    cpu = quantity.value_of(pool.cpu_per_node) * pool.nodes - sum((quantity.value_of(h.cpu) for h in held), Decimal(0))
     per_node, fmt = quantity.parse(pool.memory_per_node)
-    return quantity.canonical(cpu, "DecimalSI"), quantity.canonical(per_node * pool.nodes, fmt)
+    memory = per_node * pool.nodes - sum((quantity.value_of(h.memory) for h in held), Decimal(0))
+    return quantity.canonical(cpu, "DecimalSI"), quantity.canonical(memory, fmt)
+
+
+def cpu_pool_held(cfg: ClusterConfig, team: TeamConfig) -> CpuLimit | None:
+    """What the team holds of the CPU pool as its own quota: a team never preempted, whose queue has
+    the CPU pool's flavor, holds its limit there (it may not borrow, and borrowed quota is what Kueue
+    preempts); every other team holds none of it and borrows it from the root cohort."""
+    pool = cfg.cpu_pool
+    if pool is None or not team.never_preempted or not cfg.cpu_flavor_for(cfg.queue_pools(team.quotas[cfg.name])):
+        return None
+    return pool.limit_for(team.name)

@@ -413,7 +413,8 @@ class CpuPool(ConfigModel):
     team_limit: CpuLimit | None = None
     """At most this much of the pool for one team's CPU-only jobs at a time (the borrowingLimit of
     the pool's flavor in the team's queue); omitted: a team may use the whole pool while others leave
-    it idle."""
+    it idle. A team with `policy.neverPreempted` holds its limit as quota instead (it never borrows),
+    and the root cohort lends the rest; such teams together may hold at most the pool."""
     team_limits: dict[DnsLabel, CpuLimit] = {}
     """Per team (team name -> limit), instead of `teamLimit`."""
 

@@ -63,11 +63,15 @@ class QueuePolicy(ConfigModel):
     within_cluster_queue: WithinQueuePolicy | None = None
     """Preemption among the team's own workloads."""
     never_preempted: StrictBool = False
-    """No workload of the team is ever preempted (for serving): its queue never borrows (every quota's
-    `borrowingLimit` is 0; Kueue takes quota back only from queues above their own, kueue v0.19.2
-    pkg/scheduler/preemption/preemption.go:636-646) and its own workloads never preempt each other
-    (`withinClusterQueue: Never`). Evictions that are not preemption (a node failing, waitForPodsReady,
-    a maximum execution time) still happen."""
+    """No workload of the team is ever preempted, by any team or by its own (for serving): its queue
+    never borrows (`borrowingLimit` 0 on every resource of every flavor, the CPU pool's included; Kueue
+    preempts only workloads of queues above their own quota, kueue v0.19.2
+    pkg/scheduler/preemption/preemption.go:636-663) and its own workloads never preempt each other
+    (`withinClusterQueue: Never`). The cost: it runs only on what it holds, its GPU quotas and, in a
+    cluster with a `cpuPool`, its cpuPool limit there, held for it (others borrow it while idle); with
+    no limit for it, none of the CPU pool (its CPU-only pods use the CPU share of its GPU quota).
+    Evictions that are not preemption (a node failing, waitForPodsReady, a maximum execution time, a
+    HoldAndDrain stop, its quota lowered below what it runs) still happen."""
 
     max_termination_grace_period_seconds: StrictInt | None = Field(default=None, ge=0, le=86400)
     """The longest `terminationGracePeriodSeconds` a pod in the team's namespaces may have, below the
