@@ -195,12 +195,12 @@ def test_status_names_the_strict_fifo_head_a_job_waits_behind(twin: tuple[Stack,
                                  .get("metadata", {}).get("name"), 30))
         assert wait_for(lambda: condition(workload_of(stack, ns, head["metadata"]["name"], "Job"),
                                           "QuotaReserved").get("status") == "False", 60), "the head was not evaluated"
-        # Kueue orders equal priorities by creation time to the second, then by UID: the next second.
-        created = jobs[1].body.get("metadata", {}).get("creationTimestamp") or \
-            workload_of(stack, ns, head["metadata"]["name"], "Job")["metadata"]["creationTimestamp"]  # type: ignore[index]
+        # Kueue orders equal priorities by their Workloads' creation time, to the second, then by UID:
+        # the next Workload is made in a later second than the head's.
+        created = (workload_of(stack, ns, head["metadata"]["name"], "Job") or {})["metadata"]["creationTimestamp"]
         stamp = datetime.datetime.fromisoformat(str(created).replace("Z", "+00:00"))
         assert wait_for(lambda: datetime.datetime.now(datetime.UTC) >= stamp + datetime.timedelta(
-            seconds=1.5), 10)
+            seconds=1.2), 10)
         submit(behind)
         status = wait_for(lambda: (s := jobs[2].status()).position.startswith("position 2") and s, 60)
         assert status, jobs[2].status()
