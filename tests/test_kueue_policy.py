@@ -285,10 +285,14 @@ def test_explain_says_who_can_preempt_whom(fleet_root: Path) -> None:
     (and fair sharing, which overrides borrowWithinCohort) lets it and others do."""
     out = run(fleet_root, "explain", "team", "platform-ci").out
     west = out[out.index("preemption in prod-west:"):]
-    assert west.splitlines()[:8] == [
+    assert west.splitlines()[:9] == [
         "preemption in prod-west:",
         "- its priority classes: preemptible (10); default preemptible, given to every workload created in its "
         "namespaces that names no class (label or pod priorityClassName)",
+        "- Kubernetes PriorityClasses cannot lift its workloads off the cluster's ladder: in its namespaces pod "
+        "templates may name only preemptible, production, standard as priorityClassName, and a pod or Kueue "
+        "Workload runs only at one of the ladder's values or at most 10 (the API server refuses the rest: "
+        "fleetgen-team-priorities)",
         "- when others borrow what it lends, it takes its guaranteed GPUs back by preempting borrowers' "
         "workloads of lower priority only; borrowers of its priority or above keep them until their jobs end",
         "- its guaranteed a100 GPUs are not guaranteed once lent: inference, ml-research, recsys can borrow them "
