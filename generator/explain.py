@@ -168,7 +168,9 @@ def shared_pool_lines(fleet: Fleet, cluster: str, team: str) -> list[str]:
         elsewhere = tcfg.namespace_names[1:]
         within = afs.within_cluster_queue
         preempts = ("nothing is preempted there" if within == "Never" else
-                    f"there a job may preempt {WITHIN_SHARED[within]}, those of the team that used most first")
+                    f"there a job may preempt {WITHIN_SHARED[within]}, those of the team that used most first; "
+                    "each team's jobs reach at most its highest allowed class there: "
+                    + ", ".join(f"{t} {top}" for t, top in shared_ceilings(fleet, cluster, pool)))
         out.append(f"pool {pool} is shared by usage (ClusterQueue {afs.cluster_queue(pool)}): no GPUs guaranteed "
                    f"there; jobs labelled kueue.x-k8s.io/queue-name: {afs.local_queue(team, pool)} in namespace {ns}"
                    + (f" (not {', '.join(elsewhere)})" if elsewhere else "")
@@ -177,6 +179,35 @@ def shared_pool_lines(fleet: Fleet, cluster: str, team: str) -> list[str]:
                    f"its weight {mine[0]:g}, so while all keep the pool busy it gets {mine[1]:.0%} of it over time; "
                    + preempts)
     return out
+
+
+def top_class(cfg: ClusterConfig, team: TeamConfig) -> str:
+    """The highest class the team's workloads may run at in the cluster, with its value: its
+    `allowedPriorities` (the team's priority policy caps every Workload there), else the cluster's top."""
+    values = {p.name: p.value for p in cfg.priorities}
+    classes = [p for p in (team.allowed_priorities or values) if p in values]
+    if not classes:
+        return "no class (priority 0)"
+    top = max(classes, key=lambda p: (values[p], p))
+    return f"{top} ({values[top]})"
+
+
+def shared_ceilings(fleet: Fleet, cluster: str, pool: str) -> list[tuple[str, str]]:
+    """(team, its top class) of every team in a pool shared by usage, by name: the priorities that can
+    preempt there, where Kueue ranks preemptees by priority first."""
+    cfg = fleet.clusters[cluster].config
+    return [(name, top_class(cfg, fleet.teams[name].config)) for name, _, _ in usage_split(fleet, cluster, pool)]
+
+
+def ladder_line(cfg: ClusterConfig) -> str:
+    """What the cluster's ladder policy holds every team to (compile/namespace_policies.py)."""
+    from generator.compile.namespace_policies import LADDER_POLICY, ladder
+
+    _, floor = ladder(cfg)
+    names = ", ".join(sorted(p.name for p in cfg.priorities)) or "none"
+    return (f"- Kubernetes PriorityClasses cannot lift its workloads off the cluster's ladder: in its namespaces "
+            f"pod templates may name only {names} as priorityClassName, and a pod or Kueue Workload runs only at "
+            f"one of the ladder's values or at most {floor} (the API server refuses the rest: {LADDER_POLICY})")
 
 
 WITHIN_SHARED = {"LowerPriority": "any team's jobs of lower priority"}
@@ -244,6 +275,7 @@ def preemption(fleet: Fleet, team: str, cluster: str, shares: list[TeamShare]) -
     lines = [f"preemption in {cluster}:"]
     lines.append(f"- its priority classes: {', '.join(f'{p} ({values[p]})' for p in classes if p in values)}"
                  + (f"; default {default_priority_reach(cfg, tcfg)}" if tcfg.default_priority else ""))
+    lines.append(ladder_line(cfg))
     if tcfg.queueing_in(cfg) != cfg.kueue.queueing_strategy:
         lines.append(f"- its queue is {QUEUEING[tcfg.queueing_in(cfg)]} (its own policy; the cluster's is "
                      f"{cfg.kueue.queueing_strategy})")

@@ -504,6 +504,16 @@ def test_members_cannot_reach_other_teams_or_the_cluster(deployed: Deployed) -> 
                                                        {**probe, "metadata": {"name": "allowed"}}, dry_run="All")
 
 
+def pod_class(stack: Stack, name: str, value: int) -> None:
+    """A Kubernetes PriorityClass `name` of `value`, unless the stack already has it (the deployed
+    stack is shared by this module's tests)."""
+    from kubernetes.dynamic.exceptions import ConflictError
+
+    with contextlib.suppress(ConflictError):
+        stack.create({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name},
+                      "value": value})
+
+
 def test_a_team_cannot_run_above_its_allowed_priorities(deployed: Deployed) -> None:
     """Issue 16, `allowedPriorities`: a member's job labelled with a class the team may not use is
     refused when submitted; one that asks for a higher priority through its pod template's
@@ -522,9 +532,6 @@ def test_a_team_cannot_run_above_its_allowed_priorities(deployed: Deployed) -> N
     pool, quota = sorted(team.quotas[deployed.name].items())[0]
     per_node = cluster.pool(pool).gpu.per_node  # type: ignore[union-attr]
     case = Borrowing(team, pool, per_node, quota.gpus, quota.borrowing_limit or 0)
-    high = f"e2e-high-{uuid.uuid4().hex[:5]}"
-    stack.create({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": high},
-                  "value": ceiling + 1000})
     api = stack.client(member(stack, team).user, tuple(team.members.groups[:1]))
     objects = custom(stack, api)
 
@@ -533,6 +540,10 @@ def test_a_team_cannot_run_above_its_allowed_priorities(deployed: Deployed) -> N
 
     refused_class = next(p for p in sorted(values, key=values.__getitem__, reverse=True)
                          if p not in (team.allowed_priorities or []))
+    # Issue 53: a pod template may name only a class of the cluster's ladder, so the way around the label
+    # is a Kubernetes PriorityClass of a rung's name and value, above the team's classes.
+    high = refused_class
+    pod_class(stack, high, values[high])
     labelled = body(f"prio-label-{uuid.uuid4().hex[:5]}")
     labelled["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] = refused_class
     with pytest.raises(ApiException) as refused:
@@ -555,7 +566,7 @@ def test_a_team_cannot_run_above_its_allowed_priorities(deployed: Deployed) -> N
                 if e.get("verb") == "create" and e.get("objectRef", {}).get("resource") == "workloads"
                 and e.get("objectRef", {}).get("namespace") == ns
                 and e.get("responseStatus", {}).get("code", 0) >= 400
-                and f"not {ceiling + 1000}" in str(e.get("responseStatus", {}).get("message"))]
+                and f"not {values[high]}" in str(e.get("responseStatus", {}).get("message"))]
 
     assert wait_for(workload_refused, 30), "Kueue's Workload for the pod-priority job was not refused"
     assert f"may run workloads up to priority {ceiling}" in workload_refused()[0]
@@ -1026,9 +1037,9 @@ def test_workloads_naming_no_class_get_the_teams_default_priority(deployed: Depl
     values = {p.name: p.value for p in cluster.priorities}
     other = next(p for p in (team.allowed_priorities or sorted(values)) if p != default)
     label = "kueue.x-k8s.io/priority-class"
-    low = f"e2e-pod-class-{uuid.uuid4().hex[:5]}"
-    stack.create({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": low},
-                  "value": 3})
+    # Issue 53: a pod template may name only a class of the cluster's ladder, at its value.
+    low = other
+    pod_class(stack, low, values[low])
     api = stack.client(member(stack, team).user, tuple(team.members.groups[:1]))
     batch, core, apps = client.BatchV1Api(api), client.CoreV1Api(api), client.AppsV1Api(api)
     ns, tag = team.namespace_names[-1], uuid.uuid4().hex[:5]
@@ -1057,9 +1068,9 @@ def test_workloads_naming_no_class_get_the_teams_default_priority(deployed: Depl
         labelled = batch.create_namespaced_job(ns, job(names["labelled"], {label: other}))
         assert labelled.metadata.labels[label] == other
         assert priority(labelled.metadata.uid) == (other, values[other])
-        pod_class = batch.create_namespaced_job(ns, job(names["pod-class"], priorityClassName=low))
-        assert label not in (pod_class.metadata.labels or {})
-        assert priority(pod_class.metadata.uid) == (low, 3)
+        classed = batch.create_namespaced_job(ns, job(names["pod-class"], priorityClassName=low))
+        assert label not in (classed.metadata.labels or {})
+        assert priority(classed.metadata.uid) == (low, values[low])
         pod = core.create_namespaced_pod(ns, {"apiVersion": "v1", "kind": "Pod",
                                               "metadata": {"name": names["pod"]}, "spec": pod_spec})
         assert pod.metadata.labels[label] == default

@@ -289,6 +289,10 @@ def test_explain_says_who_can_preempt_whom(fleet_root: Path) -> None:
         "preemption in prod-west:",
         "- its priority classes: preemptible (10); default preemptible, given to every workload created in its "
         "namespaces that names no class (label or pod priorityClassName)",
+        "- Kubernetes PriorityClasses cannot lift its workloads off the cluster's ladder: in its namespaces pod "
+        "templates may name only preemptible, production, standard as priorityClassName, and a pod or Kueue "
+        "Workload runs only at one of the ladder's values or at most 10 (the API server refuses the rest: "
+        "fleetgen-team-priorities)",
         "- when others borrow what it lends, it takes its guaranteed GPUs back by preempting borrowers' "
         "workloads of lower priority only; borrowers of its priority or above keep them until their jobs end",
         "- a reclaim takes at most 300 s plus Kueue's and the scheduler's reaction: Kueue stops the preempted job "

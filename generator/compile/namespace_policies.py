@@ -19,6 +19,14 @@ that leaves open:
   namespaces change only through the fleet repository: people (users whose name does not start
   with `system:`), the namespace's own ServiceAccounts (which members can impersonate) and the
   cluster's `allowedSystemSubjects` may not create, change or delete them.
+- `fleetgen-team-priorities`: one priority ladder per cluster, the cluster file's `priorities`. Kueue
+  gives a job without a `kueue.x-k8s.io/priority-class` label the value of its pod template's
+  Kubernetes PriorityClass (kueue v0.19.2 pkg/controller/jobframework/reconciler.go:1716-1733,
+  pkg/util/priority/priority.go:91-102), so any PriorityClass of the cluster (`high`: 1,000,000,
+  `system-cluster-critical`) would lift a member's job over every team. In every team namespace a
+  pod template may name only a class of the ladder, and a pod or Kueue Workload may run only at a
+  value of the ladder (or at most its lowest rung, 0 if that is below it): a PriorityClass of a
+  ladder's name but another value is refused where Kueue copies it, on the Workload.
 """
 
 from __future__ import annotations
@@ -27,7 +35,7 @@ import functools
 import json
 from typing import Any
 
-from generator.compile.admission import ADMISSION
+from generator.compile.admission import ADMISSION, BOOST_ANNOTATION, INTEGRATION_KINDS
 from generator.compile.manifest import MANAGED_BY, Manifest, labels
 from generator.compile.podnetwork import DNS
 from generator.config.cluster import ClusterConfig, Egress
@@ -43,6 +51,7 @@ PLACEMENT_POLICY = "fleetgen-team-pod-placement"
 EGRESS_POLICY = "fleetgen-team-egress"
 OBJECTS_POLICY = "fleetgen-team-objects"
 ISOLATION_POLICY = "fleetgen-team-isolation"
+LADDER_POLICY = "fleetgen-team-priorities"
 DNS_LABELS = (DNS["namespaceSelector"]["matchLabels"], DNS["podSelector"]["matchLabels"])
 """The namespace and pod labels of the cluster DNS, as fleetgen's isolation policy selects it."""
 PROTECTED: tuple[tuple[str, str], ...] = (("networking.k8s.io", "networkpolicies"), ("", "resourcequotas"),
@@ -209,12 +218,95 @@ def objects_policy(cfg: ClusterConfig) -> dict[str, Any]:
     })
 
 
+def _templates_on_ladder(expr: str, steps: tuple[str, ...], names: str, depth: int = 0) -> str:
+    """CEL: every pod spec at `steps` under `expr` names no priorityClassName or one of `names`."""
+    if not steps:
+        return f"(!has({expr}.priorityClassName) || {expr}.priorityClassName in {names})"
+    step, rest = steps[0], steps[1:]
+    if step in ("[]", "{}"):
+        var = f"{'i' if step == '[]' else 'k'}{depth}"
+        inner = var if step == "[]" else f"{expr}[{var}]"
+        return f"{expr}.all({var}, {_templates_on_ladder(inner, rest, names, depth + 1)})"
+    return f"(!has({expr}.{step}) || {_templates_on_ladder(f'{expr}.{step}', rest, names, depth)})"
+
+
+TEMPLATE_KINDS = {(group, resource): paths for group, resource, paths in INTEGRATION_KINDS.values()
+                  if paths and resource != "pods"}
+"""Kinds whose pod templates Kueue reads a priority from (compile/admission.py's table); pods are
+judged by their resolved `spec.priority` instead, which also covers a PriorityClass made the
+cluster's `globalDefault` (the API server's Priority plugin names it on every pod without one)."""
+
+
+def ladder(cfg: ClusterConfig) -> tuple[list[int], int]:
+    """The cluster's priority values, highest first, and the highest value below the ladder that is
+    still allowed: its lowest rung, or 0 (a workload naming no class) if that is lower."""
+    values = sorted({p.value for p in cfg.priorities}, reverse=True)
+    return values, max([0, *values[-1:]])
+
+
+def ladder_policy(cfg: ClusterConfig) -> dict[str, Any]:
+    """Pod templates name only the ladder's classes; pods (on creation: a pod's priority never
+    changes) and Workloads run on the ladder or below it. Objects that broke the rule before the
+    policy existed may still be updated (finalizers, scaling) but not lifted higher."""
+    values, floor = ladder(cfg)
+    names = sorted(p.name for p in cfg.priorities)
+    on_ladder = f"(p in {json.dumps(values)} || p <= {floor})"
+    table = " : ".join(
+        f"(request.resource.group == {_cel_text(g)} && request.resource.resource == {_cel_text(r)}) ? "
+        + " && ".join(_templates_on_ladder("o", path, "variables.names") for path in paths)
+        for (g, r), paths in sorted(TEMPLATE_KINDS.items())) + " : true"
+
+    def effective(obj: str) -> str:
+        """Kueue's effective priority: spec.priority plus the priority-boost annotation (kueue v0.19.2
+        pkg/util/priority/priority.go:68-77); an unparsable boost counts 0 there, and here."""
+        boost = f"{obj}.metadata.?annotations[?{_cel_text(BOOST_ANNOTATION)}].orValue('0')"
+        return f"{obj}.spec.?priority.orValue(0) + ({boost}.matches('^-?[0-9]{{1,10}}$') ? int({boost}) : 0)"
+
+    ladder_words = ", ".join(f"{p.name} ({p.value})" for p in sorted(cfg.priorities, key=lambda p: -p.value))
+    resources = tuple(sorted({*TEMPLATE_KINDS, ("", "pods"), ("kueue.x-k8s.io", "workloads")}))
+    return _policy(cfg, LADDER_POLICY, {
+        "matchConstraints": _rules(resources, ["CREATE", "UPDATE"]),
+        "variables": [
+            {"name": "names", "expression": _cel_list(names)},
+            {"name": "workload", "expression": ("request.resource.group == 'kueue.x-k8s.io' && "
+                                                "request.resource.resource == 'workloads'")},
+            {"name": "pod", "expression": "request.resource.group == '' && request.resource.resource == 'pods'"},
+            {"name": "templates", "expression": f"[object].all(o, {table})"},
+            {"name": "oldTemplates", "expression": f"oldObject == null || [oldObject].all(o, {table})"},
+            {"name": "priority", "expression": f"variables.workload ? {effective('object')} : "
+                                               "variables.pod ? object.spec.?priority.orValue(0) : 0"},
+            {"name": "oldPriority", "expression": f"oldObject != null && variables.workload ? "
+                                                  f"{effective('oldObject')} : 0"},
+        ],
+        "validations": [
+            {"expression": "variables.templates || !variables.oldTemplates",
+             "message": (f"pod templates in team namespaces may name only the cluster's priority classes as "
+                         f"priorityClassName ({', '.join(names) or 'none'}): choose a class with the label "
+                         "kueue.x-k8s.io/priority-class and remove priorityClassName"),
+             "reason": "Forbidden"},
+            {"expression": (f"!(variables.pod || variables.workload) || (oldObject != null && (variables.pod || "
+                            f"variables.priority <= variables.oldPriority)) || "
+                            f"[variables.priority].all(p, {on_ladder})"),
+             "messageExpression": (
+                 "(variables.pod ? 'pod' : 'Workload') + ' priority ' + string(variables.priority) + "
+                 "[object.spec.?priorityClassName.orValue(object.spec.?priorityClassRef.?name.orValue(''))].map(n, "
+                 "n == '' ? '' : ' (class ' + n + ')')[0] + ' is off the priority ladder of this cluster: ' + "
+                 + _cel_text(f"{ladder_words or 'no classes'}, or at most {floor}; label the job "
+                             "kueue.x-k8s.io/priority-class with one of the classes and remove priorityClassName")),
+             "reason": "Forbidden"},
+        ],
+    })
+
+
 def namespace_policies(cluster: Loaded[ClusterConfig]) -> list[Manifest]:
-    """The three policies and their bindings, once per cluster (the egress one with network isolation)."""
+    """The policies and their bindings, once per cluster (the egress one with network isolation)."""
     cfg = cluster.config
     where = cluster.at("tenancy")
     policies = [placement_policy(cfg), objects_policy(cfg)]
     if cfg.tenancy.network.isolate:
         policies.append(egress_policy(cfg))
-    return [Manifest(("teams",), body, where) for policy in policies
-            for body in (policy, _binding(cfg, policy["metadata"]["name"]))]
+    out = [Manifest(("teams",), body, where) for policy in policies
+           for body in (policy, _binding(cfg, policy["metadata"]["name"]))]
+    at = cluster.at("priorities")
+    policy = ladder_policy(cfg)
+    return out + [Manifest(("teams",), body, at) for body in (policy, _binding(cfg, LADDER_POLICY))]

@@ -7,6 +7,11 @@ once per cluster with what `edit` lacks for a queued training job: JobSets (JobS
 no `aggregate-to-edit` role for them; nor does KubeRay's for Ray kinds, granted where it runs) and
 read access to the Kueue objects that say where a job stands. A ClusterRole bound by a RoleBinding
 grants only within that binding's namespace.
+
+And one cluster-wide read grant, `fleetgen-priority-reader`: every authenticated user may read the
+cluster's WorkloadPriorityClasses (names and values, already published to the same users in
+`kube-public/fleetgen-fleet`), so the job SDK's pre-submit check can tell a class that exists from
+one that does not. Read only, and no team file widens it.
 """
 
 from __future__ import annotations
@@ -100,9 +105,29 @@ def member_role(cluster: Loaded[ClusterConfig]) -> Manifest:
     return Manifest(("teams",), body, cluster.at("name"))
 
 
+PRIORITY_READER = "fleetgen-priority-reader"
+PRIORITY_READER_RULES: list[dict[str, list[str]]] = [
+    {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloadpriorityclasses"], "verbs": ["get", "list", "watch"]},
+]
+
+
+def priority_reader(cluster: Loaded[ClusterConfig]) -> list[Manifest]:
+    """The ClusterRole that reads WorkloadPriorityClasses, bound to every authenticated user."""
+    meta = {"name": PRIORITY_READER, "labels": labels(cluster.config.name)}
+    where = cluster.at("priorities")
+    return [
+        Manifest(("teams",), {"apiVersion": f"{RBAC}/v1", "kind": "ClusterRole", "metadata": meta,
+                              "rules": PRIORITY_READER_RULES}, where),
+        Manifest(("teams",), {"apiVersion": f"{RBAC}/v1", "kind": "ClusterRoleBinding", "metadata": meta,
+                              "roleRef": {"apiGroup": RBAC, "kind": "ClusterRole", "name": PRIORITY_READER},
+                              "subjects": [{"kind": "Group", "apiGroup": RBAC, "name": "system:authenticated"}]},
+                 where),
+    ]
+
+
 def compile_tenancy(cluster: Loaded[ClusterConfig], teams: list[Loaded[TeamConfig]]) -> list[Manifest]:
     """The member ClusterRole, and Namespaces and RoleBindings of every team with quota in the cluster."""
-    out: list[Manifest] = [member_role(cluster), *namespace_policies(cluster)]
+    out: list[Manifest] = [member_role(cluster), *priority_reader(cluster), *namespace_policies(cluster)]
     for team in teams:
         out.extend(namespaces(cluster, team))
         out.extend(role_bindings(cluster, team))

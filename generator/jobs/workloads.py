@@ -127,8 +127,8 @@ class Position:
                 f"({self.in_cluster_queue} in its ClusterQueue)")
 
 
-def queue_position(api: Any, namespace: str, queue: str, workload: str) -> Position | str:
-    """The workload's position in its LocalQueue, or why it cannot be told."""
+def pending_workloads(api: Any, namespace: str, queue: str) -> list[dict[str, Any]] | str:
+    """The LocalQueue's pending workloads as Kueue's visibility API lists them, or why it cannot be told."""
     from kubernetes.client.exceptions import ApiException
 
     version = preferred_version(api, VISIBILITY)
@@ -141,12 +141,60 @@ def queue_position(api: Any, namespace: str, queue: str, workload: str) -> Posit
         if exc.status in (403, 404, 503):
             return f"queue position unknown: the visibility API answered {exc.status} {exc.reason}"
         raise
-    for item in (found or {}).get("items") or []:
+    return [item for item in (found or {}).get("items") or [] if isinstance(item, dict)]
+
+
+def _position(listed: list[dict[str, Any]] | str, queue: str, workload: str) -> Position | str:
+    if isinstance(listed, str):
+        return listed
+    for item in listed:
         if (item.get("metadata") or {}).get("name") == workload:
             # The API counts from 0 (apis/visibility/v1beta2/types.go:76-79); people count from 1.
             return Position(int(item.get("positionInLocalQueue") or 0) + 1,
                             int(item.get("positionInClusterQueue") or 0) + 1, queue)
     return "not in the queue's pending list (being admitted, or waiting to be requeued)"
+
+
+def queue_position(api: Any, namespace: str, queue: str, workload: str) -> Position | str:
+    """The workload's position in its LocalQueue, or why it cannot be told."""
+    return _position(pending_workloads(api, namespace, queue), queue, workload)
+
+
+NOT_EVALUATED = ("", "PendingEvaluation")
+"""QuotaReserved reasons (none, or Kueue's own) of a workload Kueue's scheduler has not looked at."""
+
+
+def waiting_behind(api: Any, namespace: str, workload: dict[str, Any], listed: list[dict[str, Any]] | str,
+                   position: Position | str) -> str:
+    """For a workload Kueue has not evaluated with others ahead of it in its ClusterQueue: the first
+    of them and why it waits. Kueue hands its scheduler only each ClusterQueue's head; a StrictFIFO
+    queue keeps a head that does not fit at the front (kueue v0.19.2
+    pkg/cache/queue/cluster_queue.go:1044-1054 requeues it to the heap at once), so
+    nothing behind it is evaluated until it is admitted. '' otherwise."""
+    reserved = condition(workload, "QuotaReserved") or {"status": "False", "reason": ""}
+    evaluated = reserved.get("status") == "True" or reserved.get("reason") not in NOT_EVALUATED
+    if evaluated or not isinstance(position, Position) or position.in_cluster_queue < 2 or isinstance(listed, str):
+        return ""
+    ahead = position.in_cluster_queue - 1
+    head = next((i for i in listed if int(i.get("positionInClusterQueue") or 0) == 0), None)
+    if head is None:
+        return (f"{ahead} workload(s) ahead of it in its ClusterQueue, the first in another LocalQueue; Kueue "
+                "evaluates a StrictFIFO queue's workloads only in order")
+    name = str((head.get("metadata") or {}).get("name", ""))
+    why = ""
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+
+    version = preferred_version(api, KUEUE)
+    try:
+        found: Any = client.CustomObjectsApi(api).get_namespaced_custom_object(
+            KUEUE, version or "v1beta2", namespace, "workloads", name, _request_timeout=timeout(api))
+        why = f" ({why_pending(found, api)})"
+    except ApiException as exc:
+        if exc.status not in (403, 404):
+            raise
+    return (f"waiting behind {name}{why}, the head of its ClusterQueue ({ahead} ahead of it): Kueue evaluates a "
+            "StrictFIFO queue's workloads only in order, none behind the head until the head is admitted")
 
 
 def waiting(api: Any, namespace: str, workload: dict[str, Any]) -> tuple[str, str] | None:
@@ -156,9 +204,12 @@ def waiting(api: Any, namespace: str, workload: dict[str, Any]) -> tuple[str, st
     if admitted and admitted.get("status") == "True" and (workload.get("spec") or {}).get("active") is not False:
         return None
     queue = str((workload.get("spec") or {}).get("queueName") or "")
-    position = queue_position(api, namespace, queue, str((workload.get("metadata") or {}).get("name", ""))) \
-        if queue else "no queue"
-    return why_pending(workload, api), str(position)
+    if not queue:
+        return why_pending(workload, api), "no queue"
+    listed = pending_workloads(api, namespace, queue)
+    position = _position(listed, queue, str((workload.get("metadata") or {}).get("name", "")))
+    behind = waiting_behind(api, namespace, workload, listed, position)
+    return behind or why_pending(workload, api), str(position)
 
 
 def why_pending(workload: dict[str, Any], api: Any = None) -> str:
