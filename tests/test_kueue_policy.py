@@ -285,7 +285,7 @@ def test_explain_says_who_can_preempt_whom(fleet_root: Path) -> None:
     (and fair sharing, which overrides borrowWithinCohort) lets it and others do."""
     out = run(fleet_root, "explain", "team", "platform-ci").out
     west = out[out.index("preemption in prod-west:"):]
-    assert west.splitlines()[:9] == [
+    assert west.splitlines()[:10] == [
         "preemption in prod-west:",
         "- its priority classes: preemptible (10); default preemptible, given to every workload created in its "
         "namespaces that names no class (label or pod priorityClassName)",
