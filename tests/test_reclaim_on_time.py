@@ -138,6 +138,8 @@ def test_a_reclaim_completes_within_the_deadline_explain_states(
 
     preempted = condition(workload_of(stack, BORROWER, "borrows"), "Preempted")
     assert preempted.get("status") == "True", workload_of(stack, BORROWER, "borrows")
+    # dev shares by fair sharing; a preemptor within its nominal quota reclaims (kueue v0.19.2
+    # pkg/scheduler/preemption/preemption.go:411-417).
     assert preempted.get("reason") == "InCohortReclamation", preempted
     assert f"preemptor path: /dev/{LENDER}" in preempted.get("message", ""), preempted
     assert bound, f"speech's pods were not bound within {CAP + REACTION} s of its submission: " \
