@@ -35,8 +35,11 @@ TERMINATE = {
             {"key": ".metadata.finalizers", "operator": "Exists"},
             {"key": ".spec.nodeName", "operator": "Exists"},
             {"key": ".status.phase", "operator": "In", "values": ["Pending", "Running"]}]},
-        # Within the grace period, as pod-delete times its own step.
+        # Within the grace period, as pod-delete times its own step; a pod annotated IGNORES_SIGTERM
+        # at its end (kwok takes the jitter bound when the delay is not below it).
         "delay": {"durationMilliseconds": 1000,
+                  "durationFrom": {
+                      "expressionFrom": '.metadata.annotations["pod-terminate.stage.kwok.x-k8s.io/delay"]'},
                   "jitterDurationFrom": {"expressionFrom": ".metadata.deletionTimestamp"}},
         "next": {"statusTemplate": "\n".join([
             "{{ $now := Now }}",
@@ -60,6 +63,16 @@ it stops the containers (SIGTERM: exit 143) and reports the pod Failed before it
 their pod-delete waits for the finalizers to go, and the Job controller, for a Job with a pod failure
 policy (every rendered one), keeps them until the pod is terminal, so a deleted pod of a running job
 stayed Running forever and its replacement was never created."""
+
+IGNORES_SIGTERM = {"pod-terminate.stage.kwok.x-k8s.io/delay": "86400s",
+                   "pod-delete.stage.kwok.x-k8s.io/delay": "86400s"}
+"""Annotations for a pod whose program ignores SIGTERM: the kubelet kills it only when its grace period
+ends (kubernetes v1.36.3 pkg/kubelet/kuberuntime/kuberuntime_container.go:861-912, StopContainer with
+the grace period), so it holds its node's resources until its deletionTimestamp. Without them kwok
+ends a deleted pod at a random point within the grace period: kwok v0.8.0 delays a stage by its delay
+plus a uniform draw up to its jitter bound (here the deletionTimestamp), or by the bound itself when
+the delay is not below it (pkg/utils/lifecycle/lifecycle.go:424-455). Both stages that end a deleted
+pod read one: TERMINATE (a pod with finalizers, a Job's) and kwok's pod-delete (one without)."""
 
 
 LOG = "step 1 loss 2.31\nstep 2 loss 1.97\n"
