@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import math
 import subprocess
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +17,7 @@ from generator.config.cluster import ClusterConfig
 from generator.config.team import TeamConfig
 from tests.upstream import tools
 from tests.upstream.cluster import Stack
+from tests.upstream.processes import wait_until
 
 FIELD_MANAGER = "fleetgen-e2e"
 APPLY_ORDER = ("CustomResourceDefinition", "Namespace", "ClusterRole", "ServiceAccount", "Role",
@@ -191,7 +192,62 @@ def deploy(stack: Stack, cluster: ClusterConfig, objects: list[dict[str, Any]],
     crds, lacking = (platform_crds(objects, schemas) if schemas.is_dir()
                      else ([], ["every platform kind (../shared/schemas is absent)"]))
     served = [o for o in objects if f"{o['apiVersion']} {o['kind']}" not in lacking]
-    return apply_all(stack, crds) + apply_all(stack, served), sorted(set(lacking))
+    refused = apply_all(stack, crds) + apply_all(stack, served)
+    admission_loaded(stack, {o["kind"] for o in served})
+    return refused, sorted(set(lacking))
+
+
+ADMISSION = "admissionregistration.k8s.io/v1"
+PROBE = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "twin-admission-probe", "namespace": "default"}}
+_PROBE_RULES = {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
+                                   "resources": ["configmaps"]}]}
+_IS_PROBE = "object.metadata.name == 'twin-admission-probe'"
+PROBES: dict[str, tuple[dict[str, Any], Callable[[Stack], bool]]] = {
+    "ValidatingAdmissionPolicy": (
+        {"failurePolicy": "Fail", "matchConstraints": _PROBE_RULES,
+         "validations": [{"expression": f"!({_IS_PROBE})", "message": "twin admission probe"}]},
+        lambda stack: _refused(lambda: stack.create(PROBE, dry_run=True))),
+    "MutatingAdmissionPolicy": (
+        {"failurePolicy": "Fail", "matchConstraints": _PROBE_RULES, "reinvocationPolicy": "Never",
+         "matchConditions": [{"name": "probe", "expression": _IS_PROBE}],
+         "mutations": [{"patchType": "ApplyConfiguration", "applyConfiguration": {
+             "expression": "Object{metadata: Object.metadata{labels: {'twin-probe': 'seen'}}}"}}]},
+        lambda stack: (stack.create(PROBE, dry_run=True).get("metadata") or {}).get("labels") == {
+            "twin-probe": "seen"}),
+}
+"""Per kind of admission policy: a probe policy (bound everywhere, acting only on PROBE) and how to see it
+act. The API server loads policies from an informer and compiles them asynchronously (k8s.io/apiserver
+v0.36.3 pkg/admission/plugin/policy/generic/policy_source.go:47: a refresh every second of what the
+informer holds); an informer delivers objects in the order they were written, so once
+the probe, written last, acts, every policy and binding written before it does too."""
+
+
+def _refused(call: Callable[[], Any]) -> bool:
+    from kubernetes.client.exceptions import ApiException
+
+    try:
+        call()
+    except ApiException as exc:
+        return exc.status in (400, 403, 422) and "twin admission probe" in str(exc.body)
+    return False
+
+
+def admission_loaded(stack: Stack, kinds: set[str]) -> None:
+    """Wait until the API server enforces every admission policy of `kinds` applied so far: a test that
+    counts on a refusal (or a mutation) right after deploying would otherwise race the server's load."""
+    for kind, (spec, acting) in PROBES.items():
+        if kind not in kinds:
+            continue
+        name = {"name": "twin-admission-probe"}
+        stack.create({"apiVersion": ADMISSION, "kind": kind, "metadata": name, "spec": spec})
+        stack.create({"apiVersion": ADMISSION, "kind": f"{kind}Binding", "metadata": name,
+                      "spec": {"policyName": name["name"],
+                               **({"validationActions": ["Deny"]} if kind.startswith("Validating") else {})}})
+        wait_until(stack.processes["kube-apiserver"], lambda acting=acting: acting(stack), 60,
+                   f"enforcing the {kind}s applied")
+        for each in (f"{kind}Binding", kind):
+            resource = stack.dynamic().resources.get(api_version=ADMISSION, kind=each)
+            resource.delete(name=name["name"])
 
 
 def fake_nodes(cluster: ClusterConfig) -> list[dict[str, Any]]:
