@@ -213,10 +213,11 @@ def services_needed(body: dict[str, Any]) -> list[tuple[str, str]]:
     jobset_controller.go:1090-1099; DNS hostnames on unless turned off, pkg/webhooks/jobset_webhook.go:130-
     136); LeaderWorkerSet its headless Service after the set (lws v0.9.0 pkg/controllers/
     leaderworkerset_controller.go:213-217), or with subdomainPolicy UniquePerReplica one per group after its
-    leader pod `<name>-<group>` (pkg/controllers/pod_controller.go:116-117). Both operators create theirs
-    only when no Service of that name exists, and otherwise use whatever holds the name, silently (jobset
-    jobset_controller.go:799-803, lws pkg/utils/controller/controller_utils.go:36-40): their pods' DNS names
-    then do not resolve. So a name already taken must refuse the job before anything is created."""
+    leader pod `<name>-<group>` (pkg/controllers/pod_controller.go:116-117); a TrainJob's JobSet is named
+    after it. Both operators create theirs only when no Service of that name exists, and otherwise use
+    whatever holds the name, silently (jobset jobset_controller.go:799-803, lws pkg/utils/controller/
+    controller_utils.go:36-40): their pods' DNS names then do not resolve. So a name already taken must
+    refuse the job before anything is created."""
     from generator.compile.jobs import companion_service
 
     kind, meta, spec = body.get("kind"), body.get("metadata") or {}, body.get("spec") or {}
@@ -229,6 +230,10 @@ def services_needed(body: dict[str, Any]) -> list[tuple[str, str]]:
     if kind == "JobSet" and (spec.get("network") or {}).get("enableDNSHostnames") is not False:
         subdomain = (spec.get("network") or {}).get("subdomain") or name
         out.append((str(subdomain), "the headless Service the JobSet controller makes for its pods' DNS names"))
+    if kind == "TrainJob":  # Trainer makes a JobSet of the TrainJob's name (trainer v2.2.1 pkg/runtime/framework/
+        # plugins/jobset/jobset.go:308) whose subdomain is the runtime's, else that name (lines 233-237)
+        out.append((name, "the headless Service of the JobSet Trainer makes for it (unless its runtime names "
+                          "another subdomain)"))
     if kind == "LeaderWorkerSet":
         if (spec.get("networkConfig") or {}).get("subdomainPolicy") == "UniquePerReplica":
             out.extend((f"{name}-{group}", f"the headless Service LeaderWorkerSet makes for group {group}")
@@ -237,6 +242,10 @@ def services_needed(body: dict[str, Any]) -> list[tuple[str, str]]:
             out.append((name, "the headless Service LeaderWorkerSet makes for its pods' DNS names "
                               "(LWS_LEADER_ADDRESS)"))
     return out
+
+
+OWNED_THROUGH = {"TrainJob": ("TrainJob", "JobSet")}
+"""Kinds whose Services are owned by what their operator makes of the same name: a TrainJob's by its JobSet."""
 
 
 def services_free(api: Any, body: dict[str, Any]) -> Outcome:
@@ -259,7 +268,7 @@ def services_free(api: Any, body: dict[str, Any]) -> Outcome:
                 continue
             return Outcome("services", None, f"cannot read Service {namespace}/{service} ({exc.status})")
         owners = (found.metadata.owner_references if found.metadata else None) or []
-        if any(o.kind == kind and o.name == name for o in owners):
+        if any(o.kind in OWNED_THROUGH.get(str(kind), (kind,)) and o.name == name for o in owners):
             continue
         by = ", ".join(f"{o.kind} {o.name}" for o in owners) or "nothing: someone created it by hand"
         return Outcome("services", False, f"Service {service} already exists in namespace {namespace} (owned by "
