@@ -238,25 +238,25 @@ def _label(node: str) -> str:
 
 def _never_borrowing(fleet: Fleet, cluster: str, tree: dict[str, tuple[str | None, float]]) -> set[str]:
     """Nodes of the fair-sharing tree that never borrow: never-preempted teams (borrowingLimit 0 in every
-    flavor of their queue) and cohorts all of whose teams are (a cohort borrows only what its members use
-    above the quota of its subtree). Kueue's fair sharing counts a node only by what it uses above its
-    quota (kueue v0.19.2 pkg/cache/scheduler/fair_sharing.go:149-163: a node borrowing nothing has DRS
-    0), and a borrowingLimit of 0 keeps a queue within its quota (resource_node.go:106-122)."""
+    flavor of their queue) and cohorts with members, all of which never borrow (a cohort borrows only
+    what its members use above the quota of its subtree). Kueue's fair sharing counts a node only by
+    what it uses above its quota (kueue v0.19.2 pkg/cache/scheduler/fair_sharing.go:149-163: a node
+    borrowing nothing has DRS 0), and a borrowingLimit of 0 keeps a queue within its quota
+    (resource_node.go:106-122)."""
     teams = {f"team:{t.config.name}" for t in fleet.teams_in(cluster) if t.config.never_preempted}
     children: dict[str, list[str]] = {}
     for node, (parent, _) in tree.items():
         if parent is not None:
             children.setdefault(parent, []).append(node)
+    order, stack = [], [n for n, (p, _) in tree.items() if p is None]
+    while stack:  # iterative, as capacity._Tree: a deep cohort chain must not exhaust the recursion limit
+        order.append(node := stack.pop())
+        stack.extend(children.get(node, []))
     never: set[str] = set()
-
-    def walk(node: str) -> bool:
-        below = [walk(child) for child in children.get(node, [])]  # every child walked (no short cut)
-        borrows_not = node in teams if node.startswith("team:") else all(below)
-        if borrows_not:
+    for node in reversed(order):  # children before their cohort
+        below = children.get(node, [])
+        if node in teams or (not node.startswith("team:") and below and all(c in never for c in below)):
             never.add(node)
-        return borrows_not
-    for root in (n for n, (p, _) in tree.items() if p is None):
-        walk(root)
     return never
 
 
