@@ -481,7 +481,8 @@ def job_new(ctx: click.Context, team: str, profile: str, name: str | None, nodes
 @click.option("--nodes", type=int, help="Number of nodes (with TEAM PROFILE).")
 @click.option("--dry-run", is_flag=True,
               help="Check, then send it through the API server and its webhooks without creating it.")
-@click.option("--no-check", is_flag=True, help="Skip the pre-submit checks (rights, queue, priority, quota).")
+@click.option("--no-check", is_flag=True, help="Skip the pre-submit checks (rights, queue, priority, quota); "
+              "the job's Service names are still checked.")
 @_connection_options
 @click.pass_context
 @_guard

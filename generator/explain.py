@@ -236,27 +236,63 @@ def _label(node: str) -> str:
     return node.removeprefix("team:")
 
 
+def _never_borrowing(fleet: Fleet, cluster: str, tree: dict[str, tuple[str | None, float]]) -> set[str]:
+    """Nodes of the fair-sharing tree that never borrow: never-preempted teams (borrowingLimit 0 in every
+    flavor of their queue) and cohorts with members, all of which never borrow (a cohort borrows only
+    what its members use above the quota of its subtree). Kueue's fair sharing counts a node only by
+    what it uses above its quota (kueue v0.19.2 pkg/cache/scheduler/fair_sharing.go:149-163: a node
+    borrowing nothing has DRS 0), and a borrowingLimit of 0 keeps a queue within its quota
+    (resource_node.go:106-122)."""
+    teams = {f"team:{t.config.name}" for t in fleet.teams_in(cluster) if t.config.never_preempted}
+    children: dict[str, list[str]] = {}
+    for node, (parent, _) in tree.items():
+        if parent is not None:
+            children.setdefault(parent, []).append(node)
+    order, stack = [], [n for n, (p, _) in tree.items() if p is None]
+    while stack:  # iterative, as capacity._Tree: a deep cohort chain must not exhaust the recursion limit
+        order.append(node := stack.pop())
+        stack.extend(children.get(node, []))
+    never: set[str] = set()
+    for node in reversed(order):  # children before their cohort
+        below = children.get(node, [])
+        if node in teams or (not node.startswith("team:") and below and all(c in never for c in below)):
+            never.add(node)
+    return never
+
+
 def weight_split(fleet: Fleet, team: str, cluster: str) -> list[str]:
     """The team's fair-sharing weight and, at each level of its cohort tree where it has siblings,
     the share of borrowed GPUs each sibling gets when all want more than their guarantees. Kueue
     admits and preempts to even out each queue's or cohort's borrowed share divided by its weight
     (kueue v0.19.2 pkg/cache/scheduler/fair_sharing.go:90-98,149-181), so under contention what the
     siblings borrow is split in proportion to weight; weight 0 ranks last for admission and first
-    for preemption (lines 112-123)."""
+    for preemption (lines 112-123). A sibling that never borrows takes no part (`_never_borrowing`)."""
     cfg = fleet.clusters[cluster].config
     tree = fair_tree(cfg, fleet.teams_in(cluster))
+    never = _never_borrowing(fleet, cluster, tree)
     node = f"team:{team}"
     own = tree[node][1]
-    lines = [f"- fair sharing: weight {own:g}" + (": it gets borrowed GPUs only while teams with a weight leave "
-                                                 "them, and its borrowed work is preempted first" if own == 0 else "")]
+    if node in never:
+        lines = [f"- fair sharing: weight {own:g}, which never counts: its queue never borrows, so it takes no "
+                 "share of what its cohort's teams borrow"]
+    else:
+        lines = [f"- fair sharing: weight {own:g}" + (": it gets borrowed GPUs only while teams with a weight "
+                                                     "leave them, and its borrowed work is preempted first"
+                                                     if own == 0 else "")]
     while (parent := tree[node][0]) is not None:
         siblings = sorted(n for n, (p, _) in tree.items() if p == parent)
-        total = sum(tree[n][1] for n in siblings)
-        if len(siblings) > 1:
+        borrowers = [n for n in siblings if n not in never]
+        total = sum(tree[n][1] for n in borrowers)
+        aside = [_label(n) for n in siblings if n in never]
+        apart = f"; {', '.join(aside)} never borrow{'s' if len(aside) == 1 else ''} (policy.neverPreempted) " \
+                f"and take{'s' if len(aside) == 1 else ''} none of it" if aside else ""
+        if len(borrowers) > 1:
             parts = ", ".join(f"{_label(n)} {tree[n][1]:g} ({tree[n][1] / total:.0%})" if tree[n][1] else
-                              f"{_label(n)} 0 (only what the others leave)" for n in siblings)
+                              f"{_label(n)} 0 (only what the others leave)" for n in borrowers)
             lines.append(f"- when they all want more than their guarantees, the children of cohort {parent} split "
-                         f"what they borrow by weight: {parts}")
+                         f"what they borrow by weight: {parts}{apart}")
+        elif borrowers and aside:
+            lines.append(f"- of the children of cohort {parent}, {_label(borrowers[0])} alone borrows{apart}")
         node = parent
     return lines
 

@@ -1362,14 +1362,18 @@ def test_borrowed_gpus_split_by_weight_as_explain_says(deployed: Deployed, fleet
     if deployed.name != "prod-west":
         pytest.skip("the case is prod-west's A100 pool")
     explained = run(REPO, "explain", "team", "recsys").out
-    assert "the children of cohort prod-west split what they borrow by weight: platform 0.5 (8%), research 1 " \
-        "(17%), research-vision 2 (33%), inference 1 (17%), recsys 1.5 (25%)" in explained, explained
+    assert "the children of cohort prod-west split what they borrow by weight: platform 0.5 (10%), research 1 " \
+        "(20%), research-vision 2 (40%), recsys 1.5 (30%); inference never borrows (policy.neverPreempted) and " \
+        "takes none of it" in explained, explained
     edit(fleet_root, "clusters/prod-west.yaml", "    withinClusterQueue: LowerOrNewerEqualPriority\n",
          "    withinClusterQueue: LowerOrNewerEqualPriority\n  teamPolicy: {reclaimWithinCohort: [Any]}\n")
     edit(fleet_root, "teams/recsys.yaml", "quotas:\n", "policy: {reclaimWithinCohort: Any}\nquotas:\n")
     # The example's inference is never preempted (issue 53), so it borrows nothing: here it borrows.
     edit(fleet_root, "teams/inference.yaml", "policy: {neverPreempted: true}\n", "policy: {reclaimWithinCohort: Any}\n")
     assert run(fleet_root, "render").code == 0
+    assert "the children of cohort prod-west split what they borrow by weight: platform 0.5 (8%), research 1 " \
+        "(17%), research-vision 2 (33%), inference 1 (17%), recsys 1.5 (25%)\n" in \
+        run(fleet_root, "explain", "team", "recsys").out
     changed = load_fleet(fleet_root)
     stack, fleet = deployed.stack, deployed.fleet
     objects = custom(stack)

@@ -388,16 +388,17 @@ def test_dry_run_checks_and_goes_through_the_webhooks_without_creating(cluster: 
     lines = result.out.splitlines()
     assert lines[0].startswith("ok      rights: you may create JobSets in namespace ml-research")
     assert "ok      queue: LocalQueue ml-research/ml-research is active (ClusterQueue ml-research)" in lines
-    # A member reads no cluster-scoped objects: the priority was checked in the fleet files instead.
-    assert "skipped priority: cannot read WorkloadPriorityClass 'standard' (403)" in lines
+    # Members read the cluster's WorkloadPriorityClasses (fleetgen-priority-reader, issue 53).
+    assert "ok      priority: WorkloadPriorityClass 'standard' exists" in lines
     assert "ok      capacity: 32 GPUs of at most 32 in prod-west/a100 (borrows 16 while others are idle)" in lines
+    assert "ok      services: Service name dry-1 free in namespace ml-research" in lines  # JobSet's headless one
     assert lines[-1] == ("dry run: ml-research/dry-1 accepted by the API server and its admission webhooks; "
                          "nothing was created")
     assert jobsets_named(c, "ml-research", "dry-1") == []
 
     # The Python API: the same, and the webhook's own refusal surfaces as one line.
     job = Job.from_profile("ml-research", "pretrain-4node", root=REPO, name="dry-2")
-    assert [o.passed for o in job.check(c.api())] == [True, True, None, True]
+    assert [o.passed for o in job.check(c.api())] == [True, True, True, True, True]
     job.submit(c.api(), dry_run=True)
     job.body["spec"]["failurePolicy"]["rules"][0]["name"] = "restart-on-disruption"
     with pytest.raises(ClusterError, match="submit job dry-2 failed: 422 .*vjobset.kb.io.*failure policy rule name"):
@@ -586,7 +587,7 @@ def test_a_notebook_without_a_checkout(cluster: Cluster, tmp_path: Path, monkeyp
         Job.define("ml-research", "nb-train", "ghcr.io/acme/x:1", ["python", "train.py"], nodes=5, api=api)
     job = Job.define("ml-research", "nb-train", "ghcr.io/acme/x:1", ["python", "train.py"], nodes=2, api=api)
     checked = {o.check: o for o in job.check()}
-    assert [o.passed for o in checked.values()] == [True, True, None, True], checked  # priority: 403 to members
+    assert [o.passed for o in checked.values()] == [True, True, True, True, True], checked
     assert checked["capacity"].detail == "16 GPUs of at most 32 in prod-west/a100 (within the team's guarantee)"
     job.submit()
     try:

@@ -632,7 +632,26 @@ def test_explain_states_weights_and_the_split_they_produce(fleet_root: Path) -> 
     west = out[out.index("preemption in prod-west:"):]
     assert "- fair sharing: weight 0: it gets borrowed GPUs only while teams with a weight leave them, and its " \
         "borrowed work is preempted first" in west
-    assert "platform 0 (only what the others leave), research 1 (18%)" in west
+    assert "platform 0 (only what the others leave), research 1 (22%)" in west  # inference never borrows
+
+
+def test_a_never_preempted_team_takes_no_part_in_the_weight_split(fleet_root: Path) -> None:
+    """Issue 53: a queue that never borrows (`policy.neverPreempted`: borrowingLimit 0 in every flavor)
+    never has a share above its quota, so Kueue's fair sharing never counts it (its DRS stays 0, kueue
+    v0.19.2 pkg/cache/scheduler/fair_sharing.go:149-163) and its siblings split what they borrow among
+    themselves. Before, explain listed prod-west's never-preempted inference at 1 (17%) of the split."""
+    root = ("- when they all want more than their guarantees, the children of cohort prod-west split what they "
+            "borrow by weight: platform 0.5 (10%), research 1 (20%), research-vision 2 (40%), recsys 1.5 (30%); "
+            "inference never borrows (policy.neverPreempted) and takes none of it")
+    out = run(fleet_root, "explain", "team", "recsys").out
+    assert root in out, out
+    out = run(fleet_root, "explain", "team", "inference").out
+    assert "- fair sharing: weight 1, which never counts: its queue never borrows, so it takes no share of what " \
+        "its cohort's teams borrow" in out, out
+    assert root in out, out
+    edit(fleet_root, "teams/inference.yaml", "policy: {neverPreempted: true}\n", "")
+    assert "platform 0.5 (8%), research 1 (17%), research-vision 2 (33%), inference 1 (17%), recsys 1.5 (25%)\n" \
+        in run(fleet_root, "explain", "team", "recsys").out
 
 
 def test_the_guarantee_warning_stays_linear_and_short_with_many_teams(fleet_root: Path) -> None:

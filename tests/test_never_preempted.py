@@ -133,6 +133,15 @@ def test_a_never_preempted_teams_cpu_only_pods_are_not_preempted_by_a_reclaim(
             message = str(condition(job_workload(ns["ml-research"], wanting), "QuotaReserved").get("message"))
             return "insufficient" in message
         assert wait_for(waits, 60), job_workload(ns["ml-research"], wanting)
+
+        def share(queue: str) -> int | None:
+            found = custom(stack).get_cluster_custom_object_status(KUEUE, "v1beta2", "clusterqueues", queue)
+            weighted = ((found.get("status") or {}).get("fairSharing") or {}).get("weightedShare")
+            return None if weighted is None else int(weighted)
+        # Fair sharing counts only what a queue uses above its quota: recsys borrows the pool, inference,
+        # holding its share as quota and never borrowing, has none to count (explain's weight split).
+        assert wait_for(lambda: (share("recsys") or 0) > 0 and share(SERVING) == 0, 60), \
+            (share("recsys"), share(SERVING))
         # Kueue tries again on every change in the cohort; a preemption would come within seconds.
         assert not wait_for(reclaimed, 20), [condition(w, "Preempted") for w in routers()]
         assert {p.metadata.name for p in running_routers()} == before
@@ -155,5 +164,8 @@ def test_a_never_preempted_teams_cpu_only_pods_are_not_preempted_by_a_reclaim(
         f"(borrowingLimit 0 in every flavor: a100, l40s, cpuPool {cfg.cpu_pool.name})" in out, out
     assert f"- the cost: it never borrows idle GPUs or CPUs, and runs only on what it holds: 8 a100 GPUs, 32 l40s " \
         f"GPUs, of cpuPool {cfg.cpu_pool.name} {limit.cpu} CPUs and {limit.memory}" in out, out
+    assert "- fair sharing: weight 1, which never counts: its queue never borrows, so it takes no share of what " \
+        "its cohort's teams borrow" in out, out
+    assert "inference never borrows (policy.neverPreempted) and takes none of it" in out, out
     assert f"CPU-only jobs run on cpuPool {cfg.cpu_pool.name} first, up to the {limit.cpu} CPUs and {limit.memory} " \
         "of it held for the team" in out, out

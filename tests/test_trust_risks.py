@@ -60,3 +60,20 @@ def test_a_weight_climbing_within_4x_is_still_a_risk_line(fleet_root: Path) -> N
     found = risks_between(REPO, fleet_root)
     assert "fair-sharing-weight-changed" not in found  # a jump is high already, once
     assert any("more than 4x the largest other weight (2)" in r for r in found["fair-sharing-weight-outsized"])
+
+
+def test_a_team_holding_part_of_the_cpu_pool_names_what_the_others_lose(fleet_root: Path) -> None:
+    """Issue 53: `policy.neverPreempted` makes a team hold its cpuPool limit as quota, taken out of what
+    the root cohort lends every other team (its Cohort's nominalQuota in the CPU flavor falls). Before,
+    the diff showed that Cohort field and no risk line: GPU pools get capacity rows, the CPU pool none."""
+    edit(fleet_root, "teams/recsys.yaml", "fairSharingWeight: 1.5\n",
+         "fairSharingWeight: 1.5\npolicy: {neverPreempted: true}\n")
+    edit(fleet_root, "teams/recsys.yaml", "    l4: {gpus: 0}\n", "")  # a never-preempted team has no shared pool
+    found = risks_between(REPO, fleet_root)
+    assert found["cpu-pool-held"] == [
+        "medium: prod-west: team recsys now holds 124 CPUs and 480Gi of cpuPool cpu (policy.neverPreempted): "
+        "the other teams can borrow 124 CPUs and 480Gi less of it while recsys uses it (the root cohort "
+        "prod-west lends 248 → 124 CPUs, 960Gi → 480Gi), and their work borrowing it may be preempted when recsys "
+        "takes it back (reclaimWithinCohort LowerPriority)"], found
+    edit(fleet_root, "teams/recsys.yaml", "policy: {neverPreempted: true}\n", "")
+    assert "cpu-pool-held" not in risks_between(REPO, fleet_root)  # only the l4 queue goes

@@ -65,6 +65,10 @@ RULEBOOK: dict[str, Rule] = {
     "quota-reduced": Rule("high", "A team's guaranteed GPUs in a pool fall: its running workloads above the new "
                                   "quota may be preempted."),
     "borrowing-reduced": Rule("low", "Teams of a pool can borrow fewer GPUs (one line per pool)."),
+    "cpu-pool-held": Rule("medium", "A team comes to hold (more of) the CPU pool as its own quota "
+                                    "(`policy.neverPreempted`): the other teams can borrow that much less of it "
+                                    "while it uses it, and their work borrowing it may be preempted when it takes "
+                                    "it back."),
     "pool-overcommitted": Rule("medium", "A change adds guaranteed GPUs that no node backs (within the cluster's "
                                          "`overcommit`): Kueue can admit work that then cannot be scheduled."),
     "pool-capacity-reduced": Rule("high or medium", "A pool shrinks; high when guarantees then exceed it."),

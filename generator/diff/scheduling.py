@@ -12,6 +12,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from decimal import Decimal
 
+from generator import quantity
+from generator.compile.quota import cpu_pool_held, cpu_pool_resources
+from generator.config.cluster import CpuLimit
 from generator.config.fleet import Fleet, fair_sharing, usage_split
 from generator.diff.risks import WEIGHT_JUMP, Risk, weight_cause, weight_jumped
 
@@ -155,6 +158,55 @@ def _usage_share(cluster: str, pool: str, old: dict[str, tuple[float, float]], n
     return Risk("high" if jumped else "medium", "usage-share-changed", what, (cluster,))
 
 
+def _cpu_pool_holders(fleet: Fleet, cluster: str) -> dict[str, CpuLimit]:
+    """Teams holding part of the cluster's CPU pool as their own quota (`cpu_pool_held`) -> how much."""
+    cfg = fleet.clusters[cluster].config
+    return {t.config.name: held for t in fleet.teams_in(cluster)
+            if (held := cpu_pool_held(cfg, t.config)) is not None}
+
+
+def _values(limit: CpuLimit | None) -> tuple[Decimal, Decimal]:
+    """(cpu, memory) of a CPU pool holding; none held is (0, 0)."""
+    return (quantity.value_of(limit.cpu), quantity.value_of(limit.memory)) if limit else (Decimal(0), Decimal(0))
+
+
+def _amounts(cpu: Decimal, memory: Decimal, fmt: quantity.Format) -> str:
+    return f"{quantity.canonical(cpu)} CPUs and {quantity.canonical(memory, fmt)}"
+
+
+def _cpu_pool_held(before: Fleet, after: Fleet, cluster: str) -> Iterator[Risk]:
+    """A team comes to hold (more of) the CPU pool as its own quota (`policy.neverPreempted`): the root
+    cohort lends the other teams that much less of it (compile/kueue.py `cohorts`). What a queue holds
+    and leaves idle Kueue still lends to its cohort (no lendingLimit: kueue v0.19.2
+    pkg/cache/scheduler/resource_node.go:67-72, localQuota 0), so the others lose it while the team uses
+    it, and work of theirs borrowing it is what a reclaim by the team preempts."""
+    new_cfg, old_cfg = after.clusters[cluster].config, before.clusters[cluster].config
+    pool = new_cfg.cpu_pool
+    if pool is None or old_cfg.cpu_pool is None:
+        return  # the pool arrives or goes: the platform's change, no team's
+    old, new = _cpu_pool_holders(before, cluster), _cpu_pool_holders(after, cluster)
+    _, fmt = quantity.parse(pool.memory_per_node)
+    lent = [(quantity.value_of(b), quantity.value_of(a)) for b, a in zip(
+        cpu_pool_resources(old_cfg.cpu_pool, list(old.values())), cpu_pool_resources(pool, list(new.values())),
+        strict=True)]
+    lends = (f"{quantity.canonical(lent[0][0])} → {quantity.canonical(lent[0][1])} CPUs, "
+             f"{quantity.canonical(lent[1][0], fmt)} → {quantity.canonical(lent[1][1], fmt)}")
+    for team in sorted(new):
+        now, was = _values(new[team]), _values(old.get(team))
+        more = (max(Decimal(0), now[0] - was[0]), max(Decimal(0), now[1] - was[1]))
+        if not any(more):
+            continue
+        since = f" (was {_amounts(*was, fmt)})" if team in old else ""
+        what = (f"team {team} now holds {_amounts(*now, fmt)}{since} of cpuPool {pool.name} (policy.neverPreempted): "
+                f"the other teams can borrow {_amounts(*more, fmt)} less of it while {team} uses it (the root cohort "
+                f"{cluster} lends {lends})")
+        reclaim = after.teams[team].config.preemption_in(new_cfg).reclaim_within_cohort
+        if reclaim != "Never":
+            what += (f", and their work borrowing it may be preempted when {team} takes it back "
+                     f"(reclaimWithinCohort {reclaim})")
+        yield Risk("medium", "cpu-pool-held", what, (cluster,))
+
+
 def scheduling_risks(before: Fleet | None, after: Fleet | None) -> list[Risk]:
     """Risks for other teams' scheduling, per cluster present on both sides (or new on the head)."""
     if before is None or after is None:
@@ -165,5 +217,6 @@ def scheduling_risks(before: Fleet | None, after: Fleet | None) -> list[Risk]:
             out.extend(_fair_sharing_switch(before, after, cluster))
             out.extend(_implicit_membership(before, after, cluster))
             out.extend(_shared_pools(before, after, cluster))
+            out.extend(_cpu_pool_held(before, after, cluster))
         out.extend(_weights_against_others(before, after, cluster))
     return out

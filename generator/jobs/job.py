@@ -487,8 +487,9 @@ class Job(MadeFromFleet):
 
         self._require_api(api)
         refuse_misshapen(self.body, f"{self.of.kind} {self.name}", UsageError)
-        if check:
-            presubmit.refuse(self.name, self.check())
+        # The Service names are checked even without the other checks: a job whose Service name is taken
+        # would be created and then either fail on its Service (409) or run with another's.
+        presubmit.refuse(self.name, self.check() if check else [presubmit.services_free(self.api, self.body)])
         mode = "All" if dry_run else None
         created = self._objects().create_namespaced_custom_object(
             self.of.group, self.of.version, self.namespace, self.of.plural, self.body, dry_run=mode,

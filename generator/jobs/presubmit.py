@@ -206,6 +206,79 @@ def capacity(body: dict[str, Any], fleet: Fleet | None, root: Path | None,
     return Outcome("capacity", True, f"{wanted} GPUs of at most {share.most} in {where} ({note})")
 
 
+def services_needed(body: dict[str, Any]) -> list[tuple[str, str]]:
+    """(name, what it is) of every Service the job brings to its namespace once submitted: the one fleetgen
+    creates beside it (`companion_service`) and those its operator makes. JobSet names its pods' headless
+    Service after `spec.network.subdomain`, else the JobSet (jobset v0.12.0 pkg/controllers/
+    jobset_controller.go:1090-1099; DNS hostnames on unless turned off, pkg/webhooks/jobset_webhook.go:130-
+    136); LeaderWorkerSet its headless Service after the set (lws v0.9.0 pkg/controllers/
+    leaderworkerset_controller.go:213-217), or with subdomainPolicy UniquePerReplica one per group after its
+    leader pod `<name>-<group>` (pkg/controllers/pod_controller.go:116-117); a TrainJob's JobSet is named
+    after it. Both operators create theirs only when no Service of that name exists, and otherwise use
+    whatever holds the name, silently (jobset jobset_controller.go:799-803, lws pkg/utils/controller/
+    controller_utils.go:36-40): their pods' DNS names then do not resolve. So a name already taken must
+    refuse the job before anything is created."""
+    from generator.compile.jobs import companion_service
+
+    kind, meta, spec = body.get("kind"), body.get("metadata") or {}, body.get("spec") or {}
+    name = str(meta.get("name") or "")
+    out: list[tuple[str, str]] = []
+    service = companion_service(body)
+    if service is not None:
+        purpose = "rendezvous hostnames" if kind == "Job" else "serving address"
+        out.append((str(service["metadata"]["name"]), f"the Service fleetgen creates for its {purpose}"))
+    if kind == "JobSet" and (spec.get("network") or {}).get("enableDNSHostnames") is not False:
+        subdomain = (spec.get("network") or {}).get("subdomain") or name
+        out.append((str(subdomain), "the headless Service the JobSet controller makes for its pods' DNS names"))
+    if kind == "TrainJob":  # Trainer makes a JobSet of the TrainJob's name (trainer v2.2.1 pkg/runtime/framework/
+        # plugins/jobset/jobset.go:308) whose subdomain is the runtime's, else that name (lines 233-237)
+        out.append((name, "the headless Service of the JobSet Trainer makes for it (unless its runtime names "
+                          "another subdomain)"))
+    if kind == "LeaderWorkerSet":
+        if (spec.get("networkConfig") or {}).get("subdomainPolicy") == "UniquePerReplica":
+            out.extend((f"{name}-{group}", f"the headless Service LeaderWorkerSet makes for group {group}")
+                       for group in range(int(spec.get("replicas") or 1)))
+        else:
+            out.append((name, "the headless Service LeaderWorkerSet makes for its pods' DNS names "
+                              "(LWS_LEADER_ADDRESS)"))
+    return out
+
+
+OWNED_THROUGH = {"TrainJob": ("TrainJob", "JobSet")}
+"""Kinds whose Services are owned by what their operator makes of the same name: a TrainJob's by its JobSet."""
+
+
+def services_free(api: Any, body: dict[str, Any]) -> Outcome:
+    """Whether every Service name the job needs (`services_needed`) is free in its namespace, or held by a
+    Service this very job owns (an earlier submit of it)."""
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+
+    needed = services_needed(body)
+    if not needed:
+        return Outcome("services", True, "the job needs no Service")
+    meta = body.get("metadata") or {}
+    namespace, kind, name = str(meta.get("namespace") or "default"), body.get("kind"), meta.get("name")
+    core = client.CoreV1Api(api)
+    for service, what in needed:
+        try:
+            found = core.read_namespaced_service(service, namespace, _request_timeout=timeout(api))
+        except ApiException as exc:
+            if exc.status == 404:
+                continue
+            return Outcome("services", None, f"cannot read Service {namespace}/{service} ({exc.status})")
+        owners = (found.metadata.owner_references if found.metadata else None) or []
+        if any(o.kind in OWNED_THROUGH.get(str(kind), (kind,)) and o.name == name for o in owners):
+            continue
+        by = ", ".join(f"{o.kind} {o.name}" for o in owners) or "nothing: someone created it by hand"
+        return Outcome("services", False, f"Service {service} already exists in namespace {namespace} (owned by "
+                       f"{by}) and is not this job's, but {what} needs that name: submit the job under another "
+                       "name (--name), or delete that Service if it is no longer used")
+    names = ", ".join(s for s, _ in needed)
+    return Outcome("services", True, f"Service name{'s' if len(needed) > 1 else ''} {names} free in namespace "
+                   f"{namespace}")
+
+
 def run_checks(api: Any, body: dict[str, Any], fleet: Fleet | None, root: Path | None,
                profile: JobProfile | None = None, of: Any = None) -> list[Outcome]:
     """Every pre-submit check of the job `body` (of the SDK's Kind `of`, or a Resource; a JobSet when None), in
@@ -224,6 +297,7 @@ def run_checks(api: Any, body: dict[str, Any], fleet: Fleet | None, root: Path |
         lambda: local_queue(api, namespace, labels.get(QUEUE_LABEL)),
         lambda: priority(api, labels.get(PRIORITY_LABEL)),
         lambda: capacity(body, fleet, root, profile),
+        lambda: services_free(api, body),
     ]
     return [check() for check in checks]
 
