@@ -653,7 +653,7 @@ def queue_with(deployed: Deployed, team: str, **changes: Any) -> dict[str, Any]:
 def test_flavor_order_and_fungibility_choose_the_pool_on_the_real_kueue(deployed: Deployed) -> None:
     """Issue 16: the pool order was the cluster's for every team, and a job borrowed in the first pool
     while the team's own quota in the next was idle. On the real Kueue, inference (A100 8, L40S 32
-    in prod-west): a 4-GPU job lands on A100 in the cluster's order and on L40S with
+    in prod-west, made a borrower): a 4-GPU job lands on A100 in the cluster's order and on L40S with
     `flavorOrder: [l40s, a100]`; a 16-GPU job borrows A100 by default (Kueue's MayStopSearch) and
     takes its own L40S with `whenCanBorrow: TryNextFlavor`."""
     from generator.config.cluster import FlavorFungibility
@@ -664,8 +664,12 @@ def test_flavor_order_and_fungibility_choose_the_pool_on_the_real_kueue(deployed
     objects, ns = custom(stack), team.namespace_names[0]
     original = queue_with(deployed, team.name)
 
+    # inference is never preempted, and so never borrows, in the example (issue 53): here a borrower
+    borrows = {cluster: {pool: quota.model_copy(update={"borrowing_limit": None}) for pool, quota in pools.items()}
+               for cluster, pools in team.quotas.items()}
+
     def placed(pods: int, **changes: Any) -> set[str]:
-        apply(stack, queue_with(deployed, team.name, **changes))
+        apply(stack, queue_with(deployed, team.name, policy=None, quotas=borrows, **changes))
         name = f"pool-{uuid.uuid4().hex[:6]}"
         objects.create_namespaced_custom_object(JOBSET, "v1alpha2", ns, "jobsets", gpu_jobset(team, name, pods, 4))
         try:
