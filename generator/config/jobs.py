@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Annotated, Literal
 
-from pydantic import Field, StrictStr, field_validator, model_validator
+from pydantic import Field, StrictStr, model_validator
 
 from generator.config.base import ConfigModel
-from generator.config.types import Count, DnsSubdomain, LabelKey, PositiveCount, Quantity
+from generator.config.types import Count, DnsSubdomain, ExecutionTime, LabelKey, PositiveCount, Quantity
 from generator.durations import seconds
 
 if TYPE_CHECKING:
@@ -150,16 +150,9 @@ class JobProfile(ConfigModel):
     termination_grace_period_seconds: int = Field(default=KUBERNETES_GRACE_SECONDS, ge=0, le=86400, strict=True)
     """Seconds between SIGTERM and SIGKILL when a pod is stopped (preemption, eviction, a drained
     node): time for a checkpoint-on-SIGTERM handler to save. Kubernetes' default is 30."""
-    max_execution_time: StrictStr | None = Field(default=None, pattern=r"^([0-9]+[smhd])+$", max_length=32)
+    max_execution_time: ExecutionTime | None = None
     """Longest the job may run once admitted, e.g. `72h`: Kueue then evicts and deactivates it
     (label `kueue.x-k8s.io/max-exec-time-seconds`); time spent admitted before a requeue counts."""
-
-    @field_validator("max_execution_time")
-    @classmethod
-    def _execution_time_in_range(cls, value: str | None) -> str | None:
-        if value is not None and not 1 <= seconds(value) <= 2**31 - 1:
-            raise ValueError(f"maxExecutionTime {value} is not between 1s and 2147483647s (Kueue's int32 seconds)")
-        return value
 
     @model_validator(mode="after")
     def _program_where_run(self) -> JobProfile:

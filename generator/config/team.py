@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, StrictBool, StrictInt, StrictStr, field_validator, model_validator
+from pydantic import Field, StrictBool, StrictInt, model_validator
 
 from generator.config.base import ConfigModel
 from generator.config.cluster import (
@@ -18,7 +18,7 @@ from generator.config.cluster import (
     WithinQueuePolicy,
 )
 from generator.config.jobs import JobProfile
-from generator.config.types import Count, DnsLabel, DnsSubdomain, Owner, SubjectName, Weight
+from generator.config.types import Count, DnsLabel, DnsSubdomain, ExecutionTime, Owner, SubjectName, Weight
 from generator.durations import seconds
 
 
@@ -140,7 +140,7 @@ class TeamConfig(ConfigModel):
     quotas: dict[DnsLabel, dict[DnsLabel, PoolQuota]] = {}
     """GPU quotas: cluster name -> pool name -> quota. With `policy.neverPreempted` every
     `borrowingLimit` is 0 (leave it out)."""
-    max_execution_time: StrictStr | None = Field(default=None, pattern=r"^([0-9]+[smhd])+$", max_length=32)
+    max_execution_time: ExecutionTime | None = None
     """Longest any batch job of the team may run once admitted, e.g. `72h`, in every cluster: Kueue
     then evicts and deactivates it (its Workload's `maximumExecutionTimeSeconds`). Applied to every
     Job, JobSet, standalone Pod, Ray job or cluster, Kubeflow job, TrainJob and AppWrapper created in
@@ -151,13 +151,6 @@ class TeamConfig(ConfigModel):
     `maxExecutionTime` must be at most this."""
     job_profiles: list[JobProfile] = []
     """Job templates for the team's ML engineers (rendered under rendered/<cluster>/templates/<team>/)."""
-
-    @field_validator("max_execution_time")
-    @classmethod
-    def _execution_time_in_range(cls, value: str | None) -> str | None:
-        if value is not None and not 1 <= seconds(value) <= 2**31 - 1:
-            raise ValueError(f"maxExecutionTime {value} is not between 1s and 2147483647s (Kueue's int32 seconds)")
-        return value
 
     @property
     def max_execution_seconds(self) -> int | None:

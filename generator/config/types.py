@@ -12,6 +12,7 @@ from typing import Annotated
 from pydantic import AfterValidator, Field, PlainValidator, StrictInt, StrictStr, WithJsonSchema
 
 from generator import quantity
+from generator.durations import seconds
 from generator.terminal import is_hidden
 
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
@@ -83,6 +84,12 @@ def _pattern(regex: str, max_length: int | None = None) -> object:
     return Field(pattern=regex, max_length=max_length)
 
 
+def _execution_time(value: str) -> str:
+    if not 1 <= seconds(value) <= 2**31 - 1:
+        raise ValueError(f"maxExecutionTime {value} is not between 1s and 2147483647s (Kueue's int32 seconds)")
+    return value
+
+
 def _quantity(value: object) -> str | int:
     if not isinstance(value, (str, int)) or isinstance(value, bool):
         raise ValueError(f"expected a Kubernetes quantity such as 192, 500m or 1800Gi, got {value!r}")
@@ -133,6 +140,8 @@ LabelValue = Annotated[StrictStr, _pattern(LABEL_VALUE, 63)]
 ResourceName = Annotated[StrictStr, _pattern(RESOURCE_NAME, 317)]
 KueueVersion = Annotated[StrictStr, _pattern(KUEUE_VERSION)]
 KubernetesVersion = Annotated[StrictStr, _pattern(KUBERNETES_VERSION)]
+ExecutionTime = Annotated[StrictStr, _pattern(r"^([0-9]+[smhd])+$", 32), AfterValidator(_execution_time)]
+"""A job's longest run once admitted, e.g. `72h`, as Kueue's label takes it: 1 s to 2^31-1 s."""
 Owner = Annotated[StrictStr, _pattern(OWNER, 320)]
 SubjectName = Annotated[StrictStr, _pattern(SUBJECT), AfterValidator(_visible_and_unconfusable)]
 ControllerName = Annotated[StrictStr, _pattern(CONTROLLER, 253)]
