@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from typing import Any
 
 from generator.compile.manifest import Manifest, labels
@@ -19,6 +20,22 @@ from generator.config.fleet import Loaded
 from generator.config.team import TeamConfig
 
 ADMISSION = "admissionregistration.k8s.io/v1"
+
+
+def in_namespaces(names: Iterable[str]) -> dict[str, Any]:
+    """A binding's matchResources for exactly `names`: kubernetes.io/metadata.name is set by the API
+    server, so no other namespace can match."""
+    return {"namespaceSelector": {"matchExpressions": [
+        {"key": "kubernetes.io/metadata.name", "operator": "In", "values": sorted(names)}]}}
+
+
+def policy_binding(name: str, meta_labels: dict[str, str], match: dict[str, Any], *,
+                   mutating: bool = False) -> dict[str, Any]:
+    """The binding of admission policy `name` to the objects `match` selects; a validating one denies."""
+    actions = {} if mutating else {"validationActions": ["Deny"]}
+    return {"apiVersion": ADMISSION, "kind": f"{'Mutating' if mutating else 'Validating'}AdmissionPolicyBinding",
+            "metadata": {"name": name, "labels": meta_labels},
+            "spec": {"policyName": name, **actions, "matchResources": match}}
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 # Kueue adds it to a Workload's priority (feature PriorityBoost; kueue v0.19.2 pkg/util/priority/priority.go:48).
 BOOST_ANNOTATION = "kueue.x-k8s.io/priority-boost"
@@ -107,17 +124,7 @@ def priority_policy(cluster: Loaded[ClusterConfig], team: Loaded[TeamConfig]) ->
             ],
         },
     }
-    binding: dict[str, Any] = {
-        "apiVersion": ADMISSION, "kind": "ValidatingAdmissionPolicyBinding",
-        "metadata": {"name": name, "labels": labels(cfg.name, tcfg.name)},
-        "spec": {
-            "policyName": name,
-            "validationActions": ["Deny"],
-            # kubernetes.io/metadata.name is set by the API server: no other namespace can match.
-            "matchResources": {"namespaceSelector": {"matchExpressions": [
-                {"key": "kubernetes.io/metadata.name", "operator": "In", "values": sorted(tcfg.namespace_names)}]}},
-        },
-    }
+    binding = policy_binding(name, labels(cfg.name, tcfg.name), in_namespaces(tcfg.namespace_names))
     where = team.at("allowedPriorities")
     # Beside the member ClusterRole in teams/, not in the team's folder: cluster-scoped, and owned by the
     # platform team (CODEOWNERS), so widening a team's classes needs the platform's approval.
@@ -234,16 +241,7 @@ def default_priority_policy(cluster: Loaded[ClusterConfig], team: Loaded[TeamCon
                 f"{_cel_string(tcfg.default_priority)}}}}}}}")}}],
         },
     }
-    binding = {
-        "apiVersion": ADMISSION, "kind": "MutatingAdmissionPolicyBinding",
-        "metadata": {"name": name, "labels": labels(cfg.name, tcfg.name)},
-        "spec": {
-            "policyName": name,
-            # kubernetes.io/metadata.name is set by the API server: no other namespace can match.
-            "matchResources": {"namespaceSelector": {"matchExpressions": [
-                {"key": "kubernetes.io/metadata.name", "operator": "In", "values": sorted(tcfg.namespace_names)}]}},
-        },
-    }
+    binding = policy_binding(name, labels(cfg.name, tcfg.name), in_namespaces(tcfg.namespace_names), mutating=True)
     where = team.at("defaultPriority")
     # Beside the priority policy, not in the team's folder: a cluster-scoped policy that rewrites objects
     # is the platform team's to own (CODEOWNERS), and tenancy allows a team's folder no such kind.

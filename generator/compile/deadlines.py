@@ -24,9 +24,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from generator.compile.admission import ADMISSION, INTEGRATION_KINDS
+from generator.compile.admission import ADMISSION, INTEGRATION_KINDS, in_namespaces, policy_binding
 from generator.compile.manifest import Manifest, labels
-from generator.compile.namespace_policies import TEAM_NAMESPACE_LABEL
+from generator.compile.namespace_policies import TEAM_NAMESPACES
 from generator.config.cluster import ClusterConfig
 from generator.config.fleet import Loaded
 from generator.config.team import TeamConfig
@@ -115,12 +115,7 @@ def grace_policy(cluster: Loaded[ClusterConfig], teams: list[Loaded[TeamConfig]]
                 "reason": "Forbidden"}],
         },
     }
-    binding = {
-        "apiVersion": ADMISSION, "kind": "ValidatingAdmissionPolicyBinding",
-        "metadata": {"name": GRACE_POLICY, "labels": labels(cfg.name)},
-        "spec": {"policyName": GRACE_POLICY, "validationActions": ["Deny"],
-                 "matchResources": {"namespaceSelector": {"matchLabels": {TEAM_NAMESPACE_LABEL: "true"}}}},
-    }
+    binding = policy_binding(GRACE_POLICY, labels(cfg.name), TEAM_NAMESPACES)
     where = cluster.at("kueue", "maxTerminationGracePeriodSeconds")
     return [Manifest(("teams",), policy, where), Manifest(("teams",), binding, where)]
 
@@ -132,12 +127,6 @@ def batch_kinds(cfg: ClusterConfig) -> list[tuple[str, str]]:
 
 def _label(obj: str) -> str:
     return f"{obj} != null ? {obj}.metadata.?labels[?'{MAX_EXEC_LABEL}'].orValue('') : ''"
-
-
-def _bound(name: str, tcfg: TeamConfig) -> dict[str, Any]:
-    # kubernetes.io/metadata.name is set by the API server: no other namespace can match.
-    return {"namespaceSelector": {"matchExpressions": [
-        {"key": "kubernetes.io/metadata.name", "operator": "In", "values": sorted(tcfg.namespace_names)}]}}
 
 
 def max_exec_policies(cluster: Loaded[ClusterConfig], team: Loaded[TeamConfig]) -> list[Manifest]:
@@ -171,9 +160,7 @@ def max_exec_policies(cluster: Loaded[ClusterConfig], team: Loaded[TeamConfig]) 
                 "reason": "Forbidden"}],
         },
     }
-    out = [validating, {"apiVersion": ADMISSION, "kind": "ValidatingAdmissionPolicyBinding", "metadata": meta(),
-                        "spec": {"policyName": name, "validationActions": ["Deny"],
-                                 "matchResources": _bound(name, tcfg)}}]
+    out = [validating, policy_binding(name, labels(cfg.name, tcfg.name), in_namespaces(tcfg.namespace_names))]
     if cfg.mutating_policies:
         out += [{
             "apiVersion": ADMISSION, "kind": "MutatingAdmissionPolicy", "metadata": meta(),
@@ -190,8 +177,7 @@ def max_exec_policies(cluster: Loaded[ClusterConfig], team: Loaded[TeamConfig]) 
                 "mutations": [{"patchType": "ApplyConfiguration", "applyConfiguration": {"expression": (
                     f"Object{{metadata: Object.metadata{{labels: {{'{MAX_EXEC_LABEL}': '{limit}'}}}}}}")}}],
             },
-        }, {"apiVersion": ADMISSION, "kind": "MutatingAdmissionPolicyBinding", "metadata": meta(),
-            "spec": {"policyName": name, "matchResources": _bound(name, tcfg)}}]
+        }, policy_binding(name, labels(cfg.name, tcfg.name), in_namespaces(tcfg.namespace_names), mutating=True)]
     where = team.at("maxExecutionTime")
     # Beside the other admission policies in teams/: cluster-scoped, the platform team's (CODEOWNERS).
     return [Manifest(("teams",), body, where) for body in out]

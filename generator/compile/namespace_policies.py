@@ -35,7 +35,7 @@ import functools
 import json
 from typing import Any
 
-from generator.compile.admission import ADMISSION, BOOST_ANNOTATION, INTEGRATION_KINDS
+from generator.compile.admission import ADMISSION, BOOST_ANNOTATION, INTEGRATION_KINDS, policy_binding
 from generator.compile.manifest import MANAGED_BY, Manifest, labels
 from generator.compile.podnetwork import DNS
 from generator.config.cluster import ClusterConfig, Egress
@@ -44,6 +44,8 @@ from generator.signals import HEALTH_TAINT_KEY
 
 TEAM_NAMESPACE_LABEL = "fleetgen.io/team-namespace"
 """On every team Namespace: the policies' bindings select namespaces by it."""
+TEAM_NAMESPACES = {"namespaceSelector": {"matchLabels": {TEAM_NAMESPACE_LABEL: "true"}}}
+"""A binding's matchResources for every team namespace."""
 UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
 FORBIDDEN_TOLERATIONS = (HEALTH_TAINT_KEY, UNSCHEDULABLE_TAINT)
 """Taints a team pod may not tolerate: fleetgen's faulty-GPU taint and the cordon's own."""
@@ -80,10 +82,7 @@ def _policy(cfg: ClusterConfig, name: str, spec: dict[str, Any]) -> dict[str, An
 
 
 def _binding(cfg: ClusterConfig, name: str) -> dict[str, Any]:
-    return {"apiVersion": ADMISSION, "kind": "ValidatingAdmissionPolicyBinding",
-            "metadata": {"name": name, "labels": labels(cfg.name)},
-            "spec": {"policyName": name, "validationActions": ["Deny"],
-                     "matchResources": {"namespaceSelector": {"matchLabels": {TEAM_NAMESPACE_LABEL: "true"}}}}}
+    return policy_binding(name, labels(cfg.name), TEAM_NAMESPACES)
 
 
 def _rules(resources: tuple[tuple[str, str], ...], operations: list[str]) -> dict[str, Any]:

@@ -13,7 +13,7 @@ stay on the team's queue and the CPU pool.
 
 from __future__ import annotations
 
-from generator.compile.admission import ADMISSION, INTEGRATION_KINDS, integration_kinds
+from generator.compile.admission import ADMISSION, INTEGRATION_KINDS, in_namespaces, integration_kinds, policy_binding
 from generator.compile.manifest import Manifest, labels
 from generator.config.cluster import ClusterConfig
 from generator.config.fleet import Loaded
@@ -115,16 +115,7 @@ def routing_policy(cluster: Loaded[ClusterConfig], team: Loaded[TeamConfig]) -> 
                 f"{_queue_expression(routes, kinds)}}}}}}}")}}],
         },
     }
-    binding = {
-        "apiVersion": ADMISSION, "kind": "MutatingAdmissionPolicyBinding",
-        "metadata": {"name": name, "labels": labels(cfg.name, tcfg.name)},
-        "spec": {
-            "policyName": name,
-            # kubernetes.io/metadata.name is set by the API server: no other namespace can match.
-            "matchResources": {"namespaceSelector": {"matchExpressions": [
-                {"key": "kubernetes.io/metadata.name", "operator": "In", "values": [routes[0].namespace]}]}},
-        },
-    }
+    binding = policy_binding(name, labels(cfg.name, tcfg.name), in_namespaces([routes[0].namespace]), mutating=True)
     where = team.at("quotas", cfg.name)
     # Beside the team's other admission policies: cluster-scoped, and the platform team's to own.
     return [Manifest(("teams",), policy, where), Manifest(("teams",), binding, where)]
