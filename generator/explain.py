@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from generator.capacity import TeamShare, pool_capacities
-from generator.compile.quota import cpu_pool_held
+from generator.compile.quota import cpu_pod_requests, cpu_pool_held, cpu_profile_fit
 from generator.config.cluster import PROVISIONING_CLASSES, AdmissionCheck, ClusterConfig
 from generator.config.fleet import Fleet, fair_sharing, fair_tree, usage_split
 from generator.config.routes import relabelled, shared_routes, stranded_namespaces
@@ -76,6 +76,7 @@ def explain_team(fleet: Fleet, name: str) -> str:
         if cluster is not None and mk is None:
             head += f"\nin {cluster_name}: {unlabelled_jobs(cluster.config, team)}"
             head += f"\nin {cluster_name}: {max_execution(team, cluster.config)}"
+            head += "".join(f"\nin {cluster_name}: {line}" for line in profile_lines(cluster.config, team))
         if cluster is None:
             continue
         head += "".join(f"\nin {cluster_name}: {line}" for line in shared_pool_lines(fleet, cluster_name, name))
@@ -118,6 +119,25 @@ def unlabelled_jobs(cfg: ClusterConfig, team: TeamConfig) -> str:
         return head + f"; CPU-only jobs run on cpuPool {pool.name} ({cap}), and wait when {full}"
     return (head + f"; CPU-only jobs run on cpuPool {pool.name} first ({cap}), and on the CPU share of the "
             f"team's GPU quota only when {full}")
+
+
+def profile_lines(cfg: ClusterConfig, team: TeamConfig) -> list[str]:
+    """Where each of the team's job profiles for this cluster runs: a GPU pool, or (CPU-only) the CPU pool's
+    flavor of its queue and how much of the pool it may hold there."""
+    lines = []
+    for profile in (p for p in team.job_profiles if p.cluster == cfg.name):
+        pods = profile.nodes * (profile.replicas or 1)
+        if profile.on_cpu_pool(cfg):
+            assert cfg.cpu_pool is not None
+            fits, why = cpu_profile_fit(cfg, team, pods, *cpu_pod_requests(cfg.cpu_pool, profile.cpu, profile.memory))
+            lines.append(f"job profile {profile.name} ({profile.kind}) is CPU-only: {why}"
+                         + ("" if fits else " (render refuses it)"))
+            continue
+        pool = cfg.pool(profile.pool)
+        if pool is not None:
+            lines.append(f"job profile {profile.name} ({profile.kind}) runs on pool {pool.name}: {pods} pods of "
+                         f"{profile.gpus_in(pool)} GPU{'s' if profile.gpus_in(pool) != 1 else ''} each")
+    return lines
 
 
 def shared_gpu_jobs(cfg: ClusterConfig, team: TeamConfig) -> str:

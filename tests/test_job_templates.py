@@ -411,6 +411,51 @@ def test_bad_serving_profiles_are_located(fleet_root: Path, old: str, new: str, 
     refused_at(fleet_root, "teams/ml-research.yaml", old, new, where, message, hint)
 
 
+def test_golden_cpu_only_server() -> None:
+    """A profile on the cluster's cpuPool (pool: cpu) is a CPU-only server: its `cpu` and `memory` per pod
+    and no GPUs, pinned to the CPU pool's nodes, so Kueue gives it the team's CPU pool flavor (the real
+    Kueue admits it there in tests/test_never_preempted.py)."""
+    body = load("prod-west/templates/inference/router.deployment.yaml")
+    assert body["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "inference"
+    assert body["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] == "standard"
+    pod = body["spec"]["template"]["spec"]
+    assert pod["nodeSelector"] == {"node.fleetgen.io/pool": "cpu"} and pod["tolerations"] == []
+    [container] = pod["containers"]
+    assert container["resources"] == {"requests": {"cpu": "31", "memory": "60Gi"}, "limits": {"memory": "60Gi"}}
+    assert load("prod-west/templates/inference/router.service.yaml")["spec"]["ports"] == \
+        [{"name": "serving", "port": 8080, "targetPort": "serving"}]
+    assert not (TEMPLATES / "prod-west/templates/inference/router.sky.yaml").exists()
+
+
+def test_a_cpu_only_pod_defaults_to_most_of_a_cpu_pool_node(fleet_root: Path) -> None:
+    edit(fleet_root, "teams/inference.yaml", "    nodes: 4\n    cpu: \"31\"\n    memory: 60Gi\n", "    nodes: 2\n")
+    assert run(fleet_root, "render").code == 0
+    body = yaml.safe_load((fleet_root / "rendered/prod-west/templates/inference/router.deployment.yaml").read_text())
+    assert body["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"] == \
+        {"cpu": "55800m", "memory": "216Gi"}  # 90% of a 62-CPU, 240Gi node
+
+
+@pytest.mark.parametrize(("old", "new", "where", "message", "hint"), [
+    ("    nodes: 4\n    cpu:", "    nodes: 5\n    cpu:", "teams/inference.yaml:36",
+     "5 pods of 31 CPUs and 60Gi (155 CPUs and 300Gi in all), but team inference may hold at most 124 CPUs and "
+     "480Gi of cpuPool cpu of prod-west (held for the team: never preempted), so Kueue would never admit them all",
+     "use fewer nodes"),
+    ("    cpu: \"31\"", "    cpu: \"70\"", "teams/inference.yaml:36",
+     "a pod of 70 CPUs and 60Gi is larger than a node of cpuPool cpu of prod-west (62 CPUs and 240Gi)", None),
+    ("    pool: cpu\n", "    pool: cpu\n    gpusPerNode: 1\n", "teams/inference.yaml:36",
+     "1 GPUs per pod, but cpuPool cpu has no GPUs", "remove gpusPerNode"),
+    ("    kind: deployment\n    cluster: prod-west\n    pool: cpu",
+     "    kind: job\n    cluster: prod-west\n    pool: cpu",
+     "teams/inference.yaml:33", "a job profile cannot run on cpuPool cpu: CPU-only profiles are servers",
+     "use kind: deployment or leaderworkerset"),
+    ("    sharedMemory: 8Gi\n", "    sharedMemory: 8Gi\n    cpu: \"4\"\n", "teams/inference.yaml:29",
+     "a pod on GPU pool 'l40s' gets the cpu that goes with its GPUs", "use pool: cpu for a CPU-only server"),
+])
+def test_bad_cpu_only_profiles_are_located(fleet_root: Path, old: str, new: str, where: str, message: str,
+                                           hint: str | None) -> None:
+    refused_at(fleet_root, "teams/inference.yaml", old, new, where, message, hint)
+
+
 def test_golden_multi_node_server() -> None:
     """`kind: leaderworkerset`: `replicas` groups of `nodes` pods (the leader first) running the command as
     written, pinned to the pool with their GPUs; a group recreated whole when a pod restarts; rollouts one

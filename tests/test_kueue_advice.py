@@ -81,6 +81,8 @@ def test_overcommit_on_a_topology_aware_pool_says_what_kueue_does_there(fleet_ro
 def test_without_a_cpu_pool_cpu_only_jobs_are_said_to_land_on_gpu_nodes(fleet_root: Path) -> None:
     path = fleet_root / "clusters/prod-west.yaml"
     path.write_text(re.sub(r"^cpuPool:.*\n(  .*\n)*", "", path.read_text(), flags=re.M))
+    team_file = fleet_root / "teams/inference.yaml"  # its CPU-only router profile needs the pool
+    team_file.write_text(team_file.read_text().split("  # The routers")[0])
     result = run(fleet_root, "render")
     assert result.code == 0, result.err
     assert "warning: clusters/prod-west.yaml:13: cpuPool: jobs without a queue label in team namespaces, CPU-only " \

@@ -555,6 +555,11 @@ def test_a_team_never_preempted_never_borrows(fleet_root: Path) -> None:
     edit(fleet_root, "teams/inference.yaml", "borrowingLimit: 8, ", "")
     # Without a cpuPool limit for it, it holds none of the pool and borrows none of it.
     edit(fleet_root, "clusters/prod-west.yaml", '  teamLimit: {cpu: "124", memory: 480Gi}\n', "")
+    result = run(fleet_root, "render")  # so its CPU-only router profile could never be admitted there
+    assert result.code == 2 and "teams/inference.yaml:36: jobProfiles[1].nodes: team inference is never preempted " \
+        "and holds none of cpuPool cpu of prod-west" in result.err, result.err
+    team_file = fleet_root / "teams/inference.yaml"
+    team_file.write_text(team_file.read_text().split("  # The routers")[0])
     result = run(fleet_root, "render")
     assert result.code == 0, result.err
     cpu = _cq(fleet_root, "prod-west", "inference")["spec"]["resourceGroups"][0]["flavors"][0]

@@ -2,8 +2,9 @@
 
 prod-west as rendered, on its twin (the real API server, Kueue v0.19.2, kube-scheduler binding pods to
 Nodes made from clusters/prod-west.yaml, kwok running them). The example's inference team is never
-preempted; its CPU-only routers (a Deployment) run on the CPU pool while recsys and vision fill the
-rest of it at `production`, and ml-research then wants some of the pool for a `production` job.
+preempted; a member submits its CPU-only `router` profile (a Deployment on the CPU pool) with
+`fleetgen job submit`, recsys and vision fill the rest of the pool at `production`, and ml-research
+then wants some of the pool for a `production` job.
 """
 
 from __future__ import annotations
@@ -26,9 +27,10 @@ from tests.upstream.twin import Twin, pods
 
 pytestmark = pytest.mark.upstream
 
-CLUSTER, SERVING = "prod-west", "inference"
+CLUSTER, SERVING, PROFILE = "prod-west", "inference", "router"
 POD = {"cpu": "31", "memory": "60Gi"}
-"""One pod: half a CPU-pool node (62 CPUs, 240Gi), so four are a team's limit of 124 CPUs."""
+"""One pod: half a CPU-pool node (62 CPUs, 240Gi), so four are a team's limit of 124 CPUs (the router
+profile's pods are these too)."""
 RUNS = {"pod-complete.stage.kwok.x-k8s.io/delay": "20m", "pod-complete.stage.kwok.x-k8s.io/jitter-delay": "20m"}
 """kwok keeps a Job's pods running this long (tests/test_twin_scheduling.py submit says why both)."""
 
@@ -79,19 +81,24 @@ def test_a_never_preempted_teams_cpu_only_pods_are_not_preempted_by_a_reclaim(
     assert cfg.cpu_pool is not None
     cpu_nodes = dict(cfg.cpu_pool.node_labels)
     teams = {name: fleet.teams[name].config for name in (SERVING, "recsys", "vision", "ml-research")}
-    ns = {name: team.namespace_names[-1] if name == SERVING else team.namespace_names[0]
-          for name, team in teams.items()}
+    ns = {name: team.namespace_names[0] for name, team in teams.items()}  # where profiles' jobs go too
     serving = teams[SERVING]
     assert serving.never_preempted, "the example fleet's inference team is the never-preempted serving team"
-    apps = client.AppsV1Api(_client(stack, serving))
+    profile = next(p for p in serving.job_profiles if p.name == PROFILE)
+    assert profile.on_cpu_pool(cfg) and profile.priority == "standard", profile
+    limit = cfg.cpu_pool.limit_for(SERVING)
+    assert limit is not None
     created: list[tuple[str, str, str]] = []  # (kind, namespace, name)
-    router = f"router-{uuid.uuid4().hex[:5]}"
-    labels = {"app": router, "kueue.x-k8s.io/priority-class": "standard"}
-    apps.create_namespaced_deployment(ns[SERVING], {
-        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": router, "labels": labels},
-        "spec": {"replicas": 4, "selector": {"matchLabels": {"app": router}},
-                 "template": {"metadata": {"labels": labels}, "spec": _pod_spec(cpu_nodes)}}})
-    created.append(("Deployment", ns[SERVING], router))
+    router = f"{PROFILE}-{uuid.uuid4().hex[:5]}"
+    who = stack.identity(f"np-member@{SERVING}.test", (serving.members.groups[0],))
+    login = ("--kubeconfig", str(who.kubeconfig))
+    dry = run(REPO, "job", "submit", SERVING, PROFILE, "--name", router, "--dry-run", *login)
+    assert dry.code == 0 and f"capacity: 4 pods of {POD['cpu']} CPUs and {POD['memory']} ({limit.cpu} CPUs and " \
+        f"240Gi in all) on cpuPool {cfg.cpu_pool.name} of {CLUSTER}, within the {limit.cpu} CPUs and " \
+        f"{limit.memory} it may hold there (held for the team: never preempted)" in dry.out, dry
+    submitted = run(REPO, "job", "submit", SERVING, PROFILE, "--name", router, *login)
+    created += [("Deployment", ns[SERVING], router), ("Service", ns[SERVING], router)]
+    assert submitted.code == 0, submitted
 
     def job(team: str, pods_: int) -> str:
         name = f"{team}-{uuid.uuid4().hex[:5]}"
@@ -108,7 +115,7 @@ def test_a_never_preempted_teams_cpu_only_pods_are_not_preempted_by_a_reclaim(
         return [w for w in _workloads(stack, ns[SERVING]) if router in w["metadata"]["name"]]
 
     def running_routers() -> list[Any]:
-        found = [p for p in pods(stack, ns[SERVING], f"app={router}")
+        found = [p for p in pods(stack, ns[SERVING], f"app.kubernetes.io/instance={router}")
                  if p.spec.node_name and p.status.phase == "Running" and p.metadata.deletion_timestamp is None]
         return found if len(found) == 4 else []
 
@@ -151,6 +158,8 @@ def test_a_never_preempted_teams_cpu_only_pods_are_not_preempted_by_a_reclaim(
             with contextlib.suppress(client.exceptions.ApiException):
                 if kind == "Deployment":
                     client.AppsV1Api(stack.client()).delete_namespaced_deployment(name, namespace)
+                elif kind == "Service":
+                    client.CoreV1Api(stack.client()).delete_namespaced_service(name, namespace)
                 else:
                     client.BatchV1Api(stack.client()).delete_namespaced_job(name, namespace,
                                                                             propagation_policy="Foreground")
@@ -158,8 +167,9 @@ def test_a_never_preempted_teams_cpu_only_pods_are_not_preempted_by_a_reclaim(
                                         for w in _workloads(stack, namespace)), 90)
 
     out = run(REPO, "explain", "team", SERVING).out
-    limit = cfg.cpu_pool.limit_for(SERVING)
-    assert limit is not None
+    assert f"in {CLUSTER}: job profile {PROFILE} (deployment) is CPU-only: 4 pods of {POD['cpu']} CPUs and " \
+        f"{POD['memory']} ({limit.cpu} CPUs and 240Gi in all) on cpuPool {cfg.cpu_pool.name} of {CLUSTER}, within " \
+        f"the {limit.cpu} CPUs and {limit.memory} it may hold there (held for the team: never preempted)" in out, out
     assert "- its workloads are never preempted, by any team or by its own: its queue never borrows " \
         f"(borrowingLimit 0 in every flavor: a100, l40s, cpuPool {cfg.cpu_pool.name})" in out, out
     assert f"- the cost: it never borrows idle GPUs or CPUs, and runs only on what it holds: 8 a100 GPUs, 32 l40s " \

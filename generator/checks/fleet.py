@@ -12,7 +12,7 @@ from decimal import Decimal
 from typing import Any
 
 from generator import quantity
-from generator.compile.quota import cpu_pool_held, cpu_pool_resources
+from generator.compile.quota import cpu_pod_requests, cpu_pool_held, cpu_pool_resources, cpu_profile_fit
 from generator.config.cluster import OPERATOR_KINDS, AdmissionFairSharing, ClusterConfig, kueue_tuple
 from generator.config.fleet import Fleet, Loaded, fair_sharing
 from generator.config.jobs import JobProfile
@@ -541,20 +541,31 @@ def _profile_problems(fleet: Fleet, team: TeamConfig, profile: JobProfile,
         yield ("cluster",), "cluster", f"team {team.name!r} has no quota in cluster {profile.cluster!r}", \
             f"use one of: {', '.join(sorted(team.quotas)) or '(no quotas)'}"
         return
-    pool = cluster.config.pool(profile.pool)
-    if pool is None or profile.pool not in team.quotas[profile.cluster]:
+    cfg = cluster.config
+    pool = None if profile.on_cpu_pool(cfg) else cfg.pool(profile.pool)
+    if profile.on_cpu_pool(cfg):
+        yield from _cpu_only_problems(team, profile, cfg)
+    elif pool is None or profile.pool not in team.quotas[profile.cluster]:
+        cpu = [f"{cfg.cpu_pool.name} (the cpuPool: a CPU-only server)"] if cfg.cpu_pool is not None else []
         yield ("pool",), "pool", f"team {team.name!r} has no quota in pool {profile.pool!r} of {profile.cluster!r}", \
-            f"use one of: {', '.join(sorted(team.quotas[profile.cluster]))}"
+            f"use one of: {', '.join(sorted(team.quotas[profile.cluster]) + cpu)}"
         return
-    gpus = profile.gpus_in(pool)
-    if not 1 <= gpus <= pool.gpu.per_node:
-        yield ("gpusPerNode",), "gpusPerNode", \
-            f"{gpus} GPUs per pod, but nodes of pool {pool.name!r} have {pool.gpu.per_node}", \
-            f"use 1 to {pool.gpu.per_node}"
-    too_big = never_admitted(gpus * profile.nodes, team.name, f"{profile.cluster}/{profile.pool}",
-                             shares[(profile.cluster, profile.pool, team.name)])
-    if too_big:
-        yield ("nodes",), "nodes", too_big, "use fewer nodes or raise the team's quota or borrowingLimit"
+    else:
+        gpus = profile.gpus_in(pool)
+        if not 1 <= gpus <= pool.gpu.per_node:
+            cpu_only = f", or pool: {cfg.cpu_pool.name} for a CPU-only server" if cfg.cpu_pool is not None else ""
+            yield ("gpusPerNode",), "gpusPerNode", \
+                f"{gpus} GPUs per pod, but nodes of pool {pool.name!r} have {pool.gpu.per_node}", \
+                f"use 1 to {pool.gpu.per_node}{cpu_only}"
+        too_big = never_admitted(gpus * profile.nodes, team.name, f"{profile.cluster}/{profile.pool}",
+                                 shares[(profile.cluster, profile.pool, team.name)])
+        if too_big:
+            yield ("nodes",), "nodes", too_big, "use fewer nodes or raise the team's quota or borrowingLimit"
+        for field in ("cpu", "memory"):
+            if field in profile.model_fields_set:
+                yield (field,), field, f"a pod on GPU pool {pool.name!r} gets the {field} that goes with its GPUs " \
+                    "(the pool's per-node ratio)", f"remove {field}, or use pool: " \
+                    f"{cfg.cpu_pool.name if cfg.cpu_pool else '<cpuPool>'} for a CPU-only server"
     priority = profile.priority or team.default_priority
     known = [p.name for p in cluster.config.priorities]
     if priority is None:
@@ -563,12 +574,14 @@ def _profile_problems(fleet: Fleet, team: TeamConfig, profile: JobProfile,
     elif priority not in known:
         yield ("priority",), "priority", f"priority {priority!r} is not defined in cluster {profile.cluster!r}", \
             f"use one of: {', '.join(known)}"
-    if profile.topology is not None and profile.topology.level not in (pool.topology_levels or []):
+    if pool is not None and profile.topology is not None and \
+            profile.topology.level not in (pool.topology_levels or []):
         levels = pool.topology_levels or []
         yield ("topology", "level"), "topology.level", \
             f"pool {pool.name!r} has no topology level {profile.topology.level!r}", \
             f"use one of: {', '.join(levels)}" if levels else "the pool declares no topologyLevels; remove topology"
-    yield from _slice_problems(profile, pool)
+    if pool is not None:
+        yield from _slice_problems(profile, pool)
     yield from _deadline_problems(team, profile, cluster.config)
     for j, env in enumerate(profile.env):
         if env.name in RESERVED_ENV and profile.kind not in ("trainjob", "deployment", "leaderworkerset"):
@@ -604,6 +617,36 @@ def _profile_problems(fleet: Fleet, team: TeamConfig, profile: JobProfile,
     elif profile.leader is not None and profile.nodes < 2 and profile.launcher == "torchrun":
         yield ("leader",), "leader", "a leader job needs at least 2 nodes (a leader and a worker)", \
             "set nodes to 2 or more, or remove leader"
+
+
+CPU_ONLY_KINDS = ("deployment", "leaderworkerset")
+"""Kinds a CPU-only profile may be: servers, which run the command as written (the batch kinds start torchrun
+with one process per GPU, and Ray's and Trainer's pods are shaped by their operators)."""
+CPU_ONLY_UNUSED = (("topology", "topology"),)
+"""Fields with no meaning on the CPU pool (it declares no topology levels)."""
+
+
+def _cpu_only_problems(team: TeamConfig, profile: JobProfile, cfg: ClusterConfig) -> Iterator[Problem]:
+    """A profile on the cluster's CPU pool: a CPU-only server that Kueue can admit in the team's CPU pool flavor."""
+
+    assert cfg.cpu_pool is not None
+    where = f"cpuPool {cfg.cpu_pool.name}"
+    if profile.kind not in CPU_ONLY_KINDS:
+        yield ("kind",), "kind", f"a {profile.kind} profile cannot run on {where}: CPU-only profiles are servers", \
+            f"use kind: {' or '.join(CPU_ONLY_KINDS)}, or a GPU pool"
+        return
+    if profile.gpus_per_node:
+        yield ("gpusPerNode",), "gpusPerNode", f"{profile.gpus_per_node} GPUs per pod, but {where} has no GPUs", \
+            "remove gpusPerNode (or set 0), or use a GPU pool"
+    for field, key in CPU_ONLY_UNUSED:
+        if field in profile.model_fields_set:
+            yield (key,), key, f"{where} declares no topology levels", f"remove {key}"
+    cpu, memory = cpu_pod_requests(cfg.cpu_pool, profile.cpu, profile.memory)
+    pods = profile.nodes * (profile.replicas or 1)
+    fits, why = cpu_profile_fit(cfg, team, pods, cpu, memory)
+    if not fits:
+        yield ("nodes",), "nodes", why, "use fewer nodes or less cpu and memory per pod, or raise the cluster's " \
+            f"cpuPool limit for team {team.name}"
 
 
 def _deadline_problems(team: TeamConfig, profile: JobProfile, cluster: ClusterConfig) -> Iterator[Problem]:

@@ -19,8 +19,8 @@ from generator import quantity
 from generator.compile.isolation import pod_security_level
 from generator.compile.kueue import toleration
 from generator.compile.manifest import Manifest, labels
-from generator.compile.quota import node_share
-from generator.config.cluster import ClusterConfig, NodePool
+from generator.compile.quota import cpu_pod_requests, node_share
+from generator.config.cluster import ClusterConfig, NodePool, Taint
 from generator.config.fleet import Loaded
 from generator.config.jobs import KUBERNETES_GRACE_SECONDS, JobProfile
 from generator.config.platform import TRAINER_RUNTIME
@@ -117,6 +117,25 @@ def _per_node(pool: NodePool, gpus: int) -> dict[str, str]:
     return {"cpu": cpu, "memory": memory, pool.gpu.resource: str(gpus)}
 
 
+def _placement(cluster: ClusterConfig, profile: JobProfile) -> tuple[dict[str, str], dict[str, str],
+                                                                      dict[str, str], list[Taint]]:
+    """(requests, limits, node labels, taints) of one pod of `profile`: a GPU pool's GPUs with their share of a
+    node, or on the CPU pool (a CPU-only profile) its `cpu` and `memory` and no GPUs. The node labels pin the
+    pod to its pool: Kueue skips flavors whose nodeLabels contradict the pod's nodeSelector (kueue v0.19.2
+    pkg/scheduler/flavorassigner/flavorassigner.go:1330-1380), so a CPU-only pod lands in the CPU pool's flavor."""
+    if profile.on_cpu_pool(cluster):
+        assert cluster.cpu_pool is not None
+        cpu, memory = cpu_pod_requests(cluster.cpu_pool, profile.cpu, profile.memory)
+        return ({"cpu": cpu, "memory": memory}, {"memory": memory}, dict(cluster.cpu_pool.node_labels),
+                list(cluster.cpu_pool.taints))
+    pool = cluster.pool(profile.pool)
+    assert pool is not None
+    gpus = profile.gpus_in(pool)
+    requests = _per_node(pool, gpus)
+    return requests, {"memory": requests["memory"], pool.gpu.resource: str(gpus)}, dict(pool.node_labels), \
+        list(pool.taints)
+
+
 def _launch(profile: JobProfile, command: list[str], args: list[str], rank_offset: int) -> tuple[list[str], list[str]]:
     """Container command and args. User strings are only ever separate argv entries, never shell text."""
     program = [*command, *args]
@@ -151,10 +170,7 @@ def _pod_template(team: TeamConfig, cluster: ClusterConfig, profile: JobProfile,
     """The pod template of one node of `profile`: the training container on the pool's nodes (without
     `command`: a Ray worker, which KubeRay starts and which has no rendezvous port). `ports` replace the
     rendezvous port (a server's); `restart_policy` None leaves the pod's to its controller's default."""
-    pool = cluster.pool(profile.pool)
-    assert pool is not None
-    gpus = profile.gpus_in(pool)
-    resources = _per_node(pool, gpus)
+    requests, limits, node_labels, taints = _placement(cluster, profile)
     pod_annotations = {}
     if profile.topology is not None:
         pod_annotations[f"kueue.x-k8s.io/podset-{profile.topology.mode}-topology"] = profile.topology.level
@@ -168,8 +184,7 @@ def _pod_template(team: TeamConfig, cluster: ClusterConfig, profile: JobProfile,
         ports = [{"name": "rendezvous", "containerPort": profile.master_port}]
     container = {
         "name": container_name, "image": profile.image, **launched, "env": env, **({"ports": ports} if ports else {}),
-        "resources": {"requests": dict(resources),
-                      "limits": {"memory": resources["memory"], pool.gpu.resource: str(gpus)}},
+        "resources": {"requests": requests, "limits": limits},
         "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}],
     }
     restricted = pod_security_level(cluster, team.name) == "restricted"
@@ -183,8 +198,8 @@ def _pod_template(team: TeamConfig, cluster: ClusterConfig, profile: JobProfile,
            if profile.termination_grace_period_seconds != KUBERNETES_GRACE_SECONDS else {}),
         # Pins the job to its pool: Kueue skips flavors whose nodeLabels contradict the pod's
         # nodeSelector, so a team's quota in another pool of the same queue is never used.
-        **({"nodeSelector": dict(sorted(pool.node_labels.items()))} if pool.node_labels else {}),
-        "tolerations": [toleration(t) for t in pool.taints],
+        **({"nodeSelector": dict(sorted(node_labels.items()))} if node_labels else {}),
+        "tolerations": [toleration(t) for t in taints],
         "containers": [container],
         "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory",
                                                   "sizeLimit": quantity.normalise(profile.shared_memory)}}],

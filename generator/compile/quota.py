@@ -85,3 +85,58 @@ def cpu_pool_held(cfg: ClusterConfig, team: TeamConfig) -> CpuLimit | None:
     if pool is None or not team.never_preempted or not cfg.cpu_flavor_for(cfg.queue_pools(team.quotas[cfg.name])):
         return None
     return pool.limit_for(team.name)
+
+
+CPU_POD_SHARE = Decimal("0.9")
+"""Share of a CPU-pool node a CPU-only profile's pod requests when it sets no `cpu` or `memory`: as a
+training pod's of a GPU node, the rest left for node agents."""
+
+
+def cpu_pod_requests(pool: CpuPool, cpu: str | int | None, memory: str | int | None) -> tuple[str, str]:
+    """(cpu, memory) one pod of a CPU-only profile requests: as set, else CPU_POD_SHARE of a CPU-pool node."""
+    if cpu is None:
+        cpu = quantity.canonical((quantity.value_of(pool.cpu_per_node) * CPU_POD_SHARE).quantize(
+            _MILLI, rounding=ROUND_FLOOR), "DecimalSI")
+    if memory is None:
+        per_node, fmt = quantity.parse(pool.memory_per_node)
+        step = _MI if fmt == "BinarySI" else _MB
+        memory = quantity.canonical((per_node * CPU_POD_SHARE / step).to_integral_value(rounding=ROUND_FLOOR) * step,
+                                    fmt)
+    return quantity.normalise(cpu), quantity.normalise(memory)
+
+
+def cpu_profile_fit(cfg: ClusterConfig, team: TeamConfig, pods: int, cpu: str, memory: str) -> tuple[bool, str]:
+    """Whether `pods` CPU-only pods of `cpu` and `memory` each can all be admitted at once in the team's CPU pool
+    flavor, and the sentence that says so: within what it holds of the pool (never preempted), within the
+    cluster's limit for it (borrowed), or within the pool. Their nodeSelector pins them to the pool's nodes;
+    a pod the flavor cannot take would be offered the team's GPU flavors and wait there."""
+    pool = cfg.cpu_pool
+    assert pool is not None
+    where = f"cpuPool {pool.name} of {cfg.name}"
+    if not cfg.cpu_flavor_for(cfg.queue_pools(team.quotas.get(cfg.name, {}))):
+        return False, (f"team {team.name}'s queue in {cfg.name} has no {where} flavor (its queue is topology-aware "
+                       "and the CPU pool is not), so CPU-only pods would run on its GPU nodes")
+    per_cpu, (per_mem, fmt) = quantity.value_of(cpu), quantity.parse(memory)
+    total_cpu = quantity.canonical(per_cpu * pods, "DecimalSI")
+    total_mem = quantity.canonical(per_mem * pods, fmt)
+    if per_cpu > quantity.value_of(pool.cpu_per_node) or per_mem > quantity.value_of(pool.memory_per_node):
+        return False, (f"a pod of {cpu} CPUs and {memory} is larger than a node of {where} ({pool.cpu_per_node} "
+                       f"CPUs and {pool.memory_per_node})")
+    held = cpu_pool_held(cfg, team)
+    limit = pool.limit_for(team.name)
+    if team.never_preempted and held is None:
+        return False, (f"team {team.name} is never preempted and holds none of {where} (the cluster sets no "
+                       f"cpuPool limit for it, which it would hold), so Kueue admits no CPU-only pod there")
+    if held is not None:
+        room, how = held, "held for the team: never preempted"
+    elif limit is not None:
+        room, how = limit, "the team's limit, borrowed from the root cohort while others leave it idle"
+    else:
+        whole_cpu, whole_mem = cpu_pool_resources(pool)
+        room, how = CpuLimit(cpu=whole_cpu, memory=whole_mem), "the whole pool, while others leave it idle"
+    fits = per_cpu * pods <= quantity.value_of(room.cpu) and per_mem * pods <= quantity.value_of(room.memory)
+    need = f"{pods} pods of {cpu} CPUs and {memory} ({total_cpu} CPUs and {total_mem} in all)"
+    if not fits:
+        return False, (f"{need}, but team {team.name} may hold at most {room.cpu} CPUs and {room.memory} of {where} "
+                       f"({how}), so Kueue would never admit them all there")
+    return True, f"{need} on {where}, within the {room.cpu} CPUs and {room.memory} it may hold there ({how})"

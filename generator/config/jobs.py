@@ -11,7 +11,7 @@ from generator.config.types import Count, DnsSubdomain, ExecutionTime, LabelKey,
 from generator.durations import seconds
 
 if TYPE_CHECKING:
-    from generator.config.cluster import NodePool
+    from generator.config.cluster import ClusterConfig, NodePool
 
 KUBERNETES_GRACE_SECONDS = 30
 """A pod's terminationGracePeriodSeconds when it sets none: templates leave the default out."""
@@ -109,11 +109,20 @@ class JobProfile(ConfigModel):
     cluster: StrictStr
     """Cluster to run in; the team needs a quota there."""
     pool: StrictStr
-    """Node pool to run on; the team needs a quota in it."""
+    """Node pool to run on; the team needs a quota in it. Or the cluster's `cpuPool` (its name, `cpu` by
+    default) for a CPU-only server (`kind: deployment` or `leaderworkerset`, e.g. a router): no GPUs,
+    `cpu` and `memory` per pod, run in the team's CPU pool flavor (what the team holds of the pool when
+    it is never preempted, else borrowed up to the cluster's `teamLimit`)."""
     nodes: int = Field(ge=1, le=4096, strict=True)
     """Number of nodes (pods), one torchrun agent each."""
     gpus_per_node: Count | None = None
-    """GPUs per pod; defaults to the pool's GPUs per node."""
+    """GPUs per pod; defaults to the pool's GPUs per node (on the CPU pool: none, and only 0 may be set)."""
+    cpu: Quantity | None = None
+    """On the CPU pool only: CPU each pod requests, e.g. `4` or `500m`; defaults to 90% of a CPU-pool node
+    (on a GPU pool a pod's CPU goes with its GPUs, in the pool's per-node ratio)."""
+    memory: Quantity | None = None
+    """On the CPU pool only: memory each pod requests (and is limited to), e.g. `16Gi`; defaults to 90% of a
+    CPU-pool node."""
     image: StrictStr = Field(pattern=IMAGE)
     """Container image, ideally pinned by digest."""
     command: list[Arg] = []
@@ -165,6 +174,10 @@ class JobProfile(ConfigModel):
     def max_execution_seconds(self) -> int | None:
         """`maxExecutionTime` in seconds, as Kueue's label takes it."""
         return None if self.max_execution_time is None else int(seconds(self.max_execution_time))
+
+    def on_cpu_pool(self, cluster: ClusterConfig) -> bool:
+        """Whether the profile is CPU-only: its `pool` names the cluster's `cpuPool`."""
+        return cluster.cpu_pool is not None and self.pool == cluster.cpu_pool.name
 
     def gpus_in(self, pool: NodePool) -> int:
         """GPUs per pod on `pool`: the profile's `gpusPerNode`, or the pool's GPUs per node."""

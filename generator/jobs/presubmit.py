@@ -15,8 +15,10 @@ from generator.jobs.shape import quantity
 from generator.jobs.workloads import KUEUE, condition, preferred_version
 
 if TYPE_CHECKING:
+    from generator.config.cluster import ClusterConfig
     from generator.config.fleet import Fleet
     from generator.config.jobs import JobProfile
+    from generator.config.team import TeamConfig
 
 @dataclass(frozen=True)
 class Resource:
@@ -131,10 +133,9 @@ def priority(api: Any, name: str | None) -> Outcome:
     return Outcome("priority", True, f"WorkloadPriorityClass {name!r} exists")
 
 
-def requested_gpus(body: dict[str, Any], resource: str) -> int:
-    """GPUs of `resource` the whole JobSet, batch Job, RayJob, TrainJob, RayCluster, Deployment or LeaderWorkerSet
-    requests when all its pods run."""
-    total = 0
+def pod_groups(body: dict[str, Any]) -> list[tuple[int, dict[str, Any]]]:
+    """(pods, pod template) of each group of identical pods of a JobSet, batch Job, RayJob, TrainJob,
+    RayCluster, Deployment or LeaderWorkerSet when all its pods run."""
     spec = body.get("spec") or {}
     # (pods, pod template) of each group of identical pods
     groups: list[tuple[int, dict[str, Any]]]
@@ -159,7 +160,13 @@ def requested_gpus(body: dict[str, Any], resource: str) -> int:
                             else [{"template": {"spec": spec}}])
         jobs = [(((r.get("template") or {}).get("spec") or {}), int(r.get("replicas") or 1)) for r in rjobs]
         groups = [(int(job.get("parallelism") or 1) * replicas, job.get("template") or {}) for job, replicas in jobs]
-    for pods, template in groups:
+    return groups
+
+
+def requested_gpus(body: dict[str, Any], resource: str) -> int:
+    """GPUs of `resource` the whole job requests when all its pods run."""
+    total = 0
+    for pods, template in pod_groups(body):
         for container in (template.get("spec") or {}).get("containers") or []:
             resources = container.get("resources") or {}
             # a request left out is the limit (k8s v1.36.3 pkg/apis/core/v1/defaults.go:170-176)
@@ -191,7 +198,10 @@ def capacity(body: dict[str, Any], fleet: Fleet | None, root: Path | None,
                            "checked")
     tcfg = fleet.teams.get(team)
     found = profile or (next((p for p in tcfg.config.job_profiles if p.name == name), None) if tcfg else None)
-    pool = fleet.clusters[cluster].config.pool(found.pool) if found and cluster in fleet.clusters else None
+    cfg = fleet.clusters[cluster].config if cluster in fleet.clusters else None
+    if found is not None and cfg is not None and found.on_cpu_pool(cfg) and tcfg is not None:
+        return _cpu_capacity(body, cfg, tcfg.config, found)
+    pool = cfg.pool(found.pool) if found and cfg else None
     if found is None or pool is None:
         return Outcome("capacity", None, f"profile {team}/{name} is not in the fleet files: quota not checked")
     share = team_shares(fleet).get((cluster, pool.name, team))
@@ -204,6 +214,16 @@ def capacity(body: dict[str, Any], fleet: Fleet | None, root: Path | None,
     note = ("within the team's guarantee" if wanted <= share.guaranteed
             else f"borrows {wanted - share.guaranteed} while others are idle")
     return Outcome("capacity", True, f"{wanted} GPUs of at most {share.most} in {where} ({note})")
+
+
+def _cpu_capacity(body: dict[str, Any], cfg: ClusterConfig, team: TeamConfig, profile: JobProfile) -> Outcome:
+    """A CPU-only profile's pods against what the team may hold of the cluster's CPU pool."""
+    from generator.compile.quota import cpu_pod_requests, cpu_profile_fit
+
+    assert cfg.cpu_pool is not None
+    cpu, memory = cpu_pod_requests(cfg.cpu_pool, profile.cpu, profile.memory)
+    fits, why = cpu_profile_fit(cfg, team, sum(pods for pods, _ in pod_groups(body)), cpu, memory)
+    return Outcome("capacity", True, why) if fits else Outcome("capacity", False, f"{why}; use fewer nodes")
 
 
 def services_needed(body: dict[str, Any]) -> list[tuple[str, str]]:
