@@ -44,7 +44,7 @@ every reader, with no pattern tried (most keys and values)."""
 
 def ambiguous(value: str) -> str | None:
     """The first resolver that would read `value`, written plain, as something other than a string."""
-    return next((name for name, pattern in NOT_A_STRING if pattern.match(value)), None)
+    return next((name for name, pattern in NOT_A_STRING if pattern.fullmatch(value)), None)
 
 
 @functools.lru_cache(maxsize=1 << 16)
