@@ -146,6 +146,9 @@ def deadline(seconds: float, timed_out: Callable[[], Exception]) -> Iterator[Wat
         if watch.expired or time.monotonic() >= watch.ends:  # the timer's doing, or a timeout at it
             raise timed_out() from None
         raise
+    else:
+        if watch.expired:  # a read the shutdown cut short may end as if the answer were whole
+            raise timed_out()
     finally:
         timer.cancel()
         _current.watch = outer
