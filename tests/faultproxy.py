@@ -16,9 +16,11 @@ is the whole (misbehaving) API server and no real one is needed.
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import re
+import socket
 import ssl
 import threading
 from collections.abc import Callable
@@ -218,23 +220,21 @@ class TrickleFront:
     handshake minutes long), which no option of ssl or http.server can make a server do."""
 
     def __init__(self, upstream: tuple[str, int], interval: float) -> None:
-        import socket
-
         self.upstream, self.interval = upstream, interval
         self._closing = threading.Event()
+        self._open: list[socket.socket] = []
         self._listener = socket.create_server(("127.0.0.1", 0))
         self.port = int(self._listener.getsockname()[1])
         threading.Thread(target=self._accept, daemon=True).start()
 
     def _accept(self) -> None:
-        import socket
-
         while not self._closing.is_set():
             try:
                 client, _ = self._listener.accept()
             except OSError:
                 return
             server = socket.create_connection(self.upstream)
+            self._open += [client, server]
             threading.Thread(target=self._pass, args=(client, server, 0.0), daemon=True).start()
             threading.Thread(target=self._pass, args=(server, client, self.interval), daemon=True).start()
 
@@ -248,9 +248,19 @@ class TrickleFront:
         except OSError:  # the client gave up: what the tests want
             pass
         finally:
-            source.close()
-            sink.close()
+            _end(source)
+            _end(sink)
 
     def shutdown(self) -> None:
         self._closing.set()
         self._listener.close()
+        for sock in self._open:
+            _end(sock)
+
+
+def _end(sock: Any) -> None:
+    """Close `sock` so that its peer sees the end (shutdown first: a close alone sends nothing while
+    another thread is still blocked reading it, and the server behind would wait in its handshake)."""
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_RDWR)
+    sock.close()
