@@ -16,9 +16,11 @@ is the whole (misbehaving) API server and no real one is needed.
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import re
+import socket
 import ssl
 import threading
 from collections.abc import Callable
@@ -209,3 +211,56 @@ class _Trickled:
 
     def __getattr__(self, name: str) -> Any:  # closed, close, ...: the socket writer's own
         return getattr(self.wfile, name)
+
+
+class TrickleFront:
+    """A TCP front for a server at `upstream` (host, port): what the client sends passes at once,
+    what the server sends comes a byte every `interval` seconds, from its first byte on. In front of
+    a TLS server that is a handshake trickled (each byte far within any read timeout, the whole
+    handshake minutes long), which no option of ssl or http.server can make a server do."""
+
+    def __init__(self, upstream: tuple[str, int], interval: float) -> None:
+        self.upstream, self.interval = upstream, interval
+        self._closing = threading.Event()
+        self._open: list[socket.socket] = []
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port = int(self._listener.getsockname()[1])
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while not self._closing.is_set():
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            server = socket.create_connection(self.upstream)
+            self._open += [client, server]
+            threading.Thread(target=self._pass, args=(client, server, 0.0), daemon=True).start()
+            threading.Thread(target=self._pass, args=(server, client, self.interval), daemon=True).start()
+
+    def _pass(self, source: Any, sink: Any, interval: float) -> None:
+        try:
+            while data := source.recv(65536):
+                for i in range(0, len(data), 1 if interval else len(data)):
+                    if interval and self._closing.wait(interval):
+                        return
+                    sink.sendall(data[i:i + 1] if interval else data)
+        except OSError:  # the client gave up: what the tests want
+            pass
+        finally:
+            _end(source)
+            _end(sink)
+
+    def shutdown(self) -> None:
+        self._closing.set()
+        self._listener.close()
+        for sock in self._open:
+            _end(sock)
+
+
+def _end(sock: Any) -> None:
+    """Close `sock` so that its peer sees the end (shutdown first: a close alone sends nothing while
+    another thread is still blocked reading it, and the server behind would wait in its handshake)."""
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_RDWR)
+    sock.close()

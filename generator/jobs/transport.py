@@ -1,7 +1,8 @@
 """What the SDK's requests may take and what it takes back: one deadline for a whole request, and
 an answer that is the API's JSON.
 
-A deadline covers connecting, sending, the answer's headers and its body.
+A deadline covers connecting (a proxy's CONNECT answer and the TLS handshake too), sending, the
+answer's headers and its body.
 
 urllib3's read timeout bounds each read from the socket, not the answer (urllib3 2.8.0
 util/timeout.py:96-103: "if a server streams one byte every fifteen seconds, a timeout of 20
@@ -11,28 +12,20 @@ time from it (util/timeout.py:262-273). The kubernetes client passes `_request_t
 exactly those two (kubernetes 37.0.2 client/rest.py:235-246). So a server, or anything between,
 that trickles its answer a byte at a time holds a call for as long as it likes.
 
-Here each request registers the connections it uses, and a timer shuts their sockets down when the
-deadline passes: a read blocked in the kernel returns at once (shutdown(2) wakes it, TLS or not),
-the client raises, and the caller gets urllib3's ReadTimeoutError, as for a server that says nothing.
+Here each request runs under a generator.transport deadline, which the pool's connections join as
+their sockets open (before tunnel and handshake) and again whenever they send on a kept-alive one;
+when it passes, a read blocked in the kernel returns at once, the client raises, and the caller gets
+urllib3's ReadTimeoutError, as for a server that says nothing.
 
 An answer that is not JSON (a proxy's login page, a body cut short, JSON nested deeper than Python's
 reader recurses) would be a traceback from inside the client: it is a NotTheApi instead.
-
-The reconciler's Prometheus and Loki queries go through urllib.request, whose `timeout` is the same
-per-read socket timeout (http.client sets it once on the socket): `read_within` gives them the same
-deadline, its connections made by http.client classes that join the watch the same way.
 """
 
 from __future__ import annotations
 
-import contextlib
-import http.client
 import re
 import socket
-import threading
-import urllib.request
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from contextvars import ContextVar
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
@@ -41,8 +34,9 @@ from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 from urllib3.exceptions import HTTPError, ReadTimeoutError
 
+from generator.transport import connect_timeout, current, deadline, join_connection, opened
+
 T = TypeVar("T")
-_current = threading.local()
 RAW_TYPES = frozenset({"str", "bytes", "bytearray", "file"})
 """Answers the client passes on as they come (a log); every other answer must be JSON."""
 JSON_TYPE = re.compile(r"^application/(json|[\w!#$&.+\-^]+\+json)\s*(;|$)", re.IGNORECASE)
@@ -142,49 +136,23 @@ def _object(item: dict[str, Any]) -> str | None:
     return None
 
 
-class _Watch:
-    """The connections of one request, shut down together when its deadline passes."""
-
-    def __init__(self) -> None:
-        self.expired = False
-        self._conns: list[HTTPConnection] = []
-        self._lock = threading.Lock()
-
-    def add(self, conn: HTTPConnection) -> None:
-        with self._lock:
-            self._conns.append(conn)
-            if self.expired:  # a retry after the deadline: it fails at once
-                _shut(conn)
-
-    def expire(self) -> None:
-        with self._lock:
-            self.expired = True
-            for conn in self._conns:
-                _shut(conn)
-
-
-def _shut(conn: HTTPConnection) -> None:
-    sock = conn.sock
-    if sock is not None:  # the plain socket's shutdown, under a TLS layer too: it wakes a reader in another thread
-        with contextlib.suppress(OSError):  # already closed
-            socket.socket.shutdown(sock, socket.SHUT_RDWR)
-
-
-def _watched(conn: HTTPConnection) -> None:
-    watch = getattr(_current, "watch", None)
-    if watch is not None:
-        watch.add(conn)
-
-
 class _Watched(HTTPConnection):
-    """A connection that joins the current request's watch whenever it connects or sends."""
+    """A connection whose socket joins the current request's deadline as soon as it is opened,
+    before a proxy tunnel or TLS handshake reads from it (urllib3 2.8.0 connection.py:827 opens it,
+    then tunnels and wraps it), and again whenever it sends on a kept-alive socket."""
 
-    def connect(self) -> None:
-        super().connect()
-        _watched(self)
+    def _new_conn(self) -> socket.socket:
+        timeout = self.timeout
+        if current() is None:
+            return super()._new_conn()
+        self.timeout = connect_timeout(timeout)
+        try:
+            return opened(super()._new_conn(), timeout)
+        finally:
+            self.timeout = timeout
 
     def request(self, *args: Any, **kwargs: Any) -> None:
-        _watched(self)
+        join_connection(self)
         super().request(*args, **kwargs)
 
 
@@ -204,68 +172,15 @@ class _TLSPool(HTTPSConnectionPool):
     ConnectionCls = _TLSConnection
 
 
-class _StdlibConnection(http.client.HTTPConnection):
-    """urllib.request's plain connection, joining the current request's watch when it connects."""
-
-    def connect(self) -> None:
-        super().connect()
-        _watched(self)  # type: ignore[arg-type]  # _shut needs only .sock
-
-
-class _StdlibTLSConnection(_StdlibConnection, http.client.HTTPSConnection):
-    pass
-
-
-class _HTTPHandler(urllib.request.HTTPHandler):
-    def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
-        return self.do_open(_StdlibConnection, req)
-
-
-class _HTTPSHandler(urllib.request.HTTPSHandler):
-    def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
-        return self.do_open(_StdlibTLSConnection, req)
-
-
-def read_within(seconds: float, request: urllib.request.Request, limit: int) -> bytes:
-    """Up to `limit` bytes of the answer to `request` (urllib.request, proxies from the environment
-    as usual), failing with TimeoutError once `seconds` have passed, however the server trickles
-    its headers or body; urllib's HTTPError and URLError pass as they come."""
-    opener = urllib.request.build_opener(_HTTPHandler, _HTTPSHandler)
-    with _deadline(seconds, lambda: TimeoutError(f"no complete answer within {seconds:g} s")), \
-            opener.open(request, timeout=seconds) as response:
-        return bytes(response.read(limit))
-
-
 def watch_connections(pool_manager: Any) -> None:
     """Make `pool_manager` (a urllib3 PoolManager or ProxyManager, before its first request) open
     connections a deadline can shut down."""
     pool_manager.pool_classes_by_scheme = {"http": _Pool, "https": _TLSPool}
 
 
-@contextmanager
-def _deadline(seconds: float, timed_out: Callable[[], Exception]) -> Iterator[None]:
-    """The connections the block opens are shut down once `seconds` have passed; whatever a shut-down
-    socket then raised (a reset, an incomplete read, ...) leaves the block as `timed_out()`."""
-    watch = _Watch()
-    timer = threading.Timer(seconds, watch.expire)
-    timer.daemon = True
-    outer = getattr(_current, "watch", None)
-    _current.watch = watch
-    timer.start()
-    try:
-        yield
-    except Exception:
-        if watch.expired:
-            raise timed_out() from None
-        raise
-    finally:
-        timer.cancel()
-        _current.watch = outer
-
-
 def within(seconds: float, url: str, call: Callable[[], T]) -> T:
     """`call()` (requests through a pool manager given to `watch_connections`), failing with
     ReadTimeoutError once `seconds` have passed, whatever the server sends meanwhile."""
     timed_out = f"no complete answer within {seconds:g} s"
-    with _deadline(seconds, lambda: ReadTimeoutError(None, url, timed_out)):  # type: ignore[arg-type]
+    with deadline(seconds, lambda: ReadTimeoutError(None, url, timed_out)):  # type: ignore[arg-type]
         return call()

@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from generator.compile.rules import EXPORTER, XID_METRIC
-from generator.jobs.transport import read_within
 from generator.reconciler.model import Changed, Evidence, Observation
 from generator.reconciler.presence import (
     EXPORTER_SIGNAL,
@@ -32,6 +31,7 @@ from generator.reconciler.presence import (
 )
 from generator.reconciler.samples import Bad, Sample, checked, code
 from generator.signals import CONDITIONS, xid_class
+from generator.transport import read_within
 
 
 def instant_vector(base: str, path: str, expr: str, timeout: float, what: str,

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +22,7 @@ import yaml
 from generator.cachedir import cache_dir
 from generator.compile.manifest import Manifest
 from generator.errors import Finding, UsageError
+from generator.transport import ReadFailed, read_url
 from generator.validate.findings import object_finding
 
 try:
@@ -31,6 +31,10 @@ except AttributeError:  # pragma: no cover
     _Loader = yaml.SafeLoader
 
 KUEUE_MANIFESTS = "https://github.com/kubernetes-sigs/kueue/releases/download/{version}/manifests.yaml"
+CRD_DEADLINE = 60.0
+"""Seconds a CRD download may take, whole (Kueue's manifests.yaml is about 3 MB)."""
+MAX_CRD_BYTES = 64 << 20
+"""A CRD download larger than this is refused (a release's manifests are a few MB)."""
 
 Step = tuple[str, str | None]  # ("prop", name) | ("items", None) | ("map", None)
 
@@ -119,18 +123,61 @@ def load_crds(location: str | None, versions: list[str], *, offline: bool) -> Cr
     for version in sorted(set(versions)):
         url = (location or KUEUE_MANIFESTS).format(version=version)
         cached = cache_dir() / "crds" / hashlib.sha256(url.encode()).hexdigest()
-        if not cached.is_file():
+        kept = _cached_crds(cached)
+        if kept is None:
             if offline:
                 return None
-            try:
-                with urllib.request.urlopen(url, timeout=60) as response:  # noqa: S310
-                    data = response.read()
-            except OSError as exc:
-                raise UsageError(f"cannot fetch CRDs {url}: {exc}; pass --crd-location DIR") from None
+            text, kept = _download_crds(url)
             cached.parent.mkdir(parents=True, exist_ok=True)
-            cached.write_bytes(data)
-        by_version[version] = rules_from_crds(_documents(cached.read_text(encoding="utf-8")))
+            cached.write_text(text, encoding="utf-8")  # only once it is CRDs: a bad answer is not kept
+        by_version[version] = rules_from_crds(kept)
     return CrdCatalog(by_version)
+
+
+def _crds_in(text: str) -> list[dict[str, Any]]:
+    """The CustomResourceDefinitions among the YAML documents of `text`, each of the shape
+    `rules_from_crds` reads; ValueError if one is not, or there are none."""
+    crds = [d for d in _documents(text) if isinstance(d, dict) and d.get("kind") == "CustomResourceDefinition"]
+    if not crds:
+        raise ValueError("no CustomResourceDefinition in it")
+    for crd in crds:
+        spec = crd.get("spec")
+        if not (isinstance(spec, dict) and isinstance(spec.get("group"), str)
+                and isinstance(spec.get("names"), dict) and isinstance(spec["names"].get("kind"), str)
+                and isinstance(spec.get("versions"), list)
+                and all(isinstance(v, dict) and isinstance(v.get("name"), str)
+                        and isinstance(v.get("schema", {}), dict) for v in spec["versions"])):
+            name = crd.get("metadata", {}).get("name") if isinstance(crd.get("metadata"), dict) else None
+            raise ValueError(f"CustomResourceDefinition {name or '(no name)'} lacks spec.group, spec.names.kind "
+                             "or spec.versions[].name")
+    return crds
+
+
+def _cached_crds(cached: Path) -> list[dict[str, Any]] | None:
+    """The CRDs of an earlier download, or None to download again (absent, or not what was kept)."""
+    try:
+        return _crds_in(cached.read_text(encoding="utf-8"))
+    except (OSError, ValueError, yaml.YAMLError):
+        return None
+
+
+def _download_crds(url: str) -> tuple[str, list[dict[str, Any]]]:
+    """The text at `url` and its CRDs, read within CRD_DEADLINE and MAX_CRD_BYTES, or UsageError
+    naming the URL and what went wrong."""
+    fix = "pass --crd-location DIR (a folder of the release's CRDs) or a URL that serves them"
+    try:
+        text = read_url(url, CRD_DEADLINE, MAX_CRD_BYTES).decode("utf-8")
+        return text, _crds_in(text)
+    except ReadFailed as exc:
+        raise UsageError(f"cannot fetch CRDs {exc.url}: {exc.why}; {fix}") from None
+    except UnicodeDecodeError:
+        raise UsageError(f"CRDs {url} are not text (not UTF-8); {fix}") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise UsageError(f"CRDs {url} are not YAML{where} ({getattr(exc, 'problem', None) or exc}); {fix}") from None
+    except ValueError as exc:
+        raise UsageError(f"CRDs {url}: {exc}; {fix}") from None
 
 
 def with_defaults(schema: dict[str, Any], value: Any) -> Any:

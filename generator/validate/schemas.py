@@ -11,8 +11,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import urllib.error
-import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -23,10 +21,15 @@ from generator.cachedir import cache_dir
 from generator.compile.manifest import Manifest
 from generator.errors import Finding, UsageError
 from generator.kubeschemas import builtin_root, builtin_versions
+from generator.transport import ReadFailed, read_url
 from generator.validate.findings import object_finding
 
 DEFAULT_SCHEMA_LOCATION = "https://raw.githubusercontent.com/datreeio/CRDs-catalog/main/{group}/{kind}_{version}.json"
 _K8S_DEFS_ID = "https://kubernetes.io/api/_definitions.json"
+SCHEMA_DEADLINE = 30.0
+"""Seconds one schema download may take, whole."""
+MAX_SCHEMA_BYTES = 16 << 20
+"""A schema download larger than this is refused (the catalog's largest, ApplicationSet, is 2 MB)."""
 
 
 def builtin_dir(k8s_version: str) -> Any:
@@ -110,42 +113,71 @@ class SchemaStore:
                 return None
             return jsonschema_rs.validator_for(json.loads(ref.read_text(encoding="utf-8")),
                                                registry=_builtin_registry(k8s_version))
-        text = self._custom_text(group, kind.lower(), version)
-        if text is not None:
-            return jsonschema_rs.validator_for(json.loads(text))
+        found = self._custom(group, kind.lower(), version)
+        if found is not None:
+            return found
         crd_schema = self._fallback(api_version, kind) if self._fallback else None
         return None if crd_schema is None else jsonschema_rs.validator_for(crd_json_schema(crd_schema))
 
-    def _custom_text(self, group: str, kind: str, version: str) -> str | None:
+    def _custom(self, group: str, kind: str, version: str) -> jsonschema_rs.Validator | None:
+        """The custom kind's schema compiled, or None where the location has none."""
         where = self.location.format(group=group, kind=kind, version=version,
                                      ResourceKind=kind, Group=group, ResourceAPIVersion=version)
         if not self.custom_is_remote:
             path = Path(where) if "{" in self.location else Path(self.location) / group / f"{kind}_{version}.json"
-            return path.read_text(encoding="utf-8") if path.is_file() else None
+            return _compiled(path.read_text(encoding="utf-8"), str(path)) if path.is_file() else None
         cached = cache_dir() / "schemas" / hashlib.sha256(where.encode()).hexdigest()
-        if cached.is_file():
-            return cached.read_text(encoding="utf-8") or None
+        kept = _cached(cached)
+        if kept is not None:
+            return kept[0]
         if self.offline:
             return None
         try:
             data = self._fetch(where)
-        except (urllib.error.URLError, OSError) as exc:
-            raise UsageError(f"cannot fetch schema {where}: {exc}; pass --schema-location DIR for a local "
+        except ReadFailed as exc:
+            raise UsageError(f"cannot fetch schema {exc.url}: {exc.why}; pass --schema-location DIR for a local "
                              "schema folder") from None
+        validator = _compiled(data.decode("utf-8", "replace"), where) if data else None  # a bad answer is not kept
         cached.parent.mkdir(parents=True, exist_ok=True)
-        if not data:  # remember a 404 too, so an offline run knows the catalog lacks it
-            cached.write_bytes(b"")
-            return None
-        cached.write_bytes(data)
-        return data.decode()
+        cached.write_bytes(data)  # a 404 too, empty, so an offline run knows the catalog lacks it
+        return validator
+
+
+def _cached(cached: Path) -> tuple[jsonschema_rs.Validator | None] | None:
+    """A kept download compiled (None for a kept 404), or None to fetch again (absent, or not a schema)."""
+    try:
+        text = cached.read_text(encoding="utf-8")
+        return (_compiled(text, str(cached)) if text else None,)
+    except (OSError, UnicodeDecodeError, UsageError):
+        return None
+
+
+def _refuse(uri: str, /) -> jsonschema_rs.JSONType:
+    raise ValueError(f"fleetgen does not fetch {uri}: a schema must hold its own definitions")
+
+
+def _compiled(text: str, where: str) -> jsonschema_rs.Validator:
+    """The schema `text` (from `where`) compiled, or UsageError naming it. A `$ref` outside it is
+    refused, not fetched: jsonschema-rs would fetch it itself, with no deadline or size cap."""
+    try:
+        schema = json.loads(text)
+        if not isinstance(schema, dict):
+            raise ValueError(f"a JSON {type(schema).__name__}, not an object")
+        return jsonschema_rs.validator_for(schema, retriever=_refuse)
+    except RecursionError:
+        problem = "JSON nested deeper than Python reads"
+    except ValueError as exc:  # not JSON, or jsonschema-rs's ValidationError: not a schema
+        problem = str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
+    raise UsageError(f"schema {where} is not a JSON schema ({problem}); pass --schema-location with a location "
+                     "that serves the catalog's schemas")
 
 
 def _download(url: str) -> bytes:
+    """The schema at `url` ("" for a 404: the catalog lacks it), or ReadFailed."""
     try:
-        with urllib.request.urlopen(url, timeout=30) as response:  # noqa: S310 - https catalog only
-            return bytes(response.read())
-    except urllib.error.HTTPError as exc:
-        if exc.code == 404:
+        return read_url(url, SCHEMA_DEADLINE, MAX_SCHEMA_BYTES)
+    except ReadFailed as exc:
+        if exc.status == 404:
             return b""
         raise
 
