@@ -1,8 +1,8 @@
 """A render or an init killed with SIGKILL at any point leaves the repository exactly old or exactly new.
 
-A 20-cluster fleet whose change touches half of the clusters is rendered in a child process
+A 10-cluster fleet whose change touches half of the clusters is rendered in a child process
 that sends itself SIGKILL at its N-th file-system write (opening a file for writing, mkdir,
-rename, unlink, rmtree), for 50 values of N spread over every write the render makes (staging,
+rename, unlink, rmtree), for 25 values of N spread over every write the render makes (staging,
 the journal's commit, the switch, the clean-up, the incremental records). After each kill the
 next run's recovery (`emit.recover`, which `render` calls first) must leave the tree's content
 hash equal to the old tree's or the new tree's, and a following render must succeed.
