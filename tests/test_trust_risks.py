@@ -77,3 +77,21 @@ def test_a_team_holding_part_of_the_cpu_pool_names_what_the_others_lose(fleet_ro
         "takes it back (reclaimWithinCohort LowerPriority)"], found
     edit(fleet_root, "teams/recsys.yaml", "policy: {neverPreempted: true}\n", "")
     assert "cpu-pool-held" not in risks_between(REPO, fleet_root)  # only the l4 queue goes
+
+
+def test_each_admission_policy_is_said_for_what_it_decides(fleet_root: Path) -> None:
+    """Issue 53's policies (a team's maximum execution time, the reclaim deadline) changed by a team file
+    each get a line saying what they decide. Before, every ValidatingAdmissionPolicy read "(allowed
+    priority classes)" and every MutatingAdmissionPolicy "now gives the priority class of workloads
+    created without one", so a team's max-exec policy was announced as a default-priority change."""
+    edit(fleet_root, "teams/speech.yaml", "quotas:\n",
+         "maxExecutionTime: 72h\npolicy: {maxTerminationGracePeriodSeconds: 60}\nquotas:\n")
+    found = risks_between(REPO, fleet_root)
+    assert "default-priority-changed" not in found, found
+    assert sorted(found["admission-policy-changed"]) == [
+        "medium: dev: MutatingAdmissionPolicy fleetgen-max-exec-speech now decides how long the team's batch jobs "
+        "may run once admitted",
+        "medium: dev: ValidatingAdmissionPolicy fleetgen-max-exec-speech now decides how long the team's batch jobs "
+        "may run once admitted",
+        "medium: dev: ValidatingAdmissionPolicy fleetgen-reclaim-deadline changes how it decides how long pods in "
+        "team namespaces may take to stop, and so how long a reclaim takes"], found

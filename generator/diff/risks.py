@@ -95,8 +95,9 @@ RULEBOOK: dict[str, Rule] = {
                                                   "when a usageWeight moves more than 4x, or is more than 4x the "
                                                   "largest other)."),
     "priority-changed": Rule("medium", "A WorkloadPriorityClass is added, removed or changes value."),
-    "admission-policy-changed": Rule("medium", "A team's allowed priority classes (its ValidatingAdmissionPolicy) "
-                                               "change."),
+    "admission-policy-changed": Rule("medium", "An admission policy fleetgen renders (a team's allowed priority "
+                                               "classes, the ladder, the reclaim deadline, a team's maximum execution "
+                                               "time or shared-pool queue, isolation) is added, removed or changes."),
     "default-priority-changed": Rule("medium", "The class a team's workloads get when they name none (its "
                                                "MutatingAdmissionPolicy) changes, appears or goes: how they "
                                                "queue and preempt against other teams changes."),
@@ -412,18 +413,42 @@ def _cohort_limits(change: Change) -> Iterator[Risk]:
                   "its teams can borrow, and lend outside it, changes")
 
 
+POLICY_EFFECTS: tuple[tuple[str, str], ...] = (
+    ("fleetgen-priorities-", "which priority classes the team's workloads may use"),
+    ("fleetgen-team-priorities", "which priorities workloads in every team namespace may run at (the ladder)"),
+    ("fleetgen-reclaim-deadline", "how long pods in team namespaces may take to stop, and so how long a reclaim "
+                                  "takes"),
+    ("fleetgen-max-exec-", "how long the team's batch jobs may run once admitted"),
+    ("fleetgen-shared-queue-", "which queue the team's GPU jobs land on"),
+    ("fleetgen-team-pod-placement", "where team pods may run (tolerations, nodeName)"),
+    ("fleetgen-team-egress", "what team NetworkPolicies may open"),
+    ("fleetgen-team-objects", "which of fleetgen's objects in team namespaces members may change"),
+)
+"""Per admission policy name (prefix), what it decides, for the risk line; another name is said generally."""
+
+
+def _policy_effect(name: str) -> str:
+    return next((effect for prefix, effect in POLICY_EFFECTS if name.startswith(prefix)),
+                "what the API server admits in team namespaces")
+
+
 def _admission_policy(change: Change) -> Iterator[Risk]:
-    """A team's allowed priority classes (its ValidatingAdmissionPolicy) change."""
-    if change.obj.key[2] != "ValidatingAdmissionPolicy":
+    """An admission policy fleetgen renders (a ValidatingAdmissionPolicy, or a MutatingAdmissionPolicy
+    other than a team's default priority) is added, removed or changes: what it decides, by its name."""
+    kind, name = change.obj.key[2], change.obj.key[4]
+    if kind not in ("ValidatingAdmissionPolicy", "MutatingAdmissionPolicy") or \
+            name.startswith(DEFAULT_PRIORITY_POLICY):
         return
-    verb = {"add": "now limits", "destroy": "no longer limits", "change": "changes"}[change.action]
-    yield _at(change, "medium", "admission-policy-changed", f"{change.obj.label} {verb} what the API server "
-              "admits in the team's namespaces (allowed priority classes)")
+    verb = {"add": "now decides", "destroy": "no longer decides", "change": "changes how it decides"}[change.action]
+    yield _at(change, "medium", "admission-policy-changed", f"{change.obj.label} {verb} {_policy_effect(name)}")
+
+
+DEFAULT_PRIORITY_POLICY = "fleetgen-default-priority-"
 
 
 def _default_priority(change: Change) -> Iterator[Risk]:
     """The class a team's workloads without one get (its MutatingAdmissionPolicy) changes."""
-    if change.obj.key[2] != "MutatingAdmissionPolicy":
+    if change.obj.key[2] != "MutatingAdmissionPolicy" or not change.obj.key[4].startswith(DEFAULT_PRIORITY_POLICY):
         return
     verb = {"add": "now gives", "destroy": "no longer gives", "change": "changes"}[change.action]
     yield _at(change, "medium", "default-priority-changed", f"{change.obj.label} {verb} the priority class of "
