@@ -29,6 +29,29 @@ def in_namespaces(names: Iterable[str]) -> dict[str, Any]:
         {"key": "kubernetes.io/metadata.name", "operator": "In", "values": sorted(names)}]}}
 
 
+def labelling_policy(name: str, meta_labels: dict[str, str], kinds: Iterable[tuple[str, str]],
+                     conditions: list[dict[str, str]], label: str, value: str) -> dict[str, Any]:
+    """A MutatingAdmissionPolicy setting `label` to the CEL expression `value` on every object of `kinds`
+    (group, resource) created where `conditions` hold: how fleetgen defaults a label Kueue reads."""
+    rules: dict[str, set[str]] = {}
+    for group, resource in kinds:
+        rules.setdefault(group, set()).add(resource)
+    return {
+        "apiVersion": ADMISSION, "kind": "MutatingAdmissionPolicy",
+        "metadata": {"name": name, "labels": meta_labels},
+        "spec": {
+            "failurePolicy": "Fail",
+            "reinvocationPolicy": "Never",
+            "matchConstraints": {"resourceRules": [
+                {"apiGroups": [group], "apiVersions": ["*"], "operations": ["CREATE"], "resources": sorted(found)}
+                for group, found in sorted(rules.items())]},
+            "matchConditions": conditions,
+            "mutations": [{"patchType": "ApplyConfiguration", "applyConfiguration": {
+                "expression": f"Object{{metadata: Object.metadata{{labels: {{'{label}': {value}}}}}}}"}}],
+        },
+    }
+
+
 def policy_binding(name: str, meta_labels: dict[str, str], match: dict[str, Any], *,
                    mutating: bool = False) -> dict[str, Any]:
     """The binding of admission policy `name` to the objects `match` selects; a validating one denies."""
@@ -218,29 +241,12 @@ def default_priority_policy(cluster: Loaded[ClusterConfig], team: Loaded[TeamCon
     if not kinds:
         return []
     name = f"fleetgen-default-priority-{tcfg.name}"
-    rules: dict[str, list[str]] = {}
-    for group, resource, _ in kinds:
-        rules.setdefault(group, []).append(resource)
-    policy = {
-        "apiVersion": ADMISSION, "kind": "MutatingAdmissionPolicy",
-        "metadata": {"name": name, "labels": labels(cfg.name, tcfg.name)},
-        "spec": {
-            "failurePolicy": "Fail",
-            "reinvocationPolicy": "Never",
-            "matchConstraints": {"resourceRules": [
-                {"apiGroups": [group], "apiVersions": ["*"], "operations": ["CREATE"], "resources": sorted(found)}
-                for group, found in sorted(rules.items())]},
-            "matchConditions": [
-                {"name": "names-no-class", "expression": (
-                    f"!(has(object.metadata.labels) && '{PRIORITY_LABEL}' in object.metadata.labels)")},
-                {"name": "pod-templates-name-no-class", "expression": " || ".join(
-                    _unclassed(group, resource, paths) for group, resource, paths in kinds)},
-            ],
-            "mutations": [{"patchType": "ApplyConfiguration", "applyConfiguration": {"expression": (
-                f"Object{{metadata: Object.metadata{{labels: {{'{PRIORITY_LABEL}': "
-                f"{_cel_string(tcfg.default_priority)}}}}}}}")}}],
-        },
-    }
+    policy = labelling_policy(name, labels(cfg.name, tcfg.name), [(group, resource) for group, resource, _ in kinds], [
+        {"name": "names-no-class", "expression": (
+            f"!(has(object.metadata.labels) && '{PRIORITY_LABEL}' in object.metadata.labels)")},
+        {"name": "pod-templates-name-no-class", "expression": " || ".join(
+            _unclassed(group, resource, paths) for group, resource, paths in kinds)},
+    ], PRIORITY_LABEL, _cel_string(tcfg.default_priority))
     binding = policy_binding(name, labels(cfg.name, tcfg.name), in_namespaces(tcfg.namespace_names), mutating=True)
     where = team.at("defaultPriority")
     # Beside the priority policy, not in the team's folder: a cluster-scoped policy that rewrites objects

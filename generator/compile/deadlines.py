@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from generator.compile.admission import ADMISSION, INTEGRATION_KINDS, in_namespaces, policy_binding
+from generator.compile.admission import ADMISSION, INTEGRATION_KINDS, in_namespaces, labelling_policy, policy_binding
 from generator.compile.manifest import Manifest, labels
 from generator.compile.namespace_policies import TEAM_NAMESPACES
 from generator.config.cluster import ClusterConfig
@@ -162,22 +162,14 @@ def max_exec_policies(cluster: Loaded[ClusterConfig], team: Loaded[TeamConfig]) 
     }
     out = [validating, policy_binding(name, labels(cfg.name, tcfg.name), in_namespaces(tcfg.namespace_names))]
     if cfg.mutating_policies:
-        out += [{
-            "apiVersion": ADMISSION, "kind": "MutatingAdmissionPolicy", "metadata": meta(),
-            "spec": {
-                "failurePolicy": "Fail",
-                "reinvocationPolicy": "Never",
-                "matchConstraints": {"resourceRules": _rules(kinds, ["CREATE"])},
-                # A pod something owns is part of its owner's job (or not Kueue's): left alone.
-                "matchConditions": [
-                    {"name": "standalone", "expression": (
-                        "!(request.resource.resource == 'pods' && has(object.metadata.ownerReferences))")},
-                    {"name": "no-label-or-a-longer-one", "expression": longer.replace("variables.label",
-                                                                                      f"({_label('object')})")}],
-                "mutations": [{"patchType": "ApplyConfiguration", "applyConfiguration": {"expression": (
-                    f"Object{{metadata: Object.metadata{{labels: {{'{MAX_EXEC_LABEL}': '{limit}'}}}}}}")}}],
-            },
-        }, policy_binding(name, labels(cfg.name, tcfg.name), in_namespaces(tcfg.namespace_names), mutating=True)]
+        # A pod something owns is part of its owner's job (or not Kueue's): left alone.
+        out += [labelling_policy(name, labels(cfg.name, tcfg.name), kinds, [
+            {"name": "standalone", "expression": (
+                "!(request.resource.resource == 'pods' && has(object.metadata.ownerReferences))")},
+            {"name": "no-label-or-a-longer-one", "expression": longer.replace("variables.label",
+                                                                              f"({_label('object')})")},
+        ], MAX_EXEC_LABEL, f"'{limit}'"),
+            policy_binding(name, labels(cfg.name, tcfg.name), in_namespaces(tcfg.namespace_names), mutating=True)]
     where = team.at("maxExecutionTime")
     # Beside the other admission policies in teams/: cluster-scoped, the platform team's (CODEOWNERS).
     return [Manifest(("teams",), body, where) for body in out]

@@ -13,7 +13,13 @@ stay on the team's queue and the CPU pool.
 
 from __future__ import annotations
 
-from generator.compile.admission import ADMISSION, INTEGRATION_KINDS, in_namespaces, integration_kinds, policy_binding
+from generator.compile.admission import (
+    INTEGRATION_KINDS,
+    in_namespaces,
+    integration_kinds,
+    labelling_policy,
+    policy_binding,
+)
 from generator.compile.manifest import Manifest, labels
 from generator.config.cluster import ClusterConfig
 from generator.config.fleet import Loaded
@@ -88,33 +94,16 @@ def routing_policy(cluster: Loaded[ClusterConfig], team: Loaded[TeamConfig]) -> 
     if not routes or not cfg.mutating_policies or not kinds:
         return []
     name = f"fleetgen-shared-queue-{tcfg.name}"
-    rules: dict[str, list[str]] = {}
-    for group, resource, _ in kinds:
-        rules.setdefault(group, []).append(resource)
     parents = sorted({g for g, _, _ in kinds if g not in _CORE_GROUPS} | {"trainer.kubeflow.org"})
     asks = " || ".join(_kind_asks(g, r, p, route.resource) for route in routes for g, r, p in kinds)
     own = ", ".join(f"'{q}'" for q in ("default", tcfg.name))
-    policy = {
-        "apiVersion": ADMISSION, "kind": "MutatingAdmissionPolicy",
-        "metadata": {"name": name, "labels": labels(cfg.name, tcfg.name)},
-        "spec": {
-            "failurePolicy": "Fail",
-            "reinvocationPolicy": "Never",
-            "matchConstraints": {"resourceRules": [
-                {"apiGroups": [group], "apiVersions": ["*"], "operations": ["CREATE"], "resources": sorted(found)}
-                for group, found in sorted(rules.items())]},
-            "matchConditions": [
-                {"name": "on-the-teams-own-queue", "expression": (
-                    f"!(has(object.metadata.labels) && '{QUEUE_LABEL}' in object.metadata.labels) || "
-                    f"object.metadata.labels['{QUEUE_LABEL}'] in [{own}]")},
-                {"name": "not-a-child-workload", "expression": _not_a_child(parents)},
-                {"name": "asks-for-a-shared-pool-gpu", "expression": asks},
-            ],
-            "mutations": [{"patchType": "ApplyConfiguration", "applyConfiguration": {"expression": (
-                f"Object{{metadata: Object.metadata{{labels: {{'{QUEUE_LABEL}': "
-                f"{_queue_expression(routes, kinds)}}}}}}}")}}],
-        },
-    }
+    policy = labelling_policy(name, labels(cfg.name, tcfg.name), [(group, resource) for group, resource, _ in kinds], [
+        {"name": "on-the-teams-own-queue", "expression": (
+            f"!(has(object.metadata.labels) && '{QUEUE_LABEL}' in object.metadata.labels) || "
+            f"object.metadata.labels['{QUEUE_LABEL}'] in [{own}]")},
+        {"name": "not-a-child-workload", "expression": _not_a_child(parents)},
+        {"name": "asks-for-a-shared-pool-gpu", "expression": asks},
+    ], QUEUE_LABEL, _queue_expression(routes, kinds))
     binding = policy_binding(name, labels(cfg.name, tcfg.name), in_namespaces([routes[0].namespace]), mutating=True)
     where = team.at("quotas", cfg.name)
     # Beside the team's other admission policies: cluster-scoped, and the platform team's to own.
