@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 from generator.config.cluster import PROVISIONING_CLASSES
 from generator.config.fleet import Fleet, fair_sharing
 from generator.config.routes import relabelled, shared_routes, stranded_namespaces
+from generator.config.team import TeamConfig
 from generator.errors import Finding
 from generator.guarantees import HeldBack, held_back
 
@@ -121,38 +122,35 @@ def _cpu_pool_passed_over(fleet: Fleet) -> Iterator[Warning]:
                                     "CPU pool", WARNING)
 
 
-def _default_priority_reach(fleet: Fleet) -> Iterator[Warning]:
-    """Before Kubernetes 1.36 there is no MutatingAdmissionPolicy to give a team's defaultPriority to
-    workloads naming no class: Kueue runs them at priority 0, below every class of the example fleet,
-    so a borrowing team cannot preempt them and they can preempt nothing."""
-    for cluster in fleet.clusters.values():
-        cfg = cluster.config
-        teams = sorted(t.config.name for t in fleet.teams_in(cfg.name) if t.config.default_priority)
-        if cfg.mutating_policies or not teams:
-            continue
-        file, line = cluster.at("kubernetesVersion")
-        yield cfg.name, Finding(file, line, "kubernetesVersion",
-                                f"defaultPriority of {', '.join(teams)} reaches only fleetgen's job templates in "
-                                f"{cfg.name}: other workloads naming no priority class run at priority 0, as Kueue "
-                                "gives them", "upgrade the cluster to Kubernetes 1.36 and set kubernetesVersion: "
-                                "\"1.36\" (a MutatingAdmissionPolicy then labels them), or have every job name "
-                                "its class", WARNING)
+MUTATING_DEFAULTS: tuple[tuple[Callable[[TeamConfig], object], str, str], ...] = (
+    # Kueue runs a workload naming no class at priority 0, below every class of the example fleet, so a
+    # borrowing team cannot preempt it and it can preempt nothing.
+    (lambda team: team.default_priority,
+     "defaultPriority of {teams} reaches only fleetgen's job templates in {cluster}: other workloads naming no "
+     "priority class run at priority 0, as Kueue gives them", ", or have every job name its class"),
+    # A longer label is still refused (its ValidatingAdmissionPolicy needs no 1.36).
+    (lambda team: team.max_execution_time,
+     "maxExecutionTime of {teams} reaches only jobs labelled kueue.x-k8s.io/max-exec-time-seconds in {cluster}: "
+     "jobs created without the label run without a limit", ""),
+)
+"""Team settings that reach workloads created without them only through a MutatingAdmissionPolicy:
+(which teams set it, what it reaches without one, what else the fix may do)."""
 
 
-def _max_exec_reach(fleet: Fleet) -> Iterator[Warning]:
-    """Before Kubernetes 1.36 nothing gives a team's maxExecutionTime to jobs created without the
-    label: Kueue runs them without a limit (a longer label is still refused)."""
-    for cluster in fleet.clusters.values():
-        cfg = cluster.config
-        teams = sorted(t.config.name for t in fleet.teams_in(cfg.name) if t.config.max_execution_time)
-        if cfg.mutating_policies or not teams:
-            continue
-        file, line = cluster.at("kubernetesVersion")
-        yield cfg.name, Finding(file, line, "kubernetesVersion",
-                                f"maxExecutionTime of {', '.join(teams)} reaches only jobs labelled "
-                                f"kueue.x-k8s.io/max-exec-time-seconds in {cfg.name}: jobs created without the "
-                                "label run without a limit", "upgrade the cluster to Kubernetes 1.36 and set "
-                                "kubernetesVersion: \"1.36\" (a MutatingAdmissionPolicy then labels them)", WARNING)
+def _mutating_reach(fleet: Fleet) -> Iterator[Warning]:
+    """Before Kubernetes 1.36 there is no MutatingAdmissionPolicy to give a team's setting
+    (MUTATING_DEFAULTS) to workloads created without it: said once per setting and cluster."""
+    for sets, reaches, also in MUTATING_DEFAULTS:
+        for cluster in fleet.clusters.values():
+            cfg = cluster.config
+            teams = sorted(t.config.name for t in fleet.teams_in(cfg.name) if sets(t.config))
+            if cfg.mutating_policies or not teams:
+                continue
+            file, line = cluster.at("kubernetesVersion")
+            yield cfg.name, Finding(file, line, "kubernetesVersion",
+                                    reaches.format(teams=", ".join(teams), cluster=cfg.name),
+                                    "upgrade the cluster to Kubernetes 1.36 and set kubernetesVersion: \"1.36\" "
+                                    f"(a MutatingAdmissionPolicy then labels them){also}", WARNING)
 
 
 def _stranded_gpu_jobs(fleet: Fleet) -> Iterator[Warning]:
@@ -255,7 +253,7 @@ def _admission_check_reach(fleet: Fleet) -> Iterator[Warning]:
 
 WARNINGS: list[Callable[[Fleet], Iterator[Warning]]] = [_weight_alone_in_cohort, _overcommitted_pools,
                                                         _cpu_jobs_on_gpu_flavors, _cpu_pool_passed_over,
-                                                        _default_priority_reach, _max_exec_reach,
+                                                        _mutating_reach,
                                                         _unreclaimable_guarantees,
                                                         _admission_check_reach, _stranded_gpu_jobs]
 
