@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import json
+import shutil
 import subprocess
 import threading
 import time
@@ -26,33 +27,6 @@ import yaml
 
 from tests.conftest import SERVER_POLL
 from tests.upstream.processes import Process, StartError, free_port, spawn, start_with_retry, wait_until
-
-
-def _chart_source(tmp_path: Path) -> Path:
-    """The Loki chart inside the pinned Loki module, less the subcharts its values leave disabled.
-
-    `helm template` refuses a chart whose Chart.yaml dependencies are not vendored in charts/
-    (action.CheckDependencies, pkg/action/install.go:718-732 at helm v3.22.0), even those whose
-    condition is false, which Helm then drops anyway (processDependencyEnabled,
-    pkg/chartutil/dependencies.go:132). The module does not vendor them, so the copy removes the
-    ones whose condition is false in the values; one whose condition holds fails the test.
-    """
-    from tests.upstream import tools
-
-    source = tools.chart("loki")
-    copied = tmp_path / "loki-chart"
-    if not copied.exists():
-        tools.writable_copy(source, copied)
-    return copied
-
-
-def _lookup(values: dict[str, Any], dotted: str) -> Any:
-    node: Any = values
-    for part in dotted.split("."):
-        if not isinstance(node, dict) or part not in node:
-            return None
-        node = node[part]
-    return node
 
 
 def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
@@ -72,14 +46,10 @@ def helm_template(values: dict[str, Any], tmp_path: Path, kube_version: str) -> 
     """`helm template` of the pinned Loki chart with `values`; the rendered objects."""
     from tests.upstream import tools
 
-    chart = _chart_source(tmp_path)
-    meta = yaml.safe_load((chart / "Chart.yaml").read_text())
-    merged = _merge(yaml.safe_load((chart / "values.yaml").read_text()), values)
-    enabled = [d["name"] for d in meta.get("dependencies", []) if _lookup(merged, d.get("condition", "")) is True]
-    assert not enabled, f"the values enable subcharts the module does not ship: {enabled}"
-    meta.pop("dependencies", None)
-    (chart / "Chart.yaml").write_text(yaml.safe_dump(meta))
-    (chart / "Chart.lock").unlink(missing_ok=True)
+    chart = tmp_path / "loki-chart"
+    if chart.exists():
+        shutil.rmtree(chart)
+    tools.trimmed_chart("loki", values, chart)
     values_file = tmp_path / "loki-values.yaml"
     values_file.write_text(yaml.safe_dump(values))
     proc = subprocess.run([str(tools.binary("helm")), "template", "loki", str(chart), "--namespace", "monitoring",

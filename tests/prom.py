@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import re
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -13,15 +12,21 @@ import yaml
 
 from tests.conftest import REPO, SERVER_POLL
 
-NEEDS = "Debian's prometheus package (`apt-get install prometheus`; .ci/run installs it)"
-
 
 def tool(name: str) -> str:
-    """Path of a Prometheus binary, or skip saying how to get it."""
-    path = shutil.which(name)
-    if path is None:
-        pytest.skip(f"{name} not on PATH: install {NEEDS}")
-    return path
+    """Path of the pinned Prometheus v3.7.3 `prometheus` or `promtool` (tests/upstream/tools.py builds them
+    from Prometheus's module), or skip saying how to build it (fail under CI, which builds it)."""
+    import os
+
+    from tests.upstream import tools
+
+    path = tools.binary(name)
+    if not path.is_file():
+        message = f"{name} is not built: run python3 tests/upstream/tools.py build {name}"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    return str(path)
 
 
 def rendered_groups(cluster: str = "prod-east", root: Path = REPO) -> list[dict[str, Any]]:
@@ -80,9 +85,10 @@ from tests.upstream.processes import free_port  # noqa: E402
 
 
 class MetricsEndpoint:
-    """Serves Prometheus text exposition produced by `render()` on 127.0.0.1 (a stand-in exporter)."""
+    """Serves Prometheus text exposition produced by `render()` on 127.0.0.1 (a stand-in exporter), or at
+    `address` (a twin pod's loopback IP and port)."""
 
-    def __init__(self, render: Callable[[], str]) -> None:
+    def __init__(self, render: Callable[[], str], address: tuple[str, int] = ("127.0.0.1", 0)) -> None:
         self.render = render
         outer = self
 
@@ -100,7 +106,7 @@ class MetricsEndpoint:
             def log_message(self, *args: object) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = ThreadingHTTPServer(address, Handler)
         self.port = self.server.server_address[1]
         self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": SERVER_POLL},
                                        daemon=True)

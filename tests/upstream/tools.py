@@ -37,6 +37,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 from threading import Event
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 
@@ -69,6 +70,9 @@ class Tool:
     """(path in the module, text): files upstream's release build writes into its tree before compiling,
     which the module zip lacks. The build then compiles a copy of the module with them written (a
     replace directive added to a copy of `directory`'s go.mod); the module cache stays untouched."""
+    archive: tuple[str, str] = ()
+    """(file in ../shared/upstream, its sha256): a source release the Go module proxy refuses to serve,
+    built from that tarball with its own go.mod (its dependencies still come through the proxy)."""
 
 
 def _k8s_stamps(version: str) -> tuple[str, ...]:
@@ -170,7 +174,29 @@ TOOLS += (
     # chart and CRDs are in the same module. Built from a go.mod of ours: the proxy refuses to list the module.
     Tool("lws", "sigs.k8s.io/lws", "v0.9.0", "sigs.k8s.io/lws/cmd", via_go_mod=False, directory="lws"),
 )
+TOOLS += (
+    # The Prometheus operator kube-prometheus-stack 79.5.0 runs (`monitoring`): the proxy refuses its
+    # module, so it is built from the release tarball in ../shared/upstream, pinned by its sha256.
+    Tool("prometheus-operator", "github.com/prometheus-operator/prometheus-operator", "v0.86.2", "./cmd/operator",
+         via_go_mod=False, archive=("prometheus-operator-v0.86.2.tar.gz",
+                                    "15fca41384b4354cb2c48ee5173d1114e3318d2fb228e14d029ea5869715f49e"),
+         stamps=("-X github.com/prometheus/common/version.Version=0.86.2",
+                 "-X github.com/prometheus/common/version.Branch=HEAD")),
+    # The Prometheus that chart runs (v3.7.3, module version v0.307.3): it loads the operator's generated
+    # configuration and evaluates the rendered rules. Its go.mod has exclude directives, restated in ours.
+    Tool("prometheus", "github.com/prometheus/prometheus", "v0.307.3",
+         "github.com/prometheus/prometheus/cmd/prometheus", via_go_mod=False, directory="prometheus",
+         stamps=("-X github.com/prometheus/common/version.Version=3.7.3",
+                 "-X github.com/prometheus/common/version.Branch=HEAD")),
+    # Its promtool (`check rules`, rule unit tests), from the same go.mod.
+    Tool("promtool", "github.com/prometheus/prometheus", "v0.307.3",
+         "github.com/prometheus/prometheus/cmd/promtool", via_go_mod=False, directory="prometheus",
+         stamps=("-X github.com/prometheus/common/version.Version=3.7.3",
+                 "-X github.com/prometheus/common/version.Branch=HEAD")),
+)
 BY_NAME = {t.name: t for t in TOOLS}
+SHARED_UPSTREAM = HERE.parents[2] / "shared" / "upstream"
+"""Charts and sources the module proxy refuses, beside the checkout (see ../shared/README.md)."""
 
 BUILD_ENV = {"GOGC": "400"}
 """The Go compiler and linker are Go programs: collecting their garbage a quarter as often builds a
@@ -184,9 +210,10 @@ WORKERS = 2
 """Builds run side by side: a single `go build` keeps 2 cores about 89% busy (downloads and the
 single-threaded link leave the rest idle); a second build fills that."""
 
-BUILD_WEIGHT = {"loki": 548, "argocd": 435, "source-controller": 401, "kustomize-controller": 227,
+BUILD_WEIGHT = {"loki": 548, "argocd": 435, "source-controller": 401, "prometheus": 300, "kustomize-controller": 227,
                 "kubeflow-trainer": 153, "lws": 155, "helm": 133, "kwok": 130, "kuberay-operator": 123,
-                "helm-controller": 110, "flux": 88, "dockerfile-lint": 86, "kubeconform": 33}
+                "helm-controller": 110, "prometheus-operator": 91, "promtool": 60, "flux": 88,
+                "dockerfile-lint": 86, "kubeconform": 33}
 """Seconds each standalone tool took on a cold 2-core machine (its stamp's `seconds`), so the longest start first."""
 
 
@@ -268,6 +295,44 @@ def chart(name: str, version: str | None = None) -> Path:
     return target
 
 
+def _merged(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in over.items():
+        out[key] = _merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
+
+
+def _lookup(values: dict[str, Any], dotted: str) -> Any:
+    node: Any = values
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return node
+
+
+def trimmed_chart(name: str, values: dict[str, Any], dest: Path, version: str | None = None) -> Path:
+    """A writable copy of a module's chart less the Chart.yaml dependencies `values` leave off.
+
+    `helm template` and `helm package` refuse a chart whose dependencies are not vendored in charts/
+    (action.CheckDependencies, pkg/action/install.go:718-732 at helm v3.22.0), even those whose condition
+    is false, which Helm then drops anyway (processDependencyEnabled, pkg/chartutil/dependencies.go:132).
+    Loki's module vendors none, so the copy removes the ones whose condition is false under the chart's
+    defaults merged with `values`; one whose condition holds is an error (the module cannot serve it)."""
+    import yaml
+
+    copied = writable_copy(chart(name, version), dest)
+    meta = yaml.safe_load((copied / "Chart.yaml").read_text())
+    merged = _merged(yaml.safe_load((copied / "values.yaml").read_text()) or {}, values)
+    enabled = [d["name"] for d in meta.get("dependencies", []) if _lookup(merged, d.get("condition", "")) is True]
+    if enabled:
+        raise ToolError(f"the values enable subcharts of {name} its module does not ship: {enabled}")
+    meta.pop("dependencies", None)
+    (copied / "Chart.yaml").write_text(yaml.safe_dump(meta))
+    (copied / "Chart.lock").unlink(missing_ok=True)
+    return copied
+
+
 def module_file(module: str, rel: str) -> Path:
     """A file of a module go.mod requires, at the version it requires (Go downloads it if needed)."""
     version = _required_versions()[module]
@@ -280,8 +345,59 @@ def manifests(name: str) -> Path:
 
 def missing() -> list[str]:
     """Tools whose binary (or manifests) are not built yet."""
-    return [t.name for t in TOOLS
-            if not binary(t.name).is_file() or (t.manifests and not manifests(t.name).is_file())]
+    return [t.name for t in TOOLS if _buildable(t)
+            and not binary(t.name).is_file() or (t.manifests and not manifests(t.name).is_file())]
+
+
+def archive_path(tool: Tool) -> Path | None:
+    """The tool's source tarball in ../shared/upstream, or None when it is not built from one."""
+    return SHARED_UPSTREAM / tool.archive[0] if tool.archive else None
+
+
+def _buildable(tool: Tool) -> bool:
+    """False for a tool built from ../shared when ../shared is absent (its tests say so and skip)."""
+    path = archive_path(tool)
+    return path is None or path.is_file()
+
+
+def _unpack(tool: Tool, staged: Path) -> Path:
+    """The tool's tarball checked against its pinned sha256 and unpacked; its single top folder."""
+    import tarfile
+
+    path = archive_path(tool)
+    assert path is not None
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    if digest != tool.archive[1]:
+        raise ToolError(f"{path} has sha256 {digest}, but tools.py pins {tool.archive[1]}: "
+                        "replace it with the release tarball or update the pin")
+    with tarfile.open(path) as tar:
+        tar.extractall(staged, filter="data")
+    tops = [p for p in staged.iterdir() if p.is_dir()]
+    if len(tops) != 1:
+        raise ToolError(f"{path} should hold one top folder, not {len(tops)}")
+    return tops[0]
+
+
+SHARED_CHARTS = {
+    "kube-prometheus-stack": ("kube-prometheus-stack-79.5.0.tgz",
+                              "863f3ac7a8490903b099d866909f1a17950d7dc73bbed90a459c5a3650ac9240"),
+    "dcgm-exporter": ("dcgm-exporter-4.6.0.tgz", "9add2825d5e699ae8709c765ab580d1d23f24f0a49dd88ec5e4257f14490ee82"),
+    "gpu-operator": ("gpu-operator-v25.10.0.tgz", "2a685f637aeb65b157556ffe40b1d72d1f40fa227ceb63449f254b6eb687d5d6"),
+}
+"""Helm chart archives in ../shared/upstream as their projects release them (subcharts packed in), pinned
+by sha256: no Go module ships them."""
+
+
+def shared_chart(name: str) -> Path:
+    """A released chart archive of SHARED_CHARTS, checked against its pinned sha256."""
+    file, pinned = SHARED_CHARTS[name]
+    path = SHARED_UPSTREAM / file
+    if not path.is_file():
+        raise ToolError(f"{path} is absent: the monitoring charts live in ../shared/upstream beside the checkout")
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    if digest != pinned:
+        raise ToolError(f"{path} has sha256 {digest}, but tools.py pins {pinned}")
+    return path
 
 
 def _toolchain_env(tool: Tool) -> dict[str, str]:
@@ -330,6 +446,8 @@ def _fingerprint(tool: Tool, go_version: str) -> str:
             digest.update(source.name.encode() + b"\0" + source.read_bytes())
     for rel, text in tool.generated:
         digest.update(f"{rel}\0{text}\0".encode())
+    if tool.archive:
+        digest.update(f"{tool.archive}\0".encode())
     return digest.hexdigest()
 
 
@@ -377,6 +495,9 @@ def build(names: list[str] | None = None, log: bool = True) -> dict[str, float]:
     last) as soon as its job ends, so an interrupted build keeps what finished. The first failure
     stops jobs not yet started and is raised once the running ones end."""
     wanted = [BY_NAME[n] for n in names] if names else list(TOOLS)
+    for tool in [t for t in wanted if not _buildable(t)]:
+        _say(log, f"not building {tool.name}: {archive_path(tool)} is absent (its tests skip; CI fails them)")
+        wanted.remove(tool)
     check_go_mod()
     go_version = _go("env", "GOVERSION").strip()
     todo = [t for t in wanted if not _current(t, _fingerprint(t, _go_version(t, go_version)))]
@@ -400,7 +521,13 @@ def build(names: list[str] | None = None, log: bool = True) -> dict[str, float]:
             started = time.monotonic()
             work = staged / tool.name
             work.mkdir()
-            if tool.directory:
+            if tool.archive:
+                _say(log, f"building {tool.name} {tool.version} from {tool.archive[0]}")
+                source = _unpack(tool, work / "src")
+                _go("build", "-trimpath", f"-ldflags={_ldflags(tool)}", "-o", str(work / tool.name), tool.package,
+                    cwd=source, env=_build_env(tool))
+                built = work / tool.name
+            elif tool.directory:
                 _say(log, f"building {tool.name} against {tool.module} {tool.version} "
                           f"(tests/upstream/{tool.directory})")
                 _go("build", "-trimpath", f"-ldflags={_ldflags(tool)}", "-o", str(work / tool.name), tool.package,
