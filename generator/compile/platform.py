@@ -324,6 +324,20 @@ WRITTEN_BY_THE_CONTROLLER: dict[str, list[dict[str, Any]]] = {
 """Per release, fields its own controller writes into objects its chart declares: Argo CD ignores
 them in the diff and, with `RespectIgnoreDifferences`, in the sync."""
 
+VALIDATES_ITS_OWN_OBJECTS: dict[str, str] = {
+    # charts/kubeflow-trainer at v2.2.1 installs ClusterTrainingRuntimes, which its own controller's
+    # webhook `validator.clustertrainingruntime.trainer.kubeflow.org` (failurePolicy Fail) admits.
+    "kubeflow-trainer": "30s",
+}
+"""Per release, how long Flux waits between install attempts: charts whose own objects are admitted by
+the webhook of the controller they install. Helm applies those objects right after that controller's
+Deployment, before its pod serves the webhook, so a first install fails. helm-controller's default then
+uninstalls (the pod goes with it) and tries again into the same race, until its retries run out (the
+fleet twin saw Trainer Stalled after 4 attempts under helm-controller v1.6.4). `RetryOnFailure` keeps
+the failed release and its pod and tries again after the interval (api/v2/helmrelease_types.go:544-548,
+670-684). Argo CD needs nothing: its sync retries (30 s backoff) leave the pod running."""
+
+
 def _argocd(cluster: Loaded[ClusterConfig], inst: Install) -> list[Manifest]:
     cfg = cluster.config
     chart = inst.chart.mirrored(cfg.gitops.chart_mirror)
@@ -375,6 +389,11 @@ def _flux(cluster: Loaded[ClusterConfig], inst: Install) -> list[Manifest]:
                  "values": inst.values}}
     if inst.depends_on:
         release["spec"]["dependsOn"] = [{"name": d, "namespace": ns} for d in inst.depends_on]
+    retry = VALIDATES_ITS_OWN_OBJECTS.get(inst.name)
+    if retry:
+        install = release["spec"]["install"]
+        del install["remediation"]
+        install["strategy"] = {"name": "RetryOnFailure", "retryInterval": retry}
     return [Manifest(FOLDER, source, cluster.at("gitops")), Manifest(FOLDER, release, cluster.at("gitops"))]
 
 
