@@ -250,6 +250,10 @@ def admission_loaded(stack: Stack, kinds: set[str]) -> None:
             resource.delete(name=name["name"])
 
 
+KUBELET_LABELS = {"kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"}
+"""What every kubelet labels its Node with (charts' DaemonSets select `kubernetes.io/os: linux`)."""
+
+
 def fake_nodes(cluster: ClusterConfig) -> list[dict[str, Any]]:
     """Node objects for every pool: its labels, taints and allocatable, topology labels in blocks.
 
@@ -258,10 +262,12 @@ def fake_nodes(cluster: ClusterConfig) -> list[dict[str, Any]]:
     reset-class fault), nothing more.
     """
     out = []
+    discovered = cluster.monitoring.gpu_node_selector  # what GPU feature discovery labels a GPU node with
     for pool in cluster.node_pools:
         for i in range(pool.nodes):
             name = f"{cluster.name}-{pool.name}-{i}"
-            labels = {**pool.node_labels, "kubernetes.io/hostname": name, "node.fleetgen.io/test-pool": pool.name}
+            labels = {**KUBELET_LABELS, **discovered, **pool.node_labels, "kubernetes.io/hostname": name,
+                      "node.fleetgen.io/test-pool": pool.name}
             levels = [lv for lv in pool.topology_levels or [] if lv != "kubernetes.io/hostname"]
             for depth, level in enumerate(levels):  # one domain above the narrowest, blocks of 16 there
                 labels[level] = f"{pool.name}-{depth}-{i // TOPOLOGY_BLOCK if depth == len(levels) - 1 else 0}"
@@ -281,13 +287,60 @@ def fake_nodes(cluster: ClusterConfig) -> list[dict[str, Any]]:
         name = f"{cluster.name}-{cpu.name}-{i}"
         capacity = {"cpu": str(cpu.cpu_per_node), "memory": str(cpu.memory_per_node), "pods": "110"}
         out.append({"apiVersion": "v1", "kind": "Node",
-                    "metadata": {"name": name, "labels": {**cpu.node_labels, "kubernetes.io/hostname": name,
+                    "metadata": {"name": name, "labels": {**KUBELET_LABELS, **cpu.node_labels,
+                                                          "kubernetes.io/hostname": name,
                                                           "node.fleetgen.io/test-pool": cpu.name}},
                     "spec": {"taints": [{k: v for k, v in (("key", t.key), ("value", t.value), ("effect", t.effect))
                                          if v} for t in cpu.taints]},
                     "status": {"capacity": capacity, "allocatable": capacity,
                                "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
                                                "message": "fake node for tests"}]}})
+    return out
+
+
+STACK_NODES = 2
+STACK_NODE = {"cpu": "32", "memory": "128Gi", "pods": "110"}
+
+
+def stack_nodes(cluster: ClusterConfig) -> list[dict[str, Any]]:
+    """The nodes a cluster file's `monitoring.stackNodeSelector` names, which no pool of the file describes
+    (a platform team's system nodes): two, each roomy enough for the monitoring stack's largest pod."""
+    selector = cluster.monitoring.stack_node_selector if cluster.monitoring.enabled else {}
+    out = []
+    for i in range(STACK_NODES if selector else 0):
+        name = f"{cluster.name}-stack-{i}"
+        out.append({"apiVersion": "v1", "kind": "Node",
+                    "metadata": {"name": name, "labels": {**KUBELET_LABELS, **selector, "kubernetes.io/hostname": name,
+                                                          "node.fleetgen.io/test-pool": "stack"}},
+                    "spec": {"taints": []},
+                    "status": {"capacity": STACK_NODE, "allocatable": STACK_NODE,
+                               "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
+                                               "message": "fake node for tests"}]}})
+    return out
+
+
+def volumes(cluster: ClusterConfig) -> list[dict[str, Any]]:
+    """What a cluster's storage offers the monitoring stack's claims: each StorageClass its file names
+    (or a default one where it names none), statically provisioned, and two PersistentVolumes of each
+    claimed size there (the claims bind to them at once; no CSI driver runs in the twin)."""
+    mon = cluster.monitoring
+    if not mon.enabled:
+        return []
+    claims = [(s.storage_class, s.size) for s in (mon.prometheus.storage, mon.loki.storage)]
+    out: list[dict[str, Any]] = []
+    for klass in sorted({c or "twin-default" for c, _ in claims}):
+        default = {"storageclass.kubernetes.io/is-default-class": "true"} if klass == "twin-default" else {}
+        out.append({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+                    "metadata": {"name": klass, "annotations": default},
+                    "provisioner": "kubernetes.io/no-provisioner", "volumeBindingMode": "Immediate"})
+    for n, (klass, size) in enumerate(claims):
+        for copy in range(2):
+            out.append({"apiVersion": "v1", "kind": "PersistentVolume",
+                        "metadata": {"name": f"twin-volume-{n}-{copy}"},
+                        "spec": {"capacity": {"storage": str(size)}, "accessModes": ["ReadWriteOnce"],
+                                 "storageClassName": klass or "twin-default",
+                                 "persistentVolumeReclaimPolicy": "Retain",
+                                 "hostPath": {"path": f"/var/lib/twin-volume-{n}-{copy}"}}})
     return out
 
 

@@ -3,8 +3,10 @@ platform's managers run where the engine installed them.
 
 - `GitHost`: `git http-backend` and a Helm repository behind TLS on loopback (`git-https`, ours, Go's
   standard library), with a certificate from the test CA. Argo CD refuses plain-HTTP git.
-- `chart_mirror`: the Kueue and JobSet charts of their Go modules, `helm package`d at the versions a
-  cluster file pins, with `helm repo index`: what `gitops.chartMirror` names.
+- `chart_mirror`: the charts of their Go modules (Kueue, JobSet, the job operators, Loki), `helm package`d
+  at the versions a cluster file pins, and the released monitoring charts of ../shared/upstream
+  (kube-prometheus-stack, dcgm-exporter, gpu-operator), with `helm repo index`: what
+  `gitops.chartMirror` names.
 - `ArgoCD`: v3.6.1's application controller and repo server (one binary of ours, tests/upstream/argocd),
   its CRDs and the ConfigMaps and Secrets of its own `manifests/install.yaml` (not its workloads), and
   miniredis for their cache. The controller runs with `ARGOCD_FAKE_IN_CLUSTER`, so the in-cluster
@@ -60,14 +62,24 @@ RELEASED_AS_TAG = frozenset({"lws"})
 them as the tag, `v` included (lws v0.9.0 hack/push-chart.sh), as the rendered installs ask for them."""
 
 
-def chart_mirror(dest: Path, versions: dict[str, str]) -> Path:
-    """`helm package` each named chart of its module at `versions[name]` (a module tag), then index."""
+def chart_mirror(dest: Path, versions: dict[str, str], released: tuple[str, ...] = (),
+                 trimmed: dict[str, tuple[str, dict[str, Any]]] | None = None) -> Path:
+    """`helm package` each named chart of its module at `versions[name]` (a module tag), copy the
+    `released` archives of ../shared/upstream as their projects publish them, package each `trimmed`
+    module chart (name -> (module tag, the values the fleet gives it)) less the subcharts those values
+    leave off (tools.trimmed_chart: Loki's module vendors none), then index."""
     dest.mkdir(parents=True, exist_ok=True)
     helm = str(tools.binary("helm"))
     for name, version in sorted(versions.items()):
-        released = ["--version", version, "--app-version", version] if name in RELEASED_AS_TAG else []
-        _run([helm, "package", str(tools.chart(name, version)), *released, "--destination", str(dest)],
+        released_as = ["--version", version, "--app-version", version] if name in RELEASED_AS_TAG else []
+        _run([helm, "package", str(tools.chart(name, version)), *released_as, "--destination", str(dest)],
              f"helm package {name}")
+    for name in released:
+        shutil.copy2(tools.shared_chart(name), dest / tools.SHARED_CHARTS[name][0])
+    with tempfile.TemporaryDirectory(prefix="trimmed-charts-") as work:
+        for name, (version, values) in sorted((trimmed or {}).items()):
+            chart = tools.trimmed_chart(name, values, Path(work) / name, version)
+            _run([helm, "package", str(chart), "--destination", str(dest)], f"helm package {name}")
     _run([helm, "repo", "index", str(dest)], "helm repo index")
     return dest
 
@@ -345,6 +357,27 @@ class Manager:
     """configuration section -> Service whose ClusterIP and port it listens on."""
 
 
+@dataclass(frozen=True)
+class ArgsManager:
+    """A chart's controller configured by its container's arguments, not a configuration file: the Prometheus
+    operator of kube-prometheus-stack. It is run with exactly its Deployment's arguments, less the listen
+    address, which becomes its Service's ClusterIP and port (where the API server calls its admission
+    webhook); its TLS Secret is mounted where the Deployment mounts it."""
+
+    name: str
+    namespace: str
+    deployment: str
+    secret: str
+    service: str
+    listen_flag: str = "--web.listen-address"
+
+
+ARGS_MANAGERS = (
+    ArgsManager("prometheus-operator", "monitoring", "kube-prometheus-stack-operator",
+                "kube-prometheus-stack-admission", "kube-prometheus-stack-operator"),
+)
+
+
 MANAGERS = (
     Manager("jobset", "jobset-system", "jobset-controller", "jobset-controller-config",
             "controller_manager_config.yaml", "jobset-webhook-server-cert", {"webhook": "jobset-webhook-service"}),
@@ -369,6 +402,7 @@ class Managers:
     _restart_at: dict[str, float] = field(default_factory=dict)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
+    _certgen_done: set[str] = field(default_factory=set)
 
     def start(self) -> Managers:
         self._thread = threading.Thread(target=self._loop, name="twin-managers", daemon=True)
@@ -377,21 +411,83 @@ class Managers:
 
     def _loop(self) -> None:
         while not self._stop.wait(0.5):
-            for manager in MANAGERS:
+            for step, name in ((self._certgen, "webhook certificates"),
+                               *((lambda m=m: self._step(m), m.name) for m in MANAGERS),
+                               *((lambda m=m: self._step_args(m), m.name) for m in ARGS_MANAGERS)):
                 try:
-                    self._step(manager)
+                    step()
                 except Exception as exc:  # noqa: BLE001 - kept for the test's failure message
-                    self.problems.append(f"{manager.name}: {exc}")
+                    self.problems.append(f"{name}: {exc}")
+
+    def _certgen(self) -> None:
+        """What kube-webhook-certgen's Jobs do (the chart's admission hooks; the Go module proxy does not
+        serve that program): `create` writes a Secret with a CA and a serving certificate for the `--host`
+        names (keys ca, cert, key: its defaults), unless it exists; `patch` puts that CA into the named
+        webhook configurations' caBundle. Done once per Job while it exists, from its own arguments."""
+        import base64
+
+        from kubernetes import client
+
+        api = client.BatchV1Api(self.stack.client())
+        for job in api.list_job_for_all_namespaces().items:
+            spec = job.spec.template.spec
+            container = spec.containers[0]
+            key = f"{job.metadata.namespace}/{job.metadata.name}/{job.metadata.uid}"
+            if "kube-webhook-certgen" not in (container.image or "") or key in self._certgen_done:
+                continue
+            verb, *flags = container.args or [""]
+            opts = dict(f.removeprefix("--").split("=", 1) for f in flags if "=" in f)
+            core = client.CoreV1Api(self.stack.client())
+            namespace, secret = opts["namespace"], opts["secret-name"]
+            existing = self._get(f"/api/v1/namespaces/{namespace}/secrets/{secret}")
+            if verb == "create" and not existing:
+                authority = pki.ca(f"{secret}-ca")
+                serving = pki.issue(authority, opts["host"].split(",")[0], server=True,
+                                    dns=tuple(opts["host"].split(",")))
+                data = {"ca": authority.cert_pem, "cert": serving.cert_pem, "key": serving.key_pem}
+                core.create_namespaced_secret(namespace, {"metadata": {"name": secret}, "data": {
+                    k: base64.b64encode(v).decode() for k, v in data.items()}})
+            elif verb == "patch":
+                if not existing:
+                    continue  # its create Job has not run yet: the next look patches
+                admission = client.AdmissionregistrationV1Api(self.stack.client())
+                bundle = existing["data"]["ca"]
+                for read, patch in ((admission.read_validating_webhook_configuration,
+                                     admission.patch_validating_webhook_configuration),
+                                    (admission.read_mutating_webhook_configuration,
+                                     admission.patch_mutating_webhook_configuration)):
+                    config = read(opts["webhook-name"])
+                    hooks = [{"name": w.name, "clientConfig": {"caBundle": bundle},
+                              **({"failurePolicy": opts["patch-failure-policy"]}
+                                 if opts.get("patch-failure-policy") else {})} for w in config.webhooks or []]
+                    patch(opts["webhook-name"], {"webhooks": hooks})
+            self._certgen_done.add(key)
+
+    def _step_args(self, m: ArgsManager) -> None:
+        certs = self.stack.workdir / f"{m.name}-managed-certs"
+        secret = self._get(f"/api/v1/namespaces/{m.namespace}/secrets/{m.secret}")
+        if secret and secret.get("data"):
+            _write_secret_volume(certs, secret["data"])
+        if m.name in self.processes and not self._exited(m.name):
+            return
+        deployment = self._get(f"/apis/apps/v1/namespaces/{m.namespace}/deployments/{m.deployment}")
+        service = self._get(f"/api/v1/namespaces/{m.namespace}/services/{m.service}")
+        if not deployment or not service or not (secret or {}).get("data"):
+            return
+        address = f"{service['spec']['clusterIP']}:{service['spec']['ports'][0]['port']}"
+        args = [a if not a.startswith(f"{m.listen_flag}=") else f"{m.listen_flag}={address}"
+                for a in deployment["spec"]["template"]["spec"]["containers"][0].get("args") or []]
+        kubeconfig = str(self.stack.workdir / "admin.kubeconfig")
+        run = self.restarts.get(m.name, 0)
+        self.processes[m.name] = spawn(
+            f"{m.name} (chart)", _in_pod_filesystem(_volumes(deployment, m.secret, certs, self.stack.workdir / m.name),
+                                                    [str(tools.binary(m.name)), *args]),
+            self.stack.workdir / f"{m.name}-managed.{run}.log", env={"KUBECONFIG": kubeconfig})
 
     def _get(self, path: str) -> dict[str, Any] | None:
-        from kubernetes.client.exceptions import ApiException
-
-        try:
-            return self.stack._get(path)
-        except ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
+        """The object, or None while it is absent (Stack._get answers {} then): a kubelet starts no pod
+        whose Secret volume is missing, so no manager starts before its certificate Secret exists."""
+        return self.stack._get(path) or None
 
     def _step(self, m: Manager) -> None:
         certs = self.stack.workdir / f"{m.name}-managed-certs"
