@@ -1,4 +1,11 @@
-"""Helpers for tests that run the real Prometheus tools on the rendered rules."""
+"""Helpers for tests that run the real Prometheus tools on the rendered rules, read by hand from the
+rendered PrometheusRules.
+
+The fleet twin (tests/test_twin_gitops.py) loads the rules as production does, through the real
+Prometheus operator, for prod-east and prod-west, and fires one alert from a scraped series. These
+helpers serve what it cannot: every alert firing, and staying silent, on chosen series (promtool's
+unit tests), `for:` timing on a server scraping a controlled endpoint, the dashboards' queries, and
+the clusters no twin bootstraps (dev, hub)."""
 
 from __future__ import annotations
 
