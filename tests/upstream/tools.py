@@ -210,9 +210,9 @@ WORKERS = 2
 """Builds run side by side: a single `go build` keeps 2 cores about 89% busy (downloads and the
 single-threaded link leave the rest idle); a second build fills that."""
 
-BUILD_WEIGHT = {"loki": 548, "argocd": 435, "source-controller": 401, "prometheus": 300, "kustomize-controller": 227,
+BUILD_WEIGHT = {"loki": 548, "argocd": 435, "source-controller": 401, "prometheus": 329, "kustomize-controller": 227,
                 "kubeflow-trainer": 153, "lws": 155, "helm": 133, "kwok": 130, "kuberay-operator": 123,
-                "helm-controller": 110, "prometheus-operator": 91, "promtool": 60, "flux": 88,
+                "helm-controller": 110, "prometheus-operator": 226, "promtool": 101, "flux": 88,
                 "dockerfile-lint": 86, "kubeconform": 33}
 """Seconds each standalone tool took on a cold 2-core machine (its stamp's `seconds`), so the longest start first."""
 
