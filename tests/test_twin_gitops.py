@@ -7,11 +7,11 @@ repository and chart mirror on the twin's git host (HTTPS on loopback), monitori
 cluster files have them. A bare control plane (no Kueue, no JobSet), Nodes from the cluster file (and the
 system nodes its `stackNodeSelector` names), its storage classes statically provisioned, kube-scheduler and
 kwok; the engine installed as its project ships it, then exactly the commands of docs/how-to/gitops.md.
-The engine installs, from the mirror, kube-prometheus-stack's chart and dcgm-exporter's (as released,
-../shared/upstream), JobSet's, Kueue's and Loki's (from their modules), and the job operators' where the
-file turns them on; their controller pods run under kwok while `Managers` runs Kueue's, JobSet's and
-Trainer's real managers with the configuration the engine applied and the real Prometheus operator with
-its Deployment's arguments (the real KubeRay operator: tests/test_ray.py, LeaderWorkerSet's:
+The engine installs, from the mirror, kube-prometheus-stack's chart and dcgm-exporter's (packaged from
+their release tags, ../shared/upstream), JobSet's, Kueue's and Loki's (from their modules), and the job
+operators' where the file turns them on; their controller pods run under kwok while `Managers` runs
+Kueue's, JobSet's and Trainer's real managers with the configuration the engine applied and the real
+Prometheus operator with its Deployment's arguments (the real KubeRay operator: tests/test_ray.py, LeaderWorkerSet's:
 tests/test_lws.py); then the queues, the teams, the monitoring rules and the health reconciler, each wave
 Healthy or Ready before the next. A member's job profile is admitted and runs there. The Prometheus pod
 the operator configured is run with the real Prometheus, loads every rendered rule group and fires a GPU
@@ -100,6 +100,8 @@ class Bootstrapped:
     early_queues: list[str]
     """Observations of ClusterQueues live while what installs Kueue was not yet Healthy/Ready."""
     managers: Managers
+    healthy_after: dict[str, float]
+    """Argo CD: Application -> seconds until first Healthy (a later wave starts on that, not on Synced)."""
 
     def sync_now(self, bootstrap: bool = False) -> None:
         """What a git webhook (Argo CD) or a Receiver (Flux) does on a push: look at git now."""
@@ -166,8 +168,8 @@ def _installed_values(fleet: Path, cluster: ClusterConfig, chart: str) -> dict[s
 
 def mirror_for(git: GitHost, fleet: Path, cluster: ClusterConfig, also: tuple[str, ...] = ()) -> None:
     """The twin's chart repository with every chart the cluster's rendered platform installs: those of Go
-    modules at the versions it pins, the monitoring charts as released (../shared/upstream), Loki's from
-    its module less the subcharts its values leave off."""
+    modules at the versions it pins, the monitoring charts packaged from their release tags
+    (../shared/upstream), Loki's from its module less the subcharts its values leave off."""
     operators = {name: "v" + component(name).version.removeprefix("v") for name, on in (
         ("kuberay-operator", cluster.operators.ray), ("kubeflow-trainer", cluster.operators.trainer),
         ("lws", cluster.operators.lws)) if on}
@@ -213,7 +215,10 @@ def bootstrapped(request: pytest.FixtureRequest, upstream_etcd: Any,
     work = tmp_path_factory.mktemp(f"twin-{case.engine}")
     git = GitHost.start(work / "git", pki.ca("twin-git-ca"))
     try:
-        shared_or_skip("upstream")
+        for needed in [tools.archive_path(tools.BY_NAME["prometheus-operator"]), *(
+                tools.SHARED_UPSTREAM / file for file, _ in tools.SHARED_CHARTS.values())]:
+            assert needed is not None
+            shared_or_skip(*needed.relative_to(tools.SHARED_UPSTREAM.parent).parts)
         fleet = _fleet_repo(work / "fleet", git, case.cluster)
         cluster = load_fleet(fleet).clusters[case.cluster].config
         assert cluster.monitoring.enabled
@@ -246,6 +251,8 @@ def bootstrapped(request: pytest.FixtureRequest, upstream_etcd: Any,
                     return "Healthy" if found and ready(found[0]) else "not Ready"
 
             installed: list[float] = []
+            healthy: dict[str, float] = {}
+            """Application -> seconds until first Healthy (what the next sync wave waits for)."""
 
             def gated() -> None:
                 """Queues read first, the installer after: queues live before it was first done were
@@ -254,6 +261,10 @@ def bootstrapped(request: pytest.FixtureRequest, upstream_etcd: Any,
                 follows them), which says nothing of the order the engine applied the waves in."""
                 queues = _cluster_queues(stack)
                 state = installer_state()
+                if case.engine == "argocd":
+                    for app in engine.applications():
+                        if ((app.get("status") or {}).get("health") or {}).get("status") == "Healthy":
+                            healthy.setdefault(app["metadata"]["name"], time.monotonic() - started)
                 if state == "Healthy" and not installed:
                     installed.append(time.monotonic() - started)
                 if queues and not installed:
@@ -270,7 +281,8 @@ def bootstrapped(request: pytest.FixtureRequest, upstream_etcd: Any,
                 # with that worker running the Ray and Trainer twins (CI, 01cd3dc: Kueue's app alone 254 s), 863 s
                 # in CI at ae35942 with Argo CD's default refresh period; 168 s on a quiet machine with the
                 # twin's 30 s (276 s with the default), see gitops.RESYNC.
-                done = wait_healthy(engine, names, 900, gated)
+                # With monitoring on (issue 54): 420 to 542 s on 2 cores with the Flux twin beside it.
+                done = wait_healthy(engine, names, 1500, gated)
                 states = "\n".join(f"{a['metadata']['name']}: {yaml.safe_dump(_brief(a))}"
                                    for a in engine.applications())
             else:
@@ -279,10 +291,12 @@ def bootstrapped(request: pytest.FixtureRequest, upstream_etcd: Any,
                                    for plural in (("kustomize.toolkit.fluxcd.io", "v1", "kustomizations"),
                                                   ("helm.toolkit.fluxcd.io", "v2", "helmreleases"))
                                    for o in engine.objects(*plural))
+            for name, seconds in done.items():  # Healthy between a look of `gated` and the wait's own
+                healthy.setdefault(name, seconds)
             assert len(done) == len(names), (
                 f"ready: {done} after {time.monotonic() - started:.0f} s\n{states}\n{engine.logs()}\n"
                 f"{managers.logs()}")
-            yield Bootstrapped(case, stack, engine, fleet, remote, done, early, managers)
+            yield Bootstrapped(case, stack, engine, fleet, remote, done, early, managers, healthy)
         finally:
             for part in (engine, managers, twin):
                 if part is not None:
@@ -356,8 +370,9 @@ def test_the_engine_installs_the_platform_then_the_queues_and_teams(bootstrapped
         # Kueue, the job operators, then Loki and the GPU exporter (-10); the fleet's own objects last.
         apps = sorted(_platform(bootstrapped.fleet, case.cluster, "Application"), key=_wave)
         names = {a["metadata"]["name"]: _wave(a) for a in apps}
-        assert all(done[a] <= done[b] for a in names for b in names if names[a] < names[b]), (names, done)
-        assert max(done[a] for a in names) <= done[f"{case.cluster}-fleet"], done
+        first = bootstrapped.healthy_after
+        assert all(first[a] <= first[b] for a in names for b in names if names[a] < names[b]), (names, first)
+        assert max(first[a] for a in names) <= first[f"{case.cluster}-fleet"], first
     else:
         f = f"{case.cluster}-fleet"
         for release in PLATFORM_NEEDED:  # what the platform folder waits for (the rest may follow later)
@@ -600,21 +615,33 @@ def test_the_monitoring_and_health_waves_run_where_the_cluster_file_puts_them(bo
     gpu_nodes = sorted(n for n, lab in labels.items()
                        if all(lab.get(k) == v for k, v in mon.gpu_node_selector.items()))
     assert gpu_nodes
-    exporters = core.list_namespaced_pod("monitoring", label_selector="app.kubernetes.io/name=dcgm-exporter").items
-    assert sorted(p.spec.node_name for p in exporters) == gpu_nodes
-    assert not _running(exporters)
+    def pods(selector: str) -> list[Any]:
+        return list(core.list_namespaced_pod("monitoring", label_selector=selector).items)
 
-    servers = [*core.list_namespaced_pod("monitoring", label_selector="app.kubernetes.io/name=prometheus").items,
-               *core.list_namespaced_pod("monitoring", label_selector="app.kubernetes.io/name=alertmanager").items]
-    assert len(servers) == 2 and not _running(servers), [p.metadata.name for p in servers]
+    def exporters() -> list[Any]:
+        found = pods("app.kubernetes.io/name=dcgm-exporter")
+        return found if sorted(p.spec.node_name for p in found) == gpu_nodes and not _running(found) else []
+
+    assert wait_for(exporters, 60), [(p.metadata.name, p.spec.node_name) for p in
+                                     pods("app.kubernetes.io/name=dcgm-exporter")]
+
+    def stack_servers() -> list[Any]:
+        found = [*pods("app.kubernetes.io/name=prometheus"), *pods("app.kubernetes.io/name=alertmanager")]
+        return found if len(found) == 2 and not _running(found) else []
+
+    servers = wait_for(stack_servers, 60)
+    assert servers, [p.metadata.name for p in pods("app.kubernetes.io/name in (prometheus, alertmanager)")]
     for pod in servers:
         node = labels[pod.spec.node_name]
         assert all(node.get(k) == v for k, v in mon.stack_node_selector.items()), (pod.metadata.name, node)
         assert pod.spec.node_name not in gpu_nodes or not mon.avoid_gpu_nodes, pod.metadata.name
-    prometheus = client.CustomObjectsApi(stack.client()).get_namespaced_custom_object(
-        "monitoring.coreos.com", "v1", "monitoring", "prometheuses", "kube-prometheus-stack-prometheus")
-    available = next(c for c in prometheus["status"]["conditions"] if c["type"] == "Available")
-    assert available["status"] == "True", prometheus["status"]
+    def available() -> dict[str, Any]:
+        prometheus = client.CustomObjectsApi(stack.client()).get_namespaced_custom_object(
+            "monitoring.coreos.com", "v1", "monitoring", "prometheuses", "kube-prometheus-stack-prometheus")
+        conditions = (prometheus.get("status") or {}).get("conditions") or []
+        return prometheus if any(c["type"] == "Available" and c["status"] == "True" for c in conditions) else {}
+
+    assert wait_for(available, 60), "the operator never reported kube-prometheus-stack-prometheus Available"
 
     health = client.AppsV1Api(stack.client()).read_namespaced_deployment("fleetgen-health", "fleetgen-system")
     assert health.status.ready_replicas == health.spec.replicas, health.status
@@ -624,6 +651,16 @@ def _rendered_groups(fleet: Path, cluster: str) -> set[str]:
     return {group["name"] for folder in ("monitoring", "health")
             for path in sorted((fleet / "rendered" / cluster / folder).glob("prometheusrule-*.yaml"))
             for group in yaml.safe_load(path.read_text())["spec"]["groups"]}
+
+
+def _operator_groups(stack: Stack) -> set[str]:
+    """The rule groups in the rule files the Prometheus operator wrote for the stack's Prometheus."""
+    from kubernetes import client
+
+    maps = client.CoreV1Api(stack.client()).list_namespaced_config_map(
+        "monitoring", label_selector="prometheus-name=kube-prometheus-stack-prometheus").items
+    return {group["name"] for m in maps for text in (m.data or {}).values()
+            for group in (yaml.safe_load(text) or {}).get("groups") or []}
 
 
 def test_prometheus_loads_what_the_operator_generated_and_fires_a_gpu_alert(bootstrapped: Bootstrapped,
@@ -651,6 +688,9 @@ def test_prometheus_loads_what_the_operator_generated_and_fires_a_gpu_alert(boot
     from tests.upstream.processes import free_port
 
     stack, case = bootstrapped.stack, bootstrapped.case
+    rendered = _rendered_groups(bootstrapped.fleet, case.cluster)
+    assert wait_for(lambda: rendered <= _operator_groups(stack), 120), \
+        f"not in the operator's rule files: {sorted(rendered - _operator_groups(stack))}"
     pod = PodVolumes.fill(stack, "monitoring", "prometheus-kube-prometheus-stack-prometheus-0", tmp_path / "pod")
     reloader = dict(a.removeprefix("--").split("=", 1) for a in pod.container("config-reloader")["args"] if "=" in a)
     env = pod.env("config-reloader")
@@ -659,8 +699,6 @@ def test_prometheus_loads_what_the_operator_generated_and_fires_a_gpu_alert(boot
         re.sub(r"\$\(([A-Za-z_0-9]+)\)", lambda m: env.get(m.group(1), m.group(0)), generated))
     port = free_port()
     args = [a for a in pod.container("prometheus")["args"] if not a.startswith("--web.listen-address=")]
-    proc = pod.run("prometheus", [str(tools.binary("prometheus")), *args, f"--web.listen-address=127.0.0.1:{port}"],
-                   tmp_path / "prometheus.log")
 
     def api(path: str, **query: str) -> Any:
         url = f"http://127.0.0.1:{port}/api/v1/{path}?{urllib.parse.urlencode(query)}"
@@ -674,10 +712,13 @@ def test_prometheus_loads_what_the_operator_generated_and_fires_a_gpu_alert(boot
         except OSError:
             return False
 
+    proc = None
     try:
+        proc = pod.run("prometheus", [str(tools.binary("prometheus")), *args,
+                                      f"--web.listen-address=127.0.0.1:{port}"], tmp_path / "prometheus.log")
         assert wait_for(ready, 60), proc.tail(30)
         loaded = {g["name"] for g in api("rules")["groups"]}
-        missing = _rendered_groups(bootstrapped.fleet, case.cluster) - loaded
+        missing = rendered - loaded
         assert not missing, f"rendered rule groups Prometheus did not load: {sorted(missing)}\n{proc.tail(30)}"
 
         core = client.CoreV1Api(stack.client())
@@ -706,12 +747,13 @@ def test_prometheus_loads_what_the_operator_generated_and_fires_a_gpu_alert(boot
             print(f"\n{case.engine}: the operator's configuration loaded {len(loaded)} rule groups; "
                   f"XID 79 on {exporter.spec.node_name} fired {alerts[0]['labels']['alertname']}")
     finally:
-        proc.stop()
+        if proc is not None:
+            proc.stop()
         pod.release()
 
 
 def test_the_gpu_operators_chart_installs_and_its_operator_is_absent(bootstrapped: Bootstrapped) -> None:
-    """Issue 54: the GPU operator's chart (v25.10.0, NVIDIA's release, from ../shared/upstream), as the
+    """Issue 54: the GPU operator's chart (v25.10.0, packaged from NVIDIA's release tag, ../shared/upstream), as the
     example's dev cluster installs it (`monitoring.gpuExporter: gpu-operator`), applied by the real
     helm-controller: its rendered HelmRepository and HelmRelease, pointed at the twin's mirror, go into
     the Flux twin after its bootstrap. The release installs and turns Ready (its CRDs, the ClusterPolicy

@@ -335,7 +335,11 @@ Deployment, before its pod serves the webhook, so a first install fails. helm-co
 uninstalls (the pod goes with it) and tries again into the same race, until its retries run out (the
 fleet twin saw Trainer Stalled after 4 attempts under helm-controller v1.6.4). `RetryOnFailure` keeps
 the failed release and its pod and tries again after the interval (api/v2/helmrelease_types.go:544-548,
-670-684). Argo CD needs nothing: its sync retries (30 s backoff) leave the pod running."""
+670-684). Upgrades retry the same way: helm-controller makes the retry of a failed install an upgrade
+(internal/reconcile/atomic_release.go:476-480), which would otherwise fall under upgrade remediation
+(three tries, then rollback) while the webhook's pod may still be starting. So a failed upgrade of
+these releases is retried, not rolled back. Argo CD needs nothing: its sync retries (30 s backoff)
+leave the pod running."""
 
 
 def _argocd(cluster: Loaded[ClusterConfig], inst: Install) -> list[Manifest]:
@@ -391,9 +395,9 @@ def _flux(cluster: Loaded[ClusterConfig], inst: Install) -> list[Manifest]:
         release["spec"]["dependsOn"] = [{"name": d, "namespace": ns} for d in inst.depends_on]
     retry = VALIDATES_ITS_OWN_OBJECTS.get(inst.name)
     if retry:
-        install = release["spec"]["install"]
-        del install["remediation"]
-        install["strategy"] = {"name": "RetryOnFailure", "retryInterval": retry}
+        for action in ("install", "upgrade"):
+            del release["spec"][action]["remediation"]
+            release["spec"][action]["strategy"] = {"name": "RetryOnFailure", "retryInterval": retry}
     return [Manifest(FOLDER, source, cluster.at("gitops")), Manifest(FOLDER, release, cluster.at("gitops"))]
 
 

@@ -65,7 +65,7 @@ them as the tag, `v` included (lws v0.9.0 hack/push-chart.sh), as the rendered i
 def chart_mirror(dest: Path, versions: dict[str, str], released: tuple[str, ...] = (),
                  trimmed: dict[str, tuple[str, dict[str, Any]]] | None = None) -> Path:
     """`helm package` each named chart of its module at `versions[name]` (a module tag), copy the
-    `released` archives of ../shared/upstream as their projects publish them, package each `trimmed`
+    `released` archives of ../shared/upstream (packaged from their release tags), package each `trimmed`
     module chart (name -> (module tag, the values the fleet gives it)) less the subcharts those values
     leave off (tools.trimmed_chart: Loki's module vendors none), then index."""
     dest.mkdir(parents=True, exist_ok=True)
@@ -403,8 +403,13 @@ class Managers:
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
     _certgen_done: set[str] = field(default_factory=set)
+    _certgen_jobs: dict[str, tuple[str, dict[str, str]]] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _watcher: threading.Thread | None = None
 
     def start(self) -> Managers:
+        self._watcher = threading.Thread(target=self._watch_jobs, name="twin-certgen-jobs", daemon=True)
+        self._watcher.start()
         self._thread = threading.Thread(target=self._loop, name="twin-managers", daemon=True)
         self._thread.start()
         return self
@@ -419,25 +424,40 @@ class Managers:
                 except Exception as exc:  # noqa: BLE001 - kept for the test's failure message
                     self.problems.append(f"{name}: {exc}")
 
+    def _watch_jobs(self) -> None:
+        """Every kube-webhook-certgen Job created, seen by a watch (the chart's hook Jobs are deleted
+        once they succeed, seconds after they are made: a periodic list could miss one)."""
+        from kubernetes import client, watch
+
+        api = client.BatchV1Api(self.stack.client())
+        while not self._stop.is_set():
+            try:
+                for event in watch.Watch().stream(api.list_job_for_all_namespaces, timeout_seconds=5):
+                    job = event["object"]
+                    container = job.spec.template.spec.containers[0]
+                    if event["type"] == "ADDED" and "kube-webhook-certgen" in (container.image or ""):
+                        verb, *flags = container.args or [""]
+                        with self._lock:
+                            self._certgen_jobs[f"{job.metadata.namespace}/{job.metadata.name}/{job.metadata.uid}"] = (
+                                verb, dict(f.removeprefix("--").split("=", 1) for f in flags if "=" in f))
+                    if self._stop.is_set():
+                        return
+            except Exception as exc:  # noqa: BLE001 - kept for the test's failure message; the watch resumes
+                self.problems.append(f"watching Jobs: {exc}")
+                self._stop.wait(1.0)
+
     def _certgen(self) -> None:
         """What kube-webhook-certgen's Jobs do (the chart's admission hooks; the Go module proxy does not
-        serve that program): `create` writes a Secret with a CA and a serving certificate for the `--host`
-        names (keys ca, cert, key: its defaults), unless it exists; `patch` puts that CA into the named
-        webhook configurations' caBundle. Done once per Job while it exists, from its own arguments."""
+        serve that program), from each Job's own arguments: `create` writes a Secret with a CA and a
+        serving certificate for the `--host` names (keys ca, cert, key: its defaults) unless it exists;
+        `patch` puts that CA into the named webhook configurations' caBundle once the Secret exists."""
         import base64
 
         from kubernetes import client
 
-        api = client.BatchV1Api(self.stack.client())
-        for job in api.list_job_for_all_namespaces().items:
-            spec = job.spec.template.spec
-            container = spec.containers[0]
-            key = f"{job.metadata.namespace}/{job.metadata.name}/{job.metadata.uid}"
-            if "kube-webhook-certgen" not in (container.image or "") or key in self._certgen_done:
-                continue
-            verb, *flags = container.args or [""]
-            opts = dict(f.removeprefix("--").split("=", 1) for f in flags if "=" in f)
-            core = client.CoreV1Api(self.stack.client())
+        with self._lock:
+            pending = {k: v for k, v in self._certgen_jobs.items() if k not in self._certgen_done}
+        for key, (verb, opts) in sorted(pending.items()):
             namespace, secret = opts["namespace"], opts["secret-name"]
             existing = self._get(f"/api/v1/namespaces/{namespace}/secrets/{secret}")
             if verb == "create" and not existing:
@@ -445,11 +465,11 @@ class Managers:
                 serving = pki.issue(authority, opts["host"].split(",")[0], server=True,
                                     dns=tuple(opts["host"].split(",")))
                 data = {"ca": authority.cert_pem, "cert": serving.cert_pem, "key": serving.key_pem}
-                core.create_namespaced_secret(namespace, {"metadata": {"name": secret}, "data": {
-                    k: base64.b64encode(v).decode() for k, v in data.items()}})
+                client.CoreV1Api(self.stack.client()).create_namespaced_secret(namespace, {
+                    "metadata": {"name": secret}, "data": {k: base64.b64encode(v).decode() for k, v in data.items()}})
             elif verb == "patch":
                 if not existing:
-                    continue  # its create Job has not run yet: the next look patches
+                    continue  # its create Job has not been played yet: the next look patches
                 admission = client.AdmissionregistrationV1Api(self.stack.client())
                 bundle = existing["data"]["ca"]
                 for read, patch in ((admission.read_validating_webhook_configuration,
@@ -548,8 +568,9 @@ class Managers:
 
     def stop(self) -> None:
         self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
+        for thread in (self._thread, self._watcher):
+            if thread is not None:
+                thread.join(timeout=10)
         for proc in self.processes.values():
             proc.stop()
 

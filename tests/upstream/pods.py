@@ -157,15 +157,19 @@ class PodVolumes:
             raise StartError("a twin pod's program needs root: its volumes are bind-mounted in a mount namespace")
         mounts = self.mounts(container)
         steps = []
-        for target, source in sorted(mounts.items()):
-            self._mount_point(Path(target), source.is_dir())
-            steps.append(f"mount --bind {shlex.quote(str(source))} {shlex.quote(target)}")
-        host, port = self.stack.server.removeprefix("https://").rsplit(":", 1)
-        wrapped = ["unshare", "--mount", "--propagation", "private", "sh", "-c",
-                   " && ".join([*steps, 'exec "$@"']), "sh", *argv]
-        return spawn(f"{self.pod['metadata']['name']}/{container}", wrapped, log, env={
-            **self.env(container), "KUBERNETES_SERVICE_HOST": host, "KUBERNETES_SERVICE_PORT": port,
-            **(env or {})})
+        try:
+            for target, source in sorted(mounts.items()):
+                self._mount_point(Path(target), source.is_dir())
+                steps.append(f"mount --bind {shlex.quote(str(source))} {shlex.quote(target)}")
+            host, port = self.stack.server.removeprefix("https://").rsplit(":", 1)
+            wrapped = ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                       " && ".join([*steps, 'exec "$@"']), "sh", *argv]
+            return spawn(f"{self.pod['metadata']['name']}/{container}", wrapped, log, env={
+                **self.env(container), "KUBERNETES_SERVICE_HOST": host, "KUBERNETES_SERVICE_PORT": port,
+                **(env or {})})
+        except BaseException:
+            self.release()
+            raise
 
     def _mount_point(self, target: Path, folder: bool) -> None:
         for path in [*reversed(target.parents), target]:
@@ -191,12 +195,13 @@ def standing_in_for(pod_ip: str) -> Iterator[str]:
     listening there is what the pod's Service endpoints reach. (The pods cannot simply get loopback IPs:
     the API server refuses loopback addresses in EndpointSlices, k8s v1.36.3
     pkg/apis/discovery/validation/validation.go:123 and pkg/apis/core/validation/validation.go:8433, and the
-    fleet twin's EndpointSlices then listed none.) Needs root (CI is); the address is removed afterwards."""
+    fleet twin's EndpointSlices then listed none.) An address already there is refused, not shared.
+    Needs root (CI is); the address is removed afterwards."""
     if os.geteuid() != 0:
         raise StartError("standing in for a pod needs root: its IP is added to the loopback interface")
     added = subprocess.run(["ip", "address", "add", f"{pod_ip}/32", "dev", "lo"], capture_output=True, text=True,
                            check=False)
-    if added.returncode != 0 and "File exists" not in added.stderr:
+    if added.returncode != 0:  # held already: another test's, or a machine's own address
         raise StartError(f"ip address add {pod_ip}/32 dev lo: {added.stderr.strip()}")
     try:
         yield pod_ip

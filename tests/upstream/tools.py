@@ -346,7 +346,7 @@ def manifests(name: str) -> Path:
 def missing() -> list[str]:
     """Tools whose binary (or manifests) are not built yet."""
     return [t.name for t in TOOLS if _buildable(t)
-            and not binary(t.name).is_file() or (t.manifests and not manifests(t.name).is_file())]
+            and (not binary(t.name).is_file() or (t.manifests and not manifests(t.name).is_file()))]
 
 
 def archive_path(tool: Tool) -> Path | None:
@@ -371,7 +371,14 @@ def _unpack(tool: Tool, staged: Path) -> Path:
         raise ToolError(f"{path} has sha256 {digest}, but tools.py pins {tool.archive[1]}: "
                         "replace it with the release tarball or update the pin")
     with tarfile.open(path) as tar:
-        tar.extractall(staged, filter="data")
+        if hasattr(tarfile, "data_filter"):
+            tar.extractall(staged, filter="data")
+        else:  # Python before 3.11.4 (Debian 12's 3.11.2): refuse what the "data" filter would
+            for member in tar.getmembers():
+                names = [Path(member.name), *([Path(member.linkname)] if member.issym() else [])]
+                if member.islnk() or member.isdev() or any(n.is_absolute() or ".." in n.parts for n in names):
+                    raise ToolError(f"{path} holds {member.name!r}, which may not be unpacked")
+            tar.extractall(staged)  # noqa: S202 - every member checked above
     tops = [p for p in staged.iterdir() if p.is_dir()]
     if len(tops) != 1:
         raise ToolError(f"{path} should hold one top folder, not {len(tops)}")
@@ -384,7 +391,7 @@ SHARED_CHARTS = {
     "dcgm-exporter": ("dcgm-exporter-4.6.0.tgz", "9add2825d5e699ae8709c765ab580d1d23f24f0a49dd88ec5e4257f14490ee82"),
     "gpu-operator": ("gpu-operator-v25.10.0.tgz", "2a685f637aeb65b157556ffe40b1d72d1f40fa227ceb63449f254b6eb687d5d6"),
 }
-"""Helm chart archives in ../shared/upstream as their projects release them (subcharts packed in), pinned
+"""Helm chart archives in ../shared/upstream, packaged from their release tags (subcharts packed in), pinned
 by sha256: no Go module ships them."""
 
 
