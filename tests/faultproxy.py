@@ -213,6 +213,23 @@ class _Trickled:
         return getattr(self.wfile, name)
 
 
+def serve_each(handle: Callable[[socket.socket], None]) -> socket.socket:
+    """A loopback listener that runs `handle` on every connection, each in a thread of its own, until
+    the listener is closed (its address: `getsockname()`)."""
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def accept() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=handle, args=(conn,), daemon=True).start()
+
+    threading.Thread(target=accept, daemon=True).start()
+    return listener
+
+
 class TrickleFront:
     """A TCP front for a server at `upstream` (host, port): what the client sends passes at once,
     what the server sends comes a byte every `interval` seconds, from its first byte on. In front of

@@ -14,7 +14,6 @@ import pickle
 import re
 import shutil
 import socket
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,7 +26,7 @@ from generator.jobs.transport import NotTheApi, read_answer
 from generator.reconciler.sources import KERNEL_LOG_SIGNAL, XID_METRIC_SIGNAL, LokiSource, PrometheusSource
 from generator.repofiles import LINK_FIX, LINK_REASON, UnsafePath
 from tests.conftest import REPO, git, run
-from tests.faultproxy import FaultProxy
+from tests.faultproxy import FaultProxy, serve_each
 
 NODES = ["gpu-0", "gpu-1"]
 TIMEOUT = 0.25
@@ -66,9 +65,6 @@ def hostile() -> Iterator[Hostile]:
 
 def _serve(servers: Hostile, answer: bytes, gap: float) -> str:
     """A loopback server sending `answer` to every request, `gap` seconds between its bytes."""
-    listener = socket.create_server(("127.0.0.1", 0))
-    servers.listeners.append(listener)
-
     def one(conn: socket.socket) -> None:
         servers.requests += 1
         with conn:
@@ -84,15 +80,8 @@ def _serve(servers: Hostile, answer: bytes, gap: float) -> str:
             except OSError:  # the client gave up: what the test wants
                 pass
 
-    def accept() -> None:
-        while True:
-            try:
-                conn, _ = listener.accept()
-            except OSError:
-                return
-            threading.Thread(target=one, args=(conn,), daemon=True).start()
-
-    threading.Thread(target=accept, daemon=True).start()
+    listener = serve_each(one)
+    servers.listeners.append(listener)
     return f"http://127.0.0.1:{listener.getsockname()[1]}"
 
 

@@ -23,7 +23,7 @@ import pytest
 
 from generator.reconciler.sources import LokiSource, PrometheusSource, SourceError
 from tests.conftest import REPO, run
-from tests.faultproxy import FaultProxy, TrickleFront
+from tests.faultproxy import FaultProxy, TrickleFront, serve_each
 
 DEADLINE = 1.0
 SLACK = 1.5
@@ -60,7 +60,6 @@ def trickled_tls(tmp_path: Path) -> Iterator[TrickledTLS]:
 def trickling_proxy() -> Iterator[str]:
     """An HTTP proxy that answers CONNECT with a long header, a byte every TRICKLE seconds."""
     answer = b"HTTP/1.1 200 Connection established\r\nX-Pad: " + b"a" * 4000 + b"\r\n\r\n"
-    listener = socket.create_server(("127.0.0.1", 0))
     closing = threading.Event()
 
     def one(conn: socket.socket) -> None:
@@ -74,15 +73,7 @@ def trickling_proxy() -> Iterator[str]:
             except OSError:  # the client gave up: what the test wants
                 pass
 
-    def accept() -> None:
-        while True:
-            try:
-                conn, _ = listener.accept()
-            except OSError:
-                return
-            threading.Thread(target=one, args=(conn,), daemon=True).start()
-
-    threading.Thread(target=accept, daemon=True).start()
+    listener = serve_each(one)
     yield f"http://127.0.0.1:{listener.getsockname()[1]}"
     closing.set()
     listener.close()
