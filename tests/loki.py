@@ -11,7 +11,6 @@ schema, OTLP label mapping and the ruler's storage, is the chart's own output.
 
 from __future__ import annotations
 
-import copy
 import json
 import shutil
 import subprocess
@@ -26,26 +25,16 @@ from typing import Any
 import yaml
 
 from tests.conftest import SERVER_POLL
+from tests.upstream import tools
 from tests.upstream.processes import Process, StartError, free_port, spawn, start_with_retry, wait_until
 
 
-def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
-    out = copy.deepcopy(base)
-    for key, value in over.items():
-        out[key] = _merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
-    return out
-
-
 def chart_version() -> str:
-    from tests.upstream import tools
-
     return str(yaml.safe_load((tools.chart("loki") / "Chart.yaml").read_text())["version"])
 
 
 def helm_template(values: dict[str, Any], tmp_path: Path, kube_version: str) -> list[dict[str, Any]]:
     """`helm template` of the pinned Loki chart with `values`; the rendered objects."""
-    from tests.upstream import tools
-
     chart = tmp_path / "loki-chart"
     if chart.exists():
         shutil.rmtree(chart)
@@ -129,7 +118,7 @@ class LokiServer:
         config["ruler"]["remote_write"]["client"]["url"] = self.remote_write
         runtime = yaml.safe_load(find(self.docs, "ConfigMap", "loki-runtime")["data"]["runtime-config.yaml"]) or {}
         if self.overrides:
-            runtime = _merge(runtime, {"overrides": self.overrides})
+            runtime = tools.merged_values(runtime, {"overrides": self.overrides})
         (self.workdir / "runtime-config.yaml").write_text(yaml.safe_dump(runtime))
         config["runtime_config"]["file"] = str(self.workdir / "runtime-config.yaml")
         config["server"].update({"http_listen_address": "127.0.0.1", "http_listen_port": http,
@@ -156,8 +145,6 @@ class LokiServer:
         return self._sidecar_folder().name
 
     def start(self) -> LokiServer:
-        from tests.upstream import tools
-
         folder = self._sidecar_folder()
         folder.mkdir(parents=True, exist_ok=True)
         for name, text in self.rules.items():

@@ -295,10 +295,14 @@ def chart(name: str, version: str | None = None) -> Path:
     return target
 
 
-def _merged(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
-    out = dict(base)
+def merged_values(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """Helm values `over` laid on a copy of `base`, maps merged key by key as Helm merges them."""
+    import copy
+
+    out = copy.deepcopy(base)
     for key, value in over.items():
-        out[key] = _merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+        out[key] = merged_values(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) \
+            else value
     return out
 
 
@@ -323,7 +327,7 @@ def trimmed_chart(name: str, values: dict[str, Any], dest: Path, version: str | 
 
     copied = writable_copy(chart(name, version), dest)
     meta = yaml.safe_load((copied / "Chart.yaml").read_text())
-    merged = _merged(yaml.safe_load((copied / "values.yaml").read_text()) or {}, values)
+    merged = merged_values(yaml.safe_load((copied / "values.yaml").read_text()) or {}, values)
     enabled = [d["name"] for d in meta.get("dependencies", []) if _lookup(merged, d.get("condition", "")) is True]
     if enabled:
         raise ToolError(f"the values enable subcharts of {name} its module does not ship: {enabled}")
