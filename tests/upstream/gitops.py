@@ -484,12 +484,10 @@ class Managers:
             self._certgen_done.add(key)
 
     def _step_args(self, m: ArgsManager) -> None:
-        certs = self.stack.workdir / f"{m.name}-managed-certs"
-        secret = self._get(f"/api/v1/namespaces/{m.namespace}/secrets/{m.secret}")
-        if secret and secret.get("data"):
-            _write_secret_volume(certs, secret["data"])
-        if m.name in self.processes and not self._exited(m.name):
+        due = self._due(m.name, m.namespace, m.secret, bool)
+        if due is None:
             return
+        certs, secret = due
         deployment = self._get(f"/apis/apps/v1/namespaces/{m.namespace}/deployments/{m.deployment}")
         service = self._get(f"/api/v1/namespaces/{m.namespace}/services/{m.service}")
         if not deployment or not service or not (secret or {}).get("data"):
@@ -497,12 +495,7 @@ class Managers:
         address = f"{service['spec']['clusterIP']}:{service['spec']['ports'][0]['port']}"
         args = [a if not a.startswith(f"{m.listen_flag}=") else f"{m.listen_flag}={address}"
                 for a in deployment["spec"]["template"]["spec"]["containers"][0].get("args") or []]
-        kubeconfig = str(self.stack.workdir / "admin.kubeconfig")
-        run = self.restarts.get(m.name, 0)
-        self.processes[m.name] = spawn(
-            f"{m.name} (chart)", _in_pod_filesystem(_volumes(deployment, m.secret, certs, self.stack.workdir / m.name),
-                                                    [str(tools.binary(m.name)), *args]),
-            self.stack.workdir / f"{m.name}-managed.{run}.log", env={"KUBECONFIG": kubeconfig})
+        self._launch(m.name, deployment, m.secret, certs, [str(tools.binary(m.name)), *args], {})
 
     def _get(self, path: str) -> dict[str, Any] | None:
         """The object, or None while it is absent (Stack._get answers {} then): a kubelet starts no pod
@@ -510,12 +503,10 @@ class Managers:
         return self.stack._get(path) or None
 
     def _step(self, m: Manager) -> None:
-        certs = self.stack.workdir / f"{m.name}-managed-certs"
-        secret = self._get(f"/api/v1/namespaces/{m.namespace}/secrets/{m.secret}")
-        if secret and (secret.get("data") or {}).get("tls.crt"):
-            _write_secret_volume(certs, secret["data"])
-        if m.name in self.processes and not self._exited(m.name):
+        due = self._due(m.name, m.namespace, m.secret, lambda data: bool(data.get("tls.crt")))
+        if due is None:
             return
+        certs, secret = due
         deployment = self._get(f"/apis/apps/v1/namespaces/{m.namespace}/deployments/{m.deployment}")
         config_map = self._get(f"/api/v1/namespaces/{m.namespace}/configmaps/{m.config_map}")
         services = {section: self._get(f"/api/v1/namespaces/{m.namespace}/services/{name}")
@@ -539,14 +530,34 @@ class Managers:
                        "leaderElection": {"leaderElect": False}})
         path = self.stack.workdir / f"{m.name}-managed-config.yaml"
         path.write_text(yaml.safe_dump(config))
-        kubeconfig = str(self.stack.workdir / "admin.kubeconfig")
-        argv = [str(tools.binary(m.name)), f"--config={path}", f"--kubeconfig={kubeconfig}", "--zap-log-level=info"]
-        run = self.restarts.get(m.name, 0)
-        self.processes[m.name] = spawn(
-            f"{m.name} (chart)", _in_pod_filesystem(_volumes(deployment, m.secret, certs, self.stack.workdir / m.name),
-                                                    argv),
-            self.stack.workdir / f"{m.name}-managed.{run}.log",
-            env={"KUBECONFIG": kubeconfig, "POD_NAMESPACE": m.namespace})
+        argv = [str(tools.binary(m.name)), f"--config={path}", f"--kubeconfig={self._kubeconfig}",
+                "--zap-log-level=info"]
+        self._launch(m.name, deployment, m.secret, certs, argv, {"POD_NAMESPACE": m.namespace})
+
+    @property
+    def _kubeconfig(self) -> str:
+        return str(self.stack.workdir / "admin.kubeconfig")
+
+    def _due(self, name: str, namespace: str, secret_name: str,
+             filled: Callable[[dict[str, str]], bool]) -> tuple[Path, dict[str, Any] | None] | None:
+        """The manager's certificate Secret written where it reads it once `filled`, as a kubelet keeps a
+        Secret volume current; then None while the manager runs, else its certificate folder and Secret."""
+        certs = self.stack.workdir / f"{name}-managed-certs"
+        secret = self._get(f"/api/v1/namespaces/{namespace}/secrets/{secret_name}")
+        if secret and filled(secret.get("data") or {}):
+            _write_secret_volume(certs, secret["data"])
+        if name in self.processes and not self._exited(name):
+            return None
+        return certs, secret
+
+    def _launch(self, name: str, deployment: dict[str, Any], secret_name: str, certs: Path, argv: list[str],
+                env: dict[str, str]) -> None:
+        """The manager started with its Deployment's volumes mounted where its container has them."""
+        run = self.restarts.get(name, 0)
+        self.processes[name] = spawn(
+            f"{name} (chart)", _in_pod_filesystem(_volumes(deployment, secret_name, certs, self.stack.workdir / name),
+                                                  argv),
+            self.stack.workdir / f"{name}-managed.{run}.log", env={"KUBECONFIG": self._kubeconfig, **env})
 
     def _exited(self, name: str) -> bool:
         """Whether `name`'s manager has exited and its back-off has passed, so it is to be started again."""
