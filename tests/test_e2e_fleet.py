@@ -21,10 +21,10 @@ import pytest
 import yaml
 
 from generator.checks import load_fleet
-from generator.compile.jobs import jobset
 from generator.config.fleet import Fleet
 from generator.config.jobs import JobProfile
 from generator.config.team import TeamConfig
+from generator.kinds.jobset import jobset
 from tests.conftest import REPO, SHARED, edit, run
 from tests.upstream.cluster import Identity, Stack, provisioning_request_crd
 from tests.upstream.fleet import (
@@ -1433,7 +1433,7 @@ def test_a_profiles_grace_period_and_maximum_execution_time_on_the_real_kueue(de
     profile's `terminationGracePeriodSeconds` reaches every pod template (the JobSet controller copies
     it into the child Jobs), and `maxExecutionTime` becomes Kueue's label: the real Kueue sets the
     Workload's maximumExecutionTimeSeconds and deactivates the job once admitted that long."""
-    from generator.compile.jobs import jobset as compile_jobset
+    from generator.kinds.jobset import jobset as compile_jobset
 
     if deployed.name != "prod-west":
         pytest.skip("one cluster shows it")
@@ -1480,7 +1480,7 @@ def test_a_pool_shared_by_usage_admits_the_team_that_used_least_first(deployed: 
     before recsys's older one: recsys used more. `explain` states the same order."""
     from kubernetes.client.exceptions import ApiException
 
-    from generator.compile.jobs import jobset as compile_jobset
+    from generator.kinds.jobset import jobset as compile_jobset
 
     if deployed.name != "prod-west":
         pytest.skip("prod-west's l4 pool is the one shared by usage")

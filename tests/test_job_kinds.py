@@ -186,7 +186,7 @@ def test_a_ray_cluster_profile_makes_a_ray_cluster_not_a_job(tmp_path: Any) -> N
     with pytest.raises(ConfigurationError, match="is a Ray cluster, not a job"):
         Job.define("ml-research", "wb", "rayproject/ray:2.52.0-gpu", ["ray"], cluster="prod-east", pool="h100",
                    kind="raycluster", root=REPO)
-    from generator.compile.jobs import RAY_CLUSTER_NAME
+    from generator.kinds.raycluster import RAY_CLUSTER_NAME
     assert MAX_NAME == RAY_CLUSTER_NAME  # the SDK's copy of the limit (it does not import the compilers)
 
 
@@ -200,8 +200,8 @@ def test_a_serving_profile_makes_a_deployment_whose_status_is_its_pods_workloads
 
     from kubernetes import client
 
-    from generator.compile.jobs import companion_service
     from generator.jobs import workloads
+    from generator.kinds import companion_service
 
     job = Job.from_profile("ml-research", "chat-serve", root=REPO, nodes=3)
     assert job.of is KINDS["Deployment"] and requested_gpus(job.body, "nvidia.com/gpu") == 3

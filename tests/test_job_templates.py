@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 import yaml
 
-from generator.compile.jobs import COMPLETION_INDEX
 from generator.compile.manifest import Manifest
+from generator.kinds.podspec import COMPLETION_INDEX
 from generator.validate import cel
 from tests.conftest import REPO, edit, run, snapshot
 

@@ -17,7 +17,8 @@ import pytest
 import yaml
 
 from generator.checks import load_fleet
-from generator.compile.jobs import NO_SKYPILOT_KINDS, skypilot_accelerator
+from generator.kinds import kind_of
+from generator.kinds.skypilot import skypilot_accelerator
 from tests.conftest import REPO
 from tests.upstream import pyenvs
 
@@ -102,7 +103,7 @@ def seen(sky_python: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str
 
 def test_every_task_parses_and_launches_into_its_team_queue_as_one_gang(seen: dict[str, Any]) -> None:
     fleet = load_fleet(REPO)
-    profiles = sum(p.kind not in NO_SKYPILOT_KINDS for t in fleet.teams.values() for p in t.config.job_profiles)
+    profiles = sum(kind_of(p.kind).skypilot for t in fleet.teams.values() for p in t.config.job_profiles)
     assert profiles >= 4 and len(seen["tasks"]) == profiles  # one task per profile of a batch program, none missed
     for path, task in seen["tasks"].items():
         team, profile = Path(path).parent.name, Path(path).name.removesuffix(".sky.yaml")

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from generator.compile.jobs import PODSET_GROUP
 from generator.jobs import Job
 from generator.jobs.workloads import workload_of
+from generator.kinds.podspec import PODSET_GROUP
 from tests.conftest import REPO
 from tests.upstream.cluster import Stack
 from tests.upstream.fleet import apply_all, create_nodes, topology_domains

@@ -24,8 +24,8 @@ from typing import Any
 
 import pytest
 
-from generator.compile.jobs import CONTAINER
 from generator.jobs import Job
+from generator.kinds.podspec import CONTAINER
 from tests.conftest import REPO
 from tests.upstream import pyenvs
 from tests.upstream.processes import free_port

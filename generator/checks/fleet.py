@@ -13,12 +13,13 @@ from typing import Any
 
 from generator import quantity
 from generator.compile.quota import cpu_pod_requests, cpu_pool_held, cpu_pool_resources, cpu_profile_fit
-from generator.config.cluster import OPERATOR_KINDS, AdmissionFairSharing, ClusterConfig, kueue_tuple
+from generator.config.cluster import AdmissionFairSharing, ClusterConfig, NodePool, kueue_tuple
 from generator.config.fleet import Fleet, Loaded, fair_sharing
 from generator.config.jobs import JobProfile
-from generator.config.platform import TRAINER_RUNTIME
 from generator.config.team import TeamConfig
 from generator.errors import Finding
+from generator.kinds import KINDS, OPERATORS, kind_of, operator_kinds
+from generator.kinds.base import Kind
 
 # Namespaces a team may never claim, whatever a cluster's policy says: granting `edit` there would
 # hand out the platform, or an add-on that runs with cluster-wide rights (admission, networking,
@@ -377,12 +378,13 @@ def _multikueue_workers(fleet: Fleet) -> Iterator[Finding]:
                 yield Finding(file, line, field, f"{worker!r} runs Kueue {wcfg.kueue.version}, the manager "
                               f"{cfg.kueue.version}: the manager creates its own release's Workloads there",
                               "run the same Kueue minor release on the manager and its workers")
-            for operator, kinds in OPERATOR_KINDS.items():
-                if set(kinds) & set(cfg.dispatched_operator_kinds) and not getattr(wcfg.operators, operator):
+            for operator in OPERATORS:
+                kinds = sorted(f for k in operator_kinds(operator) for f in k.frameworks)
+                if set(kinds) & set(cfg.dispatched_operator_kinds) and not operator.runs_in(wcfg):
                     yield Finding(file, line, field, f"the manager dispatches {', '.join(kinds)} (operators."
-                                  f"{operator}), but {worker!r} does not run that operator: the manager's Kueue "
+                                  f"{operator.key}), but {worker!r} does not run that operator: the manager's Kueue "
                                   "would stay disconnected from it, dispatching nothing there",
-                                  f"set operators.{operator}: true in {worker!r}'s file, or turn it off here")
+                                  f"set operators.{operator.key}: true in {worker!r}'s file, or turn it off here")
             values = {p.name: p.value for p in wcfg.priorities}
             for prio in cfg.priorities:
                 if values.get(prio.name) != prio.value:
@@ -530,11 +532,8 @@ def _slice_problems(profile: JobProfile, pool: Any) -> Iterator[Problem]:
 
 def _profile_problems(fleet: Fleet, team: TeamConfig, profile: JobProfile,
                       shares: dict[Any, Any]) -> Iterator[Problem]:
-    from generator.capacity import never_admitted
-    from generator.compile.jobs import RESERVED_ENV, name_problems
-    from generator.config.jobs import TORCHRUN_ANY_FAILURE
-
-    for problem in name_problems(profile.name, profile):
+    kind = kind_of(profile.kind)
+    for problem in kind.name_problems(profile.name, profile):
         yield ("name",), "name", problem, "choose a shorter profile name or fewer nodes"
     cluster = fleet.clusters.get(profile.cluster)
     if profile.cluster not in team.quotas or cluster is None:
@@ -551,75 +550,121 @@ def _profile_problems(fleet: Fleet, team: TeamConfig, profile: JobProfile,
             f"use one of: {', '.join(sorted(team.quotas[profile.cluster]) + cpu)}"
         return
     else:
-        gpus = profile.gpus_in(pool)
-        if not 1 <= gpus <= pool.gpu.per_node:
-            cpu_only = f", or pool: {cfg.cpu_pool.name} for a CPU-only server" if cfg.cpu_pool is not None else ""
-            yield ("gpusPerNode",), "gpusPerNode", \
-                f"{gpus} GPUs per pod, but nodes of pool {pool.name!r} have {pool.gpu.per_node}", \
-                f"use 1 to {pool.gpu.per_node}{cpu_only}"
-        too_big = never_admitted(gpus * profile.nodes, team.name, f"{profile.cluster}/{profile.pool}",
-                                 shares[(profile.cluster, profile.pool, team.name)])
-        if too_big:
-            yield ("nodes",), "nodes", too_big, "use fewer nodes or raise the team's quota or borrowingLimit"
-        for field in ("cpu", "memory"):
-            if field in profile.model_fields_set:
-                yield (field,), field, f"a pod on GPU pool {pool.name!r} gets the {field} that goes with its GPUs " \
-                    "(the pool's per-node ratio)", f"remove {field}, or use pool: " \
-                    f"{cfg.cpu_pool.name if cfg.cpu_pool else '<cpuPool>'} for a CPU-only server"
+        yield from _gpu_pool_problems(team, profile, cfg, pool, shares)
+    yield from _priority_problems(team, profile, cfg)
+    if pool is not None:
+        yield from _topology_problems(profile, pool)
+    yield from _deadline_problems(team, profile, cfg)
+    yield from _program_problems(kind, profile)
+    yield from _kind_problems(kind, profile, cfg)
+
+
+def _gpu_pool_problems(team: TeamConfig, profile: JobProfile, cfg: ClusterConfig, pool: NodePool,
+                       shares: dict[Any, Any]) -> Iterator[Problem]:
+    """A profile on a GPU pool: GPUs its nodes have, a job its queue can ever admit, and no CPU of its own."""
+    from generator.capacity import never_admitted
+
+    gpus = profile.gpus_in(pool)
+    if not 1 <= gpus <= pool.gpu.per_node:
+        cpu_only = f", or pool: {cfg.cpu_pool.name} for a CPU-only server" if cfg.cpu_pool is not None else ""
+        yield ("gpusPerNode",), "gpusPerNode", \
+            f"{gpus} GPUs per pod, but nodes of pool {pool.name!r} have {pool.gpu.per_node}", \
+            f"use 1 to {pool.gpu.per_node}{cpu_only}"
+    too_big = never_admitted(gpus * profile.nodes, team.name, f"{profile.cluster}/{profile.pool}",
+                             shares[(profile.cluster, profile.pool, team.name)])
+    if too_big:
+        yield ("nodes",), "nodes", too_big, "use fewer nodes or raise the team's quota or borrowingLimit"
+    for field in ("cpu", "memory"):
+        if field in profile.model_fields_set:
+            yield (field,), field, f"a pod on GPU pool {pool.name!r} gets the {field} that goes with its GPUs " \
+                "(the pool's per-node ratio)", f"remove {field}, or use pool: " \
+                f"{cfg.cpu_pool.name if cfg.cpu_pool else '<cpuPool>'} for a CPU-only server"
+
+
+def _priority_problems(team: TeamConfig, profile: JobProfile, cfg: ClusterConfig) -> Iterator[Problem]:
     priority = profile.priority or team.default_priority
-    known = [p.name for p in cluster.config.priorities]
+    known = [p.name for p in cfg.priorities]
     if priority is None:
         yield ("priority",), "priority", "no priority: the profile sets none and the team has no defaultPriority", \
             f"set priority to one of: {', '.join(known)}"
     elif priority not in known:
         yield ("priority",), "priority", f"priority {priority!r} is not defined in cluster {profile.cluster!r}", \
             f"use one of: {', '.join(known)}"
-    if pool is not None and profile.topology is not None and \
-            profile.topology.level not in (pool.topology_levels or []):
+
+
+def _topology_problems(profile: JobProfile, pool: NodePool) -> Iterator[Problem]:
+    if profile.topology is not None and profile.topology.level not in (pool.topology_levels or []):
         levels = pool.topology_levels or []
         yield ("topology", "level"), "topology.level", \
             f"pool {pool.name!r} has no topology level {profile.topology.level!r}", \
             f"use one of: {', '.join(levels)}" if levels else "the pool declares no topologyLevels; remove topology"
-    if pool is not None:
-        yield from _slice_problems(profile, pool)
-    yield from _deadline_problems(team, profile, cluster.config)
+    yield from _slice_problems(profile, pool)
+
+
+def _program_problems(kind: Kind, profile: JobProfile) -> Iterator[Problem]:
+    """The program a kind's pods run: required where they run one, with no variable that others set, and no
+    fail-fast exit code torchrun gives every fault."""
+    from generator.config.jobs import TORCHRUN_ANY_FAILURE
+
+    if kind.runs_program and not profile.command:
+        idle = " or ".join(k.name for k in KINDS if not k.runs_program)
+        yield (), "command", f"command is required for kind {kind.name}: the program every node runs", \
+            f"set it, e.g. [python, train.py] (only kind {idle} runs none)"
     for j, env in enumerate(profile.env):
-        if env.name in RESERVED_ENV and profile.kind not in ("trainjob", "deployment", "leaderworkerset"):
-            yield ("env", j, "name"), f"env[{j}].name", f"{env.name} is set by fleetgen for the rendezvous", \
+        if env.name in kind.reserved_env:
+            yield ("env", j, "name"), f"env[{j}].name", f"{env.name} is set {kind.reserved_by}", \
                 "remove it or use another name"
     if profile.launcher == "torchrun" and TORCHRUN_ANY_FAILURE in (profile.fail_fast_exit_codes or []):
         yield ("failFastExitCodes",), "failFastExitCodes", (
             "torchrun exits 1 whenever any worker fails (a lost node, an NCCL error, an OOM kill), so exit code 1 "
             "would fail the JobSet on infrastructure faults instead of restarting it"), \
             "remove 1 (usage errors and missing commands still fail fast: 2, 126, 127), or use launcher: none"
-    if profile.kind in OPERATOR_OF_KIND:
-        yield from _operator_profile_problems(profile, cluster.config)
-    unqueued = [f for f in KUEUE_FRAMEWORKS[profile.kind] if f not in cluster.config.frameworks]
-    if unqueued:
-        yield ("kind",), "kind", f"Kueue on {profile.cluster} does not queue this kind (its integrations lack " \
-            f"{', '.join(unqueued)}), so it would run outside the team's quota", \
-            "use kind: jobset" if cluster.config.multikueue is not None else \
-            f"set kueue.integrations in its cluster file to include {', '.join(unqueued)}"
-    yield from _unused_field_problems(profile)
-    if profile.kind not in SERVING_KINDS and profile.port is not None:
-        yield ("port",), "port", f"a {profile.kind} profile serves nothing: port is for kinds deployment and " \
-            "leaderworkerset", "remove port, or use kind: deployment"
-    if profile.kind != "leaderworkerset" and profile.replicas is not None:
-        yield ("replicas",), "replicas", f"a {profile.kind} profile has no groups of pods: replicas is for kind " \
-            "leaderworkerset", "remove replicas (a Deployment's replicas are its nodes)"
-    if profile.kind == "job" and profile.nodes > 1 and cluster.config.multikueue is not None:
-        yield ("kind",), "kind", f"{profile.cluster} is a MultiKueue manager: it dispatches a batch Job to a worker " \
-            "but not the Service its pods' hostnames need, so the nodes could not find rank 0", \
-            "use kind: jobset (JobSet makes that Service on the worker), or nodes: 1"
-    if profile.leader is not None and profile.kind == "job":
-        yield ("leader",), "leader", "a batch Job has one pod template for every node, so no separate leader", \
-            "remove leader (node rank 0 runs the profile's command), or use kind: jobset"
+
+
+def _kind_problems(kind: Kind, profile: JobProfile, cluster: ClusterConfig) -> Iterator[Problem]:
+    """What the kind needs of the cluster (its operator, its Kueue integrations) and of the profile (no fields
+    it has no use for)."""
+    operator = kind.operator
+    if operator is not None and not operator.runs_in(cluster):
+        yield ("kind",), "kind", f"cluster {cluster.name} does not run {operator.title}, so nothing would run " \
+            f"{kind.what}", f"set operators.{operator.key}: true in its cluster file, or use kind: {operator.instead}"
+    if profile.leader is not None and kind.leader_refused is not None:
+        why, fix = kind.leader_refused
+        yield ("leader",), "leader", why.format(what=kind.what), fix
     elif profile.leader is not None and profile.nodes < 2 and profile.launcher == "torchrun":
         yield ("leader",), "leader", "a leader job needs at least 2 nodes (a leader and a worker)", \
             "set nodes to 2 or more, or remove leader"
+    unqueued = [f for f in kind.frameworks if f not in cluster.frameworks]
+    if unqueued:
+        yield ("kind",), "kind", f"Kueue on {profile.cluster} does not queue this kind (its integrations lack " \
+            f"{', '.join(unqueued)}), so it would run outside the team's quota", \
+            "use kind: jobset" if cluster.multikueue is not None else \
+            f"set kueue.integrations in its cluster file to include {', '.join(unqueued)}"
+    if kind.refused is not None:
+        for field, key in kind.refused.fields:
+            if field in profile.model_fields_set:
+                yield (key,), key, f"{kind.what} has no {key}: {kind.refused.why}", f"remove {key}{kind.refused.fix}"
+    yield from _shape_problems(kind, profile, cluster)
 
 
-CPU_ONLY_KINDS = ("deployment", "leaderworkerset")
+SERVING = " and ".join(k.name for k in KINDS if k.serving)
+GROUPED = " and ".join(k.name for k in KINDS if k.grouped)
+
+
+def _shape_problems(kind: Kind, profile: JobProfile, cluster: ClusterConfig) -> Iterator[Problem]:
+    """`port` on what serves, `replicas` on what runs groups, and a job a MultiKueue manager can dispatch."""
+    if not kind.serving and profile.port is not None:
+        yield ("port",), "port", f"a {profile.kind} profile serves nothing: port is for kinds {SERVING}", \
+            "remove port, or use kind: deployment"
+    if not kind.grouped and profile.replicas is not None:
+        yield ("replicas",), "replicas", f"a {profile.kind} profile has no groups of pods: replicas is for kind " \
+            f"{GROUPED}", "remove replicas (a Deployment's replicas are its nodes)"
+    problem = kind.manager_problem(profile) if cluster.multikueue is not None else None
+    if problem is not None:
+        yield ("kind",), "kind", f"{profile.cluster} is a MultiKueue manager: {problem[0]}", problem[1]
+
+
+CPU_ONLY_KINDS = tuple(k.name for k in KINDS if k.cpu_only)
 """Kinds a CPU-only profile may be: servers, which run the command as written (the batch kinds start torchrun
 with one process per GPU, and Ray's and Trainer's pods are shaped by their operators)."""
 CPU_ONLY_UNUSED = (("topology", "topology"),)
@@ -653,7 +698,7 @@ def _deadline_problems(team: TeamConfig, profile: JobProfile, cluster: ClusterCo
     """A profile within the team's reclaim deadline (the API server would refuse its pods) and its
     maximum execution time."""
     cap = team.grace_cap_in(cluster)
-    if profile.kind != "trainjob" and profile.termination_grace_period_seconds > cap:
+    if kind_of(profile.kind).own_grace and profile.termination_grace_period_seconds > cap:
         yield ("terminationGracePeriodSeconds",), "terminationGracePeriodSeconds", \
             f"{profile.termination_grace_period_seconds} s, but pods of team {team.name} in {cluster.name} may " \
             f"have at most {cap} s (the reclaim deadline, kueue.maxTerminationGracePeriodSeconds), so the API " \
@@ -664,92 +709,6 @@ def _deadline_problems(team: TeamConfig, profile: JobProfile, cluster: ClusterCo
             f"{profile.max_execution_time} is longer than the team's maxExecutionTime {team.max_execution_time}, " \
             "and the API server refuses a longer kueue.x-k8s.io/max-exec-time-seconds label", \
             f"use at most {team.max_execution_time}, or remove it (the team's applies)"
-
-
-OPERATOR_OF_KIND = {"rayjob": ("ray", "KubeRay", "jobset"), "raycluster": ("ray", "KubeRay", "jobset"),
-                    "trainjob": ("trainer", "Kubeflow Trainer", "jobset"),
-                    "leaderworkerset": ("lws", "LeaderWorkerSet's controller", "deployment")}
-"""Per kind that an operator runs: its `operators` key, what it is called, and the kind to use instead."""
-RAY_LEADER = ("{what}'s head is its leader", "remove leader (the head runs Ray's driver)")
-LEADERLESS = {"rayjob": RAY_LEADER, "raycluster": RAY_LEADER,
-              "trainjob": ("a TrainJob's nodes all run the same program (rank 0 is node 0)",
-                           "remove leader, or use kind: jobset")}
-"""Kinds that refuse `leader`, with why and the fix (a LeaderWorkerSet's: UNUSED_FIELDS)."""
-
-
-def _operator_profile_problems(profile: JobProfile, cluster: ClusterConfig) -> Iterator[Problem]:
-    """A kind whose operator the cluster does not run; the variables that operator sets; a leader it has none of."""
-    from generator.compile.jobs import LWS_RESERVED_ENV, TRAINER_RESERVED_ENV
-
-    what = UNUSED_FIELDS[profile.kind][0]
-    operator, program, instead = OPERATOR_OF_KIND[profile.kind]
-    if not getattr(cluster.operators, operator):
-        yield ("kind",), "kind", f"cluster {cluster.name} does not run {program}, so nothing would run {what}", \
-            f"set operators.{operator}: true in its cluster file, or use kind: {instead}"
-    reserved = {"trainjob": (TRAINER_RESERVED_ENV, "by Kubeflow Trainer for torchrun"),
-                "leaderworkerset": (LWS_RESERVED_ENV, "by LeaderWorkerSet on every pod")}.get(profile.kind)
-    for j, env in enumerate(profile.env):
-        if reserved and env.name in reserved[0]:
-            yield ("env", j, "name"), f"env[{j}].name", f"{env.name} is set {reserved[1]}", \
-                "remove it or use another name"
-    if profile.leader is not None and profile.kind in LEADERLESS:
-        why, fix = LEADERLESS[profile.kind]
-        yield ("leader",), "leader", why.format(what=what), fix
-
-
-KUEUE_FRAMEWORKS = {"jobset": ("jobset.x-k8s.io/jobset",), "job": ("batch/job",), "rayjob": ("ray.io/rayjob",),
-                    "raycluster": ("ray.io/raycluster",), "trainjob": ("trainer.kubeflow.org/trainjob",),
-                    "deployment": ("deployment", "pod"),
-                    "leaderworkerset": ("leaderworkerset.x-k8s.io/leaderworkerset",)}
-"""The Kueue integrations each profile kind needs (a Deployment's pods are admitted by the pod integration,
-which a LeaderWorkerSet's turns on by itself: kueue v0.19.2 pkg/controller/jobs/leaderworkerset/
-leaderworkerset_controller.go:62)."""
-SERVING_KINDS = frozenset({"deployment", "leaderworkerset"})
-"""Kinds that serve until deleted, on `port` when set."""
-UNUSED_FIELDS: dict[str, tuple[str, tuple[tuple[str, str], ...], str, str]] = {
-    # kind: (what it is, (field, key) it has no use for, why, more to the fix than removing it)
-    "rayjob": ("a RayJob", (("launcher", "launcher"), ("fail_fast_exit_codes", "failFastExitCodes"),
-                            ("master_port", "masterPort")),
-               "Ray starts the entrypoint and reports how it ended", ""),
-    "raycluster": ("a RayCluster", (("command", "command"), ("args", "args"), ("launcher", "launcher"),
-                                    ("fail_fast_exit_codes", "failFastExitCodes"), ("master_port", "masterPort"),
-                                    ("max_restarts", "maxRestarts")),
-                   "it runs Ray only (submit programs to it with `ray job submit`) and is kept until deleted", ""),
-    "trainjob": ("a TrainJob", (("fail_fast_exit_codes", "failFastExitCodes"), ("max_restarts", "maxRestarts"),
-                                ("master_port", "masterPort"),
-                                ("termination_grace_period_seconds", "terminationGracePeriodSeconds")),
-                 f"its training runtime ({TRAINER_RUNTIME}) decides it", ", or use kind: jobset to choose it"),
-    "deployment": ("a Deployment", (("launcher", "launcher"), ("fail_fast_exit_codes", "failFastExitCodes"),
-                                    ("master_port", "masterPort"), ("max_restarts", "maxRestarts"),
-                                    ("topology", "topology"), ("max_execution_time", "maxExecutionTime"),
-                                    ("leader", "leader")),
-                   "its replicas serve on their own and are restarted when they exit", ""),
-    "leaderworkerset": ("a LeaderWorkerSet", (("launcher", "launcher"), ("fail_fast_exit_codes", "failFastExitCodes"),
-                                              ("master_port", "masterPort"), ("max_restarts", "maxRestarts"),
-                                              ("topology", "topology"), ("max_execution_time", "maxExecutionTime"),
-                                              ("leader", "leader")),
-                        "its groups serve until deleted, a group recreated whole when one of its pods restarts, "
-                        "the leader being each group's first pod", ""),
-}
-"""Per kind, the profile fields it has no use for, refused where they are set. A RayJob: Ray starts the
-entrypoint, reports the job's end and wires its own ports; a RayCluster runs no program of the profile's
-and is never restarted whole; a TrainJob's runtime (the platform's) decides the JobSet's failure policy
-and the pods' grace period, and fixes rank 0's port at 29500; a Deployment's replicas run the command as
-written, each on its own (no rendezvous, no topology across them: Kueue admits each pod alone), and
-Kueue's deployment integration carries no execution limit to the pods (kueue v0.19.2
-pkg/controller/jobs/deployment/deployment_webhook.go:91-105 copies the queue and priority only); a
-LeaderWorkerSet's groups run the command as written too, LeaderWorkerSet telling each pod its leader
-and index, and Kueue's webhook copies the queue and priority only onto its pod templates
-(pkg/controller/jobs/leaderworkerset/leaderworkerset_webhook.go:105-123)."""
-
-
-def _unused_field_problems(profile: JobProfile) -> Iterator[Problem]:
-    if profile.kind not in UNUSED_FIELDS:
-        return
-    what, fields, why, fix = UNUSED_FIELDS[profile.kind]
-    for field, key in fields:
-        if field in profile.model_fields_set:
-            yield (key,), key, f"{what} has no {key}: {why}", f"remove {key}{fix}"
 
 
 def profile_problems(fleet: Fleet, team: TeamConfig, profile: JobProfile) -> list[tuple[str, str, str]]:

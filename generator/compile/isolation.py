@@ -33,13 +33,9 @@ from generator.compile.podnetwork import DNS_PORTS
 from generator.config.cluster import POD_SECURITY_ORDER, ClusterConfig
 from generator.config.fleet import Loaded
 from generator.config.team import TeamConfig
+from generator.kinds.podspec import pod_security_level as pod_security_level  # re-exported
 
 POD_SECURITY = "pod-security.kubernetes.io"
-
-
-def pod_security_level(cfg: ClusterConfig, team: str) -> str:
-    """The Pod Security level enforced on the team's namespaces in this cluster."""
-    return cfg.tenancy.pod_security_exceptions.get(team, cfg.tenancy.pod_security)
 
 
 def namespace_labels(cfg: ClusterConfig, team: str) -> dict[str, str]:

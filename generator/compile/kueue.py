@@ -15,6 +15,7 @@ from generator.compile.quota import cpu_pool_held, cpu_pool_resources, pool_reso
 from generator.config.cluster import ClusterConfig, CohortQuota, MultiKueue, NodePool, Preemption, Taint, kueue_tuple
 from generator.config.fleet import Loaded, held_gpus, implicit_cohort_weight
 from generator.config.team import PoolQuota, TeamConfig
+from generator.kinds.podspec import toleration as toleration  # re-exported: the compilers pin through here
 
 SHARED = ("kueue",)
 HOSTNAME = "kubernetes.io/hostname"
@@ -39,18 +40,6 @@ def _obj(cfg: ClusterConfig, kind: str, name: str, team: str | None = None, name
 
 def _weight(value: float) -> str:
     return quantity.canonical(quantity.value_of(repr(float(value)) if value % 1 else int(value)))
-
-
-def toleration(taint: Any) -> dict[str, Any]:
-    """The toleration that matches a pool taint exactly (Equal with a value, else Exists)."""
-    tol: dict[str, Any] = {"key": taint.key}
-    if taint.value is None:
-        tol["operator"] = "Exists"
-    else:
-        tol["operator"] = "Equal"
-        tol["value"] = taint.value
-    tol["effect"] = taint.effect
-    return tol
 
 
 def _flavor_spec(node_labels: dict[str, str], taints: list[Taint]) -> dict[str, Any]:

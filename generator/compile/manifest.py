@@ -7,12 +7,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from generator import __version__
+from generator.objectlabels import MANAGED_BY as MANAGED_BY  # re-exported: the compilers label through here
+from generator.objectlabels import TEAM_LABEL as TEAM_LABEL
+from generator.objectlabels import labels as labels
 from generator.versions import component
 
 if TYPE_CHECKING:
     from generator.config.cluster import ClusterConfig
 
-MANAGED_BY = {"app.kubernetes.io/managed-by": "fleetgen"}
 NOT_OBJECT_FILES = ("kustomization.yaml", ".sky.yaml", "skypilot-config.yaml")
 """Rendered files that are not Kubernetes objects (kustomize's index, SkyPilot tasks and config)."""
 
@@ -80,19 +82,6 @@ class Manifest:
 ARGOCD_CRD_IN_SAME_SYNC = {"argocd.argoproj.io/sync-options": "SkipDryRunOnMissingResource=true"}
 """On custom resources whose CRD arrives in the same Argo CD sync (from a chart): without it the
 dry run fails on the unknown kind. Copy it (dict(...)) onto each object."""
-
-
-TEAM_LABEL = "fleetgen.io/team"
-"""On every object of a team, its namespaces included, and on nothing of the platform."""
-
-
-def labels(cluster: str, team: str | None = None) -> dict[str, str]:
-    """Labels on every object: who manages it and which cluster (and team) it belongs to."""
-    out = dict(MANAGED_BY)
-    out["fleetgen.io/cluster"] = cluster
-    if team is not None:
-        out[TEAM_LABEL] = team
-    return out
 
 
 def own_image(cfg: ClusterConfig, name: str) -> str:

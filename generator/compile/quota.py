@@ -7,15 +7,13 @@ can never disagree about what a quota means.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from decimal import ROUND_FLOOR, Decimal
+from decimal import Decimal
 
 from generator import quantity
 from generator.config.cluster import ClusterConfig, CohortQuota, CpuLimit, CpuPool, NodePool
 from generator.config.team import PoolQuota, TeamConfig
-
-_MI = Decimal(1 << 20)
-_MB = Decimal(10**6)
-_MILLI = Decimal("0.001")
+from generator.kinds.podspec import cpu_pod_requests as cpu_pod_requests  # re-exported: quota arithmetic
+from generator.kinds.podspec import node_share as node_share
 
 
 @dataclass(frozen=True)
@@ -26,20 +24,6 @@ class ResourceQuota:
     nominal: str
     borrowing: str | None
     lending: str | None
-
-
-def node_share(pool: NodePool, gpus: int, factor: Decimal = Decimal(1)) -> tuple[str, str]:
-    """(cpu, memory) that go with `gpus` of the pool in its per-node ratio, times `factor`.
-
-    CPU is floored to millicores and memory to whole MiB (MB for decimal pools), so shares never
-    add up to more than the nodes have.
-    """
-    share = Decimal(gpus) / pool.gpu.per_node * factor
-    cpu = (quantity.value_of(pool.cpu_per_node) * share).quantize(_MILLI, rounding=ROUND_FLOOR)
-    per_node, fmt = quantity.parse(pool.memory_per_node)
-    step = _MI if fmt == "BinarySI" else _MB
-    memory = (per_node * share / step).to_integral_value(rounding=ROUND_FLOOR) * step
-    return quantity.canonical(cpu, "DecimalSI"), quantity.canonical(memory, fmt)
 
 
 def _scaled(pool: NodePool, gpus: int | None) -> tuple[str | None, str | None, str | None]:
@@ -87,22 +71,8 @@ def cpu_pool_held(cfg: ClusterConfig, team: TeamConfig) -> CpuLimit | None:
     return pool.limit_for(team.name)
 
 
-CPU_POD_SHARE = Decimal("0.9")
 """Share of a CPU-pool node a CPU-only profile's pod requests when it sets no `cpu` or `memory`: as a
 training pod's of a GPU node, the rest left for node agents."""
-
-
-def cpu_pod_requests(pool: CpuPool, cpu: str | int | None, memory: str | int | None) -> tuple[str, str]:
-    """(cpu, memory) one pod of a CPU-only profile requests: as set, else CPU_POD_SHARE of a CPU-pool node."""
-    if cpu is None:
-        cpu = quantity.canonical((quantity.value_of(pool.cpu_per_node) * CPU_POD_SHARE).quantize(
-            _MILLI, rounding=ROUND_FLOOR), "DecimalSI")
-    if memory is None:
-        per_node, fmt = quantity.parse(pool.memory_per_node)
-        step = _MI if fmt == "BinarySI" else _MB
-        memory = quantity.canonical((per_node * CPU_POD_SHARE / step).to_integral_value(rounding=ROUND_FLOOR) * step,
-                                    fmt)
-    return quantity.normalise(cpu), quantity.normalise(memory)
 
 
 def cpu_profile_fit(cfg: ClusterConfig, team: TeamConfig, pods: int, cpu: str, memory: str) -> tuple[bool, str]:

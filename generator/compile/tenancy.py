@@ -4,9 +4,9 @@ bounds of each namespace (compile/isolation.py).
 Members get two bindings in each of their namespaces and nowhere else: the built-in `edit` role
 (pods, logs, config maps, secrets, batch Jobs) and `fleetgen-team-member`, a ClusterRole rendered
 once per cluster with what `edit` lacks for a queued training job: JobSets (JobSet's chart adds
-no `aggregate-to-edit` role for them; nor does KubeRay's for Ray kinds, granted where it runs) and
-read access to the Kueue objects that say where a job stands. A ClusterRole bound by a RoleBinding
-grants only within that binding's namespace.
+no `aggregate-to-edit` role for them; nor do the operators' charts for their kinds, granted where each
+runs: generator/kinds) and read access to the Kueue objects that say where a job stands. A ClusterRole
+bound by a RoleBinding grants only within that binding's namespace.
 
 And one cluster-wide read grant, `fleetgen-priority-reader`: every authenticated user may read the
 cluster's WorkloadPriorityClasses (names and values, already published to the same users in
@@ -25,6 +25,7 @@ from generator.compile.namespace_policies import namespace_policies
 from generator.config.cluster import ClusterConfig
 from generator.config.fleet import Loaded
 from generator.config.team import TeamConfig
+from generator.kinds import OPERATORS
 
 RBAC = "rbac.authorization.k8s.io"
 MEMBER_ROLE = "edit"
@@ -37,28 +38,6 @@ JOBS_RULES: list[dict[str, list[str]]] = [
     {"apiGroups": ["visibility.kueue.x-k8s.io"], "resources": ["localqueues/pendingworkloads"], "verbs": ["get"]},
 ]
 """What a member needs beyond `edit` to submit, follow and cancel jobs: no update of queue objects."""
-RAY_RULES: list[dict[str, list[str]]] = [
-    {"apiGroups": ["ray.io"], "resources": ["rayclusters", "rayjobs", "rayservices"],
-     "verbs": ["create", "delete", "get", "list", "patch", "watch"]},
-    {"apiGroups": ["ray.io"], "resources": ["rayclusters/status", "rayjobs/status", "rayservices/status"],
-     "verbs": ["get"]},
-]
-"""With `operators.ray`: KubeRay's chart aggregates none of its editor roles to `edit`."""
-TRAINER_RULES: list[dict[str, list[str]]] = [
-    {"apiGroups": ["trainer.kubeflow.org"], "resources": ["trainjobs"],
-     "verbs": ["create", "delete", "get", "list", "patch", "watch"]},
-    {"apiGroups": ["trainer.kubeflow.org"], "resources": ["trainjobs/status"], "verbs": ["get"]},
-]
-"""With `operators.trainer`: TrainJobs only. Not TrainingRuntimes, whose pod templates would bypass the
-profiles' rules, and not ClusterTrainingRuntimes, which are the platform's."""
-LWS_RULES: list[dict[str, list[str]]] = [
-    {"apiGroups": ["leaderworkerset.x-k8s.io"], "resources": ["leaderworkersets"],
-     "verbs": ["create", "delete", "get", "list", "patch", "watch"]},
-    {"apiGroups": ["leaderworkerset.x-k8s.io"], "resources": ["leaderworkersets/status"], "verbs": ["get"]},
-]
-"""With `operators.lws`: the LeaderWorkerSet chart aggregates no role to `edit`."""
-
-
 def namespaces(cluster: Loaded[ClusterConfig], team: Loaded[TeamConfig]) -> list[Manifest]:
     """One Namespace per team namespace, labelled with team and cluster."""
     tcfg = team.config
@@ -99,9 +78,8 @@ def member_role(cluster: Loaded[ClusterConfig]) -> Manifest:
     """The ClusterRole the `<team>-members-jobs` RoleBindings refer to (one per cluster)."""
     body = {"apiVersion": f"{RBAC}/v1", "kind": "ClusterRole",
             "metadata": {"name": JOBS_ROLE, "labels": labels(cluster.config.name)},
-            "rules": JOBS_RULES + (RAY_RULES if cluster.config.operators.ray else [])
-                     + (TRAINER_RULES if cluster.config.operators.trainer else [])
-                     + (LWS_RULES if cluster.config.operators.lws else [])}
+            "rules": JOBS_RULES + [rule for operator in OPERATORS if operator.runs_in(cluster.config)
+                                   for rule in operator.member_rules]}
     return Manifest(("teams",), body, cluster.at("name"))
 
 

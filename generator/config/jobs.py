@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Annotated, Literal
 
-from pydantic import Field, StrictStr, model_validator
+from pydantic import Field, StrictStr
 
 from generator.config.base import ConfigModel
 from generator.config.types import Count, DnsSubdomain, ExecutionTime, LabelKey, PositiveCount, Quantity
@@ -68,8 +68,6 @@ class Leader(ConfigModel):
 
 
 JobKind = Literal["jobset", "job", "rayjob", "trainjob", "raycluster", "deployment", "leaderworkerset"]
-PROGRAMLESS_KINDS = frozenset({"raycluster"})
-"""Kinds that run no program of the profile's: `command` is left out."""
 
 
 class JobProfile(ConfigModel):
@@ -162,13 +160,6 @@ class JobProfile(ConfigModel):
     max_execution_time: ExecutionTime | None = None
     """Longest the job may run once admitted, e.g. `72h`: Kueue then evicts and deactivates it
     (label `kueue.x-k8s.io/max-exec-time-seconds`); time spent admitted before a requeue counts."""
-
-    @model_validator(mode="after")
-    def _program_where_run(self) -> JobProfile:
-        if not self.command and self.kind not in PROGRAMLESS_KINDS:
-            raise ValueError(f"command is required for kind {self.kind}: the program every node runs, e.g. "
-                             "[python, train.py] (only kind raycluster runs none)")
-        return self
 
     @property
     def max_execution_seconds(self) -> int | None:

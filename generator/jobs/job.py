@@ -1,7 +1,7 @@
 """Jobs for ML engineers: instantiate a team's profile, submit it, watch it, read logs, cancel.
 
-A job is a JobSet, a batch/v1 Indexed Job, a KubeRay RayJob or a Kubeflow Trainer TrainJob (a profile's
-`kind`); `KINDS` says how each is reached.
+A job is an object of one of the kinds in generator.kinds (a profile's `kind`, each reached as its record
+says); `KINDS` holds those the SDK's `Job` handles.
 
     from generator.jobs import Job, connect
     job = Job.from_profile("ml-research", "pretrain-4node", nodes=8)
@@ -22,6 +22,9 @@ from generator.errors import InputError, UsageError
 from generator.jobs import pods, presubmit, rollouts, workloads
 from generator.jobs.connection import ClusterError, guarded, timeout, word
 from generator.jobs.shape import refuse_misshapen
+from generator.kinds import KINDS as REGISTRY
+from generator.kinds import companion_service, job_object, kind_of
+from generator.kinds.base import Kind
 from generator.repofiles import read_named
 
 if TYPE_CHECKING:
@@ -33,162 +36,11 @@ MILESTONES = {"admitted": {"admitted", "running", "succeeded", "failed"}, "runni
 """`job wait --for X`: the phases in which X has been reached (a job that finished was admitted)."""
 
 
-@dataclass(frozen=True)
-class Kind:
-    """How the SDK reaches one kind of job: its API, the conditions that end it, its pods and progress."""
-
-    kind: str
-    group: str
-    version: str
-    plural: str
-    option: str
-    """Its `--kind` on the command line."""
-    pods: Callable[[dict[str, Any], str], str]
-    """The label selector of all the pods of the job (its object, its name)."""
-    ended: Callable[[dict[str, Any]], tuple[str, str] | None]
-    """(phase, why) once it has ended: succeeded or failed."""
-    active: Callable[[dict[str, Any]], int]
-    """Pods active (created, not finished) in its status; for a RayJob, 1 while Ray runs it."""
-    restarts: Callable[[dict[str, Any]], int]
-    """Restarts so far: the JobSet's, a Job's failed pods that were retried, a RayJob's failed attempts."""
-    rank: Callable[[dict[str, Any], str, int], str]
-    """The label selector of node `rank`'s pods (the job's body, its name, the rank); UsageError past the last."""
-    not_child: str = ""
-    """A selector term that keeps jobs only: it leaves out the objects of this kind another job made (a
-    JobSet's Jobs), or that are no profile's (the platform's own Deployments)."""
-    log_container: str = "trainer"
-    """The container whose log `logs` reads."""
-    serving: bool = False
-    """A server (a Deployment, a LeaderWorkerSet): it never finishes, and Kueue admits each of its pods
-    (or groups) on its own, so its status is read from their Workloads."""
-    grouped: bool = False
-    """Kueue admits it by groups of pods, one Workload each labelled with the object's uid (a
-    LeaderWorkerSet), not pod by pod."""
-
-    @property
-    def api_version(self) -> str:
-        return f"{self.group}/{self.version}"
-
-
-def _status(obj: dict[str, Any]) -> dict[str, Any]:
-    return obj.get("status") or {}
-
-
-def _by_condition(succeeded: str) -> Callable[[dict[str, Any]], tuple[str, str] | None]:
-    """How a JobSet or a Job says it ended: condition `succeeded`, or Failed, set True."""
-    def ended(obj: dict[str, Any]) -> tuple[str, str] | None:
-        for kind, phase in ((succeeded, "succeeded"), ("Failed", "failed")):
-            cond = workloads.condition(obj, kind)
-            if cond and cond.get("status") == "True":
-                return phase, str(cond.get("message") or cond.get("reason") or "")
-        return None
-    return ended
-
-
-RAY_ENDED = {"Complete": "succeeded", "Failed": "failed"}
-"""A RayJob's jobDeploymentStatus once it has ended (ray-operator v1.6.2 apis/ray/v1/rayjob_types.go)."""
-
-
-def _ray_ended(obj: dict[str, Any]) -> tuple[str, str] | None:
-    status = _status(obj)
-    phase = RAY_ENDED.get(str(status.get("jobDeploymentStatus") or ""))
-    if phase is None:
-        return None
-    why = [str(status.get(k)) for k in ("jobStatus", "reason", "message") if status.get(k)]
-    return phase, ": ".join(why)
-
-
-def _jobset_rank(body: dict[str, Any], name: str, rank: int) -> str:
-    """A JobSet's ranks run through its replicated jobs in order."""
-    offset = 0
-    for rjob in (body.get("spec") or {}).get("replicatedJobs") or []:
-        count = int(rjob["template"]["spec"].get("completions") or 1)
-        if rank < offset + count:
-            return (f"jobset.sigs.k8s.io/jobset-name={name},jobset.sigs.k8s.io/replicatedjob-name={rjob['name']},"
-                    f"batch.kubernetes.io/job-completion-index={rank - offset}")
-        offset += count
-    raise UsageError(f"rank {rank} is out of range: the job has {offset} nodes")
-
-
-def _job_rank(body: dict[str, Any], name: str, rank: int) -> str:
-    """A batch Job's rank is its completion index."""
-    nodes = int((body.get("spec") or {}).get("completions") or 1)
-    if rank >= nodes:
-        raise UsageError(f"rank {rank} is out of range: the job has {nodes} nodes")
-    return f"batch.kubernetes.io/job-name={name},batch.kubernetes.io/job-completion-index={rank}"
-
-
-def _ray_rank(body: dict[str, Any], name: str, rank: int) -> str:
-    """A RayJob's log is its driver's, which KubeRay's submitter Job (named after it) follows."""
-    if rank:
-        raise UsageError(f"a RayJob's log is its driver's (rank 0), which Ray gathers from every worker; "
-                         f"not rank {rank}")
-    return f"batch.kubernetes.io/job-name={name}"
-
-
-def _trainjob_rank(body: dict[str, Any], name: str, rank: int) -> str:
-    """A TrainJob's ranks are the completion indexes of its JobSet's one replicated job, `node`."""
-    nodes = int(((body.get("spec") or {}).get("trainer") or {}).get("numNodes") or 1)
-    if rank >= nodes:
-        raise UsageError(f"rank {rank} is out of range: the job has {nodes} nodes")
-    return (f"jobset.sigs.k8s.io/jobset-name={name},jobset.sigs.k8s.io/replicatedjob-name=node,"
-            f"batch.kubernetes.io/job-completion-index={rank}")
-
-
-def _instance(body: dict[str, Any], name: str) -> str:
-    """A serving Deployment's pods: the instance label its template gives them."""
-    return f"app.kubernetes.io/instance={name}"
-
-
-def _lws_pods(body: dict[str, Any], name: str) -> str:
-    """A LeaderWorkerSet's pods: the set's name, which LeaderWorkerSet labels each with."""
-    return f"leaderworkerset.sigs.k8s.io/name={name}"
-
-
-def _replica_rank(pods_of: Callable[[dict[str, Any], str], str]) -> Callable[[dict[str, Any], str, int], str]:
-    """A server's replicas have no ranks of their own: `logs` numbers its pods in name order (_pod_for_rank)."""
-    return lambda body, name, rank: pods_of(body, name)
-
-
-KINDS = {k.kind: k for k in (
-    Kind("JobSet", "jobset.x-k8s.io", "v1alpha2", "jobsets", "jobset",
-         lambda o, name: f"jobset.sigs.k8s.io/jobset-name={name}", _by_condition("Completed"),
-         lambda o: sum(int(j.get("active") or 0) for j in _status(o).get("replicatedJobsStatus") or []),
-         lambda o: int(_status(o).get("restarts") or 0), _jobset_rank),
-    Kind("Job", "batch", "v1", "jobs", "job",
-         lambda o, name: f"batch.kubernetes.io/job-name={name}", _by_condition("Complete"),
-         lambda o: int(_status(o).get("active") or 0),
-         lambda o: int(_status(o).get("failed") or 0), _job_rank, "!jobset.sigs.k8s.io/jobset-name"),
-    # The pods of the Ray cluster KubeRay made for it (named in its status), and its driver's output in
-    # the submitter Job KubeRay names after it (container ray-job-submitter: controllers/ray/utils/
-    # constant.go:283).
-    Kind("RayJob", "ray.io", "v1", "rayjobs", "rayjob",
-         lambda o, name: f"ray.io/cluster={_status(o).get('rayClusterName') or name}", _ray_ended,
-         lambda o: int(_status(o).get("jobDeploymentStatus") == "Running"),
-         lambda o: int(_status(o).get("failed") or 0), _ray_rank, log_container="ray-job-submitter"),
-    # The pods of the JobSet Kubeflow Trainer makes, named after it (kubeflow/trainer v2.2.1 pkg/runtime/
-    # framework/plugins/jobset/jobset.go), in the runtime's container `node`. Its status counts the
-    # JobSet's jobs, not restarts: the platform's runtime sets no failure policy, so a failure ends it.
-    Kind("TrainJob", "trainer.kubeflow.org", "v1alpha1", "trainjobs", "trainjob",
-         lambda o, name: f"jobset.sigs.k8s.io/jobset-name={name}", _by_condition("Complete"),
-         lambda o: sum(int(j.get("active") or 0) for j in _status(o).get("jobsStatus") or [] if isinstance(j, dict)),
-         lambda o: 0, _trainjob_rank, log_container="node"),
-    # A serving profile's Deployment: its pods carry the instance label fleetgen selects them by, and run
-    # container `server`; restarts are the kubelet's, in each pod's status.
-    Kind("Deployment", "apps", "v1", "deployments", "deployment",
-         _instance, lambda o: None,
-         lambda o: int(_status(o).get("readyReplicas") or 0), lambda o: 0, _replica_rank(_instance),
-         not_child="fleetgen.io/profile", log_container="server", serving=True),
-    # A multi-node server's LeaderWorkerSet: LeaderWorkerSet labels every pod with its name, and counts
-    # the groups whose pods are all ready; ranks are its pods in name order, as a Deployment's.
-    Kind("LeaderWorkerSet", "leaderworkerset.x-k8s.io", "v1", "leaderworkersets", "leaderworkerset",
-         _lws_pods, lambda o: None,
-         lambda o: int(_status(o).get("readyReplicas") or 0), lambda o: 0, _replica_rank(_lws_pods),
-         log_container="server", serving=True, grouped=True),
-)}
-"""Every kind of job a profile renders (`kind: jobset | job | rayjob | trainjob | deployment | leaderworkerset`), by
-its Kubernetes kind (a `kind: raycluster` profile makes a RayCluster: generator.jobs.ray)."""
-KIND_OPTIONS = {k.option: k.kind for k in KINDS.values()}
+KINDS: dict[str, Kind] = {k.kind: k for k in REGISTRY if k.sdk_job}
+"""Every kind of job the SDK's `Job` handles, by its object's Kubernetes kind (generator.kinds; a `kind:
+raycluster` profile makes a RayCluster, which generator.jobs.ray handles)."""
+KIND_OPTIONS = {k.name: k.kind for k in KINDS.values()}
+"""Each `--kind` and the Kubernetes kind it names."""
 
 
 class ConfigurationError(ValueError):
@@ -244,11 +96,8 @@ def checked_object(fleet: Fleet, tcfg: Any, profile: Any, label: str, *, name: s
                    refuse: type[Exception] = UsageError) -> dict[str, Any]:
     """The object of `profile` once the render-time rules hold for it (`refuse` names each one broken)."""
     from generator.checks.fleet import profile_problems
-    from generator.compile.jobs import job_object, name_problems
-    from generator.config.jobs import PROGRAMLESS_KINDS
-
-    problems = name_problems(name or profile.name, profile)
-    if command is not None and profile.kind in PROGRAMLESS_KINDS:
+    problems = kind_of(profile.kind).name_problems(name or profile.name, profile)
+    if command is not None and not kind_of(profile.kind).runs_program:
         problems.append(f"a {profile.kind} profile runs no program, so none can replace it")
     if problems:
         raise refuse("; ".join(problems))
@@ -384,13 +233,11 @@ class Job(MadeFromFleet):
     def from_profile(cls, team: str, profile: str, *, root: str | Path | None = None, api: Any = None,
                      name: str | None = None, nodes: int | None = None, image: str | None = None,
                      command: list[str] | None = None) -> Job:
-        """A concrete job (JobSet, batch Job, RayJob or TrainJob, as the profile's `kind`) from a team's profile: in the
+        """A concrete job (its object as the profile's `kind` builds it) from a team's profile: in the
         fleet repository at `root`, or, given only `api`, in the fleet files the connected cluster
         publishes (no checkout needed). A `kind: raycluster` profile is a Ray cluster: RayCluster.from_profile."""
-        from generator.config.jobs import PROGRAMLESS_KINDS
-
         fleet, tcfg, found, label = resolve_profile(team, profile, root, api, nodes)
-        if found.kind in PROGRAMLESS_KINDS:
+        if not kind_of(found.kind).runs_program:
             raise UsageError(f"{team}/{profile} is a Ray cluster (kind: raycluster), not a job: " + word(
                 api, "`fleetgen job submit` brings it up", f"RayCluster.from_profile({team!r}, {profile!r}, api)"))
         return cls(checked_object(fleet, tcfg, found, label, name=name, image=image, command=command), api).made_by(
@@ -406,16 +253,16 @@ class Job(MadeFromFleet):
         """A job written in Python instead of a team file's profile, checked by the same rules.
 
         `pool` and `cluster` default to the only ones the team has a quota in; `gpus_per_node` to the
-        pool's GPUs per node; `kind` is `jobset`, `job` (a batch Indexed Job), `rayjob` (the command is
-        its entrypoint) or `trainjob` (on the platform's torch-distributed runtime); `launcher` defaults to
-        torchrun, except for a RayJob, which has none; `max_restarts` (3) and
+        pool's GPUs per node; `kind` is a profile's `kind`, any that runs a program (KIND_OPTIONS; the
+        team-file reference says what each makes); `launcher` defaults to torchrun, except for a RayJob,
+        which has none; `max_restarts` (3) and
         `termination_grace_period_seconds` (30) default as in a team file, and a TrainJob takes neither. The team's
         facts come from `root` (a checkout) or, given only `api`, from the cluster. ConfigurationError
         names each wrong argument and what to use instead.
         """
         from pydantic import ValidationError
 
-        from generator.config.jobs import PROGRAMLESS_KINDS, JobProfile
+        from generator.config.jobs import JobProfile
 
         fleet = _fleet(root, api)
         tcfg = _team(fleet, team)
@@ -440,7 +287,7 @@ class Job(MadeFromFleet):
         except ValidationError as exc:
             raise ConfigurationError("Job.define: " + "; ".join(
                 f"{_argument(e['loc'])}: {e['msg']}" for e in exc.errors())) from None
-        if profile.kind in PROGRAMLESS_KINDS:
+        if not kind_of(profile.kind).runs_program:
             raise ConfigurationError("Job.define: kind='raycluster' is a Ray cluster, not a job: "
                                      "RayCluster(ClusterConfiguration(...), api)")
         return cls(checked_object(fleet, tcfg, profile, f"Job.define({team!r}, {name!r})", refuse=ConfigurationError),
@@ -483,8 +330,6 @@ class Job(MadeFromFleet):
         `dry_run` sends it through the API server, its admission webhooks (JobSet's or Kueue's) and
         RBAC without storing it. A failed check raises SubmitRefused and creates nothing.
         """
-        from generator.compile.jobs import companion_service
-
         self._require_api(api)
         refuse_misshapen(self.body, f"{self.of.kind} {self.name}", UsageError)
         # The Service names are checked even without the other checks: a job whose Service name is taken
@@ -521,7 +366,7 @@ class Job(MadeFromFleet):
         if owner is not None:
             of, name = KINDS[str(owner["kind"])], str(owner.get("name") or "")
             raise UsageError(f"{self.namespace}/{self.name} is the {self.of.kind} of {of.kind} {name}, which makes it: "
-                             "follow or cancel that one (" + word(self.api, f"--kind {of.option}",
+                             "follow or cancel that one (" + word(self.api, f"--kind {of.name}",
                              f"Job.on_cluster(api, {name!r}, {self.namespace!r}, kind={of.kind!r})") + ")")
         return found
 

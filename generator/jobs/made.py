@@ -9,17 +9,17 @@ from typing import Any
 from generator.errors import UsageError
 from generator.jobs.job import KINDS, Job, checked_object, read_job_file, resolve_profile
 from generator.jobs.ray import RayCluster
+from generator.kinds import kind_of
 
 
 def from_profile(team: str, profile: str, *, root: str | Path | None = None, api: Any = None,
                  name: str | None = None, nodes: int | None = None, image: str | None = None,
                  command: list[str] | None = None) -> Job | RayCluster:
     """TEAM's PROFILE made concrete (as Job.from_profile or RayCluster.from_profile), its fleet read once."""
-    from generator.config.jobs import PROGRAMLESS_KINDS
 
     fleet, tcfg, found, label = resolve_profile(team, profile, root, api, nodes)
     body = checked_object(fleet, tcfg, found, label, name=name, image=image, command=command)
-    made = RayCluster(None, api, body=body) if found.kind in PROGRAMLESS_KINDS else Job(body, api)
+    made = RayCluster(None, api, body=body) if not kind_of(found.kind).runs_program else Job(body, api)
     return made.made_by(fleet, found, root)
 
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from generator.jobs.connection import ClusterError, timeout
 from generator.jobs.shape import quantity
 from generator.jobs.workloads import KUEUE, condition, preferred_version
+from generator.kinds import companion_service
 
 if TYPE_CHECKING:
     from generator.config.cluster import ClusterConfig
@@ -238,8 +239,6 @@ def services_needed(body: dict[str, Any]) -> list[tuple[str, str]]:
     whatever holds the name, silently (jobset jobset_controller.go:799-803, lws pkg/utils/controller/
     controller_utils.go:36-40): their pods' DNS names then do not resolve. So a name already taken must
     refuse the job before anything is created."""
-    from generator.compile.jobs import companion_service
-
     kind, meta, spec = body.get("kind"), body.get("metadata") or {}, body.get("spec") or {}
     name = str(meta.get("name") or "")
     out: list[tuple[str, str]] = []
@@ -303,8 +302,6 @@ def run_checks(api: Any, body: dict[str, Any], fleet: Fleet | None, root: Path |
                profile: JobProfile | None = None, of: Any = None) -> list[Outcome]:
     """Every pre-submit check of the job `body` (of the SDK's Kind `of`, or a Resource; a JobSet when None), in
     order."""
-    from generator.compile.jobs import companion_service
-
     meta = body.get("metadata") or {}
     namespace, labels = str(meta.get("namespace") or "default"), meta.get("labels") or {}
     needed: tuple[tuple[str, str, str], ...] = (

@@ -38,14 +38,16 @@ from generator.jobs.job import (
 from generator.jobs.pods import summary as pods_summary
 from generator.jobs.presubmit import PRIORITY_LABEL, QUEUE_LABEL
 from generator.jobs.shape import refuse_misshapen
+from generator.kinds import kind_of
+from generator.kinds import raycluster as raycluster_kind
+from generator.kinds.podspec import DNS_1035
 from generator.quantity import QuantityError, value_of
 
-GROUP, VERSION, PLURAL = "ray.io", "v1", "rayclusters"
+GROUP, VERSION, PLURAL = raycluster_kind.KIND.group, raycluster_kind.KIND.version, raycluster_kind.KIND.plural
 RESOURCE = presubmit.Resource(GROUP, PLURAL, "RayCluster")
 GPU = "nvidia.com/gpu"
-MAX_NAME = 53
-"""KubeRay's limit (generator.compile.jobs.RAY_CLUSTER_NAME, not imported: notebooks import this module
-without the compilers)."""
+MAX_NAME = raycluster_kind.RAY_CLUSTER_NAME
+"""KubeRay's limit."""
 ORIGINATED_FROM = "ray.io/originated-from-crd"
 """The label KubeRay puts on a RayCluster it made for a RayJob or RayService (ray-operator v1.6.2
 controllers/ray/utils/constant.go:13-18, rayjob_controller.go:972-973)."""
@@ -82,7 +84,6 @@ class ClusterConfiguration:
     labels: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        from generator.compile.jobs import DNS_1035  # the JobSet name rule; KubeRay's is the same, shorter
         from generator.config.types import DNS_LABEL
 
         problems = [text for check, text in (
@@ -195,10 +196,9 @@ class RayCluster(MadeFromFleet):
         """The Ray cluster of a team's `kind: raycluster` profile (pinned to its pool, with its queue, priority
         and topology), from the fleet repository at `root` or, given only `api`, from the fleet files the
         connected cluster publishes; checked by the rules render applies."""
-        from generator.config.jobs import PROGRAMLESS_KINDS
 
         fleet, tcfg, found, label = resolve_profile(team, profile, root, api, nodes)
-        if found.kind not in PROGRAMLESS_KINDS:
+        if kind_of(found.kind).runs_program:
             raise UsageError(f"{team}/{profile} is a job (kind: {found.kind}), not a Ray cluster: "
                              + word(api, "`fleetgen job submit` runs it", f"Job.from_profile({team!r}, {profile!r})"))
         return cls(None, api, body=checked_object(fleet, tcfg, found, label, name=name, image=image)).made_by(
@@ -259,7 +259,7 @@ class RayCluster(MadeFromFleet):
         return found
 
     def _pods(self) -> dict[str, str]:
-        return pods.states(self.api, self.namespace, f"ray.io/cluster={self.name}")
+        return pods.states(self.api, self.namespace, raycluster_kind.pods({}, self.name))
 
     @guarded("read Ray cluster {self.name}")
     def status(self) -> RayClusterStatus:
@@ -329,7 +329,8 @@ class RayCluster(MadeFromFleet):
 
         self._get()  # a 404 names the missing cluster, not missing pods
         found = client.CoreV1Api(self.api).list_namespaced_pod(
-            self.namespace, label_selector=f"ray.io/cluster={self.name}", _request_timeout=timeout(self.api)).items
+            self.namespace, label_selector=raycluster_kind.pods({}, self.name),
+            _request_timeout=timeout(self.api)).items
         ordered = sorted((RANKED.index(str(kind)), str(p.metadata.name), str(p.spec.containers[0].name))
                          for p in found if p.metadata is not None and p.spec is not None and p.spec.containers
                          and (kind := (p.metadata.labels or {}).get(NODE_TYPE)) in RANKED)

@@ -41,7 +41,7 @@ SHAPES: dict[str, tuple[str, ...]] = {
                         "spec.leaderWorkerTemplate.workerTemplate.spec.containers[].resources?.requests?{}:quantity",
                         "spec.leaderWorkerTemplate.workerTemplate.spec.containers[].resources?.limits?{}:quantity"),
 }
-"""Per kind, the paths of its object the SDK reads (generator.jobs.presubmit, compile.jobs.companion_service,
+"""Per kind, the paths of its object the SDK reads (generator.jobs.presubmit, generator.kinds.companion_service,
 the rank selectors of generator.jobs.job)."""
 
 

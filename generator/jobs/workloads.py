@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from generator.jobs.connection import get_json, timeout, word
+from generator.kinds.base import condition as condition  # re-exported: how the SDK reads a condition
 
 KUEUE = "kueue.x-k8s.io"
 VISIBILITY = "visibility.kueue.x-k8s.io"
@@ -64,11 +65,6 @@ DEACTIVATIONS = {
 (kueue v0.19.2 pkg/controller/core/workload_controller.go:676-685 and 923,
 pkg/workload/evict/evict.go:180-183, pkg/workload/patching/patching.go:302-304)."""
 DEACTIVATED_DUE_TO = "DeactivatedDueTo"
-
-
-def condition(obj: dict[str, Any] | None, kind: str) -> dict[str, Any] | None:
-    """The condition `kind` of an object's status, if it has one."""
-    return next((c for c in ((obj or {}).get("status") or {}).get("conditions") or [] if c.get("type") == kind), None)
 
 
 def _true(obj: dict[str, Any], kind: str) -> dict[str, Any] | None:

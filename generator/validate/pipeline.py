@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from generator.compile.manifest import Manifest
 from generator.config.fleet import Fleet
 from generator.errors import Finding, UsageError
+from generator.kinds import OPERATORS
 
 if TYPE_CHECKING:
     from generator.validate.schemas import SchemaStore
@@ -42,9 +43,9 @@ class Report:
 
 
 
-OPERATOR_GROUPS = frozenset({"ray.io", "trainer.kubeflow.org", "leaderworkerset.x-k8s.io"})
-"""API groups of job templates whose CRDs come with an operator's chart (KubeRay's, Kubeflow Trainer's,
-LeaderWorkerSet's), not with the schema catalog. Where no schema of theirs is at hand, their templates are
+OPERATOR_GROUPS = frozenset(group for operator in OPERATORS for group in operator.api_groups)
+"""API groups of job templates whose CRDs come with an operator's chart (generator/kinds), not with the
+schema catalog. Where no schema of theirs is at hand, their templates are
 said unchecked instead of refused; the real operators, Kueue and the API server judge them in tests/test_ray.py,
 tests/test_trainer.py and tests/test_lws.py."""
 

@@ -1,0 +1,54 @@
+"""Every kind of job a profile renders, one module each, registered in order as Kueue registers its job
+integrations (sigs.k8s.io/kueue pkg/controller/jobs/<kind>/): adding a kind is its module and one line here.
+
+The checks, the compilers, the validators, member RBAC, the SDK and the command line read what a kind is
+from `KINDS`; nothing else in the generator names one.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from generator.config.cluster import ClusterConfig
+from generator.config.jobs import JobProfile
+from generator.config.team import TeamConfig
+from generator.kinds import batch, deployment, jobset, leaderworkerset, raycluster, rayjob, trainjob
+from generator.kinds.base import Body, Kind, Operator
+
+KINDS: tuple[Kind, ...] = (
+    jobset.KIND,
+    batch.KIND,
+    rayjob.KIND,
+    trainjob.KIND,
+    raycluster.KIND,
+    deployment.KIND,
+    leaderworkerset.KIND,
+)
+"""The registry, in the order the reference and `--kind` list them."""
+BY_NAME: dict[str, Kind] = {k.name: k for k in KINDS}
+"""Each kind by its profile `kind` (and `--kind`)."""
+BY_OBJECT: dict[str, Kind] = {k.kind: k for k in KINDS}
+"""Each kind by its object's Kubernetes kind."""
+OPERATORS: tuple[Operator, ...] = tuple(dict.fromkeys(k.operator for k in KINDS if k.operator is not None))
+"""The operators the kinds name, in the order of the kinds that first name them."""
+
+
+def kind_of(name: str) -> Kind:
+    """The kind of a profile's `kind` (validated by the config models)."""
+    return BY_NAME[name]
+
+
+def operator_kinds(operator: Operator) -> tuple[Kind, ...]:
+    """The kinds `operator` runs."""
+    return tuple(k for k in KINDS if k.operator is operator)
+
+
+def job_object(team: TeamConfig, cluster: ClusterConfig, profile: JobProfile, **changes: Any) -> Body:
+    """The object of `profile`'s kind, with the changes its builder takes (name, nodes, image, command)."""
+    return kind_of(profile.kind).build(team, cluster, profile, **changes)
+
+
+def companion_service(job: Body) -> Body | None:
+    """The Service a job needs beside it, created with it, as its kind says (None for most)."""
+    kind = BY_OBJECT.get(str(job.get("kind")))
+    return kind.companion(job) if kind is not None else None
