@@ -23,7 +23,7 @@ def test_generated_reference_pages_are_current() -> None:
         (REPO / rel).read_text().splitlines(True), pages()[rel].splitlines(True), rel, "now"))[:40])
     assert stale == [], f"run `python3 -m generator.docs.reference --write`:\n{shown}"
     assert set(pages()) == {f"docs/reference/{name}.md" for name in ("config", "alerts", "cli", "diff-json",
-                                                                      "risks", "python-api")}
+                                                                      "risks", "python-api", "job-kinds")}
 
 
 def test_reference_pages_cover_every_command_and_key() -> None:

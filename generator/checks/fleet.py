@@ -16,9 +16,10 @@ from generator.compile.quota import cpu_pod_requests, cpu_pool_held, cpu_pool_re
 from generator.config.cluster import AdmissionFairSharing, ClusterConfig, NodePool, kueue_tuple
 from generator.config.fleet import Fleet, Loaded, fair_sharing
 from generator.config.jobs import JobProfile
+from generator.config.messages import shown
 from generator.config.team import TeamConfig
 from generator.errors import Finding
-from generator.kinds import KINDS, OPERATORS, kind_of, operator_kinds
+from generator.kinds import KINDS, OPERATORS, kind_of, operator_kinds, unknown_kind
 from generator.kinds.base import Kind
 
 # Namespaces a team may never claim, whatever a cluster's policy says: granting `edit` there would
@@ -532,6 +533,11 @@ def _slice_problems(profile: JobProfile, pool: Any) -> Iterator[Problem]:
 
 def _profile_problems(fleet: Fleet, team: TeamConfig, profile: JobProfile,
                       shares: dict[Any, Any]) -> Iterator[Problem]:
+    unknown = unknown_kind(profile.kind)
+    if unknown is not None:
+        yield ("kind",), "kind", f"must be one of {unknown.removeprefix('Input should be ')} " \
+            f"(got {shown(profile.kind)})", "use one of the listed values"
+        return
     kind = kind_of(profile.kind)
     for problem in kind.name_problems(profile.name, profile):
         yield ("name",), "name", problem, "choose a shorter profile name or fewer nodes"

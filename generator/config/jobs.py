@@ -67,7 +67,8 @@ class Leader(ConfigModel):
     """Leader arguments; default to the profile's arguments."""
 
 
-JobKind = Literal["jobset", "job", "rayjob", "trainjob", "raycluster", "deployment", "leaderworkerset"]
+KIND_NAME = r"^[a-z][a-z0-9]{0,62}$"
+"""A job kind's name: lower-case letters and digits (generator/kinds names each)."""
 
 
 class JobProfile(ConfigModel):
@@ -76,34 +77,9 @@ class JobProfile(ConfigModel):
 
     name: StrictStr = Field(pattern=PROFILE_NAME, max_length=63)
     """Profile name: the job's name in the template (a DNS-1035 label: starts with a letter)."""
-    kind: JobKind = "jobset"
-    """`jobset`: a JobSet, which recreates the whole job after a failure (within `maxRestarts`).
-    `job`: a batch/v1 Indexed Job, one pod per node (plus a headless Service named after the job for
-    the rendezvous hostname when it has more than one node), for tools that know only Jobs; each
-    node's pod is retried in place up to `maxRestarts` times (`backoffLimitPerIndex`). No `leader`.
-    `rayjob`: a KubeRay RayJob (the cluster file needs `operators.ray`): a Ray cluster of a head and
-    `nodes` workers on the pool, torn down when the job ends, that runs `command` and `args` as its
-    entrypoint (Ray starts the program: no `launcher`, `failFastExitCodes`, `masterPort` or
-    `leader`), retried whole up to `maxRestarts` times.
-    `trainjob`: a Kubeflow Trainer TrainJob (the cluster file needs `operators.trainer`) on the platform's
-    `torch-distributed` runtime, which makes a JobSet of `nodes` pods and sets torchrun's PET_*
-    variables (rank 0 listens on 29500); its runtime decides restarts and grace period (no `leader`,
-    `failFastExitCodes`, `maxRestarts`, `masterPort` or `terminationGracePeriodSeconds`).
-    `raycluster`: an interactive KubeRay RayCluster (the cluster file needs `operators.ray`): a head and
-    `nodes` workers on the pool that run Ray and no program of their own (no `command`, `args`,
-    `launcher`, `failFastExitCodes`, `masterPort`, `maxRestarts` or `leader`); it holds its quota until
-    deleted (`fleetgen job cancel --kind raycluster`), or until `maxExecutionTime` when set.
-    `deployment`: a server (inference, an evaluation service): an apps/v1 Deployment of `nodes` replicas
-    that runs `command` and `args` as written and is restarted when it exits, with a ClusterIP Service
-    named after it on `port` when set; Kueue admits each replica's pod on its own against the team's
-    quota, and a rollout replaces one replica at a time within the same GPUs. No `launcher`,
-    `failFastExitCodes`, `masterPort`, `maxRestarts`, `leader`, `topology` or `maxExecutionTime`.
-    `leaderworkerset`: a server too big for one node (the cluster file needs `operators.lws`): a
-    LeaderWorkerSet of `replicas` groups of `nodes` pods each, a leader and its workers, all running
-    `command` and `args` as written with LeaderWorkerSet's `LWS_LEADER_ADDRESS`, `LWS_GROUP_SIZE` and
-    `LWS_WORKER_INDEX` set; a group is recreated whole when one of its pods restarts, Kueue admits each
-    group as one Workload against the team's quota, and `port` is served by the leaders. No `launcher`,
-    `failFastExitCodes`, `masterPort`, `maxRestarts`, `leader` or `maxExecutionTime`."""
+    kind: StrictStr = Field(default="jobset", pattern=KIND_NAME)
+    """What the profile renders and runs: one of the job kinds (generator/kinds; the JSON Schema and the
+    reference list each with what it makes), checked where the profile is."""
     cluster: StrictStr
     """Cluster to run in; the team needs a quota there."""
     pool: StrictStr

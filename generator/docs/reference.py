@@ -21,6 +21,7 @@ from generator import repofiles
 from generator.config.cluster import ClusterConfig
 from generator.config.team import TeamConfig
 from generator.config.types import TYPE_NAMES
+from generator.kinds import KINDS
 
 
 def _models(annotation: Any) -> list[type[BaseModel]]:
@@ -79,13 +80,23 @@ MAP_KEYS = {"teamLimits": ".<team>"}
 """What the keys of a map of models name, where it is not a pool."""
 
 
+def _profile_kind() -> tuple[str, str]:
+    """A profile's `kind`: its model says only "a string" (config sits below the registry of kinds)."""
+    return " \\| ".join(f"`{k.name}`" for k in KINDS), "\n".join(k.doc for k in KINDS)
+
+
+REGISTRY_FIELDS: dict[str, typing.Callable[[], tuple[str, str]]] = {"jobProfiles[].kind": _profile_kind}
+"""Keys whose type and meaning a registry holds: (type, meaning) of each."""
+
+
 def _rows(model: type[BaseModel], prefix: str, seen: set[str]) -> list[str]:
     rows = []
     nested: list[tuple[str, type[BaseModel]]] = []
     for name, field in model.model_fields.items():
         key = f"{prefix}{field.alias or name}"
-        doc = " ".join((field.description or "").split()).replace("|", "\\|")
-        rows.append(f"| `{key}` | {_field_type(field)} | {_default(field)} | {doc} |")
+        kind, doc = REGISTRY_FIELDS[key]() if key in REGISTRY_FIELDS else (_field_type(field), field.description or "")
+        doc = " ".join(doc.split()).replace("|", "\\|")
+        rows.append(f"| `{key}` | {kind} | {_default(field)} | {doc} |")
         for sub in _models(field.annotation):
             suffix = "[]" if typing.get_origin(field.annotation) is list or "list of" in _type_name(field.annotation) \
                 else ""
@@ -214,6 +225,31 @@ def risks_reference() -> str:
     return "\n".join(parts) + "\n"
 
 
+def job_kinds_reference() -> str:
+    """Every job kind a profile may be (`generator.kinds.KINDS`): its object, operator, Kueue integrations and
+    the profile fields it refuses, with why."""
+    parts = ["| kind | object | operator | Kueue integrations | SkyPilot task |", "|---|---|---|---|---|"]
+    for kind in KINDS:
+        operator = f"{kind.operator.title} (`operators.{kind.operator.key}`)" if kind.operator else "none (built in)"
+        parts.append(f"| `{kind.name}` | {kind.kind} (`{kind.api_version}`) | {operator} | "
+                     f"{', '.join(f'`{f}`' for f in kind.frameworks)} | {'yes' if kind.skypilot else 'no'} |")
+    for kind in KINDS:
+        parts.append(f"\n## `{kind.name}`\n\n{' '.join(kind.doc.split())}\n")
+        refused = [f"`{key}`" for _, key in kind.refused.fields] if kind.refused else []
+        if refused:
+            parts.append(f"- Refuses {', '.join(refused)}: {kind.refused.why if kind.refused else ''}.")
+        if kind.leader_refused:
+            parts.append(f"- Refuses `leader`: {kind.leader_refused[0].format(what=kind.what)}.")
+        if not kind.runs_program:
+            parts.append("- Runs no program of the profile's: `command` is left out.")
+        if kind.reserved_env:
+            parts.append(f"- Refuses in `env` what is set {kind.reserved_by}: "
+                         f"{', '.join(f'`{v}`' for v in sorted(kind.reserved_env))}.")
+        if kind.cpu_only:
+            parts.append("- May run on the cluster's `cpuPool` (a CPU-only server).")
+    return "\n".join(parts) + "\n"
+
+
 def pages() -> dict[str, str]:
     """docs/reference/*.md, each generated whole from the code it describes."""
     return {
@@ -229,6 +265,9 @@ def pages() -> dict[str, str]:
                                            "`schemas/diff.schema.json`).", diff_json_reference()),
         f"{PAGES_DIR}/risks.md": _page("Risk rules", "What the diff preview flags, and how severe "
                                        "(`generator/diff/risks.py`).", risks_reference()),
+        f"{PAGES_DIR}/job-kinds.md": _page("Job kinds", "Every kind a job profile may be (`kind:` in team files), "
+                                           "one module each under `generator/kinds/`, in the order of its "
+                                           "registry.", job_kinds_reference()),
         f"{PAGES_DIR}/python-api.md": _page("Python API", "The jobs SDK (`import generator.jobs`), from its "
                                             "docstrings.", python_reference()),
     }

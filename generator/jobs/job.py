@@ -23,7 +23,7 @@ from generator.jobs import pods, presubmit, rollouts, workloads
 from generator.jobs.connection import ClusterError, guarded, timeout, word
 from generator.jobs.shape import refuse_misshapen
 from generator.kinds import KINDS as REGISTRY
-from generator.kinds import companion_service, job_object, kind_of
+from generator.kinds import companion_service, job_object, kind_of, unknown_kind
 from generator.kinds.base import Kind
 from generator.repofiles import read_named
 
@@ -84,6 +84,10 @@ def resolve_profile(team: str, profile: str, root: str | Path | None, api: Any,
     if found is None:
         known = ", ".join(p.name for p in tcfg.job_profiles) or "(none)"
         raise UsageError(f"team {team!r} has no job profile {profile!r}; known: {known}")
+    unknown = unknown_kind(found.kind)
+    if unknown is not None:
+        raise UsageError(f"profile {team}/{profile} has kind {found.kind!r}, which this fleetgen does not make: "
+                         f"kind: {unknown} (a newer fleetgen may: upgrade it)")
     if nodes is not None:
         if nodes < 1:
             raise UsageError(f"nodes must be at least 1, not {nodes}")
@@ -96,6 +100,8 @@ def checked_object(fleet: Fleet, tcfg: Any, profile: Any, label: str, *, name: s
                    refuse: type[Exception] = UsageError) -> dict[str, Any]:
     """The object of `profile` once the render-time rules hold for it (`refuse` names each one broken)."""
     from generator.checks.fleet import profile_problems
+    if unknown_kind(profile.kind):
+        raise refuse(f"{label}: kind: {unknown_kind(profile.kind)}")
     problems = kind_of(profile.kind).name_problems(name or profile.name, profile)
     if command is not None and not kind_of(profile.kind).runs_program:
         problems.append(f"a {profile.kind} profile runs no program, so none can replace it")
@@ -287,6 +293,8 @@ class Job(MadeFromFleet):
         except ValidationError as exc:
             raise ConfigurationError("Job.define: " + "; ".join(
                 f"{_argument(e['loc'])}: {e['msg']}" for e in exc.errors())) from None
+        if unknown_kind(profile.kind):
+            raise ConfigurationError(f"Job.define: kind: {unknown_kind(profile.kind)}")
         if not kind_of(profile.kind).runs_program:
             raise ConfigurationError("Job.define: kind='raycluster' is a Ray cluster, not a job: "
                                      "RayCluster(ClusterConfiguration(...), api)")

@@ -34,8 +34,23 @@ OPERATORS: tuple[Operator, ...] = tuple(dict.fromkeys(k.operator for k in KINDS 
 
 
 def kind_of(name: str) -> Kind:
-    """The kind of a profile's `kind` (validated by the config models)."""
+    """The kind of a profile's `kind` (checked by `unknown_kind` where the profile is read)."""
     return BY_NAME[name]
+
+
+def unknown_kind(name: str) -> str | None:
+    """Why `name` is no kind ("Input should be 'jobset', ... or 'leaderworkerset'"), None if it is one."""
+    if name in BY_NAME:
+        return None
+    names = [repr(k.name) for k in KINDS]
+    return f"Input should be {', '.join(names[:-1])} or {names[-1]}"
+
+
+def kind_schema(default: str) -> dict[str, object]:
+    """The JSON Schema of a profile's `kind` (the model's is a plain string, as config sits below the
+    registry): the registry's names, each described."""
+    return {"default": default, "description": "\n".join(k.doc for k in KINDS), "enum": [k.name for k in KINDS],
+            "title": "Kind", "type": "string"}
 
 
 def operator_kinds(operator: Operator) -> tuple[Kind, ...]:
