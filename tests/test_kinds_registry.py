@@ -19,6 +19,7 @@ from generator.checks import load_fleet
 from generator.config.cluster import KUEUE_CHART_FRAMEWORKS, MULTIKUEUE_OPERATORS, OPERATOR_KINDS
 from generator.config.fleet import read_fleet
 from generator.config.platform import Operators
+from generator.jobs.shape import shape_problems
 from generator.kinds import BY_OBJECT, KINDS, OPERATORS, companion_service, operator_kinds
 from generator.kinds.base import Kind
 from tests.conftest import REPO, edit, run
@@ -80,6 +81,9 @@ def test_its_example_profile_renders_its_golden_template_through_its_builder(kin
         assert service == yaml.safe_load(rendered_service.read_text())
     assert (folder / f"{profile.name}.sky.yaml").exists() == kind.skypilot
     assert kind.build(tcfg, ccfg, profile, name="renamed")["metadata"]["name"] == "renamed"
+    assert shape_problems(built) == [], "the SDK would refuse the kind's own template"
+    pods = sum(n for n, _ in kind.pod_groups(built))
+    assert profile.nodes * (profile.replicas or 1) <= pods <= profile.nodes * (profile.replicas or 1) + 1
 
 
 @pytest.mark.parametrize("kind", KINDS, ids=IDS)

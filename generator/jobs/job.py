@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol, Self, TypeVar
 
 from generator.config.yamlsource import MAX_FILE_BYTES, parse_source
 from generator.errors import InputError, UsageError
-from generator.jobs import pods, presubmit, rollouts, workloads
+from generator.jobs import pods, presubmit, workloads
 from generator.jobs.connection import ClusterError, guarded, timeout, word
 from generator.jobs.shape import refuse_misshapen
 from generator.kinds import KINDS as REGISTRY
@@ -426,7 +426,7 @@ class Job(MadeFromFleet):
         position), admitted until every replica is ready, then running; said first, a rollout to a new
         template under way and whether its controller says it is stuck."""
         found = self._serving_state(current)
-        moving = rollouts.rollout(self.of.kind, current)
+        moving = self.of.rollout(current)
         if moving is None:
             return found
         return replace(found, reason=f"{moving}; {found.reason}" if found.reason else str(moving))
@@ -453,7 +453,7 @@ class Job(MadeFromFleet):
                     held.append((str(group["metadata"].get("name")), *pending))
             units = len(groups)
         elif not found:
-            why = rollouts.refused(current)
+            why = self.of.pods_refused(current)
             return JobStatus(self.name, "pending" if wanted else "admitted",
                              ("no pod yet" + (f": {why}" if why else "")) if wanted else "scaled to 0 replicas")
         else:

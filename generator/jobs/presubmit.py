@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from generator.jobs.connection import ClusterError, timeout
 from generator.jobs.shape import quantity
 from generator.jobs.workloads import KUEUE, condition, preferred_version
-from generator.kinds import companion_service
+from generator.kinds import BY_NAME, BY_OBJECT, companion_service
 
 if TYPE_CHECKING:
     from generator.config.cluster import ClusterConfig
@@ -135,33 +135,9 @@ def priority(api: Any, name: str | None) -> Outcome:
 
 
 def pod_groups(body: dict[str, Any]) -> list[tuple[int, dict[str, Any]]]:
-    """(pods, pod template) of each group of identical pods of a JobSet, batch Job, RayJob, TrainJob,
-    RayCluster, Deployment or LeaderWorkerSet when all its pods run."""
-    spec = body.get("spec") or {}
-    # (pods, pod template) of each group of identical pods
-    groups: list[tuple[int, dict[str, Any]]]
-    if body.get("kind") == "TrainJob":  # numNodes pods, each with resourcesPerNode (the runtime's container)
-        trainer = spec.get("trainer") or {}
-        per_node = {"spec": {"containers": [{"resources": trainer.get("resourcesPerNode") or {}}]}}
-        groups = [(int(trainer.get("numNodes") or 1), per_node)]
-    elif body.get("kind") in ("RayJob", "RayCluster"):
-        ray = (spec.get("rayClusterSpec") or {}) if body.get("kind") == "RayJob" else spec
-        groups = [(1, (ray.get("headGroupSpec") or {}).get("template") or {})]
-        groups += [(int(g.get("replicas") or 0), g.get("template") or {}) for g in ray.get("workerGroupSpecs") or []]
-    elif body.get("kind") == "Deployment":
-        replicas = spec.get("replicas")
-        groups = [(replicas if isinstance(replicas, int) else 1, spec.get("template") or {})]
-    elif body.get("kind") == "LeaderWorkerSet":  # replicas groups of size pods (the leader like its workers)
-        lws = spec.get("leaderWorkerTemplate") or {}
-        replicas, size = spec.get("replicas"), lws.get("size")
-        groups = [((replicas if isinstance(replicas, int) else 1) * (size if isinstance(size, int) else 1),
-                   lws.get("workerTemplate") or {})]
-    else:
-        rjobs: list[Any] = (spec.get("replicatedJobs") or [] if body.get("kind") != "Job"
-                            else [{"template": {"spec": spec}}])
-        jobs = [(((r.get("template") or {}).get("spec") or {}), int(r.get("replicas") or 1)) for r in rjobs]
-        groups = [(int(job.get("parallelism") or 1) * replicas, job.get("template") or {}) for job, replicas in jobs]
-    return groups
+    """(pods, pod template) of each group of identical pods of a job when all its pods run, as its kind counts
+    them (a kind no module makes: as a JobSet's)."""
+    return BY_OBJECT.get(str(body.get("kind")), BY_NAME["jobset"]).pod_groups(body)
 
 
 def requested_gpus(body: dict[str, Any], resource: str) -> int:
@@ -239,32 +215,12 @@ def services_needed(body: dict[str, Any]) -> list[tuple[str, str]]:
     whatever holds the name, silently (jobset jobset_controller.go:799-803, lws pkg/utils/controller/
     controller_utils.go:36-40): their pods' DNS names then do not resolve. So a name already taken must
     refuse the job before anything is created."""
-    kind, meta, spec = body.get("kind"), body.get("metadata") or {}, body.get("spec") or {}
-    name = str(meta.get("name") or "")
+    kind = BY_OBJECT.get(str(body.get("kind")))
     out: list[tuple[str, str]] = []
     service = companion_service(body)
-    if service is not None:
-        purpose = "rendezvous hostnames" if kind == "Job" else "serving address"
-        out.append((str(service["metadata"]["name"]), f"the Service fleetgen creates for its {purpose}"))
-    if kind == "JobSet" and (spec.get("network") or {}).get("enableDNSHostnames") is not False:
-        subdomain = (spec.get("network") or {}).get("subdomain") or name
-        out.append((str(subdomain), "the headless Service the JobSet controller makes for its pods' DNS names"))
-    if kind == "TrainJob":  # Trainer makes a JobSet of the TrainJob's name (trainer v2.2.1 pkg/runtime/framework/
-        # plugins/jobset/jobset.go:308) whose subdomain is the runtime's, else that name (lines 233-237)
-        out.append((name, "the headless Service of the JobSet Trainer makes for it (unless its runtime names "
-                          "another subdomain)"))
-    if kind == "LeaderWorkerSet":
-        if (spec.get("networkConfig") or {}).get("subdomainPolicy") == "UniquePerReplica":
-            out.extend((f"{name}-{group}", f"the headless Service LeaderWorkerSet makes for group {group}")
-                       for group in range(int(spec.get("replicas") or 1)))
-        else:
-            out.append((name, "the headless Service LeaderWorkerSet makes for its pods' DNS names "
-                              "(LWS_LEADER_ADDRESS)"))
-    return out
-
-
-OWNED_THROUGH = {"TrainJob": ("TrainJob", "JobSet")}
-"""Kinds whose Services are owned by what their operator makes of the same name: a TrainJob's by its JobSet."""
+    if service is not None and kind is not None:
+        out.append((str(service["metadata"]["name"]), f"the Service fleetgen creates for its {kind.companion_purpose}"))
+    return out + (kind.operator_services(body) if kind is not None else [])
 
 
 def services_free(api: Any, body: dict[str, Any]) -> Outcome:
@@ -287,7 +243,8 @@ def services_free(api: Any, body: dict[str, Any]) -> Outcome:
                 continue
             return Outcome("services", None, f"cannot read Service {namespace}/{service} ({exc.status})")
         owners = (found.metadata.owner_references if found.metadata else None) or []
-        if any(o.kind in OWNED_THROUGH.get(str(kind), (kind,)) and o.name == name for o in owners):
+        known = BY_OBJECT.get(str(kind))
+        if any(o.kind in ((known.owners if known else ()) or (kind,)) and o.name == name for o in owners):
             continue
         by = ", ".join(f"{o.kind} {o.name}" for o in owners) or "nothing: someone created it by hand"
         return Outcome("services", False, f"Service {service} already exists in namespace {namespace} (owned by "

@@ -2,9 +2,10 @@
 companion Service index each kind's pod templates (spec.template.spec.containers, ...), so a job file
 without them, or with a string where a mapping belongs, must be refused by name, not fail as a KeyError.
 
-Each kind lists the paths the SDK reads. A path is dotted keys; `key[]` is a list whose items are all
-mappings; `key{}` is a mapping whose values are all of the scalar that follows; `key?` may be absent
-(what follows it is then not read); `key:str` / `key:int` / `key:quantity` is a scalar.
+Each kind lists the paths the SDK reads (`shape` in its record, generator/kinds). A path is dotted keys;
+`key[]` is a list whose items are all mappings; `key{}` is a mapping whose values are all of the scalar that
+follows; `key?` may be absent (what follows it is then not read); `key:str` / `key:int` / `key:quantity` is
+a scalar.
 """
 
 from __future__ import annotations
@@ -13,37 +14,8 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
+from generator.kinds import BY_OBJECT
 from generator.quantity import QuantityError, value_of
-
-_POD = "template.spec.containers[].ports?[].name?:str"
-_RESOURCES = "template.spec.containers[].resources?.requests?{}:quantity"
-_LIMITS = "template.spec.containers[].resources?.limits?{}:quantity"
-_RAY = ("headGroupSpec." + _POD, "headGroupSpec." + _RESOURCES,
-        "workerGroupSpecs?[]." + _POD, "workerGroupSpecs?[]." + _RESOURCES,
-        "headGroupSpec." + _LIMITS, "workerGroupSpecs?[]." + _LIMITS, "workerGroupSpecs?[].replicas?:int")
-
-SHAPES: dict[str, tuple[str, ...]] = {
-    "JobSet": ("spec.replicatedJobs[].name:str", "spec.replicatedJobs[].replicas?:int",
-               "spec.replicatedJobs[].template.spec.completions?:int",
-               "spec.replicatedJobs[].template.spec.parallelism?:int",
-               "spec.replicatedJobs[].template.spec." + _POD, "spec.replicatedJobs[].template.spec." + _RESOURCES,
-               "spec.replicatedJobs[].template.spec." + _LIMITS),
-    "Job": ("spec.completions?:int", "spec.parallelism?:int", "spec." + _POD, "spec." + _RESOURCES,
-            "spec." + _LIMITS, "spec.template.spec.subdomain?:str"),
-    "RayJob": tuple("spec.rayClusterSpec." + p for p in _RAY),
-    "RayCluster": tuple("spec." + p for p in _RAY),
-    "TrainJob": ("spec.trainer?.numNodes?:int", "spec.trainer?.resourcesPerNode?.requests?{}:quantity",
-                 "spec.trainer?.resourcesPerNode?.limits?{}:quantity"),
-    "Deployment": ("spec.replicas?:int", "spec.selector.matchLabels", "spec." + _POD, "spec." + _RESOURCES,
-                   "spec." + _LIMITS),
-    "LeaderWorkerSet": ("spec.replicas?:int", "spec.leaderWorkerTemplate.size?:int",
-                        "spec.leaderWorkerTemplate.workerTemplate.spec.containers[].ports?[].name?:str",
-                        "spec.leaderWorkerTemplate.workerTemplate.spec.containers[].resources?.requests?{}:quantity",
-                        "spec.leaderWorkerTemplate.workerTemplate.spec.containers[].resources?.limits?{}:quantity"),
-}
-"""Per kind, the paths of its object the SDK reads (generator.jobs.presubmit, generator.kinds.companion_service,
-the rank selectors of generator.jobs.job)."""
-
 
 
 def _extended(resource: str) -> bool:
@@ -118,9 +90,11 @@ def _walk(value: Any, steps: list[str], at: str) -> str | None:
 
 
 def shape_problems(body: dict[str, Any]) -> list[str]:
-    """Each path of `body`'s kind (SHAPES) that is missing or of the wrong type, once; [] for a kind not listed."""
+    """Each path of `body`'s kind (its record's `shape`) that is missing or of the wrong type, once; [] for a kind
+    no module makes."""
     problems: list[str] = []
-    for path in SHAPES.get(str(body.get("kind")), ()):
+    kind = BY_OBJECT.get(str(body.get("kind")))
+    for path in kind.shape if kind is not None else ():
         problem = _walk(body, path.split("."), "")
         if problem is not None and problem not in problems:
             problems.append(problem)

@@ -11,6 +11,7 @@ from typing import Any
 from generator.config.cluster import ClusterConfig
 from generator.config.jobs import JobProfile
 from generator.config.team import TeamConfig
+from generator.kinds.rollout import Rollout, no_rollout, nothing_refused
 
 Body = dict[str, Any]
 """A Kubernetes object as data."""
@@ -72,6 +73,19 @@ Selector = Callable[[Body, str], str]
 """The label selector of a job's pods, from its object and its name."""
 RankSelector = Callable[[Body, str, int], str]
 """The label selector of node `rank`'s pods (the job's object, its name, the rank); UsageError past the last."""
+
+
+PodGroups = Callable[[Body], list[tuple[int, Body]]]
+"""(pods, pod template) of each group of identical pods of a job when all its pods run."""
+POD_PORTS = "template.spec.containers[].ports?[].name?:str"
+POD_REQUESTS = "template.spec.containers[].resources?.requests?{}:quantity"
+POD_LIMITS = "template.spec.containers[].resources?.limits?{}:quantity"
+"""Paths (generator.jobs.shape's notation) the SDK reads in a pod template: its ports' names and resources."""
+
+
+def no_services(body: Body) -> list[tuple[str, str]]:
+    """A kind whose operator makes no Service of its own."""
+    return []
 
 
 def no_companion(body: Body) -> Body | None:
@@ -182,6 +196,21 @@ class Kind:
     JobSet's Jobs), or that are no profile's (the platform's own Deployments)."""
     log_container: str = "trainer"
     """The container whose log `logs` reads."""
+    shape: tuple[str, ...]
+    """The paths of its object the SDK reads (generator.jobs.shape's notation), refused by name when missing or
+    of the wrong type before anything indexes them."""
+    pod_groups: PodGroups
+    """(pods, pod template) of each group of identical pods when all its pods run: what its quota check counts."""
+    companion_purpose: str = ""
+    """What the Service `companion` makes is for ("rendezvous hostnames"), in messages."""
+    operator_services: Callable[[Body], list[tuple[str, str]]] = no_services
+    """(name, what it is) of each Service its operator makes in the namespace for it."""
+    owners: tuple[str, ...] = ()
+    """Kinds whose objects of the job's name may own its Services (what its operator makes of it); () is its own."""
+    rollout: Callable[[Body], Rollout | None] = no_rollout
+    """A server's rollout to a new template under way, in its controller's words."""
+    pods_refused: Callable[[Body], str] = nothing_refused
+    """Why its controller cannot create its pods, as its status says ("" when nothing is refused)."""
 
     @property
     def api_version(self) -> str:

@@ -12,8 +12,8 @@ from generator.config.cluster import ClusterConfig
 from generator.config.jobs import JobProfile
 from generator.config.team import TeamConfig
 from generator.errors import UsageError
-from generator.kinds.base import Body, Kind, ended_by_condition, status
-from generator.kinds.jobset import RESERVED_ENV, dns_label_problems
+from generator.kinds.base import POD_LIMITS, POD_PORTS, POD_REQUESTS, Body, Kind, ended_by_condition, status
+from generator.kinds.jobset import RESERVED_ENV, dns_label_problems, replicated_pod_groups
 from generator.kinds.podspec import (
     COMPLETION_INDEX,
     MAX_NAME,
@@ -121,6 +121,10 @@ KIND = Kind(
     pods=lambda o, name: f"batch.kubernetes.io/job-name={name}", ended=ended_by_condition("Complete"),
     active=lambda o: int(status(o).get("active") or 0), restarts=lambda o: int(status(o).get("failed") or 0),
     rank=_rank, not_child="!jobset.sigs.k8s.io/jobset-name",
+    shape=("spec.completions?:int", "spec.parallelism?:int", "spec." + POD_PORTS, "spec." + POD_REQUESTS,
+           "spec." + POD_LIMITS, "spec.template.spec.subdomain?:str"),
+    pod_groups=lambda body: replicated_pod_groups([{"template": {"spec": body.get("spec") or {}}}]),
+    companion_purpose="rendezvous hostnames",
     doc="`job`: a batch/v1 Indexed Job, one pod per node (plus a headless Service named after the job for\n"
         "the rendezvous hostname when it has more than one node), for tools that know only Jobs; each\n"
         "node's pod is retried in place up to `maxRestarts` times (`backoffLimitPerIndex`). No `leader`.")

@@ -8,10 +8,11 @@ from typing import Any
 from generator.config.cluster import ClusterConfig
 from generator.config.jobs import JobProfile
 from generator.config.team import TeamConfig
-from generator.kinds.base import Body, Kind, Refused, never_ends, status
+from generator.kinds.base import POD_LIMITS, POD_PORTS, POD_REQUESTS, Body, Kind, Refused, never_ends, status
 from generator.kinds.batch import unqueued_labels
 from generator.kinds.jobset import dns_label_problems
 from generator.kinds.podspec import job_labels, pod_template, resized
+from generator.kinds.rollout import STUCK_REASONS, Rollout, conditions, count, pods_refused
 
 SERVING_CONTAINER = "server"
 SERVING_PORT = "serving"
@@ -67,6 +68,11 @@ def serving_service(job: Body) -> Body | None:
                      "ports": [{"name": SERVING_PORT, "port": ports[0]["containerPort"], "targetPort": SERVING_PORT}]}}
 
 
+def _replicas(body: Body) -> int:
+    replicas = (body.get("spec") or {}).get("replicas")
+    return replicas if isinstance(replicas, int) else 1
+
+
 def pods(body: Body, name: str) -> str:
     """A serving Deployment's pods: the instance label its template gives them."""
     return f"app.kubernetes.io/instance={name}"
@@ -79,6 +85,24 @@ SERVER_UNUSED = (("launcher", "launcher"), ("fail_fast_exit_codes", "failFastExi
 each pod alone), and Kueue's serving integrations carry no execution limit to the pods (kueue v0.19.2
 pkg/controller/jobs/deployment/deployment_webhook.go:91-105 copies the queue and priority only)."""
 
+
+def deployment_rollout(obj: dict[str, Any]) -> Rollout | None:
+    """The Deployment's rollout while pods of an older template remain (`status.replicas` counts every pod of
+    every ReplicaSet, `updatedReplicas` those of the newest), or None (its controller has not looked at the
+    latest change yet, or nothing is left to replace)."""
+    spec, status = obj.get("spec") or {}, obj.get("status") or {}
+    wanted = spec["replicas"] if isinstance(spec.get("replicas"), int) else 1
+    updated, total = count(status, "updatedReplicas"), count(status, "replicas")
+    seen = count(status, "observedGeneration") >= int((obj.get("metadata") or {}).get("generation") or 0)
+    progressing = conditions(obj).get("Progressing") or {}
+    stuck = STUCK_REASONS.get(str(progressing.get("reason"))) if progressing.get("status") == "False" else None
+    if not seen or total <= updated:  # no pod of an older template left (a first start is no rollout)
+        return None
+    problem = pods_refused(obj) or (f"the Deployment controller says it {stuck}: {progressing.get('message')}"
+                               if stuck else "")
+    return Rollout(updated, wanted, problem)
+
+
 # A serving profile's Deployment: its pods carry the instance label fleetgen selects them by, and run
 # container `server`; restarts are the kubelet's, in each pod's status.
 KIND = Kind(
@@ -89,6 +113,10 @@ KIND = Kind(
     serving=True, cpu_only=True,
     pods=pods, ended=never_ends, active=lambda o: int(status(o).get("readyReplicas") or 0),
     rank=lambda body, name, rank: pods(body, name), not_child="fleetgen.io/profile", log_container="server",
+    shape=("spec.replicas?:int", "spec.selector.matchLabels", "spec." + POD_PORTS, "spec." + POD_REQUESTS,
+           "spec." + POD_LIMITS),
+    pod_groups=lambda body: [(_replicas(body), (body.get("spec") or {}).get("template") or {})],
+    companion_purpose="serving address", rollout=deployment_rollout, pods_refused=pods_refused,
     doc="`deployment`: a server (inference, an evaluation service): an apps/v1 Deployment of `nodes` replicas\n"
         "that runs `command` and `args` as written and is restarted when it exits, with a ClusterIP Service\n"
         "named after it on `port` when set; Kueue admits each replica's pod on its own against the team's\n"

@@ -12,7 +12,7 @@ from generator.config.cluster import ClusterConfig
 from generator.config.jobs import JobProfile
 from generator.config.team import TeamConfig
 from generator.errors import UsageError
-from generator.kinds.base import Body, Kind, ended_by_condition, status
+from generator.kinds.base import POD_LIMITS, POD_PORTS, POD_REQUESTS, Body, Kind, ended_by_condition, status
 from generator.kinds.podspec import (
     COMPLETION_INDEX,
     DNS_1035,
@@ -131,6 +131,27 @@ def _rank(body: dict[str, Any], name: str, rank: int) -> str:
     raise UsageError(f"rank {rank} is out of range: the job has {offset} nodes")
 
 
+def replicated_pod_groups(rjobs: list[Any]) -> list[tuple[int, Body]]:
+    """(pods, pod template) of each replicated job: its replicas times its Job's parallelism."""
+    jobs = [(((r.get("template") or {}).get("spec") or {}), int(r.get("replicas") or 1)) for r in rjobs]
+    return [(int(job.get("parallelism") or 1) * replicas, job.get("template") or {}) for job, replicas in jobs]
+
+
+def _pod_groups(body: Body) -> list[tuple[int, Body]]:
+    return replicated_pod_groups((body.get("spec") or {}).get("replicatedJobs") or [])
+
+
+def _services(body: Body) -> list[tuple[str, str]]:
+    """JobSet names its pods' headless Service after `spec.network.subdomain`, else the JobSet (jobset v0.12.0
+    pkg/controllers/jobset_controller.go:1090-1099; DNS hostnames on unless turned off, pkg/webhooks/
+    jobset_webhook.go:130-136)."""
+    spec = body.get("spec") or {}
+    if (spec.get("network") or {}).get("enableDNSHostnames") is False:
+        return []
+    subdomain = (spec.get("network") or {}).get("subdomain") or (body.get("metadata") or {}).get("name") or ""
+    return [(str(subdomain), "the headless Service the JobSet controller makes for its pods' DNS names")]
+
+
 def pods(body: Body, name: str) -> str:
     """The pods of a JobSet (and of the JobSet a TrainJob makes, named after it)."""
     return f"jobset.sigs.k8s.io/jobset-name={name}"
@@ -143,4 +164,10 @@ KIND = Kind(
     pods=pods, ended=ended_by_condition("Completed"),
     active=lambda o: sum(int(j.get("active") or 0) for j in status(o).get("replicatedJobsStatus") or []),
     restarts=lambda o: int(status(o).get("restarts") or 0), rank=_rank,
+    shape=("spec.replicatedJobs[].name:str", "spec.replicatedJobs[].replicas?:int",
+           "spec.replicatedJobs[].template.spec.completions?:int",
+           "spec.replicatedJobs[].template.spec.parallelism?:int",
+           "spec.replicatedJobs[].template.spec." + POD_PORTS, "spec.replicatedJobs[].template.spec." + POD_REQUESTS,
+           "spec.replicatedJobs[].template.spec." + POD_LIMITS),
+    pod_groups=_pod_groups, operator_services=_services,
     doc="`jobset`: a JobSet, which recreates the whole job after a failure (within `maxRestarts`).")

@@ -13,6 +13,7 @@ from generator.kinds.batch import unqueued_labels
 from generator.kinds.deployment import SERVER_UNUSED, SERVING_PORT, server_pod, serving_ports
 from generator.kinds.jobset import dns_label_problems
 from generator.kinds.podspec import job_labels, resized
+from generator.kinds.rollout import Rollout, conditions, count
 
 LWS_API = "leaderworkerset.x-k8s.io/v1"
 LWS_NAME = 52
@@ -91,9 +92,40 @@ def leaders_service_of(job: Body) -> Body | None:
                      "ports": [{"name": SERVING_PORT, "port": ports[0]["containerPort"], "targetPort": SERVING_PORT}]}}
 
 
+def _pod_groups(body: Body) -> list[tuple[int, Body]]:
+    """`replicas` groups of `size` pods (the leader like its workers)."""
+    spec = body.get("spec") or {}
+    lws = spec.get("leaderWorkerTemplate") or {}
+    replicas, size = spec.get("replicas"), lws.get("size")
+    return [((replicas if isinstance(replicas, int) else 1) * (size if isinstance(size, int) else 1),
+             lws.get("workerTemplate") or {})]
+
+
+def _services(body: Body) -> list[tuple[str, str]]:
+    """LeaderWorkerSet names its headless Service after the set (lws v0.9.0 pkg/controllers/
+    leaderworkerset_controller.go:213-217), or with subdomainPolicy UniquePerReplica one per group after its
+    leader pod `<name>-<group>` (pkg/controllers/pod_controller.go:116-117)."""
+    spec, name = body.get("spec") or {}, str((body.get("metadata") or {}).get("name") or "")
+    if (spec.get("networkConfig") or {}).get("subdomainPolicy") == "UniquePerReplica":
+        return [(f"{name}-{group}", f"the headless Service LeaderWorkerSet makes for group {group}")
+                for group in range(int(spec.get("replicas") or 1))]
+    return [(name, "the headless Service LeaderWorkerSet makes for its pods' DNS names (LWS_LEADER_ADDRESS)")]
+
+
 def pods(body: Body, name: str) -> str:
     """A LeaderWorkerSet's pods: the set's name, which LeaderWorkerSet labels each with."""
     return f"{LWS_NAME_LABEL}={name}"
+
+
+
+def leaderworkerset_rollout(obj: dict[str, Any]) -> Rollout | None:
+    """The LeaderWorkerSet's rollout (groups of the old template remain), or None."""
+    update = conditions(obj).get("UpdateInProgress") or {}
+    if update.get("status") != "True":
+        return None
+    spec, status = obj.get("spec") or {}, obj.get("status") or {}
+    wanted = spec["replicas"] if isinstance(spec.get("replicas"), int) else 1
+    return Rollout(count(status, "updatedReplicas"), wanted)
 
 
 # A multi-node server's LeaderWorkerSet: LeaderWorkerSet labels every pod with its name, and counts the groups
@@ -107,6 +139,12 @@ KIND = Kind(
     reserved_env=LWS_RESERVED_ENV, reserved_by="by LeaderWorkerSet on every pod", serving=True, grouped=True,
     cpu_only=True, pods=pods, ended=never_ends, active=lambda o: int(status(o).get("readyReplicas") or 0),
     rank=lambda body, name, rank: pods(body, name), log_container="server",
+    shape=("spec.replicas?:int", "spec.leaderWorkerTemplate.size?:int",
+           "spec.leaderWorkerTemplate.workerTemplate.spec.containers[].ports?[].name?:str",
+           "spec.leaderWorkerTemplate.workerTemplate.spec.containers[].resources?.requests?{}:quantity",
+           "spec.leaderWorkerTemplate.workerTemplate.spec.containers[].resources?.limits?{}:quantity"),
+    pod_groups=_pod_groups, operator_services=_services, companion_purpose="serving address",
+    rollout=leaderworkerset_rollout,
     doc="`leaderworkerset`: a server too big for one node (the cluster file needs `operators.lws`): a\n"
         "LeaderWorkerSet of `replicas` groups of `nodes` pods each, a leader and its workers, all running\n"
         "`command` and `args` as written with LeaderWorkerSet's `LWS_LEADER_ADDRESS`, `LWS_GROUP_SIZE` and\n"

@@ -8,7 +8,7 @@ from typing import Any
 from generator.config.cluster import ClusterConfig
 from generator.config.jobs import KUBERNETES_GRACE_SECONDS, JobProfile
 from generator.config.team import TeamConfig
-from generator.kinds.base import Operator
+from generator.kinds.base import POD_LIMITS, POD_PORTS, POD_REQUESTS, Body, Operator
 from generator.kinds.podspec import RESTRICTED_CONTAINER, RESTRICTED_POD, pod_template
 
 RAY_API = "ray.io/v1"
@@ -32,6 +32,18 @@ def cluster_spec(team: TeamConfig, cluster: ClusterConfig, profile: JobProfile) 
     return {"headGroupSpec": {"rayStartParams": {}, "template": {"spec": head_pod}},
             "workerGroupSpecs": [{"groupName": "workers", "replicas": profile.nodes, "minReplicas": profile.nodes,
                                   "maxReplicas": profile.nodes, "rayStartParams": {}, "template": worker}]}
+
+
+RAY_SHAPE = ("headGroupSpec." + POD_PORTS, "headGroupSpec." + POD_REQUESTS,
+             "workerGroupSpecs?[]." + POD_PORTS, "workerGroupSpecs?[]." + POD_REQUESTS,
+             "headGroupSpec." + POD_LIMITS, "workerGroupSpecs?[]." + POD_LIMITS, "workerGroupSpecs?[].replicas?:int")
+"""What the SDK reads of a Ray cluster's spec."""
+
+
+def ray_pod_groups(ray: Body) -> list[tuple[int, Body]]:
+    """A Ray cluster's head, and each worker group's replicas."""
+    groups = [(1, (ray.get("headGroupSpec") or {}).get("template") or {})]
+    return groups + [(int(g.get("replicas") or 0), g.get("template") or {}) for g in ray.get("workerGroupSpecs") or []]
 
 
 KUBERAY = Operator(key="ray", title="KubeRay", api_groups=("ray.io",),

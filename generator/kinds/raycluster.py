@@ -11,7 +11,7 @@ from generator.config.team import TeamConfig
 from generator.kinds.base import Body, Kind, Refused, status
 from generator.kinds.jobset import RESERVED_ENV, dns_label_problems
 from generator.kinds.podspec import job_labels, resized
-from generator.kinds.ray import KUBERAY, RAY_API, RAY_LEADER, RAY_UNUSED, cluster_spec
+from generator.kinds.ray import KUBERAY, RAY_API, RAY_LEADER, RAY_SHAPE, RAY_UNUSED, cluster_spec, ray_pod_groups
 
 RAY_CLUSTER_NAME = 53
 """KubeRay's longest RayCluster name, so that its longest Service name fits 63 characters (ray-operator
@@ -61,6 +61,7 @@ KIND = Kind(
     runs_program=False, sdk_job=False,
     pods=pods, ended=_ended, active=lambda o: int(status(o).get("readyWorkerReplicas") or 0),
     rank=lambda body, name, rank: pods(body, name), log_container="ray-head",
+    shape=tuple("spec." + p for p in RAY_SHAPE), pod_groups=lambda body: ray_pod_groups(body.get("spec") or {}),
     doc="`raycluster`: an interactive KubeRay RayCluster (the cluster file needs `operators.ray`): a head and\n"
         "`nodes` workers on the pool that run Ray and no program of their own (no `command`, `args`,\n"
         "`launcher`, `failFastExitCodes`, `masterPort`, `maxRestarts` or `leader`); it holds its quota until\n"

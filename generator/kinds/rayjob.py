@@ -13,7 +13,7 @@ from generator.errors import UsageError
 from generator.kinds.base import Body, Kind, Refused, status
 from generator.kinds.jobset import RESERVED_ENV, dns_label_problems
 from generator.kinds.podspec import job_labels, resized
-from generator.kinds.ray import KUBERAY, RAY_API, RAY_LEADER, RAY_UNUSED, cluster_spec
+from generator.kinds.ray import KUBERAY, RAY_API, RAY_LEADER, RAY_SHAPE, RAY_UNUSED, cluster_spec, ray_pod_groups
 
 RAY_JOB_NAME = 47
 """KubeRay's longest RayJob name: its cluster's name adds 6 characters and must fit 53 (ray-operator
@@ -78,6 +78,8 @@ KIND = Kind(
     pods=lambda o, name: f"ray.io/cluster={status(o).get('rayClusterName') or name}", ended=_ended,
     active=lambda o: int(status(o).get("jobDeploymentStatus") == "Running"),
     restarts=lambda o: int(status(o).get("failed") or 0), rank=_rank, log_container="ray-job-submitter",
+    shape=tuple("spec.rayClusterSpec." + p for p in RAY_SHAPE),
+    pod_groups=lambda body: ray_pod_groups((body.get("spec") or {}).get("rayClusterSpec") or {}),
     doc="`rayjob`: a KubeRay RayJob (the cluster file needs `operators.ray`): a Ray cluster of a head and\n"
         "`nodes` workers on the pool, torn down when the job ends, that runs `command` and `args` as its\n"
         "entrypoint (Ray starts the program: no `launcher`, `failFastExitCodes`, `masterPort` or\n"

@@ -10,7 +10,7 @@ from generator.config.jobs import JobProfile
 from generator.config.platform import TRAINER_RUNTIME
 from generator.config.team import TeamConfig
 from generator.errors import UsageError
-from generator.kinds.base import Kind, Operator, Refused, ended_by_condition, status
+from generator.kinds.base import Body, Kind, Operator, Refused, ended_by_condition, status
 from generator.kinds.jobset import pod_name_problems, pods
 from generator.kinds.podspec import job_labels, pod_template, program_env, resized
 
@@ -84,6 +84,20 @@ def _rank(body: dict[str, Any], name: str, rank: int) -> str:
             f"batch.kubernetes.io/job-completion-index={rank}")
 
 
+def _pod_groups(body: Body) -> list[tuple[int, Body]]:
+    """numNodes pods, each with resourcesPerNode (the runtime's container)."""
+    trainer = (body.get("spec") or {}).get("trainer") or {}
+    per_node = {"spec": {"containers": [{"resources": trainer.get("resourcesPerNode") or {}}]}}
+    return [(int(trainer.get("numNodes") or 1), per_node)]
+
+
+def _services(body: Body) -> list[tuple[str, str]]:
+    """Trainer makes a JobSet of the TrainJob's name (trainer v2.2.1 pkg/runtime/framework/plugins/jobset/
+    jobset.go:308) whose subdomain is the runtime's, else that name (lines 233-237)."""
+    return [(str((body.get("metadata") or {}).get("name") or ""), "the headless Service of the JobSet Trainer makes "
+             "for it (unless its runtime names another subdomain)")]
+
+
 # The pods of the JobSet Kubeflow Trainer makes, named after it (kubeflow/trainer v2.2.1 pkg/runtime/
 # framework/plugins/jobset/jobset.go), in the runtime's container `node`. Its status counts the
 # JobSet's jobs, not restarts: the platform's runtime sets no failure policy, so a failure ends it.
@@ -102,6 +116,9 @@ KIND = Kind(
     own_grace=False, pods=pods, ended=ended_by_condition("Complete"),
     active=lambda o: sum(int(j.get("active") or 0) for j in status(o).get("jobsStatus") or [] if isinstance(j, dict)),
     rank=_rank, log_container="node",
+    shape=("spec.trainer?.numNodes?:int", "spec.trainer?.resourcesPerNode?.requests?{}:quantity",
+           "spec.trainer?.resourcesPerNode?.limits?{}:quantity"),
+    pod_groups=_pod_groups, operator_services=_services, owners=("TrainJob", "JobSet"),
     doc="`trainjob`: a Kubeflow Trainer TrainJob (the cluster file needs `operators.trainer`) on the platform's\n"
         "`torch-distributed` runtime, which makes a JobSet of `nodes` pods and sets torchrun's PET_*\n"
         "variables (rank 0 listens on 29500); its runtime decides restarts and grace period (no `leader`,\n"
