@@ -8,9 +8,12 @@ import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
+
+if TYPE_CHECKING:
+    from generator.connection import Connection
 
 EXIT_OK, EXIT_DIFF, EXIT_INPUT = 0, 1, 2
 
@@ -135,8 +138,8 @@ def _connection_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 def _api(kubeconfig: str | None, context: str | None, token: str | None, server: str | None,
          insecure_skip_tls_verify: bool, certificate_authority: str | None = None,
-         request_timeout: float | None = None) -> Any:
-    from generator.jobs import connect
+         request_timeout: float | None = None) -> Connection:
+    from generator.connection import connect
 
     return connect(kubeconfig, context, token, server, insecure_skip_tls_verify,
                    certificate_authority=certificate_authority, request_timeout=request_timeout, flags=True)

@@ -31,7 +31,7 @@ def _reconciler(ctx: click.Context, config_path: str | None, cluster: str | None
                 in_cluster: bool, dry_run: bool = False, **conn: Any) -> Any:
     import os
 
-    from generator.jobs import connect
+    from generator.connection import connect
     from generator.reconciler.app import build, load_policy
 
     document = load_policy(config_path, _root(ctx), cluster)

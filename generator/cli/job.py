@@ -6,11 +6,14 @@ import contextlib
 import functools
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from generator.cli.common import FullHelpGroup, Name, Seconds, _api, _connection_options, _guard, _root, echo
+
+if TYPE_CHECKING:
+    from generator.connection import Connection
 
 T = TypeVar("T")
 
@@ -24,7 +27,7 @@ KIND_OPTION = click.option("--kind", type=click.Choice(list(KIND_NAMES)), defaul
                            "where it runs Kubeflow Trainer, a LeaderWorkerSet where it runs LeaderWorkerSet).")
 
 
-def _is_kind(api: Any, name: str, namespace: str, kind: str) -> bool:
+def _is_kind(api: Connection, name: str, namespace: str, kind: str) -> bool:
     """Whether NAME is an object of `kind` (a --kind value) there; False where that cannot be told."""
     from generator.jobs import ClusterError, Job, RayCluster
     from generator.jobs.job import KIND_OPTIONS
@@ -42,7 +45,7 @@ def _is_kind(api: Any, name: str, namespace: str, kind: str) -> bool:
         raise
 
 
-def _job_or_hint(api: Any, name: str, namespace: str, command: str, kind: str, act: Callable[[], T]) -> T:
+def _job_or_hint(api: Connection, name: str, namespace: str, command: str, kind: str, act: Callable[[], T]) -> T:
     """`act` on job NAME of `kind`; where there is none but one of another kind, say how to ask for it."""
     from generator.errors import UsageError
     from generator.jobs import ClusterError
@@ -58,7 +61,7 @@ def _job_or_hint(api: Any, name: str, namespace: str, command: str, kind: str, a
         raise
 
 
-def _status(api: Any, name: str, ns: str, kind: str) -> str:
+def _status(api: Connection, name: str, ns: str, kind: str) -> str:
     """The status of NAME of `kind` (a RayCluster's: Kueue's, then its pods', then Ray's)."""
     from generator.jobs import Job, RayCluster
     from generator.jobs.job import KIND_OPTIONS
@@ -68,7 +71,7 @@ def _status(api: Any, name: str, ns: str, kind: str) -> str:
     return str(_job_or_hint(api, name, ns, "status", kind, Job.on_cluster(api, name, ns, KIND_OPTIONS[kind]).status))
 
 
-def _log_lines(api: Any, name: str, ns: str, kind: str) -> Callable[..., Iterator[str]]:
+def _log_lines(api: Connection, name: str, ns: str, kind: str) -> Callable[..., Iterator[str]]:
     """The `logs` method of NAME of `kind`."""
     from generator.jobs import Job, RayCluster
     from generator.jobs.job import KIND_OPTIONS
@@ -77,7 +80,7 @@ def _log_lines(api: Any, name: str, ns: str, kind: str) -> Callable[..., Iterato
             else Job.on_cluster(api, name, ns, KIND_OPTIONS[kind]).logs)
 
 
-def _cancel(api: Any, name: str, ns: str, kind: str) -> None:
+def _cancel(api: Connection, name: str, ns: str, kind: str) -> None:
     from generator.jobs import Job, RayCluster
     from generator.jobs.job import KIND_OPTIONS
 
@@ -87,7 +90,7 @@ def _cancel(api: Any, name: str, ns: str, kind: str) -> None:
         _job_or_hint(api, name, ns, "cancel", kind, Job.on_cluster(api, name, ns, KIND_OPTIONS[kind]).cancel)
 
 
-def _wait(api: Any, name: str, ns: str, kind: str, until: str, timeout_seconds: float, interval: float,
+def _wait(api: Connection, name: str, ns: str, kind: str, until: str, timeout_seconds: float, interval: float,
           progress: Callable[[Any], None]) -> bool:
     """Wait for NAME of `kind` to get `until`; whether it failed."""
     from generator.errors import UsageError
@@ -113,8 +116,8 @@ def _checkout(ctx: click.Context) -> Path | None:
     return root if (root / "teams").is_dir() or (root / "clusters").is_dir() else None
 
 
-def _job_fleet(ctx: click.Context, api: Any) -> Any:
-    """The fleet of the checkout, or else of the connected cluster (`api`: an ApiClient, or a callable making one)."""
+def _job_fleet(ctx: click.Context, api: Connection | Callable[[], Connection]) -> Any:
+    """The fleet of the checkout, or else of the connected cluster (`api`: a connection, or a callable making one)."""
     from generator.checks import load_fleet
     from generator.jobs.published import published_fleet
 
@@ -122,7 +125,7 @@ def _job_fleet(ctx: click.Context, api: Any) -> Any:
     return load_fleet(root) if root is not None else published_fleet(api() if callable(api) else api)
 
 
-def _team_namespaces(ctx: click.Context, team: str, api: Any = None) -> list[str]:
+def _team_namespaces(ctx: click.Context, team: str, api: Connection | Callable[[], Connection]) -> list[str]:
     """The namespaces of `team` in this fleet repository, or in the cluster's published files outside
     one (UsageError naming the known teams)."""
     from generator.errors import UsageError
@@ -133,7 +136,8 @@ def _team_namespaces(ctx: click.Context, team: str, api: Any = None) -> list[str
     return list(fleet.teams[team].config.namespace_names)
 
 
-def _job_target(ctx: click.Context, namespace: str | None, team: str | None, conn: dict[str, Any]) -> tuple[str, Any]:
+def _job_target(ctx: click.Context, namespace: str | None, team: str | None,
+                conn: dict[str, Any]) -> tuple[str, Connection]:
     """The job's namespace and the connection: a usage error first; the cluster asked for the team's
     namespaces only outside a fleet repository, over the one connection the command then uses."""
     api_of = functools.cache(lambda: _api(**conn))
@@ -141,7 +145,8 @@ def _job_target(ctx: click.Context, namespace: str | None, team: str | None, con
     return namespace, api_of()
 
 
-def _namespace(ctx: click.Context, namespace: str | None, team: str | None, api: Any = None) -> str:
+def _namespace(ctx: click.Context, namespace: str | None, team: str | None,
+               api: Connection | Callable[[], Connection]) -> str:
     if namespace:
         return namespace
     if team:
