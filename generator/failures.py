@@ -54,7 +54,7 @@ def _interrupted(exc: BaseException, verb: str) -> str:
 
 
 def _cluster(exc: BaseException, verb: str) -> str:
-    from generator.jobs.connection import explain
+    from generator.connection import explain
 
     try:
         return str(explain(exc, "the configured API server", verb, flags=True))
@@ -73,7 +73,7 @@ def _kinds() -> list[tuple[tuple[type[BaseException], ...], Callable[[BaseExcept
     from kubernetes.client.exceptions import ApiException
     from urllib3.exceptions import HTTPError
 
-    from generator.jobs.connection import ClusterError
+    from generator.connection import ClusterError
 
     return [
         ((InputError,), _findings),

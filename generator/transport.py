@@ -15,8 +15,8 @@ runs, neither client names the socket being read. Both set `self.sock` to the pl
 and detaches that plain socket before the handshake (CPython 3.11 ssl.py:1036-1041, handshake at
 ssl.py:1108), so `self.sock` is then a socket with no descriptor, and shutting it down does nothing.
 
-The job SDK's urllib3 connections join through generator/jobs/transport.py; urllib.request's
-through the handler classes here (`read_within`, `read_url`).
+The Kubernetes API client's urllib3 connections join through generator/kubetransport.py;
+urllib.request's through the handler classes here (`read_within`, `read_url`).
 """
 
 from __future__ import annotations

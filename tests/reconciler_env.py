@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from generator.jobs import connect
+from generator.jobs import Connection, connect
 from generator.reconciler.informer import NodeCache
 from generator.reconciler.model import Evidence, Observation
 from generator.reconciler.nodes import PoolSelector
@@ -103,7 +103,7 @@ def reconciler_identity(stack: Stack, cluster: str = "prod-east") -> Identity:
     return stack.token_identity(NAMESPACE, SERVICE_ACCOUNT)
 
 
-def reconciler_api(stack: Stack, cluster: str = "prod-east") -> Any:
+def reconciler_api(stack: Stack, cluster: str = "prod-east") -> Connection:
     return connect(kubeconfig=str(reconciler_identity(stack, cluster).kubeconfig))
 
 

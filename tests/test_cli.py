@@ -119,15 +119,15 @@ def test_readme_opens_with_the_two_commands_ci_runs() -> None:
 
 def test_progress_only_on_a_terminal_and_never_in_ci(monkeypatch: pytest.MonkeyPatch,
                                                       capsys: pytest.CaptureFixture[str]) -> None:
-    from generator import cli as cli_module
+    from generator.cli.build import _progress
 
     monkeypatch.setattr(sys.stderr, "isatty", lambda: False)
-    assert cli_module._progress() is None
+    assert _progress() is None
     monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
     monkeypatch.setenv("CI", "true")
-    assert cli_module._progress() is None
+    assert _progress() is None
     monkeypatch.delenv("CI")
-    step = cli_module._progress()
+    step = _progress()
     assert step is not None
     step("prod-east")
     step("prod-west")

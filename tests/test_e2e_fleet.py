@@ -350,7 +350,7 @@ def test_borrowing_admits_while_the_lender_is_idle_and_the_limit_holds(deployed:
         pytest.skip(f"no team in {deployed.name} has a borrowing limit a whole node can use")
     stack, team = deployed.stack, case.team
     who = member(stack, team)
-    api = stack.client(who.user, tuple(team.members.groups[:1]))
+    api = stack.connection(who.user, tuple(team.members.groups[:1]))
     tag = uuid.uuid4().hex[:5]
     first = Job(sized_job(deployed, case, case.first_nodes, f"borrow-{tag}"))
     second = Job(sized_job(deployed, case, case.second_nodes, f"over-{tag}"))
@@ -411,7 +411,7 @@ def test_gpus_no_team_holds_are_borrowed_from_the_root_cohort(deployed: Deployed
     case, nodes = found
     stack, team = deployed.stack, case.team
     who = member(stack, team)
-    api = stack.client(who.user, tuple(team.members.groups[:1]))
+    api = stack.connection(who.user, tuple(team.members.groups[:1]))
     job = Job(sized_job(deployed, case, nodes, f"unalloc-{uuid.uuid4().hex[:5]}"))
     job.submit(api)
     ns = job.namespace
@@ -446,7 +446,7 @@ def test_requests_for_resources_no_queue_covers_do_not_block_admission(deployed:
                 container["resources"].setdefault(part, {}).update(
                     {"ephemeral-storage": "100Gi", "rdma/hca_shared_devices_a": "1"})
     who = member(deployed.stack, case.team)
-    api = deployed.stack.client(who.user, tuple(case.team.members.groups[:1]))
+    api = deployed.stack.connection(who.user, tuple(case.team.members.groups[:1]))
     job = Job(body)
     job.submit(api)
     ns, stack = job.namespace, deployed.stack
@@ -601,7 +601,7 @@ def test_a_drained_team_queue_evicts_admits_nothing_and_resumes(deployed: Deploy
         return queue_with(deployed, team.config.name, stop_policy={deployed.name: stop})
 
     assert queue("HoldAndDrain")["spec"]["stopPolicy"] == "HoldAndDrain" and "stopPolicy" not in queue("None")["spec"]
-    api = stack.client(member(stack, case.team).user, tuple(case.team.members.groups[:1]))
+    api = stack.connection(member(stack, case.team).user, tuple(case.team.members.groups[:1]))
     first = Job(sized_job(deployed, case, 1, f"drain-a-{uuid.uuid4().hex[:5]}"))
     second = Job(sized_job(deployed, case, 1, f"drain-b-{uuid.uuid4().hex[:5]}"))
     first.submit(api)
@@ -622,7 +622,7 @@ def test_a_drained_team_queue_evicts_admits_nothing_and_resumes(deployed: Deploy
         with pytest.raises(SubmitRefused, match="LocalQueue '[a-z0-9-]+' is inactive"):
             second.submit(api)
         # ... while a job created without it waits on the stopped queue.
-        custom(stack, api).create_namespaced_custom_object(JOBSET, "v1alpha2", ns, "jobsets", second.body)
+        custom(stack, api.client).create_namespaced_custom_object(JOBSET, "v1alpha2", ns, "jobsets", second.body)
         assert wait_for(lambda: f"ClusterQueue {case.team.name} is inactive" in str(
             condition(workload_of(stack, ns, second.name), "QuotaReserved").get("message")), 30), \
             condition(workload_of(stack, ns, second.name), "QuotaReserved")

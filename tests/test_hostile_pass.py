@@ -22,7 +22,7 @@ import pytest
 
 from generator.emit import ForeignJournal
 from generator.errors import UsageError
-from generator.jobs.transport import NotTheApi, read_answer
+from generator.kubetransport import NotTheApi, read_answer
 from generator.reconciler.sources import KERNEL_LOG_SIGNAL, XID_METRIC_SIGNAL, LokiSource, PrometheusSource
 from generator.repofiles import LINK_FIX, LINK_REASON, UnsafePath
 from tests.conftest import REPO, git, run
@@ -334,7 +334,7 @@ def test_a_list_for_one_object_or_one_for_a_list_is_the_servers_fault(front: Fau
     from generator.jobs import connect
 
     group, version, plural, namespaced = CUSTOM_OBJECTS[kind]
-    objects = client.CustomObjectsApi(connect(token="t", server=front.url, request_timeout=5))
+    objects = client.CustomObjectsApi(connect(token="t", server=front.url, request_timeout=5).client)
     scope = ("namespaced", ("vision",)) if namespaced else ("cluster", ())
 
     def call() -> object:

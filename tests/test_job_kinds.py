@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from generator.checks import load_fleet
+from generator.connection import Connection
 from generator.errors import UsageError
 from generator.jobs import ConfigurationError, Job
 from generator.jobs.job import KINDS
@@ -204,6 +205,7 @@ def test_a_serving_profile_makes_a_deployment_whose_status_is_its_pods_workloads
     from generator.kinds import companion_service
 
     job = Job.from_profile("ml-research", "chat-serve", root=REPO, nodes=3)
+    job.api = Connection(SimpleNamespace())  # its calls (the pod list, the Workloads) are faked below
     assert job.of is KINDS["Deployment"] and requested_gpus(job.body, "nvidia.com/gpu") == 3
     service = companion_service(job.body)
     assert service is not None and service["spec"]["ports"][0]["port"] == 8000
@@ -230,7 +232,6 @@ def test_a_serving_profile_makes_a_deployment_whose_status_is_its_pods_workloads
     assert str(status(3)) == "chat-serve: running: 3/3 replicas ready"
     with pytest.raises(UsageError, match="never finishes: wait for admitted or running"):
         job.wait(SimpleNamespace(), until="finished")
-    job.api = SimpleNamespace()
     assert [job._pod_for_rank(r) for r in range(3)] == ["chat-serve-a", "chat-serve-b", "chat-serve-c"]
     with pytest.raises(UsageError, match="no replica 3 of chat-serve: it has 3 pods now"):
         job._pod_for_rank(3)
@@ -247,6 +248,7 @@ def test_a_multi_node_server_is_held_and_counted_by_groups(monkeypatch: pytest.M
     from generator.jobs import workloads
 
     job = Job.from_profile("ml-research", "big-serve", root=REPO)
+    job.api = Connection(SimpleNamespace())  # its calls (the pod list, the Workloads) are faked below
     assert job.of is KINDS["LeaderWorkerSet"] and requested_gpus(job.body, "nvidia.com/gpu") == 32
     monkeypatch.setattr(client.CoreV1Api, "list_namespaced_pod", lambda self, *a, **k: SimpleNamespace(items=[]))
     groups: list[dict[str, Any]] = []

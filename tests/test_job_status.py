@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from generator.connection import Connection
 from generator.jobs import workloads
 
 
@@ -54,10 +55,6 @@ def test_deactivated_comes_first() -> None:
     assert text.startswith("deactivated (spec.active is false)") and "evicted: it was deactivated" in text
 
 
-class Api:
-    """Just enough of an ApiClient for preferred_version's cache."""
-
-
 @pytest.mark.parametrize("group_doc,expected", [
     ({"versions": [{"version": "v1beta2"}, {"version": "v1beta1"}], "preferredVersion": {"version": "v1beta2"}},
      "v1beta2"),
@@ -74,7 +71,7 @@ def test_kueue_version_comes_from_discovery(monkeypatch: pytest.MonkeyPatch, gro
         return group_doc
 
     monkeypatch.setattr(workloads, "get_json", get_json)
-    api = Api()
+    api = Connection(client=None)  # discovery is get_json's, faked above
     assert workloads.preferred_version(api, "kueue.x-k8s.io") == expected
     assert workloads.preferred_version(api, "kueue.x-k8s.io") == expected
     assert calls == ["/apis/kueue.x-k8s.io"]  # asked once per client

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
-from generator.jobs import ClusterError, Job, JobList, connect
+from generator.jobs import ClusterError, Connection, Job, JobList, connect
 from tests.conftest import REPO, run
 from tests.upstream.cluster import Identity, Stack
 from tests.upstream.fleet import apply_all, create_nodes, fake_nodes, kustomize_build
@@ -37,7 +37,7 @@ class Cluster:
     def kc(self, who: Identity | None = None) -> list[str]:
         return ["--kubeconfig", str((who or self.alice).kubeconfig)]
 
-    def api(self, who: Identity | None = None) -> Any:
+    def api(self, who: Identity | None = None) -> Connection:
         return connect(kubeconfig=str((who or self.alice).kubeconfig))
 
 
@@ -314,7 +314,7 @@ def test_tokens_certificate_authority_and_missing_rights(cluster: Cluster) -> No
     assert Job.on_cluster(api, "by-token", "ml-research").api is api
     JobList(api).jobs(["ml-research"], "ml-research")  # allowed with the token
     logout(api)
-    assert api.configuration.api_key == {}
+    assert api.client.configuration.api_key == {}
     with pytest.raises(ClusterError, match="system:anonymous|401"):
         JobList(api).jobs(["ml-research"], "ml-research")
 
@@ -458,10 +458,10 @@ def workload_name(c: Cluster, ns: str, jobset: str) -> str:
 
 def pending_positions(c: Cluster) -> dict[str, int]:
     """Workload name -> position in the LocalQueue, straight from Kueue's visibility API (from 0)."""
-    from generator.jobs.connection import get_json
+    from generator.connection import get_json
 
-    found = get_json(c.stack.client(), "/apis/visibility.kueue.x-k8s.io/v1beta2/namespaces/ml-research/"
-                                       "localqueues/ml-research/pendingworkloads")
+    found = get_json(c.stack.connection(), "/apis/visibility.kueue.x-k8s.io/v1beta2/namespaces/ml-research/"
+                                           "localqueues/ml-research/pendingworkloads")
     return {i["metadata"]["name"]: int(i["positionInLocalQueue"]) for i in found.get("items") or []}
 
 

@@ -166,7 +166,7 @@ def test_a_members_jobset_is_dispatched_to_the_worker_and_admitted_there(pair: P
         assert custom(pair.worker).get_namespaced_custom_object(JOBSET, "v1alpha2", ns, "jobsets", name)
         # What `fleetgen job status` says on the manager.
         ref = {"apiVersion": f"{JOBSET}/v1alpha2", "kind": "JobSet", "metadata": {"name": name, "namespace": ns}}
-        status = Job(ref, pair.manager.client(member.user, (team.members.groups[0],))).status()
+        status = Job(ref, pair.manager.connection(member.user, (team.members.groups[0],))).status()
         assert (status.phase, status.reason) == ("admitted", "dispatched by MultiKueue to worker cluster prod-west")
     finally:
         custom(pair.manager).delete_namespaced_custom_object(JOBSET, "v1alpha2", ns, "jobsets", name,
@@ -180,7 +180,7 @@ def test_a_members_batch_job_is_dispatched_to_the_worker_too(pair: Pair) -> None
     team = pair.fleet.teams["vision"].config
     ns = team.namespace_names[0]
     member = pair.manager.identity(f"e2e-batch@{team.name}.test", (team.members.groups[0],))
-    api = pair.manager.client(member.user, (team.members.groups[0],))
+    api = pair.manager.connection(member.user, (team.members.groups[0],))
     name = f"batch-{uuid.uuid4().hex[:5]}"
     job = Job.define("vision", name, "registry.example/e2e:1", ["python", "eval.py"], cluster=MANAGER, pool="l40s",
                      gpus_per_node=4, kind="job", root=REPO, api=api)
@@ -280,7 +280,7 @@ def test_a_members_ray_job_is_dispatched_to_a_worker_whose_kuberay_runs_it(pair:
     team = pair.fleet.teams["vision"].config
     ns = team.namespace_names[0]
     member = pair.manager.identity(f"e2e-ray@{team.name}.test", (team.members.groups[0],))
-    api = pair.manager.client(member.user, (team.members.groups[0],))
+    api = pair.manager.connection(member.user, (team.members.groups[0],))
     name = f"rayjob-{uuid.uuid4().hex[:5]}"
     job = Job.define("vision", name, "rayproject/ray:2.52.0", ["python", "-c", "print('hello')"], cluster=MANAGER,
                      pool="l40s", gpus_per_node=4, kind="rayjob", root=REPO, api=api)
@@ -347,7 +347,7 @@ def test_a_members_train_job_is_dispatched_to_a_worker_whose_trainer_runs_it(pai
     team = pair.fleet.teams["vision"].config
     ns = team.namespace_names[0]
     member = pair.manager.identity(f"e2e-train@{team.name}.test", (team.members.groups[0],))
-    api = pair.manager.client(member.user, (team.members.groups[0],))
+    api = pair.manager.connection(member.user, (team.members.groups[0],))
     name = f"train-{uuid.uuid4().hex[:5]}"
     job = Job.define("vision", name, "registry.example/train:1", ["python", "train.py"], cluster=MANAGER,
                      pool="l40s", nodes=2, gpus_per_node=4, kind="trainjob", root=REPO, api=api)

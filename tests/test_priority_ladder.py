@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from generator.config.fleet import Fleet
+from generator.connection import Connection
 from tests.conftest import REPO, run
 from tests.upstream.cluster import Stack
 from tests.upstream.fleet import KUEUE, condition, custom, workload_of
@@ -150,11 +151,11 @@ def test_members_read_the_clusters_workload_priority_classes(twin: tuple[Stack, 
     from generator.jobs import presubmit
 
     stack, fleet, _ = twin
-    api = member_api(stack, fleet, "recsys")
+    api = Connection(member_api(stack, fleet, "recsys"))
     assert presubmit.priority(api, "standard").passed is True, presubmit.priority(api, "standard")
     missing = presubmit.priority(api, "standrd")
     assert missing.passed is False and "does not exist on this cluster" in missing.detail, missing
-    said = refusal(lambda: client.CustomObjectsApi(api).create_cluster_custom_object(
+    said = refusal(lambda: client.CustomObjectsApi(api.client).create_cluster_custom_object(
         KUEUE, "v1beta2", "workloadpriorityclasses",
         {"apiVersion": f"{KUEUE}/v1beta2", "kind": "WorkloadPriorityClass", "metadata": {"name": "mine"},
          "value": 10 ** 6}))
@@ -177,7 +178,7 @@ def test_status_names_the_strict_fifo_head_a_job_waits_behind(twin: tuple[Stack,
     ns = vision.namespace_names[0]
     custom(stack).patch_cluster_custom_object(KUEUE, "v1beta2", "clusterqueues", "vision",
                                               {"spec": {"queueingStrategy": "StrictFIFO"}})
-    api = member_api(stack, fleet, "vision")
+    api = Connection(member_api(stack, fleet, "vision"))
     tag = uuid.uuid4().hex[:5]
     first, head, behind = (gpu_job(f"{what}-{tag}", "vision", pods, 4) for what, pods in
                            (("first", 2), ("head", 4), ("behind", 1)))

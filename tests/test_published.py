@@ -14,8 +14,8 @@ from generator.checks import load_fleet
 from generator.checks.fleet import profile_problems
 from generator.compile.manifest import Manifest
 from generator.compile.published import NAME, NAMESPACE, published_data
+from generator.connection import Connection, explain, word
 from generator.jobs import ClusterError, ConfigurationError, Job
-from generator.jobs.connection import explain, word
 from generator.jobs.published import fleet_from_data
 from generator.validate.limits import MAX_DATA_BYTES, validate_limits
 from tests.conftest import REPO
@@ -234,10 +234,10 @@ def test_a_log_stream_that_fails_midway_is_a_cluster_error() -> None:
 
     from kubernetes.client.exceptions import ApiException
 
-    from generator.jobs.connection import guarded
+    from generator.connection import guarded
 
     class Streams:
-        api = SimpleNamespace(configuration=SimpleNamespace(host="https://h"), fleetgen_flags=False)
+        api = Connection(SimpleNamespace(configuration=SimpleNamespace(host="https://h")))
 
         @guarded("read the logs of job x")
         def logs(self) -> Any:
@@ -260,7 +260,7 @@ def test_connect_reads_kubeconfig_when_called(tmp_path: Path, monkeypatch: pytes
               "contexts": [{"name": "prod-east", "context": {"cluster": "c", "user": "u"}}]}
     (tmp_path / "kubeconfig").write_text(yaml.safe_dump(config))
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "kubeconfig"))
-    assert connect(context="prod-east").configuration.host == "https://10.0.0.1:6443"
+    assert connect(context="prod-east").client.configuration.host == "https://10.0.0.1:6443"
 
 
 def test_queue_usage_reads_kueues_status_defensively() -> None:

@@ -182,7 +182,7 @@ def test_a_notebook_brings_a_ray_cluster_up_follows_it_and_takes_it_down(ray_twi
     assert {p.name: p.port for p in service.spec.ports}["dashboard"] == 8265
     assert details.dashboard == f"http://{service.metadata.name}.{ns}.svc:8265"
     assert details.dashboard_via_api.endswith(f"/namespaces/{ns}/services/{service.metadata.name}:dashboard/proxy/")
-    review = client.AuthorizationV1Api(api).create_self_subject_access_review({"spec": {"resourceAttributes": {
+    review = client.AuthorizationV1Api(api.client).create_self_subject_access_review({"spec": {"resourceAttributes": {
         "verb": "get", "resource": "services", "subresource": "proxy", "name": service.metadata.name,
         "namespace": ns}}})
     assert review.status.allowed, review.status  # the member may open the dashboard through the API server

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from generator.connection import Connection
 from generator.jobs.ray import ClusterConfiguration, ConfigurationError
 
 BASE = {"name": "tune", "namespace": "ml-research", "queue": "ml-research", "image": "rayproject/ray:2.52.0"}
@@ -45,7 +46,7 @@ def test_details_of_an_odd_answer_are_partial_not_a_traceback(monkeypatch: pytes
 
     from generator.jobs.ray import RayCluster, RayClusterStatus
 
-    api = SimpleNamespace(configuration=SimpleNamespace(host="https://api.fleet.internal:6443/"))
+    api = Connection(SimpleNamespace(configuration=SimpleNamespace(host="https://api.fleet.internal:6443/")))
     odd = {"spec": {"workerGroupSpecs": [{"replicas": "2", "template": None}, "junk",
                                          {"replicas": 1, "template": {"spec": {"containers": [
                                              {"resources": {"limits": {"nvidia.com/gpu": "eight"}}},
@@ -82,7 +83,8 @@ def test_logs_number_the_head_then_the_workers_and_skip_odd_pods(monkeypatch: py
     read: list[tuple[str, str]] = []
     monkeypatch.setattr(pods, "log_lines", lambda api, ns, name, container, follow: iter([read.append(
         (name, container)) or f"{name} says hi"]))
-    cluster = RayCluster.on_cluster(SimpleNamespace(configuration=SimpleNamespace(host="https://x")), "tune", "ml")
+    cluster = RayCluster.on_cluster(Connection(SimpleNamespace(configuration=SimpleNamespace(host="https://x"))),
+                                    "tune", "ml")
     assert [next(cluster.logs(rank=r)) for r in range(3)] == ["tune-head says hi", "tune-gpu-a says hi",
                                                                  "tune-gpu-b says hi"]
     assert read == [("tune-head", "ray-head"), ("tune-gpu-a", "ray"), ("tune-gpu-b", "ray")]

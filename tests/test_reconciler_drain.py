@@ -180,8 +180,9 @@ def test_evictions_are_allowed_only_where_drain_is_declared(kube_stack: Stack, c
     api = reconciler_api(kube_stack, cluster)
     try:
         for resource, sub, verb in (("pods", "eviction", "create"), ("pods", "", "list")):
-            review = client.AuthorizationV1Api(api).create_self_subject_access_review({"spec": {"resourceAttributes": {
-                "verb": verb, "resource": resource, "subresource": sub, "namespace": "team-a"}}})
+            review = client.AuthorizationV1Api(api.client).create_self_subject_access_review({"spec": {
+                "resourceAttributes": {"verb": verb, "resource": resource, "subresource": sub,
+                                       "namespace": "team-a"}}})
             assert review.status.allowed is allowed, (cluster, resource, sub)
     finally:
         reconciler_api(kube_stack)  # back to prod-east's role for the other tests

@@ -226,7 +226,7 @@ def test_rendered_rbac_on_the_real_authorizer(pool: Pool, verb: str, resource: s
     api = reconciler_api(pool.stack)
     group = "coordination.k8s.io" if resource == "leases" else ""
     resource, _, subresource = resource.partition("/")
-    review = client.AuthorizationV1Api(api).create_self_subject_access_review({
+    review = client.AuthorizationV1Api(api.client).create_self_subject_access_review({
         "spec": {"resourceAttributes": {"verb": verb, "group": group, "resource": resource,
                                         "subresource": subresource, "namespace": namespace, "name": name}}})
     assert review.status.allowed is allowed, (verb, resource, namespace, name, review.status.reason)

@@ -85,7 +85,7 @@ def blocks(stack: Stack, name: str) -> dict[str, set[str]] | None:
 
     uid = client.CustomObjectsApi(stack.client()).get_namespaced_custom_object(
         "jobset.x-k8s.io", "v1alpha2", NS, "jobsets", name)["metadata"]["uid"]
-    hosts = topology_domains(workload_of(stack.client(), NS, uid), "kubernetes.io/hostname")  # tas-<block>-<i>
+    hosts = topology_domains(workload_of(stack.connection(), NS, uid), "kubernetes.io/hostname")  # tas-<block>-<i>
     return {ps: {h.split("-")[1] for h in names} for ps, names in hosts.items()} or None
 
 

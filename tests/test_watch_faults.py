@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from generator.jobs import connect
+from generator.jobs import Connection, connect
 from generator.reconciler import nodes as nodes_module
 from generator.reconciler.backoff import Backoff
 from generator.reconciler.informer import NodeCache, Short
@@ -66,7 +66,7 @@ def server() -> Iterator[FaultProxy]:
     front.shutdown()
 
 
-def api_of(server: FaultProxy) -> Any:
+def api_of(server: FaultProxy) -> Connection:
     return connect(token="test", server=server.url, request_timeout=5)
 
 

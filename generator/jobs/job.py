@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, Self, TypeVar
 
 from generator.config.yamlsource import MAX_FILE_BYTES, parse_source
+from generator.connection import ClusterError, Connection, guarded, timeout, word
 from generator.errors import InputError, UsageError
 from generator.jobs import pods, presubmit, workloads
-from generator.jobs.connection import ClusterError, guarded, timeout, word
 from generator.jobs.shape import refuse_misshapen
 from generator.kinds import KINDS as REGISTRY
 from generator.kinds import companion_service, job_object, kind_of, unknown_kind
@@ -56,7 +56,7 @@ def _argument(loc: Any) -> str:
     return "".join(f"[{p}]" if p.isdigit() else (f".{p}" if i else p) for i, p in enumerate(parts))
 
 
-def _fleet(root: str | Path | None, api: Any) -> Fleet:
+def _fleet(root: str | Path | None, api: Connection | None) -> Fleet:
     """The fleet of a checkout at `root`; else the connected cluster's published files; else the checkout here."""
     if root is None and api is not None:
         from generator.jobs.published import published_fleet
@@ -74,7 +74,7 @@ def _team(fleet: Fleet, team: str) -> Any:
     return fleet.teams[team].config
 
 
-def resolve_profile(team: str, profile: str, root: str | Path | None, api: Any,
+def resolve_profile(team: str, profile: str, root: str | Path | None, api: Connection | None,
                     nodes: int | None) -> tuple[Fleet, Any, Any, str]:
     """(fleet, team, profile, how to name it) of TEAM's PROFILE, resized to `nodes`: from the checkout at
     `root`, or, given only `api`, from the files the connected cluster publishes."""
@@ -218,7 +218,7 @@ def refuse_bad_names(name: str, namespace: str) -> None:
 class Job(MadeFromFleet):
     """A job of one of KINDS to submit (from a profile or a file), or one already on the cluster."""
 
-    def __init__(self, body: dict[str, Any], api: Any = None) -> None:
+    def __init__(self, body: dict[str, Any], api: Connection | None = None) -> None:
         if body.get("kind") not in KINDS or not (body.get("metadata") or {}).get("name"):
             raise UsageError(f"not a job: a job file needs kind: {', '.join(KINDS)}, and metadata.name")
         self.body = body
@@ -236,7 +236,7 @@ class Job(MadeFromFleet):
         return str(self.body["metadata"].get("namespace") or "default")
 
     @classmethod
-    def from_profile(cls, team: str, profile: str, *, root: str | Path | None = None, api: Any = None,
+    def from_profile(cls, team: str, profile: str, *, root: str | Path | None = None, api: Connection | None = None,
                      name: str | None = None, nodes: int | None = None, image: str | None = None,
                      command: list[str] | None = None) -> Job:
         """A concrete job (its object as the profile's `kind` builds it) from a team's profile: in the
@@ -255,7 +255,7 @@ class Job(MadeFromFleet):
                args: list[str] | None = None, env: dict[str, str] | None = None, launcher: str | None = None,
                priority: str | None = None, max_restarts: int | None = None, shared_memory: str = "64Gi",
                max_execution_time: str | None = None, termination_grace_period_seconds: int | None = None,
-               kind: str = "jobset", api: Any = None, root: str | Path | None = None) -> Job:
+               kind: str = "jobset", api: Connection | None = None, root: str | Path | None = None) -> Job:
         """A job written in Python instead of a team file's profile, checked by the same rules.
 
         `pool` and `cluster` default to the only ones the team has a quota in; `gpus_per_node` to the
@@ -307,7 +307,7 @@ class Job(MadeFromFleet):
         return cls(read_job_file(path))
 
     @classmethod
-    def on_cluster(cls, api: Any, name: str, namespace: str, kind: str = "JobSet") -> Job:
+    def on_cluster(cls, api: Connection, name: str, namespace: str, kind: str = "JobSet") -> Job:
         """A handle on a job that was submitted before (`kind`: one of KINDS)."""
         if kind not in KINDS:
             raise UsageError(f"kind must be one of {', '.join(KINDS)}, not {kind!r}")
@@ -316,21 +316,27 @@ class Job(MadeFromFleet):
     def _objects(self) -> Any:
         from kubernetes import client
 
-        return client.CustomObjectsApi(self.api)
+        return client.CustomObjectsApi(self._connected.client)
 
-    def _require_api(self, api: Any) -> None:
+    def _require_api(self, api: Connection | None) -> Connection:
         self.api = api or self.api
         if self.api is None:
-            raise UsageError("no cluster connection: pass an ApiClient (see generator.jobs.connect)")
+            raise UsageError("no cluster connection: pass a Connection (see generator.jobs.connect)")
+        return self.api
+
+    @property
+    def _connected(self) -> Connection:
+        """The connection every call to the cluster goes over (UsageError without one)."""
+        return self._require_api(None)
 
     @guarded("check job {self.name}")
-    def check(self, api: Any = None) -> list[presubmit.Outcome]:
+    def check(self, api: Connection | None = None) -> list[presubmit.Outcome]:
         """Pre-submit checks: rights, LocalQueue, priority, and the team's quota in the fleet files."""
         self._require_api(api)
-        return presubmit.run_checks(self.api, self.body, self.fleet, self.root, self.profile, self.of)
+        return presubmit.run_checks(self._connected, self.body, self.fleet, self.root, self.profile, self.of)
 
     @guarded("submit job {self.name}")
-    def submit(self, api: Any = None, dry_run: bool = False, check: bool = True) -> Job:
+    def submit(self, api: Connection | None = None, dry_run: bool = False, check: bool = True) -> Job:
         """Create the job (Kueue queues it in the team's LocalQueue) after the pre-submit checks; a batch
         Job of several nodes gets its rendezvous Service, and a serving Deployment or LeaderWorkerSet with a
         port its Service, owned by it (deleted with it).
@@ -342,7 +348,7 @@ class Job(MadeFromFleet):
         refuse_misshapen(self.body, f"{self.of.kind} {self.name}", UsageError)
         # The Service names are checked even without the other checks: a job whose Service name is taken
         # would be created and then either fail on its Service (409) or run with another's.
-        presubmit.refuse(self.name, self.check() if check else [presubmit.services_free(self.api, self.body)])
+        presubmit.refuse(self.name, self.check() if check else [presubmit.services_free(self._connected, self.body)])
         mode = "All" if dry_run else None
         created = self._objects().create_namespaced_custom_object(
             self.of.group, self.of.version, self.namespace, self.of.plural, self.body, dry_run=mode,
@@ -356,8 +362,8 @@ class Job(MadeFromFleet):
                 service["metadata"]["ownerReferences"] = [{"apiVersion": self.of.api_version, "kind": self.of.kind,
                                                            "name": self.name, "uid": uid}]
             body: Any = service
-            client.CoreV1Api(self.api).create_namespaced_service(self.namespace, body, dry_run=mode,
-                                                                 _request_timeout=timeout(self.api))
+            client.CoreV1Api(self._connected.client).create_namespaced_service(
+                self.namespace, body, dry_run=mode, _request_timeout=timeout(self.api))
         if not dry_run:
             self.body = created
         return self
@@ -379,7 +385,7 @@ class Job(MadeFromFleet):
         return found
 
     @guarded("read job {self.name}")
-    def status(self, api: Any = None) -> JobStatus:
+    def status(self, api: Connection | None = None) -> JobStatus:
         """Kueue admission and the job's progress: pending (with every reason and the queue position),
         admitted, running, succeeded, failed."""
         self._require_api(api)
@@ -390,14 +396,14 @@ class Job(MadeFromFleet):
         ended = self.of.ended(current)
         if ended is not None:
             return JobStatus(self.name, ended[0], ended[1], restarts=restarts)
-        workload = workloads.workload_of(self.api, self.namespace, current["metadata"].get("uid", ""))
+        workload = workloads.workload_of(self._connected, self.namespace, current["metadata"].get("uid", ""))
         if workload is None:
             queue = (current["metadata"].get("labels") or {}).get(presubmit.QUEUE_LABEL)
             return JobStatus(self.name, "pending", "Kueue has not created a Workload yet (check the "
                              f"{presubmit.QUEUE_LABEL} label{f' ({queue})' if queue else ''} and that the LocalQueue "
                              "exists: " + word(self.api, "`fleetgen job submit --dry-run`", "check()")
                              + " checks both)", restarts=restarts)
-        pending = workloads.waiting(self.api, self.namespace, workload)
+        pending = workloads.waiting(self._connected, self.namespace, workload)
         if pending is not None:
             return JobStatus(self.name, "pending", pending[0], restarts=restarts, position=pending[1])
         flavors = {}
@@ -413,7 +419,7 @@ class Job(MadeFromFleet):
             return JobStatus(self.name, phase, "", flavors, restarts)
         # Admitted: running only once a pod is (a Job counts pods active while they wait to be
         # scheduled or pulled); otherwise why not, in the scheduler's or the kubelet's words.
-        found = pods.states(self.api, self.namespace, self.of.pods(current, self.name))
+        found = pods.states(self._connected, self.namespace, self.of.pods(current, self.name))
         started = any(state in pods.RUNNING for state in found.values())
         waiting = any(state not in pods.RUNNING for state in found.values())
         reason = pods.summary(found) if waiting else ""
@@ -439,16 +445,16 @@ class Job(MadeFromFleet):
         wanted = int(spec["replicas"]) if isinstance(spec.get("replicas"), int) else 1
         ready = self.of.active(current)
         found = sorted((str(p.metadata.name), str(p.metadata.uid or ""), pods.state(p)) for p in client.CoreV1Api(
-            self.api).list_namespaced_pod(self.namespace, label_selector=self.of.pods(current, self.name),
+            self._connected.client).list_namespaced_pod(self.namespace, label_selector=self.of.pods(current, self.name),
                                           _request_timeout=timeout(self.api)).items if p.metadata is not None)
         held, unit = [], "groups" if self.of.grouped else "pods"
         if self.of.grouped:  # one Workload per group, each labelled with the object's uid
-            groups = workloads.workloads_of(self.api, self.namespace, str(current["metadata"].get("uid", "")))
+            groups = workloads.workloads_of(self._connected, self.namespace, str(current["metadata"].get("uid", "")))
             if not groups:
                 return JobStatus(self.name, "pending" if wanted else "admitted", "Kueue has not created a Workload "
                                  "yet" if wanted else "scaled to 0 replicas")
             for group in groups:
-                pending = workloads.waiting(self.api, self.namespace, group)
+                pending = workloads.waiting(self._connected, self.namespace, group)
                 if pending is not None:
                     held.append((str(group["metadata"].get("name")), *pending))
             units = len(groups)
@@ -458,9 +464,9 @@ class Job(MadeFromFleet):
                              ("no pod yet" + (f": {why}" if why else "")) if wanted else "scaled to 0 replicas")
         else:
             for pod_name, uid, _ in found:
-                workload = workloads.workload_of(self.api, self.namespace, uid)
+                workload = workloads.workload_of(self._connected, self.namespace, uid)
                 pending = ("Kueue has not created a Workload yet", "") if workload is None else \
-                    workloads.waiting(self.api, self.namespace, workload)
+                    workloads.waiting(self._connected, self.namespace, workload)
                 if pending is not None:
                     held.append((pod_name, *pending))
             units = len(found)
@@ -473,8 +479,8 @@ class Job(MadeFromFleet):
         states = {pod_name: state for pod_name, _, state in found}  # from the one listing above
         return JobStatus(self.name, "admitted", f"{ready}/{wanted} replicas ready; {pods.summary(states)}")
 
-    def wait(self, api: Any = None, until: str = "finished", timeout_seconds: float = 3600.0, poll: float = 5.0,
-             progress: Callable[[JobStatus], None] | None = None) -> JobStatus:
+    def wait(self, api: Connection | None = None, until: str = "finished", timeout_seconds: float = 3600.0,
+             poll: float = 5.0, progress: Callable[[JobStatus], None] | None = None) -> JobStatus:
         """Block until the job is admitted, running or finished (`until`); WaitTimedOut after the timeout.
 
         `progress` is called with each status that differs from the last one seen.
@@ -495,8 +501,8 @@ class Job(MadeFromFleet):
         from kubernetes import client
 
         selector = self._rank_selector(rank)
-        pods_found = client.CoreV1Api(self.api).list_namespaced_pod(self.namespace, label_selector=selector,
-                                                                     _request_timeout=timeout(self.api)).items
+        pods_found = client.CoreV1Api(self._connected.client).list_namespaced_pod(
+            self.namespace, label_selector=selector, _request_timeout=timeout(self.api)).items
         if not pods_found:
             raise UsageError(f"no pod yet for rank {rank} of job {self.name} (is it admitted? see "
                              + word(self.api, "`fleetgen job status`", "status()") + ")")
@@ -511,15 +517,16 @@ class Job(MadeFromFleet):
         return names[-1][1]
 
     @guarded("read the logs of job {self.name}")
-    def logs(self, api: Any = None, rank: int = 0, follow: bool = False) -> Iterator[str]:
+    def logs(self, api: Connection | None = None, rank: int = 0, follow: bool = False) -> Iterator[str]:
         """Log lines of the training container of node `rank` (0 is the rendezvous master)."""
         self._require_api(api)
         if "spec" not in self.body:
             self.body = self._read()
-        yield from pods.log_lines(self.api, self.namespace, self._pod_for_rank(rank), self.of.log_container, follow)
+        yield from pods.log_lines(self._connected, self.namespace, self._pod_for_rank(rank), self.of.log_container,
+                                  follow)
 
     @guarded("cancel job {self.name}")
-    def cancel(self, api: Any = None) -> None:
+    def cancel(self, api: Connection | None = None) -> None:
         """Delete the job and its pods (Kueue releases the quota; a Job's rendezvous Service goes with it)."""
         self._require_api(api)
         self._read()  # not another job's part, which its operator would make again
@@ -533,7 +540,7 @@ class Job(MadeFromFleet):
 class JobList:
     """`fleetgen job list`: jobs of a team, or every fleetgen job the user can see."""
 
-    api: Any
+    api: Connection
 
     @guarded("check which namespaces you may list jobs in")
     def readable(self, namespaces: list[str]) -> list[str]:
@@ -548,7 +555,7 @@ class JobList:
         from kubernetes import client
         from kubernetes.client.exceptions import ApiException
 
-        objects = client.CustomObjectsApi(self.api)
+        objects = client.CustomObjectsApi(self.api.client)
         selector = f"fleetgen.io/team={team}" if team else "app.kubernetes.io/managed-by=fleetgen"
         items: list[dict[str, Any]] = []
         for of in KINDS.values():

@@ -4,15 +4,15 @@ for the commands that take either (`fleetgen job new` and `fleetgen job submit`)
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
+from generator.connection import Connection
 from generator.errors import UsageError
 from generator.jobs.job import KINDS, Job, checked_object, read_job_file, resolve_profile
 from generator.jobs.ray import RayCluster
 from generator.kinds import kind_of
 
 
-def from_profile(team: str, profile: str, *, root: str | Path | None = None, api: Any = None,
+def from_profile(team: str, profile: str, *, root: str | Path | None = None, api: Connection | None = None,
                  name: str | None = None, nodes: int | None = None, image: str | None = None,
                  command: list[str] | None = None) -> Job | RayCluster:
     """TEAM's PROFILE made concrete (as Job.from_profile or RayCluster.from_profile), its fleet read once."""

@@ -7,7 +7,7 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
-from generator.jobs.connection import timeout
+from generator.connection import Connection, timeout
 
 RUNNING = frozenset({"Running", "Succeeded"})
 """Pods whose containers have started (a finished pod of a running job ran)."""
@@ -35,12 +35,12 @@ def state(pod: Any) -> str:
     return "Pending"
 
 
-def states(api: Any, namespace: str, selector: str) -> dict[str, str]:
+def states(api: Connection, namespace: str, selector: str) -> dict[str, str]:
     """Each matching pod's state, by name."""
     from kubernetes import client
 
-    found = client.CoreV1Api(api).list_namespaced_pod(namespace, label_selector=selector,
-                                                      _request_timeout=timeout(api)).items
+    found = client.CoreV1Api(api.client).list_namespaced_pod(namespace, label_selector=selector,
+                                                             _request_timeout=timeout(api)).items
     return dict(sorted((str(p.metadata.name), state(p)) for p in found if p.metadata is not None and p.status))
 
 
@@ -55,11 +55,11 @@ def summary(by_pod: dict[str, str]) -> str:
     return "; ".join([f"{started} of {len(by_pod)} pods running", *parts])
 
 
-def log_lines(api: Any, namespace: str, pod: str, container: str, follow: bool = False) -> Iterator[str]:
+def log_lines(api: Connection, namespace: str, pod: str, container: str, follow: bool = False) -> Iterator[str]:
     """The container's log, line by line as it arrives (through the API server, from the node's kubelet)."""
     from kubernetes import client
 
-    response: Any = client.CoreV1Api(api).read_namespaced_pod_log(
+    response: Any = client.CoreV1Api(api.client).read_namespaced_pod_log(
         pod, namespace, container=container, follow=follow, _preload_content=False, _request_timeout=timeout(api))
     pending = b""
     for chunk in response.stream(4096):

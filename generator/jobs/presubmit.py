@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from generator.jobs.connection import ClusterError, timeout
+from generator.connection import ClusterError, Connection, timeout
 from generator.jobs.shape import quantity
 from generator.jobs.workloads import KUEUE, condition, preferred_version
 from generator.kinds import BY_NAME, BY_OBJECT, companion_service
@@ -54,19 +54,20 @@ class Outcome:
         return f"{mark:7} {self.check}: {self.detail}"
 
 
-def allowed(api: Any, verb: str, group: str, resource: str, namespace: str) -> tuple[bool, str]:
+def allowed(api: Connection, verb: str, group: str, resource: str, namespace: str) -> tuple[bool, str]:
     from kubernetes import client
 
     body: Any = {"spec": {"resourceAttributes": {"verb": verb, "group": group, "resource": resource,
                                                  "namespace": namespace}}}
-    review = client.AuthorizationV1Api(api).create_self_subject_access_review(body, _request_timeout=timeout(api))
+    review = client.AuthorizationV1Api(api.client).create_self_subject_access_review(
+        body, _request_timeout=timeout(api))
     status = review.status
     if status is None:
         return False, "the API server returned no status for the access review"
     return bool(status.allowed), str(status.reason or status.evaluation_error or "")
 
 
-def rights(api: Any, namespace: str, needed: tuple[tuple[str, str, str], ...] = (
+def rights(api: Connection, namespace: str, needed: tuple[tuple[str, str, str], ...] = (
         ("jobset.x-k8s.io", "jobsets", "JobSets"),)) -> Outcome:
     """Whether the user may create each of `needed` (group, resource, what it is called) in `namespace`."""
     for group, resource, called in needed:
@@ -78,7 +79,7 @@ def rights(api: Any, namespace: str, needed: tuple[tuple[str, str, str], ...] = 
     return Outcome("rights", True, f"you may create {' and '.join(c for _, _, c in needed)} in namespace {namespace}")
 
 
-def local_queue(api: Any, namespace: str, queue: str | None) -> Outcome:
+def local_queue(api: Connection, namespace: str, queue: str | None) -> Outcome:
     from kubernetes import client
     from kubernetes.client.exceptions import ApiException
 
@@ -90,7 +91,7 @@ def local_queue(api: Any, namespace: str, queue: str | None) -> Outcome:
     unlabelled = not queue
     queue = queue or DEFAULT_QUEUE
     try:
-        found: Any = client.CustomObjectsApi(api).get_namespaced_custom_object(
+        found: Any = client.CustomObjectsApi(api.client).get_namespaced_custom_object(
             KUEUE, version, namespace, "localqueues", queue, _request_timeout=timeout(api))
     except ApiException as exc:
         if exc.status == 404 and unlabelled:
@@ -114,7 +115,7 @@ def local_queue(api: Any, namespace: str, queue: str | None) -> Outcome:
     return Outcome("queue", True, f"LocalQueue {namespace}/{queue} is active (ClusterQueue {target})")
 
 
-def priority(api: Any, name: str | None) -> Outcome:
+def priority(api: Connection, name: str | None) -> Outcome:
     from kubernetes import client
     from kubernetes.client.exceptions import ApiException
 
@@ -122,8 +123,8 @@ def priority(api: Any, name: str | None) -> Outcome:
         return Outcome("priority", True, "none set: the queue's default priority applies")
     version = preferred_version(api, KUEUE)
     try:
-        client.CustomObjectsApi(api).get_cluster_custom_object(KUEUE, version or "v1beta2", "workloadpriorityclasses",
-                                                               name, _request_timeout=timeout(api))
+        client.CustomObjectsApi(api.client).get_cluster_custom_object(
+            KUEUE, version or "v1beta2", "workloadpriorityclasses", name, _request_timeout=timeout(api))
     except ApiException as exc:
         if exc.status == 404:
             return Outcome("priority", False, f"WorkloadPriorityClass {name!r} does not exist on this cluster: "
@@ -223,7 +224,7 @@ def services_needed(body: dict[str, Any]) -> list[tuple[str, str]]:
     return out + (kind.operator_services(body) if kind is not None else [])
 
 
-def services_free(api: Any, body: dict[str, Any]) -> Outcome:
+def services_free(api: Connection, body: dict[str, Any]) -> Outcome:
     """Whether every Service name the job needs (`services_needed`) is free in its namespace, or held by a
     Service this very job owns (an earlier submit of it)."""
     from kubernetes import client
@@ -234,7 +235,7 @@ def services_free(api: Any, body: dict[str, Any]) -> Outcome:
         return Outcome("services", True, "the job needs no Service")
     meta = body.get("metadata") or {}
     namespace, kind, name = str(meta.get("namespace") or "default"), body.get("kind"), meta.get("name")
-    core = client.CoreV1Api(api)
+    core = client.CoreV1Api(api.client)
     for service, what in needed:
         try:
             found = core.read_namespaced_service(service, namespace, _request_timeout=timeout(api))
@@ -255,7 +256,7 @@ def services_free(api: Any, body: dict[str, Any]) -> Outcome:
                    f"{namespace}")
 
 
-def run_checks(api: Any, body: dict[str, Any], fleet: Fleet | None, root: Path | None,
+def run_checks(api: Connection, body: dict[str, Any], fleet: Fleet | None, root: Path | None,
                profile: JobProfile | None = None, of: Any = None) -> list[Outcome]:
     """Every pre-submit check of the job `body` (of the SDK's Kind `of`, or a Resource; a JobSet when None), in
     order."""

@@ -25,8 +25,8 @@ from generator.config.cluster import ClusterConfig, NodePool
 from generator.config.fleet import Fleet, Loaded
 from generator.config.team import TeamConfig
 from generator.config.yamlsource import Source, parse_json
+from generator.connection import ClusterError, Connection, explain, flags_of, timeout, word
 from generator.errors import Finding, InputError
-from generator.jobs.connection import ClusterError, explain, flags_of, timeout, word
 
 KEY = re.compile(r"^(cluster|team|pools)\.([a-z0-9]([-a-z0-9]*[a-z0-9])?)\.json$")
 WHERE = f"ConfigMap {NAMESPACE}/{NAME}"
@@ -92,7 +92,7 @@ def fleet_from_data(data: dict[str, Any]) -> Fleet:
     return fleet
 
 
-def published_fleet(api: Any) -> Fleet:
+def published_fleet(api: Connection) -> Fleet:
     """This cluster's fleet files, as published at render time; ClusterError if they cannot be read."""
     data = _read(api, NAME)
     index = data.pop(INDEX_KEY, None)
@@ -114,14 +114,15 @@ def published_fleet(api: Any) -> Fleet:
     return fleet_from_data(data)
 
 
-def _read(api: Any, name: str) -> dict[str, Any]:
+def _read(api: Connection, name: str) -> dict[str, Any]:
     from kubernetes import client
     from kubernetes.client.exceptions import ApiException
     from urllib3.exceptions import HTTPError
 
     where = f"ConfigMap {NAMESPACE}/{name}"
     try:
-        found = client.CoreV1Api(api).read_namespaced_config_map(name, NAMESPACE, _request_timeout=timeout(api))
+        found = client.CoreV1Api(api.client).read_namespaced_config_map(name, NAMESPACE,
+                                                                        _request_timeout=timeout(api))
     except ApiException as exc:
         if exc.status == 404:
             raise ClusterError(f"this cluster publishes no fleet files ({where} is missing): it was not rendered by "
@@ -131,7 +132,7 @@ def _read(api: Any, name: str) -> dict[str, Any]:
         if exc.status == 403:
             raise ClusterError(f"you may not read {where}: every authenticated user may, unless the cluster "
                                "file sets tenancy.publishFleet: false") from None
-        raise explain(exc, api.configuration.host, f"read {where}", flags_of(api)) from None
+        raise explain(exc, api.client.configuration.host, f"read {where}", flags_of(api)) from None
     except (HTTPError, OSError) as exc:
-        raise explain(exc, api.configuration.host, f"read {where}", flags_of(api)) from None
+        raise explain(exc, api.client.configuration.host, f"read {where}", flags_of(api)) from None
     return dict(found.data or {})

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from generator.jobs.connection import guarded, timeout
+from generator.connection import Connection, guarded, timeout
 from generator.jobs.presubmit import allowed
 from generator.jobs.workloads import KUEUE, preferred_version
 from generator.quantity import QuantityError, value_of
@@ -72,7 +72,7 @@ def _gpus(queue: dict[str, Any], flavor: str, resource: str) -> int:
 class Queues:
     """Reads the queues; a class only so that failures name what was being read (ClusterError)."""
 
-    def __init__(self, api: Any) -> None:
+    def __init__(self, api: Connection) -> None:
         self.api = api
 
     @guarded("list the queues you may submit to")
@@ -89,7 +89,7 @@ class Queues:
         shares = team_shares(fleet)
         shared, afs = set(cfg.shared_pools), cfg.kueue.admission_fair_sharing
         version = preferred_version(self.api, KUEUE) or "v1beta2"
-        objects = client.CustomObjectsApi(self.api)
+        objects = client.CustomObjectsApi(self.api.client)
         out = []
         for tname, loaded in sorted(fleet.teams.items()):
             tcfg = loaded.config
@@ -128,6 +128,6 @@ class Queues:
         return out
 
 
-def queues(api: Any, team: str | None = None) -> list[QueueInfo]:
+def queues(api: Connection, team: str | None = None) -> list[QueueInfo]:
     """Every queue of the connected cluster you may submit to (or `team`'s), one per pool."""
     return Queues(api).read(team)

@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from generator.connection import ClusterError, Connection, guarded, timeout, word
 from generator.errors import UsageError
 from generator.jobs import pods, presubmit, workloads
-from generator.jobs.connection import ClusterError, guarded, timeout, word
 from generator.jobs.job import (
     ConfigurationError,
     MadeFromFleet,
@@ -173,8 +173,8 @@ class RayCluster(MadeFromFleet):
     """A RayCluster to bring up (from a ClusterConfiguration or a team's `kind: raycluster` profile), or one
     already on the cluster."""
 
-    def __init__(self, config: ClusterConfiguration | None, api: Any, *, name: str = "", namespace: str = "",
-                 body: dict[str, Any] | None = None) -> None:
+    def __init__(self, config: ClusterConfiguration | None, api: Connection | None, *, name: str = "",
+                 namespace: str = "", body: dict[str, Any] | None = None) -> None:
         if api is None and body is None:
             raise ClusterError("no cluster connection: pass generator.jobs.connect(...) as `api`")
         self.config, self.api = config, api
@@ -186,12 +186,12 @@ class RayCluster(MadeFromFleet):
         refuse_bad_names(self.name, self.namespace)
 
     @classmethod
-    def on_cluster(cls, api: Any, name: str, namespace: str) -> RayCluster:
+    def on_cluster(cls, api: Connection, name: str, namespace: str) -> RayCluster:
         """A handle on a Ray cluster brought up before (from another notebook, or kubectl)."""
         return cls(None, api, name=name, namespace=namespace)
 
     @classmethod
-    def from_profile(cls, team: str, profile: str, api: Any = None, *, root: str | Path | None = None,
+    def from_profile(cls, team: str, profile: str, api: Connection | None = None, *, root: str | Path | None = None,
                      name: str | None = None, nodes: int | None = None, image: str | None = None) -> RayCluster:
         """The Ray cluster of a team's `kind: raycluster` profile (pinned to its pool, with its queue, priority
         and topology), from the fleet repository at `root` or, given only `api`, from the fleet files the
@@ -205,7 +205,7 @@ class RayCluster(MadeFromFleet):
             fleet, found, root)
 
     @guarded("check Ray cluster {self.name}")
-    def check(self, api: Any = None) -> list[presubmit.Outcome]:
+    def check(self, api: Connection | None = None) -> list[presubmit.Outcome]:
         """Pre-submit checks, as for a job: rights on RayClusters, the LocalQueue, the priority, and (made
         from a profile) the team's quota in the fleet files."""
         self.api = api or self.api
@@ -213,7 +213,7 @@ class RayCluster(MadeFromFleet):
             raise ClusterError("no cluster connection, or nothing to bring up: pass generator.jobs.connect(...)")
         return presubmit.run_checks(self.api, self.body, self.fleet, self.root, self.profile, RESOURCE)
 
-    def submit(self, api: Any = None, dry_run: bool = False, check: bool = True) -> RayCluster:
+    def submit(self, api: Connection | None = None, dry_run: bool = False, check: bool = True) -> RayCluster:
         """`up`, after the pre-submit checks (SubmitRefused names each one failed; nothing is created)."""
         self.api = api or self.api
         if self.body is not None:
@@ -225,7 +225,14 @@ class RayCluster(MadeFromFleet):
     def _objects(self) -> Any:
         from kubernetes import client
 
-        return client.CustomObjectsApi(self.api)
+        return client.CustomObjectsApi(self._connected.client)
+
+    @property
+    def _connected(self) -> Connection:
+        """The connection every call to the cluster goes over (ClusterError without one)."""
+        if self.api is None:
+            raise ClusterError("no cluster connection: pass generator.jobs.connect(...) as `api`")
+        return self.api
 
     @guarded("create Ray cluster {self.name}")
     def up(self, dry_run: bool = False) -> RayCluster:
@@ -259,7 +266,7 @@ class RayCluster(MadeFromFleet):
         return found
 
     def _pods(self) -> dict[str, str]:
-        return pods.states(self.api, self.namespace, raycluster_kind.pods({}, self.name))
+        return pods.states(self._connected, self.namespace, raycluster_kind.pods({}, self.name))
 
     @guarded("read Ray cluster {self.name}")
     def status(self) -> RayClusterStatus:
@@ -268,11 +275,12 @@ class RayCluster(MadeFromFleet):
         state = str((current.get("status") or {}).get("state") or "")
         if state == "failed":
             return RayClusterStatus(self.name, "failed", str((current.get("status") or {}).get("reason") or ""))
-        workload = workloads.workload_of(self.api, self.namespace, str((current.get("metadata") or {}).get("uid", "")))
+        workload = workloads.workload_of(self._connected, self.namespace,
+                                         str((current.get("metadata") or {}).get("uid", "")))
         if workload is None:
             return RayClusterStatus(self.name, "pending", f"Kueue has not created a Workload yet: check the "
                                     f"{QUEUE_LABEL} label and that the LocalQueue exists")
-        pending = workloads.waiting(self.api, self.namespace, workload)
+        pending = workloads.waiting(self._connected, self.namespace, workload)
         if pending is not None:
             return RayClusterStatus(self.name, "pending", *pending)
         worker = (workload.get("status") or {}).get("clusterName")
@@ -313,7 +321,7 @@ class RayCluster(MadeFromFleet):
         groups = [g for g in spec.get("workerGroupSpecs") or [] if isinstance(g, dict)]
         containers = [c for g in groups for c in ((g.get("template") or {}).get("spec") or {}).get("containers") or []]
         gpus = max((_whole(((c.get("resources") or {}).get("limits") or {}).get(GPU)) for c in containers), default=0)
-        host = str(self.api.configuration.host).rstrip("/")
+        host = str(self._connected.client.configuration.host).rstrip("/")
         return RayClusterDetails(
             self.name, self.namespace, self.status(), service,
             f"http://{service}.{self.namespace}.svc:{DASHBOARD_PORT}",
@@ -328,7 +336,7 @@ class RayCluster(MadeFromFleet):
         from kubernetes import client
 
         self._get()  # a 404 names the missing cluster, not missing pods
-        found = client.CoreV1Api(self.api).list_namespaced_pod(
+        found = client.CoreV1Api(self._connected.client).list_namespaced_pod(
             self.namespace, label_selector=raycluster_kind.pods({}, self.name),
             _request_timeout=timeout(self.api)).items
         ordered = sorted((RANKED.index(str(kind)), str(p.metadata.name), str(p.spec.containers[0].name))
@@ -339,7 +347,7 @@ class RayCluster(MadeFromFleet):
                 "it has no pods yet (is it admitted? see " + word(self.api, "`fleetgen job status`", "status()") + ")"
             raise UsageError(f"no rank {rank} in Ray cluster {self.name}: {where}")
         _, pod, container = ordered[rank]
-        yield from pods.log_lines(self.api, self.namespace, pod, container, follow)
+        yield from pods.log_lines(self._connected, self.namespace, pod, container, follow)
 
     @guarded("delete Ray cluster {self.name}")
     def down(self) -> None:
@@ -352,7 +360,7 @@ class RayCluster(MadeFromFleet):
 class RayClusters:
     """The queued Ray clusters of some namespaces (`fleetgen job list` shows them beside the JobSets)."""
 
-    def __init__(self, api: Any) -> None:
+    def __init__(self, api: Connection) -> None:
         self.api = api
 
     @guarded("list Ray clusters")
@@ -381,4 +389,4 @@ class RayClusters:
     def _objects(self) -> Any:
         from kubernetes import client
 
-        return client.CustomObjectsApi(self.api)
+        return client.CustomObjectsApi(self.api.client)

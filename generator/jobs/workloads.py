@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from generator.jobs.connection import get_json, timeout, word
+from generator.connection import Connection, get_json, timeout, word
 from generator.kinds.base import condition as condition  # re-exported: how the SDK reads a condition
 
 KUEUE = "kueue.x-k8s.io"
@@ -72,9 +72,9 @@ def _true(obj: dict[str, Any], kind: str) -> dict[str, Any] | None:
     return found if found and found.get("status") == "True" else None
 
 
-def preferred_version(api: Any, group: str) -> str | None:
+def preferred_version(api: Connection, group: str) -> str | None:
     """The version of `group` the cluster prefers (discovery), among the ones this client reads; cached."""
-    cache: dict[str, str | None] = api.__dict__.setdefault("fleetgen_versions", {})
+    cache = api.versions
     if group not in cache:
         from kubernetes.client.exceptions import ApiException
 
@@ -91,20 +91,20 @@ def preferred_version(api: Any, group: str) -> str | None:
     return cache[group]
 
 
-def workload_of(api: Any, namespace: str, uid: str) -> dict[str, Any] | None:
+def workload_of(api: Connection, namespace: str, uid: str) -> dict[str, Any] | None:
     """The Workload Kueue made for the job with this uid, or None (not yet, or Kueue absent)."""
     items = sorted(workloads_of(api, namespace, uid), key=lambda w: w["metadata"].get("creationTimestamp") or "")
     return items[-1] if items else None
 
 
-def workloads_of(api: Any, namespace: str, uid: str) -> list[dict[str, Any]]:
+def workloads_of(api: Connection, namespace: str, uid: str) -> list[dict[str, Any]]:
     """Every Workload Kueue made for the object with this uid (a LeaderWorkerSet has one per group), by name."""
     from kubernetes import client
 
     version = preferred_version(api, KUEUE)
     if version is None:
         return []
-    found: Any = client.CustomObjectsApi(api).list_namespaced_custom_object(
+    found: Any = client.CustomObjectsApi(api.client).list_namespaced_custom_object(
         KUEUE, version, namespace, "workloads", label_selector=f"kueue.x-k8s.io/job-uid={uid}",
         _request_timeout=timeout(api))
     return sorted(found["items"], key=lambda w: str(w["metadata"].get("name")))
@@ -123,7 +123,7 @@ class Position:
                 f"({self.in_cluster_queue} in its ClusterQueue)")
 
 
-def pending_workloads(api: Any, namespace: str, queue: str) -> list[dict[str, Any]] | str:
+def pending_workloads(api: Connection, namespace: str, queue: str) -> list[dict[str, Any]] | str:
     """The LocalQueue's pending workloads as Kueue's visibility API lists them, or why it cannot be told."""
     from kubernetes.client.exceptions import ApiException
 
@@ -151,7 +151,7 @@ def _position(listed: list[dict[str, Any]] | str, queue: str, workload: str) -> 
     return "not in the queue's pending list (being admitted, or waiting to be requeued)"
 
 
-def queue_position(api: Any, namespace: str, queue: str, workload: str) -> Position | str:
+def queue_position(api: Connection, namespace: str, queue: str, workload: str) -> Position | str:
     """The workload's position in its LocalQueue, or why it cannot be told."""
     return _position(pending_workloads(api, namespace, queue), queue, workload)
 
@@ -160,7 +160,7 @@ NOT_EVALUATED = ("", "PendingEvaluation")
 """QuotaReserved reasons (none, or Kueue's own) of a workload Kueue's scheduler has not looked at."""
 
 
-def waiting_behind(api: Any, namespace: str, workload: dict[str, Any], listed: list[dict[str, Any]] | str,
+def waiting_behind(api: Connection, namespace: str, workload: dict[str, Any], listed: list[dict[str, Any]] | str,
                    position: Position | str) -> str:
     """For a workload Kueue has not evaluated with others ahead of it in its ClusterQueue: the first
     of them and why it waits. Kueue hands its scheduler only each ClusterQueue's head; a StrictFIFO
@@ -183,7 +183,7 @@ def waiting_behind(api: Any, namespace: str, workload: dict[str, Any], listed: l
 
     version = preferred_version(api, KUEUE)
     try:
-        found: Any = client.CustomObjectsApi(api).get_namespaced_custom_object(
+        found: Any = client.CustomObjectsApi(api.client).get_namespaced_custom_object(
             KUEUE, version or "v1beta2", namespace, "workloads", name, _request_timeout=timeout(api))
         why = f" ({why_pending(found, api)})"
     except ApiException as exc:
@@ -193,7 +193,7 @@ def waiting_behind(api: Any, namespace: str, workload: dict[str, Any], listed: l
             "StrictFIFO queue's workloads only in order, none behind the head until the head is admitted")
 
 
-def waiting(api: Any, namespace: str, workload: dict[str, Any]) -> tuple[str, str] | None:
+def waiting(api: Connection, namespace: str, workload: dict[str, Any]) -> tuple[str, str] | None:
     """(every reason, queue position) while Kueue has not admitted the workload or it is deactivated;
     None once it is admitted."""
     admitted = condition(workload, "Admitted")
@@ -208,7 +208,7 @@ def waiting(api: Any, namespace: str, workload: dict[str, Any]) -> tuple[str, st
     return behind or why_pending(workload, api), str(position)
 
 
-def why_pending(workload: dict[str, Any], api: Any = None) -> str:
+def why_pending(workload: dict[str, Any], api: Connection | None = None) -> str:
     """Every reason Kueue gives for not running the workload now, most decisive first."""
     reasons: list[str] = []
     evicted = _true(workload, "Evicted")

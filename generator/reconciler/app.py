@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+from dataclasses import replace
 from pathlib import Path
 from typing import (
     Any,
@@ -13,6 +14,7 @@ from pydantic import TypeAdapter, ValidationError
 from typing_extensions import TypedDict
 
 from generator.config.yamlsource import MAX_FILE_BYTES, parse_json
+from generator.connection import Connection
 from generator.errors import InputError, UsageError
 from generator.reconciler.informer import NodeCache
 from generator.reconciler.lease import BreakerStore, LeaderLease
@@ -108,7 +110,7 @@ def _version() -> str:
         return "dev"
 
 
-def build(document: dict[str, Any], api: Any, prometheus: str | None = None, dry_run: bool = False,
+def build(document: dict[str, Any], api: Connection, prometheus: str | None = None, dry_run: bool = False,
           identity: str | None = None) -> Reconciler:
     """A Reconciler wired to the cluster (api), Prometheus and the policy."""
     p = document["policy"]
@@ -124,9 +126,9 @@ def build(document: dict[str, Any], api: Any, prometheus: str | None = None, dry
     namespace = document["namespace"]
     identity = identity or socket.gethostname()
     # Audit logs and API server metrics then say which replica made a request.
-    api.user_agent = f"fleetgen-health/{_version()} ({identity})"
+    api.client.user_agent = f"fleetgen-health/{_version()} ({identity})"
     # A hung API call costs one loop, not the reconciler: calls give up well inside a Lease duration.
-    api.fleetgen_timeout = getattr(api, "fleetgen_timeout", RECONCILER_TIMEOUT)
+    api = replace(api, timeout=api.timeout or RECONCILER_TIMEOUT)
     sources: list[Any] = [PrometheusSource(prometheus or document["prometheusUrl"])]
     if document.get("lokiUrl"):
         sources.append(LokiSource(document["lokiUrl"], tenant=document.get("lokiTenant") or ""))

@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from generator.jobs.connection import timeout
+from generator.connection import Connection, timeout
 from generator.reconciler.backoff import Backoff
 from generator.reconciler.model import NodeState
 from generator.reconciler.nodes import PoolSelector, Unreadable, list_nodes, node_state
@@ -65,7 +65,7 @@ class Short(Exception):
 class NodeCache:
     """Every GPU node's state, kept by one list and then a watch (`run` in a thread of its own)."""
 
-    def __init__(self, api: Any, pools: list[PoolSelector], monotonic: Callable[[], float] = time.monotonic,
+    def __init__(self, api: Connection, pools: list[PoolSelector], monotonic: Callable[[], float] = time.monotonic,
                  stale_seconds: float = STALE_SECONDS, backoff: Backoff | None = None) -> None:
         self.api = api
         self.pools = pools
@@ -146,7 +146,7 @@ class NodeCache:
         connect, _ = timeout(self.api)
         started, events = self.monotonic(), self.events  # before the request, as client-go (reflector.go:583)
         try:
-            core: Any = client.CoreV1Api(self.api)  # raw pages: the models' parsing is not wanted here
+            core: Any = client.CoreV1Api(self.api.client)  # raw pages: the models' parsing is not wanted here
             response = core.list_node(
                 watch=True, resource_version=self.version, allow_watch_bookmarks=True,
                 timeout_seconds=WATCH_SECONDS, _preload_content=False,

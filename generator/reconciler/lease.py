@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from generator.compile.health import BREAKER, LEASE
-from generator.jobs.connection import timeout
+from generator.connection import Connection, timeout
 from generator.reconciler.model import ALL_POOLS, Breaker
 
 MIN_LEASE_SECONDS = 15
@@ -48,7 +48,7 @@ def _seconds(text: Any) -> float:
 class LeaderLease:
     """Acquire or renew the reconciler's Lease; True while this replica leads."""
 
-    api: Any
+    api: Connection
     namespace: str
     identity: str
     duration_seconds: float = 15
@@ -84,14 +84,14 @@ class LeaderLease:
         from kubernetes import client
         from kubernetes.client.exceptions import ApiException
 
-        coordination = client.CoordinationV1Api(self.api)
+        coordination = client.CoordinationV1Api(self.api.client)
         sent = self.monotonic()
         self._certain_until = float("-inf")
         now = self.clock()
         spec = {"holderIdentity": self.identity, "leaseDurationSeconds": int(round(self.duration_seconds)) or 1,
                 "renewTime": _time(now)}
         try:
-            current = self.api.sanitize_for_serialization(coordination.read_namespaced_lease(
+            current = self.api.client.sanitize_for_serialization(coordination.read_namespaced_lease(
                 LEASE, self.namespace, _request_timeout=timeout(self.api)))
         except ApiException as exc:
             if exc.status != 404:
@@ -170,7 +170,7 @@ class BreakerStore:
     A state saved before breakers were per pool ({"tripped": ...}) holds every pool.
     """
 
-    api: Any
+    api: Connection
     namespace: str
 
     def load(self) -> dict[str, Breaker]:
@@ -178,8 +178,8 @@ class BreakerStore:
         from kubernetes.client.exceptions import ApiException
 
         try:
-            cm = client.CoreV1Api(self.api).read_namespaced_config_map(BREAKER, self.namespace,
-                                                                    _request_timeout=timeout(self.api))
+            cm = client.CoreV1Api(self.api.client).read_namespaced_config_map(BREAKER, self.namespace,
+                                                                           _request_timeout=timeout(self.api))
         except ApiException as exc:
             if exc.status == 404:
                 return {}
@@ -197,7 +197,7 @@ class BreakerStore:
         from kubernetes import client
         from kubernetes.client.exceptions import ApiException
 
-        core = client.CoreV1Api(self.api)
+        core = client.CoreV1Api(self.api.client)
         pools = {pool: {"tripped": True, "reason": b.reason, "since": b.since}
                  for pool, b in sorted(breakers.items()) if b.tripped}
         state = json.dumps({"pools": pools}, sort_keys=True)

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from generator.compile.health import EVENTS_NAMESPACE
-from generator.jobs.connection import ClusterError, timeout
+from generator.connection import ClusterError, Connection, timeout
 from generator.reconciler.model import (
     ANNOTATION_BOOT,
     ANNOTATION_DRAINED,
@@ -312,7 +312,7 @@ class ListFailed(ClusterError):
         super().__init__(f"error: node list failed: {why}")
 
 
-def list_nodes(api: Any, pools: list[PoolSelector], monotonic: Callable[[], float] = time.monotonic) -> NodeList:
+def list_nodes(api: Connection, pools: list[PoolSelector], monotonic: Callable[[], float] = time.monotonic) -> NodeList:
     """Every GPU node's state, every Node's uid by name, the list's resourceVersion and the Nodes
     that could not be read, from one paginated list: all pages are one snapshot of the same
     version. A `continue` token that never ends, more Nodes than any cluster has or a list slower
@@ -321,7 +321,7 @@ def list_nodes(api: Any, pools: list[PoolSelector], monotonic: Callable[[], floa
 
     out = NodeList({}, {}, "", {})
     token: str | None = None
-    core: Any = client.CoreV1Api(api)  # raw pages (_preload_content=False): no models
+    core: Any = client.CoreV1Api(api.client)  # raw pages (_preload_content=False): no models
     connect, read = timeout(api)
     deadline = monotonic() + LIST_DEADLINE_SECONDS
     pages = items = 0
@@ -402,7 +402,7 @@ def _body(page: Any, deadline: float, monotonic: Callable[[], float]) -> bytes:
 class Executor:
     """Carries out decisions on one cluster (or only logs them, in dry run)."""
 
-    def __init__(self, api: Any, dry_run: bool = False, clock: Callable[[], float] | None = None,
+    def __init__(self, api: Connection, dry_run: bool = False, clock: Callable[[], float] | None = None,
                  namespace: str = EVENTS_NAMESPACE, sleep: Callable[[float], None] = time.sleep,
                  evictions_per_loop: int = EVICTIONS_PER_LOOP, grace_seconds: int | None = None) -> None:
         self.api = api
@@ -429,7 +429,7 @@ class Executor:
     def _core(self) -> Any:
         from kubernetes import client
 
-        return client.CoreV1Api(self.api)
+        return client.CoreV1Api(self.api.client)
 
     def read(self, pools: list[PoolSelector]) -> dict[str, NodeState]:
         """Every GPU node's state, from one paginated list (a 410 for an expired continue token
@@ -516,7 +516,7 @@ class Executor:
         core = self._core()
         for attempt in range(RETRIES):
             try:
-                node = self.api.sanitize_for_serialization(self._call(attempt, lambda: core.read_node(
+                node = self.api.client.sanitize_for_serialization(self._call(attempt, lambda: core.read_node(
                     action.node, _request_timeout=timeout(self.api))))
             except Retry:
                 continue

@@ -39,7 +39,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -53,6 +53,9 @@ from tests.upstream.processes import (
     wait_for,
     wait_until,
 )
+
+if TYPE_CHECKING:
+    from generator.connection import Connection
 
 ADMIN = "fleetgen-test-admin"
 KUEUE_WEBHOOK_SECRET = "kueue-webhook-server-cert"
@@ -459,6 +462,12 @@ class Stack:
         from kubernetes import config
 
         return config.new_client_from_config(config_file=str(self.identity(user, groups).kubeconfig))
+
+    def connection(self, user: str = ADMIN, groups: tuple[str, ...] = ()) -> Connection:
+        """`client` as the SDK and the reconciler take it: a Connection (generator.connection)."""
+        from generator.connection import Connection
+
+        return Connection(self.client(user, groups))
 
     def dynamic(self, api: Any = None) -> Any:
         """The official client's DynamicClient over `api` (default admin), its discovery cache in this

@@ -1,5 +1,6 @@
-"""What the SDK's requests may take and what it takes back: one deadline for a whole request, and
-an answer that is the API's JSON.
+"""What requests to the Kubernetes API (the SDK's and the reconciler's, over generator.connection)
+may take and what they take back: one deadline for a whole request, and an answer that is the API's
+JSON.
 
 A deadline covers connecting (a proxy's CONNECT answer and the TLS handshake too), sending, the
 answer's headers and its body.

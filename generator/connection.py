@@ -1,4 +1,8 @@
-"""Connect to a cluster with the official client, and turn its failures into one-sentence errors."""
+"""Connect to a cluster with the official client, and turn its failures into one-sentence errors.
+
+The job SDK (generator.jobs) and the health reconciler (generator.reconciler) both reach the API
+server over a `Connection` from `connect()`; neither imports the other.
+"""
 
 from __future__ import annotations
 
@@ -8,33 +12,55 @@ import os
 import re
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 from generator.errors import UsageError
 from generator.repofiles import refuse_special
 
+if TYPE_CHECKING:
+    from kubernetes.client import ApiClient
+
 T = TypeVar("T")
+S = TypeVar("S")
+P = ParamSpec("P")
 TIMEOUT = (5.0, 60.0)
 """(connect, read) seconds for every API call: an unreachable cluster fails in seconds, not minutes."""
 
 
-def timeout(api: Any) -> tuple[float, float]:
+@dataclass(frozen=True)
+class Connection:
+    """A connection to one cluster, as `connect()` makes it: pass it as `api` to the SDK. `client` is the
+    official client's ApiClient, for the kubernetes package's own APIs
+    (`kubernetes.client.CoreV1Api(api.client)`); `timeout` the (connect, read) seconds each call may take
+    (None: 5 and 60, or the health reconciler's shorter default); `flags` whether advice names
+    command-line flags (the `fleetgen` command's connections) or Python arguments; `context` the
+    kubeconfig context it was made from (None: a token and server, or the pod's service account)."""
+
+    client: ApiClient
+    timeout: tuple[float, float] | None = None
+    flags: bool = False
+    context: str | None = None
+    versions: dict[str, str | None] = field(default_factory=dict, init=False, repr=False, compare=False)
+    """The version of each API group the cluster prefers, as discovery said (asked once per connection)."""
+
+
+def timeout(api: Connection | None) -> tuple[float, float]:
     """The (connect, read) timeout for calls on `api`: `connect(request_timeout=)` or TIMEOUT."""
-    return tuple(getattr(api, "fleetgen_timeout", TIMEOUT))  # type: ignore[return-value]
+    return (api.timeout if api is not None else None) or TIMEOUT
 
 
 class ClusterError(Exception):
     """The cluster could not be reached, refused us, or said no; the message says which and what to do."""
 
 
-def where(api: Any) -> str:
-    """The cluster `api` talks to, as the user named it: its URL, and the kubeconfig context if any."""
-    context = getattr(api, "fleetgen_context", None)
-    return f"the cluster at {api.configuration.host}" + (f" (context {context})" if context else "")
+def where(host: str, context: str | None) -> str:
+    """A cluster as the user named it: its URL, and the kubeconfig context if any."""
+    return f"the cluster at {host}" + (f" (context {context})" if context else "")
 
 
-def word(api: Any, cli: str, python: str) -> str:
+def word(api: Connection | bool | None, cli: str, python: str) -> str:
     """Advice as the caller can follow it: command-line flags for `fleetgen job`, arguments in Python.
     The command line marks its connections (`connect(..., flags=True)`); a notebook's are Python's."""
     return cli if flags_of(api) else python
@@ -44,16 +70,16 @@ CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 """What http.client refuses in a header value (a line break would start a header of its own)."""
 
 
-def flags_of(api: Any) -> bool:
+def flags_of(api: Connection | bool | None) -> bool:
     """Whether advice for `api` (a connection, or already the answer) should name command-line flags."""
-    return bool(api if isinstance(api, bool) else getattr(api, "fleetgen_flags", False))
+    return api if isinstance(api, bool) else isinstance(api, Connection) and api.flags
 
 
 def connect(kubeconfig: str | None = None, context: str | None = None, token: str | None = None,
             server: str | None = None, insecure_skip_tls_verify: bool = False, in_cluster: bool = False,
             certificate_authority: str | None = None, request_timeout: float | None = None,
-            flags: bool = False) -> Any:
-    """An ApiClient from the pod's service account, a bearer token and server URL, or a kubeconfig.
+            flags: bool = False) -> Connection:
+    """A Connection from the pod's service account, a bearer token and server URL, or a kubeconfig.
 
     `certificate_authority` (a PEM file) verifies the server's certificate, for a token login to a
     cluster whose CA is not in the system's trust store; it overrides a kubeconfig's CA too.
@@ -85,8 +111,8 @@ def connect(kubeconfig: str | None = None, context: str | None = None, token: st
             # may set it later (a colon-separated list is merged, as kubectl does).
             config.load_kube_config(config_file=files, context=context, client_configuration=configuration)
         except (ConfigException, OSError, TypeError, ValueError) as exc:  # ValueError: bad base64 data
-            where = kubeconfig or "~/.kube/config (or $KUBECONFIG)"
-            raise UsageError(f"cannot load kubeconfig {where}: {exc}; " + word(
+            files_named = kubeconfig or "~/.kube/config (or $KUBECONFIG)"
+            raise UsageError(f"cannot load kubeconfig {files_named}: {exc}; " + word(
                 flags, "pass --kubeconfig/--context, or --token and --server",
                 "pass kubeconfig= and context=, or token= and server=")) from None
     if any(CONTROL.search(str(key)) for key in (configuration.api_key or {}).values()):
@@ -101,15 +127,15 @@ def connect(kubeconfig: str | None = None, context: str | None = None, token: st
     if insecure_skip_tls_verify:
         configuration.verify_ssl = False
     configuration.retries = 1
-    api = _bounded_client()(configuration)
-    api.fleetgen_flags = flags  # type: ignore[attr-defined]
-    api.fleetgen_context = _context_name(kubeconfig, context) if not (in_cluster or token or server) else None  # type: ignore[attr-defined]
+    named = _context_name(kubeconfig, context) if not (in_cluster or token or server) else None
+    seconds = None
     if request_timeout is not None:
         if not 0 < request_timeout <= threading.TIMEOUT_MAX:  # nan too; a timer waits at most that
             raise UsageError(word(flags, "--request-timeout", "request_timeout=")
                              + f" must be positive seconds, not {request_timeout}")
-        api.fleetgen_timeout = (min(TIMEOUT[0], request_timeout), float(request_timeout))  # type: ignore[attr-defined]
-    return api
+        seconds = (min(TIMEOUT[0], request_timeout), float(request_timeout))
+    api = _bounded_client()(configuration, where(configuration.host, named), seconds or TIMEOUT)
+    return Connection(api, seconds, flags, named)
 
 
 def _context_name(kubeconfig: str | None, context: str | None) -> str | None:
@@ -127,7 +153,7 @@ def _context_name(kubeconfig: str | None, context: str | None) -> str | None:
 
 @functools.cache
 def _bounded_client() -> type:
-    """The official ApiClient, with a total deadline per request (transport.py) and every answer
+    """The official ApiClient, with a total deadline per request (kubetransport.py) and every answer
     read as JSON within bounds, or a ClusterError naming the cluster (never a traceback).
 
     Every generated API method calls `_call_with_legacy_options` (kubernetes 37.0.2
@@ -135,11 +161,15 @@ def _bounded_client() -> type:
     if a client release routes around it."""
     from kubernetes import client
 
-    from generator.jobs.transport import ASKED, asked_for, read_answer, watch_connections, within
+    from generator.kubetransport import ASKED, asked_for, read_answer, watch_connections, within
 
     class BoundedApiClient(client.ApiClient):  # type: ignore[misc]
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            super().__init__(*args, **kwargs)
+        def __init__(self, configuration: Any, place: str, seconds: tuple[float, float]) -> None:
+            super().__init__(configuration)
+            self.place = place
+            """The cluster as messages name it (`where`)."""
+            self.seconds = seconds
+            """Its Connection's (connect, read) timeout, for a call made without `_request_timeout`."""
             watch_connections(self.rest_client.pool_manager)
 
         def _call_with_legacy_options(self, request: Any, response_types_map: Any, async_req: Any,
@@ -153,56 +183,56 @@ def _bounded_client() -> type:
                 return call()
             asked = ASKED.set(asked_for(request[0], request[1]))
             try:
-                return within(total(self, request_timeout), request[1], call)
+                return within(total(self.seconds, request_timeout), request[1], call)
             finally:
                 ASKED.reset(asked)
 
         def deserialize(self, response_text: str, response_type: str, content_type: str | None) -> Any:
-            return read_answer(where(self), response_text, response_type, content_type, super().deserialize,
+            return read_answer(self.place, response_text, response_type, content_type, super().deserialize,
                                ASKED.get())
 
     return BoundedApiClient
 
 
-def total(api: Any, request_timeout: Any = None) -> float:
-    """The whole time one request on `api` may take: its `_request_timeout`'s longest part, else
-    the connection's read timeout (`connect(request_timeout=)`)."""
+def total(seconds: tuple[float, float], request_timeout: Any = None) -> float:
+    """The whole time one request may take: its `_request_timeout`'s longest part, else the longest of
+    the connection's (connect, read) `seconds` (`connect(request_timeout=)`)."""
     if isinstance(request_timeout, (int, float)):
         return float(request_timeout)
-    return float(max(request_timeout or timeout(api)))
+    return float(max(request_timeout or seconds))
 
 
-def logout(api: Any) -> None:
+def logout(api: Connection) -> None:
     """Forget the credentials of a connection from `connect()` and drop its open connections: a later
     call with it reaches the cluster as nobody and is refused (401), never acts as you. Files are left
     alone (a kubeconfig, a CA bundle); connect again to log back in."""
     from kubernetes.client import rest
 
-    configuration = api.configuration
+    configuration = api.client.configuration
     configuration.api_key, configuration.api_key_prefix = {}, {}
     configuration.username = configuration.password = None
     configuration.cert_file = configuration.key_file = None
     configuration.refresh_api_key_hook = None
-    api.rest_client.pool_manager.clear()
-    api.rest_client = rest.RESTClientObject(configuration)  # its TLS context no longer holds a client key
-    from generator.jobs.transport import watch_connections
+    api.client.rest_client.pool_manager.clear()
+    api.client.rest_client = rest.RESTClientObject(configuration)  # its TLS context holds no client key now
+    from generator.kubetransport import watch_connections
 
-    watch_connections(api.rest_client.pool_manager)
+    watch_connections(api.client.rest_client.pool_manager)
 
 
-def get_json(api: Any, path: str) -> Any:
+def get_json(api: Connection, path: str) -> Any:
     """GET an API path no generated client method covers (discovery, subresources of aggregated APIs),
     with the client's own authentication, TLS and error handling (ApiException on failure)."""
-    from generator.jobs.transport import within
+    from generator.kubetransport import within
 
-    params = api.param_serialize("GET", path, header_params={"Accept": "application/json"},
-                                 auth_settings=["BearerToken"])
+    params = api.client.param_serialize("GET", path, header_params={"Accept": "application/json"},
+                                        auth_settings=["BearerToken"])
 
     def call() -> Any:
-        response = api.call_api(*params, _request_timeout=timeout(api))
+        response = api.client.call_api(*params, _request_timeout=timeout(api))
         response.read()
-        return api.response_deserialize(response, {"200": "object"}).data
-    return within(total(api), params[1], call)
+        return api.client.response_deserialize(response, {"200": "object"}).data
+    return within(total(timeout(api)), params[1], call)
 
 
 def _status_message(exc: Any) -> str:
@@ -231,7 +261,7 @@ def explain(exc: BaseException, host: str, what: str, flags: bool = False) -> Cl
     from urllib3.exceptions import HTTPError, MaxRetryError
     from urllib3.exceptions import ReadTimeoutError as TimedOut
 
-    from generator.jobs.transport import NotTheApi
+    from generator.kubetransport import NotTheApi
 
     if isinstance(exc, MaxRetryError) and isinstance(exc.reason, TimedOut):
         exc = exc.reason
@@ -260,18 +290,18 @@ def explain(exc: BaseException, host: str, what: str, flags: bool = False) -> Cl
     raise exc
 
 
-def guarded(what: str) -> Callable[[Callable[..., T]], Callable[..., T]]:
-    """Decorate a method of an object with an `api` attribute: client failures become ClusterError,
-    those of a generator's (a log stream's) included, which arrive while it is iterated."""
-    def wrap(fn: Callable[..., T]) -> Callable[..., T]:
+def guarded(what: str) -> Callable[[Callable[Concatenate[S, P], T]], Callable[Concatenate[S, P], T]]:
+    """Decorate a method of an object with an `api` attribute (a Connection): client failures become
+    ClusterError, those of a generator's (a log stream's) included, which arrive while it is iterated."""
+    def wrap(fn: Callable[Concatenate[S, P], T]) -> Callable[Concatenate[S, P], T]:
         import inspect
 
         def failed(self: Any, exc: BaseException) -> ClusterError:
-            return explain(exc, self.api.configuration.host, what.format(self=self), flags_of(self.api))
+            return explain(exc, self.api.client.configuration.host, what.format(self=self), flags_of(self.api))
 
         if inspect.isgeneratorfunction(fn):
             @functools.wraps(fn)
-            def stream(self: Any, *args: Any, **kwargs: Any) -> Any:
+            def stream(self: S, *args: P.args, **kwargs: P.kwargs) -> Any:
                 from kubernetes.client.exceptions import ApiException
                 from urllib3.exceptions import HTTPError
 
@@ -282,7 +312,7 @@ def guarded(what: str) -> Callable[[Callable[..., T]], Callable[..., T]]:
             return stream  # type: ignore[return-value]
 
         @functools.wraps(fn)
-        def inner(self: Any, *args: Any, **kwargs: Any) -> T:
+        def inner(self: S, *args: P.args, **kwargs: P.kwargs) -> T:
             from kubernetes.client.exceptions import ApiException
             from urllib3.exceptions import HTTPError
 
