@@ -40,13 +40,8 @@ def _header(source: str | None) -> str:
             "# Change teams/ or clusters/ and run `fleetgen render`.\n")
 
 
-def manifest_text(manifest: Manifest) -> bytes:
-    """A manifest file: header naming its source, then the object."""
-    return object_text(manifest.source[0], manifest.body)
-
-
 def object_text(source: str | None, body: Any) -> bytes:
-    """`manifest_text` of the object `body` from the file `source`."""
+    """A manifest file: a header naming its source file `source`, then the object `body`."""
     return (_header(source) + to_yaml(body)).encode("utf-8")
 
 

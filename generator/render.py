@@ -157,45 +157,22 @@ def build(root: Path, clusters: list[str] | None = None, options: Options | None
     """
     fleet = load_fleet(root)
     options = options or Options()
-    if clusters:
-        unknown = sorted(set(clusters) - set(fleet.clusters))
-        if unknown:
-            raise UsageError(f"unknown cluster {', '.join(unknown)}; known: {', '.join(sorted(fleet.clusters))}")
-    names = sorted(set(clusters)) if clusters else sorted(fleet.clusters)
+    names = _chosen(fleet, clusters)
     keys: dict[str, tuple[str, int]] = {}
     reused: list[str] = []
     if reuse is not None:  # incremental: clusters whose inputs, code and files are unchanged are kept
-        for name in names:
-            inputs = [t.source.path for t in fleet.teams_in(name)] + \
-                [fleet.clusters[c].source.path for c in fleet.linked(name)]
-            keys[name] = (incremental.cluster_key(root, fleet.clusters[name].source.path, inputs, reuse), 0)
-        if index is not None:
-            index.verify(root, [n for n in names if index.clusters.get(n, ("", 0))[0] == keys[n][0]])
-            for name in names:
-                kept = incremental.reusable(index, root, name, keys[name][0])
-                if kept is not None:
-                    keys[name] = (keys[name][0], kept)
-                    reused.append(name)
+        keys, reused = _reusable(root, fleet, names, reuse, index)
         names = [n for n in names if n not in reused]
     cores = jobs or min(os.cpu_count() or 1, MAX_AUTO_JOBS)
     if jobs == 0:  # auto: processes pay off once there are enough clusters to share out
         jobs = cores if len(names) >= AUTO_PARALLEL_CLUSTERS else 1
     gitops = compile_gitops(fleet)
-    tree: emit.Tree = {}
     if jobs > 1 and len(names) > 1:
         compiled, report, tree = _parallel(root, names, options, min(jobs, len(names)), progress)
         gitops_report = validate_compiled(fleet, {}, options, extra=gitops)
         report.findings = sorted(set(report.findings + gitops_report.findings))
     else:
-        compiled = {}
-        for name in names:
-            compiled[name] = compile_cluster(fleet, name)
-            if progress:
-                progress(name)
-        report = validate_compiled(fleet, compiled, options, extra=gitops)
-        if not report.findings:
-            for name in names:
-                tree.update(_cluster_tree(name, compiled[name], cores))
+        compiled, report, tree = _serial(fleet, names, options, gitops, cores, progress)
     if report.findings:
         raise InputError(report.findings)
     for name in names:
@@ -209,6 +186,53 @@ def build(root: Path, clusters: list[str] | None = None, options: Options | None
     return Build(fleet, compiled, gitops, dict(sorted(tree.items())), report,
                  [*names, GITOPS] if clusters else None, extra, keys, reused,
                  advise(fleet, sorted(set(clusters)) if clusters else None))
+
+
+def _chosen(fleet: Fleet, clusters: list[str] | None) -> list[str]:
+    """The clusters to build, sorted: those named (each must exist), else every one."""
+    if not clusters:
+        return sorted(fleet.clusters)
+    unknown = sorted(set(clusters) - set(fleet.clusters))
+    if unknown:
+        raise UsageError(f"unknown cluster {', '.join(unknown)}; known: {', '.join(sorted(fleet.clusters))}")
+    return sorted(set(clusters))
+
+
+def _reusable(root: Path, fleet: Fleet, names: list[str], reuse: str,
+              index: incremental.Index | None) -> tuple[dict[str, tuple[str, int]], list[str]]:
+    """Every cluster's incremental key (with 0 objects), and the clusters the index holds unchanged:
+    same key, files untouched (with their object count as recorded)."""
+    keys: dict[str, tuple[str, int]] = {}
+    for name in names:
+        inputs = [t.source.path for t in fleet.teams_in(name)] + \
+            [fleet.clusters[c].source.path for c in fleet.linked(name)]
+        keys[name] = (incremental.cluster_key(root, fleet.clusters[name].source.path, inputs, reuse), 0)
+    reused: list[str] = []
+    if index is not None:
+        index.verify(root, [n for n in names if index.clusters.get(n, ("", 0))[0] == keys[n][0]])
+        for name in names:
+            kept = incremental.reusable(index, root, name, keys[name][0])
+            if kept is not None:
+                keys[name] = (keys[name][0], kept)
+                reused.append(name)
+    return keys, reused
+
+
+def _serial(fleet: Fleet, names: list[str], options: Options, gitops: list[Manifest], cores: int,
+            progress: Callable[[str], None] | None) -> tuple[dict[str, list[Manifest]], Report, emit.Tree]:
+    """Compile the clusters one after another in this process and validate them with the GitOps
+    objects; their files only when nothing was found (a large cluster's text in `cores` processes)."""
+    compiled: dict[str, list[Manifest]] = {}
+    for name in names:
+        compiled[name] = compile_cluster(fleet, name)
+        if progress:
+            progress(name)
+    report = validate_compiled(fleet, compiled, options, extra=gitops)
+    tree: emit.Tree = {}
+    if not report.findings:
+        for name in names:
+            tree.update(_cluster_tree(name, compiled[name], cores))
+    return compiled, report, tree
 
 
 def _no_orphaned_codeowners(root: Path) -> None:

@@ -15,8 +15,6 @@ Severity = Literal["critical", "warning", "info"]
 
 HEALTH_TAINT_KEY = "fleetgen.io/gpu-unhealthy"
 """Taint the health reconciler puts on faulty nodes; GPU-node agents tolerate it."""
-NODE_LABEL = "node"
-"""Every GPU series carries the Kubernetes node name in this label (ServiceMonitor relabeling)."""
 KERNEL_LOG_SERVICE = "fleetgen-kernel"
 """`service_name` of kernel-log streams in Loki; the node name is in `k8s_node_name`."""
 

@@ -178,6 +178,28 @@ def test_every_risk_rule_is_documented_and_used() -> None:
     assert unused == [], f"documented but never reported: {unused}"
 
 
+def test_every_field_of_the_json_report_is_described() -> None:
+    """`fleetgen diff --format json` is read by machines written by people: its schema (and so
+    docs/reference/diff-json.md) says what every field of every object means."""
+    from generator.jsonschemas import schema_text
+
+    def bare(node: Any, at: str) -> Iterator[str]:
+        if isinstance(node, dict):
+            for name, field in (node.get("properties") or {}).items():
+                if not (isinstance(field, dict) and field.get("description")):
+                    yield f"{at}.{name}"
+            for key, value in node.items():
+                yield from bare(value, f"{at}.{key}")
+        elif isinstance(node, list):
+            for i, value in enumerate(node):
+                yield from bare(value, f"{at}[{i}]")
+
+    schema = json.loads(schema_text("diff"))
+    assert len(schema["properties"]) >= 10 and schema["$defs"]
+    assert list(bare(schema, "diff")) == []
+    assert [name for name, model in schema["$defs"].items() if not model.get("description")] == []
+
+
 def test_renamed_pool(repo: Path) -> None:
     for rel, old, new in (("clusters/prod-west.yaml", "  - name: a100\n", "  - name: a100-sxm\n"),
                           ("teams/ml-research.yaml", "    a100: {gpus: 16, borrowingLimit: 16}",

@@ -50,18 +50,34 @@ def mounted_config_maps(release: dict[str, Any]) -> list[str]:
     return names
 
 
+Graph = dict[str, set[str]]
+"""Flux's wait graph: a node -> the nodes it waits for."""
+
+
 def flux_problems(rendered: Path, cluster: str) -> list[str]:
     """Missing producers and cycles of one Flux cluster's graph."""
     kustomizations = [k for k in objects(rendered / "gitops" / cluster) if k["kind"] == "Kustomization"]
-    graph: dict[str, set[str]] = defaultdict(set)
-    folder_of: dict[str, str] = {}
+    graph: Graph = defaultdict(set)
+    content, produced, releases = _flux_producers(rendered, cluster, kustomizations, graph)
+    problems = []
+    for k in kustomizations:
+        problems += _kustomization_needs(k, content[k["metadata"]["name"]], produced, releases, graph)
+    for release_name, release in releases.items():
+        problems += _release_needs(release_name, release, produced, graph)
+    problems += [f"cycle: {' -> '.join(c)}" for c in cycles(graph)]
+    return problems
+
+
+def _flux_producers(rendered: Path, cluster: str, kustomizations: list[dict[str, Any]], graph: Graph) -> tuple[
+        dict[str, list[dict[str, Any]]], dict[tuple[str, str], str], dict[str, dict[str, Any]]]:
+    """Each Kustomization's objects, the node that makes each object exist ((kind, namespace/name) ->
+    node) and the HelmReleases by name; a release is ready only once its Kustomization is applied."""
     produced: dict[tuple[str, str], str] = {}  # (kind, namespace/name) -> node that makes it exist
     content: dict[str, list[dict[str, Any]]] = {}
     releases: dict[str, dict[str, Any]] = {}
     for k in kustomizations:
         name = k["metadata"]["name"]
         folder = k["spec"]["path"].rstrip("/").split("/")[-1]
-        folder_of[name] = folder
         content[name] = objects(rendered / cluster / folder, nested=True)
         for obj in content[name]:
             meta = obj["metadata"]
@@ -73,38 +89,49 @@ def flux_problems(rendered: Path, cluster: str) -> list[str]:
                     produced.setdefault(("Namespace", "/" + obj["spec"]["targetNamespace"]), f"ready:{meta['name']}")
     for namespace in PRESENT:
         produced[("Namespace", "/" + namespace)] = "present"
+    return content, produced, releases
+
+
+def _kustomization_needs(k: dict[str, Any], content: list[dict[str, Any]], produced: dict[tuple[str, str], str],
+                         releases: dict[str, dict[str, Any]], graph: Graph) -> list[str]:
+    """The Kustomization's edges (its dependsOn, what it waits for, its objects' CRDs and namespaces);
+    the needs nothing produces."""
+    name, spec = k["metadata"]["name"], k["spec"]
+    graph[f"ready:{name}"].add(f"apply:{name}")
+    for dep in spec.get("dependsOn") or []:
+        graph[f"apply:{name}"].add(f"ready:{dep['name']}")
+    waited = [o["metadata"]["name"] for o in content if o["kind"] == "HelmRelease"] if spec.get("wait") \
+        else [h["name"] for h in spec.get("healthChecks") or [] if h["kind"] == "HelmRelease"]
+    graph[f"ready:{name}"].update(f"ready:{r}" for r in waited)
     problems = []
-    for k in kustomizations:
-        name, spec = k["metadata"]["name"], k["spec"]
-        graph[f"ready:{name}"].add(f"apply:{name}")
-        for dep in spec.get("dependsOn") or []:
-            graph[f"apply:{name}"].add(f"ready:{dep['name']}")
-        waited = [o["metadata"]["name"] for o in content[name] if o["kind"] == "HelmRelease"] if spec.get("wait") \
-            else [h["name"] for h in spec.get("healthChecks") or [] if h["kind"] == "HelmRelease"]
-        graph[f"ready:{name}"].update(f"ready:{r}" for r in waited)
-        for obj in content[name]:
-            meta = obj["metadata"]
-            group = obj["apiVersion"].split("/")[0] if "/" in obj["apiVersion"] else ""
-            if group in CRDS_FROM:
-                if CRDS_FROM[group] not in releases:
-                    problems.append(f"{obj['kind']} {meta['name']}: no release installs the {group} CRDs")
-                else:
-                    graph[f"apply:{name}"].add(f"ready:{CRDS_FROM[group]}")
-            namespace = meta.get("namespace")
-            if namespace and ("Namespace", "/" + namespace) not in produced:
-                problems.append(f"{obj['kind']} {meta['name']}: nothing creates namespace {namespace}")
-            elif namespace and produced[("Namespace", "/" + namespace)] not in (f"apply:{name}", "present"):
-                graph[f"apply:{name}"].add(produced[("Namespace", "/" + namespace)])
-    for release_name, release in releases.items():
-        for dep in release["spec"].get("dependsOn") or []:
-            graph[f"ready:{release_name}"].add(f"ready:{dep['name']}")
-        for cm in mounted_config_maps(release):
-            key = ("ConfigMap", f"{release['spec']['targetNamespace']}/{cm}")
-            if key not in produced:
-                problems.append(f"HelmRelease {release_name} mounts ConfigMap {key[1]}, which nothing renders")
+    for obj in content:
+        meta = obj["metadata"]
+        group = obj["apiVersion"].split("/")[0] if "/" in obj["apiVersion"] else ""
+        if group in CRDS_FROM:
+            if CRDS_FROM[group] not in releases:
+                problems.append(f"{obj['kind']} {meta['name']}: no release installs the {group} CRDs")
             else:
-                graph[f"ready:{release_name}"].add(produced[key])
-    problems += [f"cycle: {' -> '.join(c)}" for c in cycles(graph)]
+                graph[f"apply:{name}"].add(f"ready:{CRDS_FROM[group]}")
+        namespace = meta.get("namespace")
+        if namespace and ("Namespace", "/" + namespace) not in produced:
+            problems.append(f"{obj['kind']} {meta['name']}: nothing creates namespace {namespace}")
+        elif namespace and produced[("Namespace", "/" + namespace)] not in (f"apply:{name}", "present"):
+            graph[f"apply:{name}"].add(produced[("Namespace", "/" + namespace)])
+    return problems
+
+
+def _release_needs(release_name: str, release: dict[str, Any], produced: dict[tuple[str, str], str],
+                   graph: Graph) -> list[str]:
+    """The HelmRelease's edges (its dependsOn, the ConfigMaps its pods mount); the mounts nothing renders."""
+    for dep in release["spec"].get("dependsOn") or []:
+        graph[f"ready:{release_name}"].add(f"ready:{dep['name']}")
+    problems = []
+    for cm in mounted_config_maps(release):
+        key = ("ConfigMap", f"{release['spec']['targetNamespace']}/{cm}")
+        if key not in produced:
+            problems.append(f"HelmRelease {release_name} mounts ConfigMap {key[1]}, which nothing renders")
+        else:
+            graph[f"ready:{release_name}"].add(produced[key])
     return problems
 
 

@@ -68,8 +68,3 @@ def platform_namespaces(cluster: Loaded[ClusterConfig]) -> dict[str, Manifest]:
         for ns in namespaces_of(m.body):
             out.setdefault(ns, m)
     return out
-
-
-def compile_fleet(fleet: Fleet) -> dict[str, list[Manifest]]:
-    """Objects of every cluster, keyed by cluster name in sorted order."""
-    return {name: compile_cluster(fleet, name) for name in sorted(fleet.clusters)}

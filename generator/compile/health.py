@@ -112,105 +112,163 @@ def network_policy(cfg: ClusterConfig, meta: dict[str, Any], pods: dict[str, str
                              [{"from": [prometheus], "ports": podnetwork.tcp(PORT)}], egress)
 
 
+RBAC = "rbac.authorization.k8s.io"
+
+
 def compile_health(cluster: Loaded[ClusterConfig], teams: list[Loaded[TeamConfig]]) -> list[Manifest]:
     """Namespace, RBAC, policy ConfigMap, Deployment, Service and ServiceMonitor."""
     cfg = cluster.config
     if not (cfg.health.enabled and cfg.monitoring.enabled):
         return []
-    ns, src = cfg.health.namespace, cluster.at("health")
-    app = {"app.kubernetes.io/name": NAME}
-    meta = {"labels": {**labels(cfg.name), **app}}
-    image = own_image(cfg, "health-reconciler")
-    rbac = "rbac.authorization.k8s.io"
-    objects: list[dict[str, Any]] = [
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": labels(cfg.name)}},
-        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": NAME, "namespace": ns, **meta}},
-        {"apiVersion": f"{rbac}/v1", "kind": "ClusterRole", "metadata": {"name": NAME, **meta},
-         # nodes/status carries the GPUHealthy condition (patch only: the kubelet owns the rest).
-         # Pods and evictions only when the cluster file turns drain on.
-         "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch", "patch"]},
-                   {"apiGroups": [""], "resources": ["nodes/status"], "verbs": ["patch"]},
-                   *([{"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
-                      {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]}]
-                     if cfg.health.drain.enabled else [])]},
-        {"apiVersion": f"{rbac}/v1", "kind": "ClusterRoleBinding", "metadata": {"name": NAME, **meta},
-         "roleRef": {"apiGroup": rbac, "kind": "ClusterRole", "name": NAME},
-         "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": ns}]},
-        {"apiVersion": f"{rbac}/v1", "kind": "Role", "metadata": {"name": NAME, "namespace": ns, **meta},
-         # RBAC cannot name the object of a create, so create stands alone; every other verb is
-         # held to the reconciler's own Lease and breaker ConfigMap (not its policy: that is
-         # mounted, never read through the API, so it cannot rewrite its own limits).
-         "rules": [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
-                   {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": [LEASE],
-                    "verbs": ["get", "update"]},
-                   {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]},
-                   {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": [BREAKER],
-                    "verbs": ["get", "patch"]}]},
-        {"apiVersion": f"{rbac}/v1", "kind": "RoleBinding", "metadata": {"name": NAME, "namespace": ns, **meta},
-         "roleRef": {"apiGroup": rbac, "kind": "Role", "name": NAME},
-         "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": ns}]},
-        # Events about a Node (cluster-scoped) must live in `default`: the API server refuses them
-        # anywhere else (k8s v1.36.3 pkg/apis/core/validation/events.go:146-150). So Events are
-        # allowed there and nowhere else; patch updates a repeated warning's count.
-        {"apiVersion": f"{rbac}/v1", "kind": "Role",
-         "metadata": {"name": EVENTS_ROLE, "namespace": EVENTS_NAMESPACE, **meta},
-         "rules": [{"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]}]},
-        {"apiVersion": f"{rbac}/v1", "kind": "RoleBinding",
-         "metadata": {"name": EVENTS_ROLE, "namespace": EVENTS_NAMESPACE, **meta},
-         "roleRef": {"apiGroup": rbac, "kind": "Role", "name": EVENTS_ROLE},
-         "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": ns}]},
-        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": NAME, "namespace": ns, **meta},
-         "data": {"policy.json": json.dumps(policy_document(cfg), indent=2, sort_keys=True) + "\n"}},
-        {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": NAME, "namespace": ns, **meta},
-         "spec": {"replicas": 2, "selector": {"matchLabels": app},
-                  "template": {"metadata": {"labels": app}, "spec": {
-                      "serviceAccountName": NAME,
-                      # It guards the GPU nodes, so it must outlive what it guards: critical priority,
-                      # replicas on different nodes, and preferably off GPU nodes (a drained or
-                      # faulty GPU node must not take the reconciler with it).
-                      "priorityClassName": "system-cluster-critical",
-                      "affinity": {
-                          "podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{
-                              "weight": 100, "podAffinityTerm": {"labelSelector": {"matchLabels": app},
-                                                                 "topologyKey": "kubernetes.io/hostname"}}]},
-                          "nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{
-                              "weight": 50, "preference": {"matchExpressions": [
-                                  {"key": GPU_NODE_LABEL, "operator": "DoesNotExist"}]}}]}},
-                      "securityContext": {"runAsNonRoot": True, "runAsUser": 65532, "seccompProfile":
-                                          {"type": "RuntimeDefault"}},
-                      "containers": [{
-                          "name": "reconciler", "image": image,
-                          "args": ["health", "run", "--config", "/etc/fleetgen/policy.json", "--in-cluster",
-                                   f"--listen=:{PORT}"],
-                          "env": [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
-                          "ports": [{"name": "metrics", "containerPort": PORT}],
-                          "livenessProbe": {"httpGet": {"path": "/healthz", "port": "metrics"},
-                                            "periodSeconds": 20},
-                          "readinessProbe": {"httpGet": {"path": "/healthz", "port": "metrics"},
-                                             "periodSeconds": 10},
-                          "resources": {"requests": {"cpu": "100m", "memory": "128Mi"},
-                                        "limits": {"memory": "512Mi"}},
-                          "securityContext": {"readOnlyRootFilesystem": True, "allowPrivilegeEscalation": False,
-                                              "capabilities": {"drop": ["ALL"]}},
-                          "volumeMounts": [{"name": "policy", "mountPath": "/etc/fleetgen", "readOnly": True}]}],
-                      "volumes": [{"name": "policy", "configMap": {"name": NAME}}]}}}},
-        {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": NAME, "namespace": ns, **meta},
-         "spec": {"minAvailable": 1, "selector": {"matchLabels": app}}},
-        {"apiVersion": "v1", "kind": "Service", "metadata": {"name": NAME, "namespace": ns, **meta},
-         "spec": {"selector": app, "ports": [{"name": "metrics", "port": PORT, "targetPort": "metrics"}]}},
-        network_policy(cfg, meta, app),
-    ]
-    monitor: dict[str, Any] = {
-        "apiVersion": "monitoring.coreos.com/v1", "kind": "ServiceMonitor",
-        "metadata": {"name": NAME, "namespace": ns, **meta},
-        "spec": {"selector": {"matchLabels": app}, "endpoints": [{"port": "metrics", "interval": "30s"}]}}
+    roles = [_node_role(cfg), _own_objects_role(cfg), _events_role(cfg)]
+    bodies = [_namespace(cfg), _service_account(cfg), *(body for role in roles for body in (role, _binding(cfg, role))),
+              _policy(cfg), _deployment(cfg), _disruption_budget(cfg), _service(cfg),
+              network_policy(cfg, {"labels": _labels(cfg)}, _selector()), _service_monitor(cfg), _alert_rules(cfg)]
+    src = cluster.at("health")
+    return [Manifest(FOLDER, body, src) for body in bodies]
+
+
+def _selector() -> dict[str, str]:
+    """The label of the reconciler's pods, and of everything fleetgen makes for it."""
+    return {"app.kubernetes.io/name": NAME}
+
+
+def _labels(cfg: ClusterConfig) -> dict[str, str]:
+    """The cluster's fleetgen labels and the reconciler's own."""
+    return {**labels(cfg.name), **_selector()}
+
+
+def _meta(cfg: ClusterConfig, namespace: str | None, name: str = NAME, custom: bool = False) -> dict[str, Any]:
+    """Name, namespace (None: cluster-scoped) and labels; on a custom resource of the monitoring
+    chart's CRDs, the annotation that lets Argo CD apply it in the sync that installs them."""
+    meta: dict[str, Any] = {"name": name, **({"namespace": namespace} if namespace else {}), "labels": _labels(cfg)}
+    if custom and cfg.gitops.engine == "argocd":
+        meta["annotations"] = dict(ARGOCD_CRD_IN_SAME_SYNC)
+    return meta
+
+
+def _namespace(cfg: ClusterConfig) -> dict[str, Any]:
+    """The reconciler's own namespace: its pods, Lease and breaker apart from teams and monitoring."""
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": cfg.health.namespace,
+                                                                  "labels": labels(cfg.name)}}
+
+
+def _service_account(cfg: ClusterConfig) -> dict[str, Any]:
+    """The identity the reconciler's pods run as: every grant below is made to it and to nothing else."""
+    return {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(cfg, cfg.health.namespace)}
+
+
+def _node_role(cfg: ClusterConfig) -> dict[str, Any]:
+    """Cluster-wide rights on Nodes, to cordon, taint and report on them (and evict, with drain on)."""
+    # nodes/status carries the GPUHealthy condition (patch only: the kubelet owns the rest).
+    # Pods and evictions only when the cluster file turns drain on.
+    drain = [{"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
+             {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]}]
+    return {"apiVersion": f"{RBAC}/v1", "kind": "ClusterRole", "metadata": _meta(cfg, None),
+            "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch", "patch"]},
+                      {"apiGroups": [""], "resources": ["nodes/status"], "verbs": ["patch"]},
+                      *(drain if cfg.health.drain.enabled else [])]}
+
+
+def _own_objects_role(cfg: ClusterConfig) -> dict[str, Any]:
+    """Rights on the reconciler's own Lease (one active replica) and breaker ConfigMap, held to them by name."""
+    # RBAC cannot name the object of a create, so create stands alone; every other verb is
+    # held to the reconciler's own Lease and breaker ConfigMap (not its policy: that is
+    # mounted, never read through the API, so it cannot rewrite its own limits).
+    return {"apiVersion": f"{RBAC}/v1", "kind": "Role", "metadata": _meta(cfg, cfg.health.namespace),
+            "rules": [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+                      {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": [LEASE],
+                       "verbs": ["get", "update"]},
+                      {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]},
+                      {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": [BREAKER],
+                       "verbs": ["get", "patch"]}]}
+
+
+def _events_role(cfg: ClusterConfig) -> dict[str, Any]:
+    """The right to write Events about Nodes, in the one namespace the API server accepts them in."""
+    # Events about a Node (cluster-scoped) must live in `default`: the API server refuses them
+    # anywhere else (k8s v1.36.3 pkg/apis/core/validation/events.go:146-150). So Events are
+    # allowed there and nowhere else; patch updates a repeated warning's count.
+    return {"apiVersion": f"{RBAC}/v1", "kind": "Role", "metadata": _meta(cfg, EVENTS_NAMESPACE, EVENTS_ROLE),
+            "rules": [{"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]}]}
+
+
+def _binding(cfg: ClusterConfig, role: dict[str, Any]) -> dict[str, Any]:
+    """The grant of `role` (a ClusterRole or Role) to the service account: a role alone grants nothing."""
+    kind, meta = role["kind"], role["metadata"]
+    return {"apiVersion": f"{RBAC}/v1", "kind": f"{kind}Binding",
+            "metadata": _meta(cfg, meta.get("namespace"), meta["name"]),
+            "roleRef": {"apiGroup": RBAC, "kind": kind, "name": meta["name"]},
+            "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": cfg.health.namespace}]}
+
+
+def _policy(cfg: ClusterConfig) -> dict[str, Any]:
+    """The reconciler's limits and sources (`policy_document`), mounted read-only: reviewable in git."""
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": _meta(cfg, cfg.health.namespace),
+            "data": {"policy.json": json.dumps(policy_document(cfg), indent=2, sort_keys=True) + "\n"}}
+
+
+def _deployment(cfg: ClusterConfig) -> dict[str, Any]:
+    """The reconciler itself: two replicas, one active (the Lease), the other ready to take over."""
+    app = _selector()
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": _meta(cfg, cfg.health.namespace),
+            "spec": {"replicas": 2, "selector": {"matchLabels": app},
+                     "template": {"metadata": {"labels": app}, "spec": _pod_spec(cfg)}}}
+
+
+def _pod_spec(cfg: ClusterConfig) -> dict[str, Any]:
+    """A replica: non-root, read-only root file system, probes on /healthz, the policy mounted."""
+    app = _selector()
+    return {
+        "serviceAccountName": NAME,
+        # It guards the GPU nodes, so it must outlive what it guards: critical priority,
+        # replicas on different nodes, and preferably off GPU nodes (a drained or
+        # faulty GPU node must not take the reconciler with it).
+        "priorityClassName": "system-cluster-critical",
+        "affinity": {
+            "podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{
+                "weight": 100, "podAffinityTerm": {"labelSelector": {"matchLabels": app},
+                                                   "topologyKey": "kubernetes.io/hostname"}}]},
+            "nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{
+                "weight": 50, "preference": {"matchExpressions": [
+                    {"key": GPU_NODE_LABEL, "operator": "DoesNotExist"}]}}]}},
+        "securityContext": {"runAsNonRoot": True, "runAsUser": 65532, "seccompProfile": {"type": "RuntimeDefault"}},
+        "containers": [{
+            "name": "reconciler", "image": own_image(cfg, "health-reconciler"),
+            "args": ["health", "run", "--config", "/etc/fleetgen/policy.json", "--in-cluster", f"--listen=:{PORT}"],
+            "env": [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
+            "ports": [{"name": "metrics", "containerPort": PORT}],
+            "livenessProbe": {"httpGet": {"path": "/healthz", "port": "metrics"}, "periodSeconds": 20},
+            "readinessProbe": {"httpGet": {"path": "/healthz", "port": "metrics"}, "periodSeconds": 10},
+            "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "512Mi"}},
+            "securityContext": {"readOnlyRootFilesystem": True, "allowPrivilegeEscalation": False,
+                                "capabilities": {"drop": ["ALL"]}},
+            "volumeMounts": [{"name": "policy", "mountPath": "/etc/fleetgen", "readOnly": True}]}],
+        "volumes": [{"name": "policy", "configMap": {"name": NAME}}]}
+
+
+def _disruption_budget(cfg: ClusterConfig) -> dict[str, Any]:
+    """Keeps a replica up through node drains and upgrades: the GPU nodes are never left unguarded."""
+    return {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": _meta(cfg, cfg.health.namespace),
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": _selector()}}}
+
+
+def _service(cfg: ClusterConfig) -> dict[str, Any]:
+    """The metrics port of both replicas under one name, for the ServiceMonitor to find."""
+    return {"apiVersion": "v1", "kind": "Service", "metadata": _meta(cfg, cfg.health.namespace),
+            "spec": {"selector": _selector(), "ports": [{"name": "metrics", "port": PORT, "targetPort": "metrics"}]}}
+
+
+def _service_monitor(cfg: ClusterConfig) -> dict[str, Any]:
+    """Has Prometheus scrape the reconciler's metrics, which its own alerts are written on."""
+    return {"apiVersion": "monitoring.coreos.com/v1", "kind": "ServiceMonitor",
+            "metadata": _meta(cfg, cfg.health.namespace, custom=True),
+            "spec": {"selector": {"matchLabels": _selector()}, "endpoints": [{"port": "metrics", "interval": "30s"}]}}
+
+
+def _alert_rules(cfg: ClusterConfig) -> dict[str, Any]:
+    """Alerts on the reconciler itself (`reconciler_rules`): a stalled loop or a tripped breaker is seen."""
     stall = STALL_PERIODS * seconds(cfg.health.period)
-    rule: dict[str, Any] = {
-        "apiVersion": "monitoring.coreos.com/v1", "kind": "PrometheusRule",
-        "metadata": {"name": NAME, "namespace": ns, **meta},
-        "spec": {"groups": [{"name": "fleetgen-health", "rules": reconciler_rules(stall)}]}}
-    for custom in (monitor, rule):  # CRDs from the monitoring chart, in the same sync
-        if cfg.gitops.engine == "argocd":
-            custom["metadata"]["annotations"] = dict(ARGOCD_CRD_IN_SAME_SYNC)
-        objects.append(custom)
-    return [Manifest(FOLDER, body, src) for body in objects]
+    return {"apiVersion": "monitoring.coreos.com/v1", "kind": "PrometheusRule",
+            "metadata": _meta(cfg, cfg.health.namespace, custom=True),
+            "spec": {"groups": [{"name": "fleetgen-health", "rules": reconciler_rules(stall)}]}}

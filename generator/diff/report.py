@@ -25,79 +25,104 @@ Action = Literal["add", "change", "destroy"]
 
 
 class FieldJson(BaseModel):
+    """One field of a changed object."""
+
     path: str = Field(description="Dotted path; [name] selects a list item by its name, [3] by position")
-    op: Literal["changed", "added", "removed"]
+    op: Literal["changed", "added", "removed"] = Field(description="changed: a value on both sides; added: only "
+                                                                   "after the change; removed: only before it")
     old: Any = Field(description="Value before (null when added)")
     new: Any = Field(description="Value after (null when removed)")
 
 
 class ChangeJson(BaseModel):
-    action: Literal["add", "change", "destroy"]
-    cluster: str
-    team: str | None
-    group: str
-    kind: str
-    namespace: str
-    name: str
+    """One rendered object the change adds, changes or destroys."""
+
+    action: Literal["add", "change", "destroy"] = Field(description="add: only after the change; change: on both "
+                                                                    "sides, with fields that differ; destroy: only "
+                                                                    "before it")
+    cluster: str = Field(description="The cluster that holds the object (its fleetgen.io/cluster label, else the "
+                                     "first folder of its path)")
+    team: str | None = Field(description="The team the object belongs to (its fleetgen.io/team label); null for "
+                                         "the platform's objects")
+    group: str = Field(description="API group (the apiVersion without its version); empty for the core group")
+    kind: str = Field(description="The object's kind")
+    namespace: str = Field(description="The object's namespace; empty for a cluster-scoped object")
+    name: str = Field(description="The object's metadata.name")
     path: str = Field(description="File under rendered/")
-    fields: list[FieldJson]
+    fields: list[FieldJson] = Field(description="The fields that differ, by path (empty when added or destroyed)")
 
 
 class ShareJson(BaseModel):
-    guaranteed: int
-    borrowable: int
-    lendable: int
+    """One team's GPUs in one pool on one side of the change."""
+
+    guaranteed: int = Field(description="GPUs of the team's nominal quota in the pool")
+    borrowable: int = Field(description="GPUs the team can borrow at most while the rest of the cluster is idle")
+    lendable: int = Field(description="GPUs of the team's quota that other teams may borrow")
 
 
 class CapacityJson(BaseModel):
-    cluster: str
-    pool: str
-    team: str
-    before: ShareJson | None
-    after: ShareJson | None
+    """One team's GPUs in one pool, before and after the change."""
+
+    cluster: str = Field(description="The cluster of the pool")
+    pool: str = Field(description="The node pool, as the cluster file names it")
+    team: str = Field(description="The team whose share this is")
+    before: ShareJson | None = Field(description="The team's share before the change (null: not in the pool)")
+    after: ShareJson | None = Field(description="The team's share after the change (null: not in the pool)")
 
 
 class PoolSizeJson(BaseModel):
+    """A pool's GPUs and what is promised of them, on one side of the change."""
+
     gpus: int = Field(description="GPUs in the pool")
     limit: int = Field(description="GPUs quotas may add up to: gpus x the cluster's overcommit")
     guaranteed: int = Field(description="GPUs guaranteed to teams (sum of their quotas)")
 
 
 class PoolJson(BaseModel):
-    cluster: str
-    pool: str
-    product: str
-    before: PoolSizeJson | None
-    after: PoolSizeJson | None
+    """A pool whose size, overcommit or team quotas change."""
+
+    cluster: str = Field(description="The cluster of the pool")
+    pool: str = Field(description="The node pool, as the cluster file names it")
+    product: str = Field(description="The GPU product of the pool's nodes")
+    before: PoolSizeJson | None = Field(description="The pool before the change (null: no GPUs there, a new pool)")
+    after: PoolSizeJson | None = Field(description="The pool after the change (null: no GPUs left, a removed pool)")
 
 
 class RiskJson(BaseModel):
+    """Something a reviewer must look at twice, on the clusters it names."""
+
     severity: Literal["high", "medium", "low"] = Field(description="The rule severities follow: see the risk "
                                                                    "rules reference")
-    rule: str
+    rule: str = Field(description="The rule that flagged it (a name of the risk rules reference)")
     message: str = Field(description="The line as the comment shows it, clusters first")
     clusters: list[str] = Field(default_factory=list, description="Every cluster the line holds on (one cause, "
                                                                   "one line)")
 
 
 class Counts(BaseModel):
-    add: int = 0
-    change: int = 0
-    destroy: int = 0
+    """Objects by what the change does to them."""
+
+    add: int = Field(default=0, description="Objects the change adds")
+    change: int = Field(default=0, description="Objects the change changes")
+    destroy: int = Field(default=0, description="Objects the change destroys")
 
 
 class DiffReport(BaseModel):
     """`fleetgen diff --format json`: everything the Markdown comment says, for machines."""
 
-    version: Literal[1] = 1
-    before: str
-    after: str
-    summary: Counts
-    clusters: dict[str, Counts]
-    changes: list[ChangeJson]
+    version: Literal[1] = Field(default=1, description="Version of this format; one a reader must read "
+                                                       "differently gets a new number")
+    before: str = Field(description="What the change is compared from, as the report names it: the base git ref "
+                                    "and its commit, or the --from folder")
+    after: str = Field(description="What the change is compared to, as the report names it: the work tree, or "
+                                   "the --to folder")
+    summary: Counts = Field(description="Objects added, changed and destroyed, over every cluster")
+    clusters: dict[str, Counts] = Field(description="Objects added, changed and destroyed, by cluster")
+    changes: list[ChangeJson] = Field(description="Every object added, changed or destroyed, by cluster, group, "
+                                                  "kind, namespace and name")
     pools: list[PoolJson] = Field(description="Pools whose size, overcommit or team quotas change")
-    capacity: list[CapacityJson]
-    risks: list[RiskJson]
+    capacity: list[CapacityJson] = Field(description="Every team's GPUs in each of those pools, before and after")
+    risks: list[RiskJson] = Field(description="What a reviewer must look at twice, most severe first")
     notes: list[str] = Field(default_factory=list, description="How the two sides were made")
 
 

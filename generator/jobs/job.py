@@ -30,7 +30,6 @@ from generator.repofiles import read_named
 if TYPE_CHECKING:
     from generator.config.fleet import Fleet
 
-MERGE_PATCH = "application/merge-patch+json"
 MILESTONES = {"admitted": {"admitted", "running", "succeeded", "failed"}, "running": {"running", "succeeded", "failed"},
               "finished": {"succeeded", "failed"}}
 """`job wait --for X`: the phases in which X has been reached (a job that finished was admitted)."""

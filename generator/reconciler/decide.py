@@ -38,9 +38,9 @@ from __future__ import annotations
 import functools
 import math
 from collections import Counter, defaultdict
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from collections.abc import Set as AbstractSet
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from itertools import compress
 from operator import attrgetter
 
@@ -94,19 +94,12 @@ def decide(observations: dict[str, Observation], nodes: dict[str, NodeState], po
     that decision had (the caller knows what changed; `pending` must be that decision's). They are
     not looked at: they would take the quiet path with nothing to do again. The decision is the
     same as without them, and costs what changed instead of every node."""
-    actions: list[NodeAction] = []
-    skipped: list[str] = []
-    candidates: list[tuple[NodeState, Cordon]] = []
-    releases: list[tuple[NodeState, int]] = []
-    seen: dict[str, tuple[NodeState, Observation]] = {}
-    still_pending: dict[str, dict[tuple[str, str], float]] = {}
     states = nodes.values()
     size = Counter(map(_POOL, states))
     down = Counter(compress(map(_POOL, states), map(_UNSCHEDULABLE, states)))  # ours, a human's, the autoscaler's
+    rules = _NodeRules(policy, now, skipped=_tripped_pools(size, breakers))
+    seen = rules.seen
     quiet: list[str] = []
-    for pool in sorted(size):
-        if (held := breaker_of(breakers, pool)).tripped:
-            skipped.append(f"pool {pool}: breaker tripped ({held.reason}): no cordon or release until reset-breaker")
     pending = pending or {}
     healthy = _healthy_condition
     for name in sorted(nodes.keys() - calm) if calm else sorted(nodes):
@@ -123,63 +116,125 @@ def decide(observations: dict[str, Observation], nodes: dict[str, NodeState], po
             else:
                 quiet.append(name)
             continue
-        obs = _with_gpu_count(obs, node)
-        obs = _persisted(obs, pending.get(name, {}), still_pending, now)
-        seen[name] = (node, obs)
-        state = obs.state
-        if state == "unknown":
-            skipped.append(f"{name}: health unknown ({', '.join(obs.unknown_signals) or 'no source'}), nothing done")
-            continue
-        human_released = node.human_released
-        if node.owned and not node.unschedulable:
-            actions.append(NoteHumanRelease(name, node.reason))
-            actions.append(Event(name, "Normal", "GPUHealthHumanRelease",
-                                 f"uncordoned by someone else while held for {node.reason}; not re-cordoning for it"))
-            human_released = node.reason
-            node = NodeState(name, node.pool, history=node.history, human_released=node.reason,
-                             condition=node.condition)
-            seen[name] = (node, obs)
-        if state == "faulty":
-            reason = _reason(obs.cordon_signals())
-            if node.owned:
-                if node.healthy_checks:
-                    actions.append(SetHealthyChecks(name, 0))
-                continue
-            if node.unschedulable:
-                skipped.append(f"{name}: faulty ({reason}) but already cordoned by someone else")
-                continue
-            if human_released and set(reason.split(",")) <= set(human_released.split(",")):
-                skipped.append(f"{name}: faulty ({reason}) but a human released it for that reason")
-                continue
-            recent = tuple(t for t in node.history if now - t < policy.flap_window_seconds) + (now,)
-            repair = len(recent) >= policy.flap_count
-            candidates.append((node, Cordon(name, reason, obs.evidence, recent, repair)))
-            continue
-        if state == "warn":
-            for e in obs.evidence[:WARNING_EVENTS_PER_NODE]:
-                actions.append(Event(name, "Warning", "GPUHealthWarning",
-                                     f"{e.signal}{' on GPU ' + e.gpu if e.gpu else ''}: {e.detail}".rstrip(": ")))
-            if len(obs.evidence) > WARNING_EVENTS_PER_NODE:
-                actions.append(Event(name, "Warning", "GPUHealthWarning",
-                                     f"and {len(obs.evidence) - WARNING_EVENTS_PER_NODE} more warning signals"))
-        if human_released and state == "healthy":
-            actions.append(ClearHumanRelease(name))
-        if node.owned and node.unschedulable and state == "healthy" and not node.needs_repair:
-            # The count stops at the threshold: a node waiting for cooldown or a reset is not
-            # patched every loop to say the same thing again.
-            checks = min(node.healthy_checks + 1, policy.healthy_checks_to_release)
-            cooled = node.since is None or now - node.since >= policy.cooldown_seconds
-            waiting = _awaits_reset(node)
-            if checks >= policy.healthy_checks_to_release and cooled and not waiting:
-                releases.append((node, checks))
-                continue
-            if waiting and checks >= policy.healthy_checks_to_release and cooled:
-                skipped.append(f"{name}: healthy, but held for {node.reason} until a GPU reset or reboot "
-                               f"(bootID unchanged)")
-            if checks != node.healthy_checks:
-                actions.append(SetHealthyChecks(name, checks))
+        rules.apply(name, node, obs, pending.get(name, {}))
+    actions, skipped, candidates = rules.actions, rules.skipped, rules.candidates
     after = _trip(candidates, size, down, policy, breakers, now, skipped)
     stopped = {pool for pool in size if breaker_of(after, pool).tripped}
+    actions.extend(_cordons(candidates, stopped, policy, skipped))
+    released = _releases(rules.releases, stopped, actions)
+    if policy.drain:
+        cordoned = {cordon.node for node, cordon in candidates if node.pool not in stopped}
+        actions.extend(_drains(nodes, cordoned, released, policy, after, now, skipped))
+    actions.extend(_condition_writes(seen, released, policy, skipped))
+    return Decision(tuple(actions), after, tuple(skipped), rules.still_pending,
+                    frozenset(nodes.keys() & calm).union(quiet))
+
+
+def _tripped_pools(pools: Iterable[str], breakers: Breakers) -> list[str]:
+    """A line for each pool whose breaker is tripped: nothing there is cordoned or released."""
+    return [f"pool {pool}: breaker tripped ({held.reason}): no cordon or release until reset-breaker"
+            for pool in sorted(pools) if (held := breaker_of(breakers, pool)).tripped]
+
+
+@dataclass
+class _NodeRules:
+    """Rules 0 to 5, node by node: what each node that is not quiet asks for before the pools'
+    budgets and breakers (rule 6) decide which cordons and releases happen."""
+
+    policy: Policy
+    now: float
+    actions: list[NodeAction] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    candidates: list[tuple[NodeState, Cordon]] = field(default_factory=list)
+    """Cordons the node's evidence asks for; rule 6 lets some of them through."""
+    releases: list[tuple[NodeState, int]] = field(default_factory=list)
+    """Our cordons that may be lifted, with the node's healthy checks; unless the pool's breaker is tripped."""
+    seen: dict[str, tuple[NodeState, Observation]] = field(default_factory=dict)
+    """Nodes whose `GPUHealthy` condition is worked out again, with what the decision made of them."""
+    still_pending: dict[str, dict[tuple[str, str], float]] = field(default_factory=dict)
+
+    def apply(self, name: str, node: NodeState, obs: Observation, before: Mapping[tuple[str, str], float]) -> None:
+        """One node that is not quiet; `before`: when its signals were first seen (rule 0)."""
+        obs = _persisted(_with_gpu_count(obs, node), before, self.still_pending, self.now)
+        self.seen[name] = (node, obs)
+        state = obs.state
+        if state == "unknown":
+            self.skipped.append(f"{name}: health unknown ({', '.join(obs.unknown_signals) or 'no source'}), "
+                                "nothing done")
+            return
+        if node.owned and not node.unschedulable:
+            node = self._released_by_human(name, node, obs)
+        if state == "faulty":
+            self._faulty(name, node, obs)
+            return
+        if state == "warn":
+            self.actions.extend(_warnings(name, obs.evidence))
+        if node.human_released and state == "healthy":
+            self.actions.append(ClearHumanRelease(name))
+        if node.owned and node.unschedulable and state == "healthy" and not node.needs_repair:
+            self._held_and_healthy(name, node)
+
+    def _released_by_human(self, name: str, node: NodeState, obs: Observation) -> NodeState:
+        """Rule 2: our cordon was lifted by someone else; the node as no longer ours, released for its reason."""
+        self.actions.append(NoteHumanRelease(name, node.reason))
+        self.actions.append(Event(name, "Normal", "GPUHealthHumanRelease",
+                                  f"uncordoned by someone else while held for {node.reason}; not re-cordoning for it"))
+        node = NodeState(name, node.pool, history=node.history, human_released=node.reason, condition=node.condition)
+        self.seen[name] = (node, obs)
+        return node
+
+    def _faulty(self, name: str, node: NodeState, obs: Observation) -> None:
+        """Rule 3: a cordon candidate, unless the node is held already or a human released it for this."""
+        reason = _reason(obs.cordon_signals())
+        if node.owned:
+            if node.healthy_checks:
+                self.actions.append(SetHealthyChecks(name, 0))
+            return
+        if node.unschedulable:
+            self.skipped.append(f"{name}: faulty ({reason}) but already cordoned by someone else")
+            return
+        if node.human_released and set(reason.split(",")) <= set(node.human_released.split(",")):
+            self.skipped.append(f"{name}: faulty ({reason}) but a human released it for that reason")
+            return
+        recent = tuple(t for t in node.history if self.now - t < self.policy.flap_window_seconds) + (self.now,)
+        repair = len(recent) >= self.policy.flap_count
+        self.candidates.append((node, Cordon(name, reason, obs.evidence, recent, repair)))
+
+    def _held_and_healthy(self, name: str, node: NodeState) -> None:
+        """Rule 5: one more healthy check for a node we hold; a release once it has enough, has cooled
+        down and needs no reset."""
+        # The count stops at the threshold: a node waiting for cooldown or a reset is not
+        # patched every loop to say the same thing again.
+        needed = self.policy.healthy_checks_to_release
+        checks = min(node.healthy_checks + 1, needed)
+        cooled = node.since is None or self.now - node.since >= self.policy.cooldown_seconds
+        waiting = _awaits_reset(node)
+        if checks >= needed and cooled and not waiting:
+            self.releases.append((node, checks))
+            return
+        if waiting and checks >= needed and cooled:
+            self.skipped.append(f"{name}: healthy, but held for {node.reason} until a GPU reset or reboot "
+                                f"(bootID unchanged)")
+        if checks != node.healthy_checks:
+            self.actions.append(SetHealthyChecks(name, checks))
+
+
+def _warnings(name: str, evidence: tuple[Evidence, ...]) -> list[Event]:
+    """Rule 4: an Event a warning signal, at most WARNING_EVENTS_PER_NODE and a line for the rest."""
+    events = [Event(name, "Warning", "GPUHealthWarning",
+                    f"{e.signal}{' on GPU ' + e.gpu if e.gpu else ''}: {e.detail}".rstrip(": "))
+              for e in evidence[:WARNING_EVENTS_PER_NODE]]
+    if len(evidence) > WARNING_EVENTS_PER_NODE:
+        events.append(Event(name, "Warning", "GPUHealthWarning",
+                            f"and {len(evidence) - WARNING_EVENTS_PER_NODE} more warning signals"))
+    return events
+
+
+def _cordons(candidates: list[tuple[NodeState, Cordon]], stopped: set[str], policy: Policy,
+             skipped: list[str]) -> list[NodeAction]:
+    """Rule 6: the cordons (each with its Event) that neither a tripped breaker nor the pool's budget
+    of cordons per loop holds back; what is held back is said in `skipped`."""
+    out: list[NodeAction] = []
     budget: dict[str, int] = defaultdict(lambda: policy.cordons_per_loop)
     for node, cordon in candidates:
         if node.pool in stopped:
@@ -190,13 +245,19 @@ def decide(observations: dict[str, Observation], nodes: dict[str, NodeState], po
                            f"{policy.cordons_per_loop} cordons this loop: next loop")
             continue
         budget[node.pool] -= 1
-        actions.append(cordon)
+        out.append(cordon)
         message = f"cordoned and tainted for {cordon.reason}"
         if cordon.repair:
             message += f"; cordoned {len(cordon.history)} times recently: labelled for repair"
-        actions.append(Event(cordon.node, "Warning", "GPUHealthCordoned", message))
+        out.append(Event(cordon.node, "Warning", "GPUHealthCordoned", message))
+    return out
+
+
+def _releases(releases: list[tuple[NodeState, int]], stopped: set[str], actions: list[NodeAction]) -> set[str]:
+    """Rule 6: lift the cordons of nodes whose pool's breaker is not tripped (the others keep their
+    count); the nodes released."""
     released: set[str] = set()
-    for node, checks in releases:  # nothing is released in a pool whose breaker is tripped
+    for node, checks in releases:
         if node.pool not in stopped:
             released.add(node.name)
             actions.append(Release(node.name))
@@ -204,11 +265,7 @@ def decide(observations: dict[str, Observation], nodes: dict[str, NodeState], po
                                  f"healthy for {checks} checks: cordon for {node.reason} lifted"))
         elif node.healthy_checks != checks:
             actions.append(SetHealthyChecks(node.name, checks))
-    if policy.drain:
-        cordoned = {cordon.node for node, cordon in candidates if node.pool not in stopped}
-        actions.extend(_drains(nodes, cordoned, released, policy, after, now, skipped))
-    actions.extend(_condition_writes(seen, released, policy, skipped))
-    return Decision(tuple(actions), after, tuple(skipped), still_pending, frozenset(nodes.keys() & calm).union(quiet))
+    return released
 
 
 def _drains(nodes: dict[str, NodeState], cordoned: set[str], released: set[str], policy: Policy,

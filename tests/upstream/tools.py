@@ -511,10 +511,7 @@ def build(names: list[str] | None = None, log: bool = True) -> dict[str, float]:
         wanted.remove(tool)
     check_go_mod()
     go_version = _go("env", "GOVERSION").strip()
-    todo = [t for t in wanted if not _current(t, _fingerprint(t, _go_version(t, go_version)))]
-    if any(t.manifests for t in todo) and "kustomize" not in [t.name for t in todo] \
-            and not _current(BY_NAME["kustomize"], _fingerprint(BY_NAME["kustomize"], go_version)):
-        todo.insert(0, BY_NAME["kustomize"])  # the manifests are built with our kustomize
+    todo = _todo(wanted, go_version)
     spent: dict[str, float] = {}
     if not todo:
         return spent
@@ -532,23 +529,7 @@ def build(names: list[str] | None = None, log: bool = True) -> dict[str, float]:
             started = time.monotonic()
             work = staged / tool.name
             work.mkdir()
-            if tool.archive:
-                _say(log, f"building {tool.name} {tool.version} from {tool.archive[0]}")
-                source = _unpack(tool, work / "src")
-                _go("build", "-trimpath", f"-ldflags={_ldflags(tool)}", "-o", str(work / tool.name), tool.package,
-                    cwd=source, env=_build_env(tool))
-                built = work / tool.name
-            elif tool.directory:
-                _say(log, f"building {tool.name} against {tool.module} {tool.version} "
-                          f"(tests/upstream/{tool.directory})")
-                _go("build", "-trimpath", f"-ldflags={_ldflags(tool)}", "-o", str(work / tool.name), tool.package,
-                    cwd=_with_generated(tool, work), env=_build_env(tool))
-                built = work / tool.name
-            else:
-                _say(log, f"building {tool.name} {tool.version} (go install {tool.package}@{tool.version})")
-                _go("install", "-trimpath", f"-ldflags={_ldflags(tool)}", f"{tool.package}@{tool.version}",
-                    env={**_build_env(tool), "GOBIN": str(work)})
-                built = work / _exe_name(tool.package)
+            built = _build_single(tool, work, log)
             spent[tool.name] = time.monotonic() - started
             _install(tool, work, built, _fingerprint(tool, _go_version(tool, go_version)), spent[tool.name])
             _say(log, f"built {tool.name} in {spent[tool.name]:.0f} s")
@@ -567,11 +548,7 @@ def build(names: list[str] | None = None, log: bool = True) -> dict[str, float]:
                 env=_build_env(tools[0]))
             if any(t.manifests for t in tools) and not kustomize_ready.wait(timeout=3600):
                 raise ToolError("kustomize was not built within an hour; the Kueue and JobSet manifests need it")
-            for tool in tools:
-                if tool.manifests:
-                    module_dir = _go("list", "-m", "-f", "{{.Dir}}", tool.module).strip()
-                    text = _kustomize_build(Path(module_dir) / "config" / "default")
-                    (out / f"{tool.name}.manifests.yaml").write_text(text)
+            _write_manifests(tools, out)
             elapsed = time.monotonic() - started
             for tool in tools:
                 spent[tool.name] = elapsed
@@ -592,6 +569,47 @@ def build(names: list[str] | None = None, log: bool = True) -> dict[str, float]:
         if failure is not None:
             raise failure
     return spent
+
+
+def _todo(wanted: list[Tool], go_version: str) -> list[Tool]:
+    """The tools of `wanted` that are not current, and kustomize first when their manifests need it
+    and it is not current either."""
+    todo = [t for t in wanted if not _current(t, _fingerprint(t, _go_version(t, go_version)))]
+    if any(t.manifests for t in todo) and "kustomize" not in [t.name for t in todo] \
+            and not _current(BY_NAME["kustomize"], _fingerprint(BY_NAME["kustomize"], go_version)):
+        todo.insert(0, BY_NAME["kustomize"])  # the manifests are built with our kustomize
+    return todo
+
+
+def _build_single(tool: Tool, work: Path, log: bool) -> Path:
+    """Build one tool that is not of the go.mod family in `work`: from its source archive, from its
+    folder in tests/upstream, or with `go install`; the binary built."""
+    if tool.archive:
+        _say(log, f"building {tool.name} {tool.version} from {tool.archive[0]}")
+        source = _unpack(tool, work / "src")
+        _go("build", "-trimpath", f"-ldflags={_ldflags(tool)}", "-o", str(work / tool.name), tool.package,
+            cwd=source, env=_build_env(tool))
+        return work / tool.name
+    if tool.directory:
+        _say(log, f"building {tool.name} against {tool.module} {tool.version} "
+                  f"(tests/upstream/{tool.directory})")
+        _go("build", "-trimpath", f"-ldflags={_ldflags(tool)}", "-o", str(work / tool.name), tool.package,
+            cwd=_with_generated(tool, work), env=_build_env(tool))
+        return work / tool.name
+    _say(log, f"building {tool.name} {tool.version} (go install {tool.package}@{tool.version})")
+    _go("install", "-trimpath", f"-ldflags={_ldflags(tool)}", f"{tool.package}@{tool.version}",
+        env={**_build_env(tool), "GOBIN": str(work)})
+    return work / _exe_name(tool.package)
+
+
+def _write_manifests(tools: list[Tool], out: Path) -> None:
+    """`<name>.manifests.yaml` in `out` for each tool that has them: its module's config/default,
+    built with our kustomize."""
+    for tool in tools:
+        if tool.manifests:
+            module_dir = _go("list", "-m", "-f", "{{.Dir}}", tool.module).strip()
+            text = _kustomize_build(Path(module_dir) / "config" / "default")
+            (out / f"{tool.name}.manifests.yaml").write_text(text)
 
 
 def _with_generated(tool: Tool, staged: Path) -> Path:
