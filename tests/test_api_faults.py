@@ -23,7 +23,10 @@ from generator.reconciler.model import ANNOTATION_OWNED, Policy
 from generator.reconciler.nodes import Executor
 from tests.conftest import REPO, run
 from tests.faultproxy import HANG, FaultProxy
-from tests.reconciler_env import (
+from tests.upstream.cluster import Stack
+from tests.upstream.fleet import apply, kustomize_build
+from tests.upstream.processes import wait_for
+from tests.upstream.reconciler_env import (
     NAMESPACE,
     Faulty,
     Pool,
@@ -35,9 +38,6 @@ from tests.reconciler_env import (
     watch_for,
     writers,
 )
-from tests.upstream.cluster import Stack
-from tests.upstream.fleet import apply, kustomize_build
-from tests.upstream.processes import wait_for
 
 TEAM_NS = "faults-team"
 CREDENTIAL_ID = "authentication.kubernetes.io/credential-id"

@@ -4,34 +4,18 @@ on what the charts make of our values (issue 14)."""
 
 from __future__ import annotations
 
-import json
-import subprocess
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
 
 from generator.checks import load_fleet
 from tests.conftest import REPO
-from tests.test_kubeconform import kubeconform, kubernetes_version
-from tests.test_platform import _values
+from tests.rendered import chart_version
+from tests.upstream.charts import helm_template
+from tests.upstream.kubeconform import assert_kubeconform_strict, operator_schemas
 
 CLUSTERS = ("dev", "hub", "prod-east", "prod-west")
-
-
-def chart_version(cluster: str, chart: str) -> str:
-    """The chart version the cluster's rendered install asks for (Argo CD Application or Flux source)."""
-    platform = REPO / "rendered" / cluster / "platform"
-    app = platform / f"application-{cluster}-{chart}.yaml"
-    if app.exists():
-        return str(yaml.safe_load(app.read_text())["spec"]["source"]["targetRevision"])
-    oci = platform / f"ocirepository-{chart}.yaml"
-    if oci.exists():
-        return str(yaml.safe_load(oci.read_text())["spec"]["ref"]["tag"])
-    # A chart from a Helm repository: the HelmRelease names the version.
-    release = yaml.safe_load((platform / f"helmrelease-{chart}.yaml").read_text())
-    return str(release["spec"]["chart"]["spec"]["version"])
 
 
 def test_each_cluster_installs_the_kueue_it_declares() -> None:
@@ -39,31 +23,6 @@ def test_each_cluster_installs_the_kueue_it_declares() -> None:
     for cluster in CLUSTERS:
         declared = yaml.safe_load((REPO / "clusters" / f"{cluster}.yaml").read_text())["kueue"]["version"]
         assert f"v{chart_version(cluster, 'kueue')}" == declared, cluster
-
-
-def helm_template(chart: str, cluster: str, namespace: str, tmp_path: Path) -> list[dict[str, Any]]:
-    """What the chart renders with the values fleetgen wrote for this cluster (once per session)."""
-    key = (chart, cluster, namespace)
-    if key not in _TEMPLATED:
-        _TEMPLATED[key] = _helm_template(chart, cluster, namespace, tmp_path)
-    return _TEMPLATED[key]
-
-
-_TEMPLATED: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
-
-
-def _helm_template(chart: str, cluster: str, namespace: str, tmp_path: Path) -> list[dict[str, Any]]:
-    from tests.upstream import tools
-
-    values = tmp_path / f"{cluster}-{chart}-values.yaml"
-    values.write_text(yaml.safe_dump(_values(cluster, chart)))
-    version = chart_version(cluster, chart)
-    source = tools.chart(chart, version if version.startswith("v") else f"v{version}")  # a module tag
-    proc = subprocess.run([str(tools.binary("helm")), "template", chart, str(source), "--namespace",
-                           namespace, "--values", str(values), "--kube-version", f"{kubernetes_version(cluster)}.0"],
-                          capture_output=True, text=True, check=False, timeout=120)
-    assert proc.returncode == 0, proc.stderr
-    return [doc for doc in yaml.safe_load_all(proc.stdout) if doc]
 
 
 @pytest.mark.parametrize("cluster", CLUSTERS)
@@ -100,20 +59,6 @@ def test_what_the_charts_make_of_our_values_is_valid(chart: str, namespace: str,
                               shared_schemas, tmp_path)
 
 
-def assert_kubeconform_strict(docs: list[dict[str, Any]], cluster: str, exe: Path, schemas: Path,
-                              tmp_path: Path, more: Path | None = None) -> None:
-    """Every object a chart rendered is valid for kubeconform -strict at the cluster's version (against
-    `more` schemas too)."""
-    folder = tmp_path / "out"
-    folder.mkdir()
-    for i, doc in enumerate(docs):
-        (folder / f"{i:03d}-{doc['kind'].lower()}.yaml").write_text(yaml.safe_dump(doc))
-    found = kubeconform(exe, folder, kubernetes_version(cluster), schemas, more)
-    summary = json.loads(found.pop()["summary"])
-    assert found == [], found  # -output json lists only what is not valid
-    assert summary == {"valid": len(docs), "invalid": 0, "errors": 0, "skipped": 0}, summary
-
-
 def test_what_kuberays_chart_makes_of_our_values_is_valid(upstream_tools: None, kubeconform_on_path: Path,
                                                          shared_schemas: Path, tmp_path: Path) -> None:
     """Issue 32: prod-east's `operators.ray` through KubeRay's own chart (the kuberay module at the pin):
@@ -133,7 +78,6 @@ def test_what_kubeflow_trainers_chart_makes_of_our_values_is_valid(
     the webhook Secret Argo CD is told to leave to the controller, and valid for kubeconform -strict."""
     from generator.compile.platform import WRITTEN_BY_THE_CONTROLLER
     from generator.config.platform import TRAINER_RUNTIME
-    from tests.test_kubeconform import operator_schemas
 
     docs = helm_template("kubeflow-trainer", "prod-east", "kubeflow-system", tmp_path)
     kinds = sorted(d["kind"] for d in docs)

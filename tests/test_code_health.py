@@ -7,6 +7,7 @@ is in tests/test_reconciler_integration.py).
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 import subprocess
@@ -61,6 +62,43 @@ def test_every_module_has_a_layer() -> None:
     modules = {f"generator.{p.stem if p.suffix == '.py' else p.name}" for p in (REPO / "generator").iterdir()
                if (p.suffix == ".py" and not p.name.startswith("__")) or (p / "__init__.py").is_file()}
     assert modules == named
+
+
+def _test_modules_imported(tree: ast.Module, tests: Path) -> list[tuple[int, str]]:
+    """(line, module) of each import of a test module, at the top or inside a function: `tests.test_x`
+    however it is spelt (`import`, `from ... import`, `from tests import test_x`), and `test_x` or
+    `.test_x` (pytest puts tests/ itself on sys.path)."""
+    def is_test_module(name: str) -> bool:
+        parts = name.split(".")
+        if parts[0] == "tests":
+            parts = parts[1:]
+        return bool(parts) and parts[0].startswith("test_") and (tests / f"{parts[0]}.py").is_file()
+
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names if is_test_module(alias.name)]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if is_test_module(base):
+                found.append((node.lineno, base))
+            elif base in ("tests", "") and (base or node.level):
+                found += [(node.lineno, f"{base}.{alias.name}".lstrip("."))
+                          for alias in node.names if is_test_module(alias.name)]
+    return found
+
+
+def test_no_test_module_imports_another() -> None:
+    """Helpers the test modules share live in modules of their own: those that start an upstream program
+    (an operator, a twin, Loki, Prometheus, helm, kubeconform) under tests/upstream/, the others in plainly
+    named modules under tests/. Fourteen test modules imported others for such helpers, which ran the
+    imported module's own set-up and loaded it a second time (pytest imports it as `test_x`, the importer
+    as `tests.test_x`), and left a test's helpers where nobody looks for them."""
+    tests = REPO / "tests"
+    found = [f"tests/{path.name}:{line}: imports {module}"
+             for path in sorted(tests.glob("test_*.py"))
+             for line, module in _test_modules_imported(ast.parse(path.read_text(), str(path)), tests)]
+    assert not found, "\n".join(found)
 
 
 def test_the_python_floor_is_one_statement() -> None:

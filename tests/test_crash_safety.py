@@ -30,8 +30,7 @@ import pytest
 from benchmarks.synth import synthesize
 from generator import emit, proofs
 from tests.conftest import REPO, Result, checkout_copy, run, snapshot
-from tests.test_init import ARGS as INIT_ARGS
-from tests.test_init import _state
+from tests.init_runs import INIT_ARGS, tree_state
 
 CLUSTERS, TEAMS, KILLS = 10, 1, 25
 
@@ -197,12 +196,12 @@ def _killed_init(root: Path, limit: int) -> subprocess.CompletedProcess[str]:
 
 def _repository(root: Path) -> State:
     """The copy as the user sees it: every file, folder and link but fleetgen's work area."""
-    return _state(root, ("__pycache__", emit.WORK))
+    return tree_state(root, ("__pycache__", emit.WORK))
 
 
 def _kept(root: Path) -> list[State]:
     """What each finished init kept of the repository it replaced (`.fleetgen/init-*/previous/`)."""
-    return [_state(kept) for kept in sorted((root / emit.WORK).glob("init-*/previous"))]
+    return [tree_state(kept) for kept in sorted((root / emit.WORK).glob("init-*/previous"))]
 
 
 @pytest.fixture(scope="module")
@@ -276,7 +275,7 @@ def test_an_interrupted_init_whose_stage_has_no_proof_is_refused_not_acted_on(
     assert _killed_init(root, point).returncode == -signal.SIGKILL
     monkeypatch.setenv("FLEETGEN_CACHE_DIR", str(tmp_path / "another-cache"))
     def everything() -> State:
-        return {rel: v for rel, v in _state(root, ("__pycache__",)).items() if rel != f"{emit.WORK}/{emit.LOCK}"}
+        return {rel: v for rel, v in tree_state(root, ("__pycache__",)).items() if rel != f"{emit.WORK}/{emit.LOCK}"}
 
     before = everything()
     assert (root / emit.WORK / emit.JOURNAL).exists() == (at == "mid-switch")

@@ -5,7 +5,6 @@ what is rendered, said and warned from the files."""
 
 from __future__ import annotations
 
-import copy
 import shutil
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,7 @@ import yaml
 from generator.compile.admission import INTEGRATION_KINDS, _names_class
 from generator.config.cluster import FLEETGEN_FRAMEWORKS, KUEUE_CHART_FRAMEWORKS, MULTIKUEUE_FRAMEWORKS
 from tests.conftest import edit, risks_between, run
+from tests.kueue_kinds import KIND_CRDS, classed_object
 
 POLICY = "rendered/prod-west/teams/mutatingadmissionpolicy-fleetgen-default-priority-vision.yaml"
 BINDING = "rendered/prod-west/teams/mutatingadmissionpolicybinding-fleetgen-default-priority-vision.yaml"
@@ -88,84 +88,6 @@ def test_changing_a_default_priority_is_a_risk_line(fleet_root: Path, tmp_path: 
     assert all(line.startswith("medium: ") for line in found["default-priority-changed"])
 
 
-KIND_CRDS = {
-    # Each kind's CRD as the Kueue module the tests build requires it (tests/upstream/go.mod).
-    "jobset.x-k8s.io/jobset": ("sigs.k8s.io/jobset", "config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml"),
-    "ray.io/raycluster": ("github.com/ray-project/kuberay/ray-operator", "config/crd/bases/ray.io_rayclusters.yaml"),
-    "ray.io/rayjob": ("github.com/ray-project/kuberay/ray-operator", "config/crd/bases/ray.io_rayjobs.yaml"),
-    "ray.io/rayservice": ("github.com/ray-project/kuberay/ray-operator", "config/crd/bases/ray.io_rayservices.yaml"),
-    "leaderworkerset.x-k8s.io/leaderworkerset": (
-        "sigs.k8s.io/lws", "config/crd/bases/leaderworkerset.x-k8s.io_leaderworkersets.yaml"),
-    "kubeflow.org/mpijob": ("github.com/kubeflow/mpi-operator", "manifests/base/kubeflow.org_mpijobs.yaml"),
-    **{f"kubeflow.org/{kind}": ("github.com/kubeflow/training-operator",
-                                f"manifests/base/crds/kubeflow.org_{kind}s.yaml")
-       for kind in ("pytorchjob", "tfjob", "xgboostjob", "paddlejob", "jaxjob")},
-    "trainer.kubeflow.org/trainjob": ("github.com/kubeflow/trainer/v2",
-                                      "manifests/base/crds/trainer.kubeflow.org_trainjobs.yaml"),
-    "workload.codeflare.dev/appwrapper": (
-        "github.com/project-codeflare/appwrapper", "config/crd/bases/workload.codeflare.dev_appwrappers.yaml"),
-}
-"""The kinds the policy names that an API server serves only with their controller's CRD."""
-FIXED = {"trainer.kubeflow.org/trainjob": {"runtimeRef": {"name": "torch-distributed"}}}
-"""A kind without a pod template of its own (its training runtime has them)."""
-
-
-def _template(steps: tuple[str, ...], pod: dict[str, Any], within: str = "") -> Any:
-    """The object fragment that holds `pod` at `steps` ("[]": a one-element list, "{}": a map with a
-    `Worker` entry), with the keys Ray's worker groups and JobSet's replicated jobs require."""
-    if not steps:
-        return copy.deepcopy(pod)
-    step, rest = steps[0], steps[1:]
-    if step == "[]":
-        item = _template(rest, pod)
-        _merge(item, {"workerGroupSpecs": {"groupName": "w", "minReplicas": 0, "maxReplicas": 1},
-                      "replicatedJobs": {"name": "w"},  # an embedded object is an object: kind and name
-                      "components": {"template": {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}}},
-                      }.get(within, {}))
-        return [item]
-    if step == "{}":
-        return {"Worker": _template(rest, pod)}
-    return {step: _template(rest, pod, step)}
-
-
-def _merge(into: dict[str, Any], more: dict[str, Any]) -> dict[str, Any]:
-    for key, value in more.items():
-        if isinstance(value, dict) and isinstance(into.get(key), dict):
-            _merge(into[key], value)
-        elif isinstance(value, list) and isinstance(into.get(key), list):  # one element each: one item
-            _merge(into[key][0], value[0])
-        else:
-            into[key] = value
-    return into
-
-
-BUILT_IN = {"batch/job": ("batch/v1", "Job"), "pod": ("v1", "Pod"), "deployment": ("apps/v1", "Deployment"),
-            "statefulset": ("apps/v1", "StatefulSet")}
-
-
-def _workload(framework: str, crd: dict[str, Any] | None, classed: int | None) -> dict[str, Any]:
-    """A minimal object of the kind with a pod template at each of its template paths; the one at
-    path number `classed` names a priority class."""
-    from generator.compile.admission import INTEGRATION_KINDS
-
-    group, _, paths = INTEGRATION_KINDS[framework]
-    pod: dict[str, Any] = {"containers": [{"name": "c", "image": "registry.example/x:1"}]}
-    body: dict[str, Any] = {"spec": copy.deepcopy(FIXED.get(framework, {}))}
-    for i, path in enumerate(paths):
-        _merge(body, _template(path, {**pod, "priorityClassName": "high"} if i == classed else pod))
-    if framework == "batch/job":
-        body["spec"]["template"]["spec"]["restartPolicy"] = "Never"
-    if framework in ("deployment", "statefulset"):
-        body["spec"]["selector"] = {"matchLabels": {"app": "a"}}
-        body["spec"]["template"]["metadata"] = {"labels": {"app": "a"}}
-    if crd is None:
-        api_version, kind = BUILT_IN[framework]
-    else:
-        version = next(v["name"] for v in crd["spec"]["versions"] if v.get("storage"))
-        api_version, kind = f"{group}/{version}", crd["spec"]["names"]["kind"]
-    return {"apiVersion": api_version, "kind": kind, "metadata": {"generateName": "dp-"}, **body}
-
-
 def test_the_policy_labels_every_kind_it_names_on_the_real_api_server(
         upstream_etcd: Any, tmp_path_factory: Any) -> None:
     """Issue 31: the policy's per-kind paths were checked on the real server for Job, JobSet, Pod and
@@ -209,7 +131,7 @@ def test_the_policy_labels_every_kind_it_names_on_the_real_api_server(
         client = stack.dynamic()
 
         def label(framework: str, ns: str, classed: int | None = None) -> str | None:
-            body = _workload(framework, crds.get(framework), classed)
+            body = classed_object(framework, crds.get(framework), classed)
             api = client.resources.get(api_version=body["apiVersion"], kind=body["kind"])
 
             def attempt() -> tuple[Any] | None:

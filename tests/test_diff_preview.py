@@ -12,7 +12,7 @@ import pytest
 
 from benchmarks.synth import synthesize
 from tests.conftest import REPO, git, run
-from tests.test_diff import balanced, diff_json, markdown
+from tests.diffs import balanced, diff_json, markdown
 
 
 def _edit(path: Path, old: str, new: str) -> None:

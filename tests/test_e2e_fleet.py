@@ -38,6 +38,7 @@ from tests.upstream.fleet import (
     custom,
     deploy,
     fake_nodes,
+    flavors,
     gpu_jobset,
     group_of,
     job_object,
@@ -111,12 +112,6 @@ def templates(cluster: str) -> list[Path]:
                   if not p.name.endswith((".sky.yaml", ".rayjob.yaml", ".raycluster.yaml", ".trainjob.yaml",
                                           ".leaderworkerset.yaml"))
                   and p.name != "skypilot-config.yaml")
-
-
-def flavors(workload: dict[str, Any] | None) -> set[str]:
-    """The ResourceFlavors (pools) Kueue admitted a Workload's pod sets to."""
-    admission = ((workload or {}).get("status") or {}).get("admission") or {}
-    return {flavor for ps in admission.get("podSetAssignments") or [] for flavor in (ps.get("flavors") or {}).values()}
 
 
 def admitted(stack: Stack, namespace: str, name: str, kind: str = "JobSet") -> bool:

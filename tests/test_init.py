@@ -18,15 +18,11 @@ from hypothesis import strategies as st
 from generator.config.cluster import ClusterConfig
 from generator.config.team import TeamConfig
 from tests.conftest import REPO, checkout_copy
-
-ARGS = ["init", "--owner", "@gpuco/platform", "--repo-url", "https://github.com/gpuco/fleet.git",
-        "--registry", "ghcr.io/gpuco", "--cluster", "prod", "--team", "research",
-        "--gpu-product", "NVIDIA-H100-80GB-HBM3", "--gpus-per-node", "8", "--nodes", "16",
-        "--cpu-per-node", "192", "--memory-per-node", "1800Gi"]
+from tests.init_runs import INIT_ARGS, tree_state
 
 SPEC = {flag.removeprefix("--").replace("-", "_"): int(value) if flag in ("--gpus-per-node", "--nodes") else value
-        for flag, value in zip(ARGS[1::2], ARGS[2::2], strict=True)}
-"""ARGS as FleetSpec's fields, for the tests that call init_fleet itself."""
+        for flag, value in zip(INIT_ARGS[1::2], INIT_ARGS[2::2], strict=True)}
+"""INIT_ARGS as FleetSpec's fields, for the tests that call init_fleet itself."""
 
 
 def fleetgen(root: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -42,7 +38,7 @@ def git(root: Path, *args: str) -> str:
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = checkout_copy(tmp_path_factory.mktemp("new") / "fleet")
-    result = fleetgen(root, *ARGS)
+    result = fleetgen(root, *INIT_ARGS)
     assert result.returncode == 0, result.stderr
     return root
 
@@ -127,7 +123,7 @@ def test_its_workflows_pass_actionlint(fleet: Path) -> None:
 
 
 def test_init_refuses_an_existing_fleet_and_bad_values_change_nothing(fleet: Path, tmp_path: Path) -> None:
-    again = fleetgen(fleet, *ARGS)
+    again = fleetgen(fleet, *INIT_ARGS)
     assert again.returncode == 2 and "already a fleet of its own" in again.stderr and "--force" in again.stderr
     fresh = checkout_copy(tmp_path / "fresh")
     def tree() -> list[str]:  # the repository's files; not the work area or Python's bytecode caches
@@ -135,7 +131,7 @@ def test_init_refuses_an_existing_fleet_and_bad_values_change_nothing(fleet: Pat
                       if ".fleetgen" not in p.parts and "__pycache__" not in p.parts)
 
     before = tree()
-    bad = [*ARGS]
+    bad = [*INIT_ARGS]
     bad[bad.index("ghcr.io/gpuco")] = "registry.example.com/gpuco"
     result = fleetgen(fresh, *bad)
     assert result.returncode == 2 and "images.registry" in result.stderr and "reserved for examples" in result.stderr
@@ -144,7 +140,7 @@ def test_init_refuses_an_existing_fleet_and_bad_values_change_nothing(fleet: Pat
 
 
 def test_init_outside_a_fleetgen_copy_is_a_usage_error(tmp_path: Path) -> None:
-    result = fleetgen(tmp_path, *ARGS)
+    result = fleetgen(tmp_path, *INIT_ARGS)
     assert result.returncode == 2 and "not a copy of the fleetgen repository" in result.stderr
 
 
@@ -156,11 +152,11 @@ def test_the_fleet_files_it_writes_are_package_data() -> None:
 @pytest.mark.slow
 def test_the_readme_pre_commit_hook_guards_the_new_fleet(fleet: Path, tmp_path: Path) -> None:
     """pre-commit runs the README's hook (the fleet's own ./fleetgen, in its .venv) and refuses a stale tree."""
-    from tests.test_release import _readme_block
+    from tests.doc_blocks import reviews_yaml_block
 
     work = tmp_path / "work"
     shutil.copytree(fleet, work, ignore=shutil.ignore_patterns(".fleetgen"))
-    (work / ".pre-commit-config.yaml").write_text(_readme_block("- [pre-commit](https://pre-commit.com) hooks"))
+    (work / ".pre-commit-config.yaml").write_text(reviews_yaml_block("- [pre-commit](https://pre-commit.com) hooks"))
     git(work, "init", "-q", "-b", "main")
     git(work, "add", "-A")
     env = {**os.environ, "PRE_COMMIT_HOME": str(tmp_path / "pre-commit-home")}
@@ -177,7 +173,7 @@ def test_the_readme_pre_commit_hook_guards_the_new_fleet(fleet: Path, tmp_path: 
 def test_a_malformed_fleet_file_is_a_located_error_not_a_crash(tmp_path: Path) -> None:
     fresh = checkout_copy(tmp_path / "fresh")
     (fresh / "fleet.yaml").write_text("- not\n- a mapping\n")
-    result = fleetgen(fresh, *ARGS)
+    result = fleetgen(fresh, *INIT_ARGS)
     assert result.returncode == 2 and "fleet.yaml" in result.stderr and "Traceback" not in result.stderr
     assert "fleetgen bug" not in result.stderr, result.stderr
     assert (fresh / "teams/ml-research.yaml").is_file()  # nothing replaced
@@ -191,20 +187,6 @@ def _with(args: list[str], flag: str, value: str) -> list[str]:
     return out
 
 
-def _state(base: Path, skip: tuple[str, ...] = ("__pycache__",)) -> dict[str, str | bytes]:
-    """Every entry below `base` without following a link: a file's bytes, a link's target, a folder's
-    name (so a removed empty folder shows too)."""
-    out: dict[str, str | bytes] = {}
-    for dirpath, dirs, names in os.walk(base):
-        dirs[:] = [d for d in dirs if d not in skip]
-        for name in dirs + names:
-            path = Path(dirpath, name)
-            rel = path.relative_to(base).as_posix()
-            out[rel] = (f"-> {os.readlink(path)}" if path.is_symlink() else "dir" if path.is_dir()
-                        else path.read_bytes())
-    return out
-
-
 @pytest.mark.parametrize(("flag", "value"), [("--team", "../../../../victim"), ("--cluster", "../.."),
                                              ("--cluster", "../../../victim"), ("--team", "/tmp/victim")])
 def test_a_name_that_leaves_the_repository_is_refused_before_anything_is_written(tmp_path: Path, flag: str,
@@ -214,12 +196,12 @@ def test_a_name_that_leaves_the_repository_is_refused_before_anything_is_written
     root = checkout_copy(tmp_path / "a/b/c/copy")
     (tmp_path / "victim.yaml").write_text("precious\n")
     (tmp_path / "a/victim.yaml").write_text("precious\n")
-    before = _state(tmp_path)
-    result = fleetgen(root, *_with(ARGS, flag, value))
+    before = tree_state(tmp_path)
+    result = fleetgen(root, *_with(INIT_ARGS, flag, value))
     assert result.returncode == 2, result.stdout + result.stderr
     assert f"'{flag}'" in result.stderr and "must be a DNS-1123 label" in result.stderr, result.stderr
     assert "give a" in result.stderr and "Traceback" not in result.stderr
-    assert _state(tmp_path) == before  # nothing written, inside the copy or outside it (not even .fleetgen/)
+    assert tree_state(tmp_path) == before  # nothing written, inside the copy or outside it (not even .fleetgen/)
 
 
 @pytest.mark.parametrize("field", ["team", "cluster"])
@@ -229,10 +211,10 @@ def test_the_python_api_checks_the_names_too(tmp_path: Path, field: str) -> None
     from generator.scaffold.init import FleetSpec, init_fleet
 
     root = checkout_copy(tmp_path / "a/b/c/copy")
-    before = _state(tmp_path)
+    before = tree_state(tmp_path)
     with pytest.raises(UsageError, match=f"--{field}: '../../../../victim' must be a DNS-1123 label"):
         init_fleet(root, FleetSpec(**{**SPEC, field: "../../../../victim"}))  # type: ignore[arg-type]
-    assert _state(tmp_path) == before
+    assert tree_state(tmp_path) == before
 
 
 @pytest.mark.parametrize("rel", ["tests", "clusters", "rendered", ".github", ".fleetgen", "teams/ml-research.yaml",
@@ -248,11 +230,11 @@ def test_a_link_anywhere_in_the_copy_is_refused_before_anything_is_written(tmp_p
         outside.mkdir()
         (outside / "keep.txt").write_text("precious\n")
     target.symlink_to(outside, target_is_directory=outside.is_dir())
-    before = _state(tmp_path)
-    result = fleetgen(root, *ARGS)
+    before = tree_state(tmp_path)
+    result = fleetgen(root, *INIT_ARGS)
     assert result.returncode == 2, result.stdout + result.stderr
     assert result.stderr.count("\n") == 1 and f"{rel} is a symbolic link" in result.stderr, result.stderr
-    assert _state(tmp_path) == before
+    assert tree_state(tmp_path) == before
 
 
 def test_the_links_of_a_developer_checkout_do_not_stop_init(tmp_path: Path) -> None:
@@ -262,7 +244,7 @@ def test_the_links_of_a_developer_checkout_do_not_stop_init(tmp_path: Path) -> N
     for rel, to in ((".venv/bin/python", sys.executable), ("tests/preview/node_modules/.bin/marked", "../marked/x.js")):
         (root / rel).parent.mkdir(parents=True)
         (root / rel).symlink_to(to)
-    result = fleetgen(root, *ARGS)
+    result = fleetgen(root, *INIT_ARGS)
     assert result.returncode == 0, result.stderr
     assert os.readlink(root / ".venv/bin/python") == sys.executable
     [kept] = (root / ".fleetgen").glob("init-*/previous")
@@ -278,7 +260,7 @@ def test_an_error_while_switching_the_new_fleet_in_leaves_the_old_tree(tmp_path:
     from generator.scaffold.init import FleetSpec, init_fleet
 
     root = checkout_copy(tmp_path / "copy")
-    before = _state(root, ("__pycache__", ".fleetgen"))
+    before = tree_state(root, ("__pycache__", ".fleetgen"))
     calls = {"armed": 0}
     real_write, real_rename, real_copy2 = render.write, os.rename, shutil.copy2
 
@@ -302,7 +284,7 @@ def test_an_error_while_switching_the_new_fleet_in_leaves_the_old_tree(tmp_path:
     with pytest.raises(type(fault)):
         init_fleet(root, FleetSpec(**SPEC))  # type: ignore[arg-type]
     assert calls["armed"] >= 4
-    assert _state(root, ("__pycache__", ".fleetgen")) == before
+    assert tree_state(root, ("__pycache__", ".fleetgen")) == before
     assert not list((root / ".fleetgen").glob("init-*"))  # and no stage left behind
 
 
@@ -311,7 +293,7 @@ HOSTILE = ["", ".", "..", "../x", "../../../../victim", "/etc/passwd", "a/b", "x
            "prod.yaml", "0", "-1", "99999999999999999999", "1e999", "NaN", "1.99", "@x/../y", "file:///etc"]
 """Values a careless or hostile caller passes: paths out, control and invisible characters, numbers
 out of range, undecodable bytes as Python reads them from argv (U+DCFF), option look-alikes."""
-VALID = dict(zip(ARGS[1::2], ARGS[2::2], strict=True))
+VALID = dict(zip(INIT_ARGS[1::2], INIT_ARGS[2::2], strict=True))
 
 
 @pytest.fixture(scope="module")
@@ -343,18 +325,18 @@ def test_hostile_arguments_give_a_clear_error_and_write_nothing_outside(hostile_
     from generator.cli import cli
 
     root = hostile_copy / "a/b/c/copy"
-    outside, inside = _state(hostile_copy, ("copy",)), _state(root, ("__pycache__", ".fleetgen"))
+    outside, inside = tree_state(hostile_copy, ("copy",)), tree_state(root, ("__pycache__", ".fleetgen"))
     args = ["init", *(f"{flag}={value}" for flag, value in values.items())]
     result = CliRunner().invoke(cli, ["--root", str(root), *args])
     assert result.exit_code in (0, 2), (args, result.output)
     assert result.exception is None or isinstance(result.exception, SystemExit), (args, result.exception)
     assert "Traceback" not in result.output and "fleetgen bug" not in result.output, (args, result.output)
-    assert _state(hostile_copy, ("copy",)) == outside, args
+    assert tree_state(hostile_copy, ("copy",)) == outside, args
     if result.exit_code == 0:  # a valid fleet: start the next example from a fresh copy
         shutil.rmtree(root)
         checkout_copy(root)
     else:
-        assert _state(root, ("__pycache__", ".fleetgen")) == inside, args
+        assert tree_state(root, ("__pycache__", ".fleetgen")) == inside, args
         assert not list((root / ".fleetgen").glob("init-*")), args
 
 
@@ -368,14 +350,14 @@ def test_a_move_through_the_file_layer_never_replaces_nor_follows(tmp_path: Path
     (tmp_path / "teams").mkdir()
     (tmp_path / "outside").mkdir()
     (tmp_path / "linked").symlink_to(tmp_path / "outside", target_is_directory=True)
-    before = _state(tmp_path)
+    before = tree_state(tmp_path)
     for source, target, said in (("new/teams", "teams", "teams is in the way"),
                                  ("new/teams", "linked/teams", "linked is a symbolic link"),
                                  ("linked", "elsewhere/x", "linked is a symbolic link"),
                                  ("new/teams", "../teams", "leaves the repository")):
         with pytest.raises(repofiles.UnsafePath, match=said):
             repofiles.move(tmp_path, source, target)
-    assert _state(tmp_path) == before
+    assert tree_state(tmp_path) == before
     repofiles.move(tmp_path, "new/teams", "new/kept")
     assert (tmp_path / "new/kept").is_dir() and not (tmp_path / "new/teams").exists()
 
@@ -388,12 +370,12 @@ def test_a_switch_killed_half_way_that_cannot_be_proven_is_named_not_switched_ov
     stage = root / ".fleetgen/init-k1lled"
     for part in ("new/teams", "previous/clusters"):
         (stage / part).mkdir(parents=True)
-    before = _state(root, ("__pycache__",))
-    result = fleetgen(root, *ARGS)
+    before = tree_state(root, ("__pycache__",))
+    result = fleetgen(root, *INIT_ARGS)
     assert result.returncode == 2, result.stdout + result.stderr
     assert "was stopped before it finished" in result.stderr and "cannot prove" in result.stderr, result.stderr
     assert ".fleetgen/init-k1lled/previous/" in result.stderr and result.stderr.count("\n") == 1
-    assert _state(root, ("__pycache__",)) == before
+    assert tree_state(root, ("__pycache__",)) == before
 
 
 SIGTERM_DURING_SWITCH = """
@@ -419,10 +401,10 @@ cli.main()
 def test_sigterm_while_switching_leaves_the_old_tree(tmp_path: Path) -> None:
     """A CI cancel (SIGTERM) mid-switch: exit 2 and the old tree, not a process killed half-way."""
     root = checkout_copy(tmp_path / "copy")
-    before = _state(root, ("__pycache__", ".fleetgen"))
-    result = subprocess.run([sys.executable, "-c", SIGTERM_DURING_SWITCH, "--root", str(root), *ARGS],
+    before = tree_state(root, ("__pycache__", ".fleetgen"))
+    result = subprocess.run([sys.executable, "-c", SIGTERM_DURING_SWITCH, "--root", str(root), *INIT_ARGS],
                             capture_output=True, text=True, timeout=600, cwd=REPO)
     assert result.returncode == 2, (result.returncode, result.stderr)
     assert "Traceback" not in result.stderr
-    assert _state(root, ("__pycache__", ".fleetgen")) == before
+    assert tree_state(root, ("__pycache__", ".fleetgen")) == before
     assert not list((root / ".fleetgen").glob("init-*"))

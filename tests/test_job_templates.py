@@ -11,7 +11,8 @@ import yaml
 from generator.compile.manifest import Manifest
 from generator.kinds.podspec import COMPLETION_INDEX
 from generator.validate import cel
-from tests.conftest import REPO, edit, run, snapshot
+from tests.conftest import REPO, edit, run
+from tests.refusals import refused_at
 
 TEMPLATES = REPO / "rendered"
 
@@ -158,17 +159,6 @@ PROFILE_CASES = [
 def test_bad_profiles_are_located(fleet_root: Path, old: str, new: str, where: str, message: str,
                                   hint: str | None) -> None:
     refused_at(fleet_root, "teams/ml-research.yaml", old, new, where, message, hint)
-
-
-def refused_at(fleet_root: Path, file: str, old: str, new: str, where: str, message: str, hint: str | None) -> None:
-    """`file` edited from `old` to `new` makes render exit 2 saying `message` at `where`, writing nothing."""
-    before = snapshot(fleet_root / "rendered")
-    edit(fleet_root, file, old, new)
-    result = run(fleet_root, "render")
-    assert result.code == 2, result.out
-    assert where in result.err and message in result.err, result.err
-    assert hint is None or hint in result.err, result.err
-    assert snapshot(fleet_root / "rendered") == before
 
 
 def test_topology_level_must_exist_in_the_pool(fleet_root: Path) -> None:

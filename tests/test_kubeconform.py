@@ -3,7 +3,6 @@ as `fleetgen validate` runs it: offline, findings mapped back to the config line
 
 from __future__ import annotations
 
-import functools
 import json
 import shutil
 import subprocess
@@ -15,60 +14,14 @@ import yaml
 from generator.compile.manifest import is_object_file
 from generator.validate.kubeconform import kubeconform_args
 from tests.conftest import REPO, edit, run
+from tests.rendered import CLUSTERS, kubernetes_version
+from tests.upstream.kubeconform import kubeconform, operator_schemas
 
-CLUSTERS = sorted(p.stem for p in (REPO / "clusters").glob("*.yaml"))
 TREES = [*CLUSTERS, "gitops"]
-
-
-def kubernetes_version(tree: str) -> str:
-    name = CLUSTERS[0] if tree == "gitops" else tree
-    return str(yaml.safe_load((REPO / "clusters" / f"{name}.yaml").read_text())["kubernetesVersion"])
-
-
-def kubeconform(exe: Path, folder: Path, k8s_version: str, schemas: Path,
-                more: Path | None = None) -> list[dict[str, str]]:
-    args = kubeconform_args(str(exe), k8s_version, str(schemas))
-    if more is not None:
-        args += ["-schema-location", f"{more}/{{{{.Group}}}}/{{{{.ResourceKind}}}}_{{{{.ResourceAPIVersion}}}}.json"]
-    proc = subprocess.run([*args, "-summary", str(folder)], capture_output=True, text=True, timeout=300, check=False)
-    report = json.loads(proc.stdout)
-    return list(report.get("resources") or []) + [{"summary": json.dumps(report["summary"])}]
 
 
 def k8s_files(folder: Path) -> list[Path]:
     return [p for p in sorted(folder.rglob("*.yaml")) if is_object_file(p.name)]
-
-
-@functools.cache
-def _operator_schema_texts() -> tuple[tuple[str, str], ...]:
-    """(path in kubeconform's layout, JSON schema) of each version of the operators' CRDs, worked out once
-    per test process: read with libyaml's loader, 1.5 s instead of 13 s for PyYAML's pure-Python one."""
-    from generator.validate.schemas import crd_json_schema
-    from tests.upstream import tools
-
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    crds = [path for chart in ("kuberay-operator", "kubeflow-trainer", "lws")
-            for path in sorted((tools.chart(chart) / "crds").glob("*.yaml"))]
-    texts = []
-    for path in crds:
-        crd = yaml.load(path.read_text(), Loader=loader)  # noqa: S506 - a safe loader
-        group, kind = crd["spec"]["group"], crd["spec"]["names"]["kind"]
-        for version in crd["spec"]["versions"]:
-            texts.append((f"{group}/{kind.lower()}_{version['name']}.json",
-                          json.dumps(crd_json_schema(version["schema"]["openAPIV3Schema"]))))
-    return tuple(texts)
-
-
-def operator_schemas(folder: Path) -> Path:
-    """Schemas, in kubeconform's layout, of the CRDs KubeRay's, Kubeflow Trainer's and LeaderWorkerSet's
-    charts ship (their modules at the pins), converted as `fleetgen validate` converts CRDs: ../shared's
-    catalog has none for ray.io, trainer.kubeflow.org or leaderworkerset.x-k8s.io, whose RayJob, TrainJob
-    and LeaderWorkerSet templates the rendered trees hold."""
-    for relative, text in _operator_schema_texts():
-        target = folder / relative
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text)
-    return folder
 
 
 @pytest.mark.parametrize("tree", TREES)

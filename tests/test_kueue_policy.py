@@ -11,14 +11,7 @@ import pytest
 import yaml
 
 from tests.conftest import edit, run
-
-
-def _kueue_config(root: Path, cluster: str) -> dict[str, Any]:
-    platform = root / "rendered" / cluster / "platform"
-    app = platform / f"application-{cluster}-kueue.yaml"
-    doc = yaml.safe_load((app if app.exists() else platform / "helmrelease-kueue.yaml").read_text())
-    values = doc["spec"]["source"]["helm"]["valuesObject"] if doc["kind"] == "Application" else doc["spec"]["values"]
-    return dict(yaml.safe_load(values["managerConfig"]["controllerManagerConfigYaml"]))
+from tests.rendered import kueue_config
 
 
 def test_fair_sharing_accepted_explicitly_keeps_borrow_within_cohort(fleet_root: Path) -> None:
@@ -31,7 +24,7 @@ def test_fair_sharing_accepted_explicitly_keeps_borrow_within_cohort(fleet_root:
     assert run(fleet_root, "render").code == 0
     cq = yaml.safe_load((fleet_root / "rendered/prod-east/teams/vision/clusterqueue-vision.yaml").read_text())
     assert cq["spec"]["preemption"]["borrowWithinCohort"] == {"policy": "LowerPriority"}
-    assert "fairSharing" in _kueue_config(fleet_root, "prod-east")
+    assert "fairSharing" in kueue_config(fleet_root, "prod-east")
 
 
 

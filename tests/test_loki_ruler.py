@@ -5,28 +5,23 @@ source is run against the same program, including Loki's own series limit."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from generator.compile.monitoring import KERNEL_LOG_TENANT
 from generator.reconciler import sources
 from generator.reconciler.sources import LokiSource
 from generator.versions import component
-from tests.conftest import REPO
-from tests.loki import LokiServer, Receiver, chart_version, find, helm_template
-from tests.prom import PrometheusServer
-from tests.test_charts import assert_kubeconform_strict
-from tests.test_kubeconform import kubernetes_version
-from tests.test_platform import _values
+from tests.rendered import rendered_object
+from tests.upstream.kubeconform import assert_kubeconform_strict
+from tests.upstream.loki_server import CLUSTER, HARDWARE, LokiServer, Receiver, collector_resource, find, loki_chart
+from tests.upstream.processes import wait_or_fail
+from tests.upstream.prometheus_server import PrometheusServer
 
 pytestmark = pytest.mark.usefixtures("upstream_tools")
 
-CLUSTER = "prod-east"
-HARDWARE = "NVRM: Xid (PCI:0000:4e:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus."
 RESET = "NVRM: Xid (PCI:0000:1b:00): 62, pid=771, name=python3, Internal micro-controller halt"
 APP = "NVRM: Xid (PCI:0000:18:00): 13, Graphics SM Warp Exception on (GPC 1, TPC 0, SM 1)"
 ACTION = ("NVRM: Xid (PCI:0008:01:00): 154, GPU recovery action changed from 0x0 (None) to 0x1 "
@@ -45,29 +40,10 @@ KERNEL_LOG = {  # node -> the kernel lines it logs
 }
 
 
-def _rendered(cluster: str, folder: str, name: str) -> dict[str, Any]:
-    return dict(yaml.safe_load((REPO / "rendered" / cluster / folder / name).read_text()))
-
-
-def _chart(tmp_path: Path, cluster: str = CLUSTER) -> list[dict[str, Any]]:
-    pinned = component("loki")
-    assert chart_version() == pinned.version, (
-        f"the Loki module the tests build ships chart {chart_version()}, versions.yaml pins {pinned.version}")
-    return helm_template(_values(cluster, "loki"), tmp_path, f"{kubernetes_version(cluster)}.0")
-
-
-def _resource(cluster: str, node: str) -> dict[str, str]:
-    """The resource attributes the rendered collector sets (`resource/node`), for `node`."""
-    collector = yaml.safe_load(_rendered(cluster, "monitoring", "configmap-fleetgen-kernel-log.yaml")
-                               ["data"]["collector.yaml"])
-    attributes = collector["processors"]["resource/node"]["attributes"]
-    return {a["key"]: str(a["value"]).replace("${env:K8S_NODE_NAME}", node) for a in attributes}
-
-
 def _rules(cluster: str, docs: list[dict[str, Any]], interval: str) -> dict[str, str]:
     """The rendered rules ConfigMap, as the chart's sidecar would pick it up; group interval
     shortened for the test (evaluation scheduling only: the expressions are unchanged)."""
-    config_map = _rendered(cluster, "monitoring", "configmap-fleetgen-loki-rules.yaml")
+    config_map = rendered_object(cluster, "monitoring", "configmap-fleetgen-loki-rules.yaml")
     statefulset = find(docs, "StatefulSet", "loki")
     (sidecar,) = [c for c in statefulset["spec"]["template"]["spec"]["containers"] if c["name"] == "loki-sc-rules"]
     env = {e["name"]: e.get("value") for e in sidecar["env"]}
@@ -80,21 +56,11 @@ def _rules(cluster: str, docs: list[dict[str, Any]], interval: str) -> dict[str,
     return out
 
 
-def _wait(condition: Any, seconds: float, what: str) -> Any:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.5)
-    raise AssertionError(f"{what} within {seconds:.0f} s")
-
-
 def test_the_chart_runs_the_release_we_pin(tmp_path: Path) -> None:
     """The chart's image is the Loki the tests build and run, not the chart's own default."""
     from tests.upstream import tools
 
-    docs = _chart(tmp_path)
+    docs = loki_chart(tmp_path)
     (container,) = [c for c in find(docs, "StatefulSet", "loki")["spec"]["template"]["spec"]["containers"]
                     if c["name"] == "loki"]
     assert container["image"] == f"docker.io/grafana/loki:{component('loki').app}"
@@ -102,7 +68,7 @@ def test_the_chart_runs_the_release_we_pin(tmp_path: Path) -> None:
 
 
 def test_the_ruler_alerts_and_records_what_the_kernel_logged(tmp_path: Path) -> None:
-    docs = _chart(tmp_path)
+    docs = loki_chart(tmp_path)
     receiver = Receiver()
     (tmp_path / "prometheus").mkdir()
     prometheus = PrometheusServer(tmp_path / "prometheus", [], {}, flags=("--web.enable-remote-write-receiver",))
@@ -114,21 +80,21 @@ def test_the_ruler_alerts_and_records_what_the_kernel_logged(tmp_path: Path) -> 
             groups = loki.get("/loki/api/v1/rules")
             assert [g["name"] for groups_ in groups.values() for g in groups_] == ["fleetgen-kernel-log"], groups
             for node, lines in KERNEL_LOG.items():
-                loki.push_otlp(_resource(CLUSTER, node), lines)
+                loki.push_otlp(collector_resource(CLUSTER, node), lines)
             expected = {("KernelGPUXidHardwareError", "gpu-a", "79"),
                         ("KernelGPUXidRecoveryActionRequired", "gpu-c", "154"),
                         ("KernelGPUXidResetRequired", "gpu-e", "62"),
                         ("KernelNVSwitchSXidError", "gpu-f", "12028")}
-            _wait(lambda: receiver.names() >= expected, 60, f"alerts {expected}; got {receiver.names()}")
+            wait_or_fail(lambda: receiver.names() >= expected, 60, f"alerts {expected}; got {receiver.names()}")
 
             def recorded(metric: str, label: str) -> dict[tuple[str, str], float]:
                 result = prometheus.api("query", query=metric)["data"]["result"]
                 return {(s["metric"]["k8s_node_name"], s["metric"][label]): float(s["value"][1]) for s in result}
 
-            xids = _wait(lambda: recorded("fleetgen:kernel_xid_lines:count5m", "xid"), 60,
-                         "the XID recording rule remote-written to Prometheus")
-            sxids = _wait(lambda: recorded("fleetgen:kernel_sxid_lines:count5m", "sxid"), 30,
-                          "the SXid recording rule remote-written to Prometheus")
+            xids = wait_or_fail(lambda: recorded("fleetgen:kernel_xid_lines:count5m", "xid"), 60,
+                                "the XID recording rule remote-written to Prometheus")
+            sxids = wait_or_fail(lambda: recorded("fleetgen:kernel_sxid_lines:count5m", "sxid"), 30,
+                                 "the SXid recording rule remote-written to Prometheus")
         finally:
             loki.stop()
             receiver.close()
@@ -145,7 +111,7 @@ def test_the_reconciler_reads_a_real_loki_past_its_series_limit(tmp_path: Path,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     """Loki's own refusal (max_query_series, HTTP 400) makes the source ask per batch of nodes,
     which Loki answers: every node's evidence arrives and none is unknown."""
-    docs = _chart(tmp_path)
+    docs = loki_chart(tmp_path)
     receiver = Receiver()
     (tmp_path / "loki").mkdir()
     loki = LokiServer(tmp_path / "loki", docs, {}, receiver.url, receiver.url + "/api/v1/write",
@@ -153,15 +119,15 @@ def test_the_reconciler_reads_a_real_loki_past_its_series_limit(tmp_path: Path,
     loki.start()
     try:
         for node, lines in KERNEL_LOG.items():
-            loki.push_otlp(_resource(CLUSTER, node), lines)
+            loki.push_otlp(collector_resource(CLUSTER, node), lines)
         nodes = [*KERNEL_LOG, "gpu-quiet"]
         source = LokiSource(loki.url, tenant=KERNEL_LOG_TENANT)
         with pytest.raises(sources.SourceError) as refused:
             source.query("sum by (k8s_node_name) (count_over_time({service_name=\"fleetgen-kernel\"} [5m]))")
         assert refused.value.answered and "maximum number of series (2) reached" in str(refused.value)
         monkeypatch.setattr(sources, "LOKI_NODES_PER_QUERY", 2)
-        observed = _wait(lambda: (o := source.observe(nodes)) and o["gpu-a"].evidence and o, 30,
-                         "XIDs visible to the reconciler")
+        observed = wait_or_fail(lambda: (o := source.observe(nodes)) and o["gpu-a"].evidence and o, 30,
+                                "XIDs visible to the reconciler")
     finally:
         loki.stop()
         receiver.close()
@@ -175,7 +141,7 @@ def test_the_reconciler_reads_a_real_loki_past_its_series_limit(tmp_path: Path,
 @pytest.mark.parametrize("cluster", ["dev", "prod-east", "prod-west"])
 def test_what_the_loki_chart_makes_of_our_values_is_valid(cluster: str, kubeconform_on_path: Path,
                                                           shared_schemas: Path, tmp_path: Path) -> None:
-    docs = _chart(tmp_path, cluster)
+    docs = loki_chart(tmp_path, cluster)
     assert_kubeconform_strict(docs, cluster, kubeconform_on_path, shared_schemas, tmp_path)
     # Single binary with its ruler: no read/write/backend pods, the rules sidecar beside Loki.
     workloads = sorted(f"{d['kind']}/{d['metadata']['name']}" for d in docs

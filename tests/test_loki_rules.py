@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import json
 import re
-import shutil
-import subprocess
 
 import pytest
 import yaml
@@ -13,8 +10,7 @@ import yaml
 from generator.compile.rules import RECOVERY_ACTION, SXID_PARSE, XID_PARSE, sxid_lines_query, xid_lines_query
 from generator.signals import BENIGN_SXIDS, XID_CLASSES
 from tests.conftest import REPO
-
-CHECKER = REPO / "tests" / "logql"
+from tests.upstream.logql import parse_errors
 
 XID_LINES = [
     ("NVRM: Xid (PCI:0000:4e:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.", "79"),
@@ -37,15 +33,6 @@ def rendered_loki_rules(cluster: str = "prod-east") -> list[dict]:
     cm = yaml.safe_load((REPO / "rendered" / cluster / "monitoring" / "configmap-fleetgen-loki-rules.yaml").read_text())
     (text,) = cm["data"].values()
     return [rule for group in yaml.safe_load(text)["groups"] for rule in group["rules"]]
-
-
-def parse_errors(exprs: list[str]) -> list[list[int]]:
-    node = shutil.which("node")
-    if node is None or not (CHECKER / "node_modules" / "@grafana" / "lezer-logql").is_dir():
-        pytest.skip("LogQL grammar not installed: run `npm ci --prefix tests/logql` (.ci/run does)")
-    proc = subprocess.run([node, str(CHECKER / "check.cjs")], input=json.dumps(exprs), capture_output=True,
-                          text=True, check=True, cwd=CHECKER, timeout=60)
-    return [entry["errors"] for entry in json.loads(proc.stdout)]
 
 
 def test_every_rendered_logql_expression_parses() -> None:

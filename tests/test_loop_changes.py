@@ -230,7 +230,7 @@ def test_sources_name_only_what_changed() -> None:
 
 
 def test_the_node_cache_says_which_nodes_changed_since_the_last_view() -> None:
-    from tests.test_node_cache import Clock, event, node
+    from tests.node_events import Clock, event, node
 
     clock = Clock()
     cache = NodeCache(None, [PoolSelector("h100", {"pool": "h100"})], monotonic=clock)

@@ -17,74 +17,23 @@ it is gone.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from generator.config.fleet import Fleet
 from tests.conftest import REPO, run
-from tests.test_charts import helm_template
-from tests.test_twin_scheduling import operator_twin
-from tests.upstream import pki, tools
-from tests.upstream.cluster import Stack, _http_ok, _point_at_local
+from tests.upstream.cluster import Stack
 from tests.upstream.fleet import KUEUE, condition, custom, fake_nodes
-from tests.upstream.processes import Process, free_port, spawn, wait_for, wait_until
-from tests.upstream.twin import LOG, MANAGED, Twin, pods
+from tests.upstream.operators import LWS, lws_crds, start_lws
+from tests.upstream.processes import wait_for
+from tests.upstream.twin import LOG, MANAGED, Twin, operator_twin, pods
 
 pytestmark = pytest.mark.upstream
 
 CLUSTER, TEAM, PROFILE = "prod-east", "ml-research", "big-serve"
-NAMESPACE = "lws-system"
-LWS, VERSION, PLURAL = "leaderworkerset.x-k8s.io", "v1", "leaderworkersets"
+VERSION, PLURAL = "v1", "leaderworkersets"
 SELECTOR = f"leaderworkerset.sigs.k8s.io/name={PROFILE}"
-APPLIED = ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "Service",
-           "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
-"""What of the chart the twin applies before the controller starts: its identity, rights and webhooks (its
-Deployment is the process started here; its Secret is what its cert-controller would fill, here disabled)."""
-
-
-def lws_crds() -> tuple[dict[str, Any], ...]:
-    folder = tools.chart("lws") / "crds"
-    return tuple(yaml.safe_load(path.read_text()) for path in sorted(folder.glob("*.yaml")))
-
-
-def start_lws(stack: Stack, workdir: Path) -> Process:
-    """The chart's objects applied, then the controller with the chart's configuration (the ConfigMap the
-    Deployment mounts) under its ServiceAccount's token; it listens on loopback with a certificate issued
-    here instead of its own cert-controller's."""
-    from kubernetes import client, utils
-
-    docs = helm_template("lws", CLUSTER, NAMESPACE, workdir)
-    port, health = free_port(), free_port()
-    authority = pki.ca("lws-ca")
-    serving = pki.issue(authority, "lws-webhook-service", server=True,
-                        dns=(f"lws-webhook-service.{NAMESPACE}.svc",), ips=("127.0.0.1",))
-    certs = workdir / "lws-certs"
-    certs.mkdir()
-    serving.write(certs, "tls")
-    client.CoreV1Api(stack.client()).create_namespace({"metadata": {"name": NAMESPACE}})
-    for doc in docs:
-        if doc["kind"] in APPLIED:
-            utils.create_from_dict(stack.client(), _point_at_local(doc, port, authority.cert_pem), namespace=NAMESPACE)
-    (deployment,) = [d for d in docs if d["kind"] == "Deployment"]
-    (configmap,) = [d for d in docs if d["kind"] == "ConfigMap" and "controller_manager_config.yaml" in d["data"]]
-    config = yaml.safe_load(configmap["data"]["controller_manager_config.yaml"])
-    config["webhook"] = {"port": port, "host": "127.0.0.1", "certDir": str(certs)}
-    config["health"] = {"healthProbeBindAddress": f"127.0.0.1:{health}"}
-    config["metrics"] = {"bindAddress": "0"}
-    config["internalCertManagement"] = {"enable": False}
-    path = workdir / "lws-config.yaml"
-    path.write_text(yaml.safe_dump(config))
-    pod = deployment["spec"]["template"]["spec"]
-    (container,) = pod["containers"]
-    args = [a for a in container["args"] if not a.startswith("--config=")]
-    who = stack.token_identity(NAMESPACE, pod["serviceAccountName"])
-    proc = spawn("lws", [str(tools.binary("lws")), f"--config={path}", *args], workdir / "lws.log",
-                 env={"KUBECONFIG": str(who.kubeconfig)})
-    wait_until(proc, lambda: _http_ok(f"http://127.0.0.1:{health}/readyz"), 90, "ready")
-    return proc
 
 
 @pytest.fixture(scope="module")

@@ -27,9 +27,7 @@ from generator.config.cluster import MultiKueue
 from generator.config.fleet import Fleet
 from generator.jobs.job import Job
 from tests.conftest import REPO, SHARED
-from tests.test_charts import helm_template
-from tests.test_ray import RAY, ray_crds, start_operator
-from tests.test_trainer import start_trainer, trainer_crds
+from tests.upstream.charts import helm_template
 from tests.upstream.cluster import Stack
 from tests.upstream.fleet import (
     JOBSET,
@@ -44,6 +42,7 @@ from tests.upstream.fleet import (
     rendered_kueue_config,
     workload_of,
 )
+from tests.upstream.operators import RAY, ray_crds, start_kuberay, start_trainer, trainer_crds
 from tests.upstream.processes import wait_for
 
 RENDERED = REPO / "rendered"
@@ -66,7 +65,7 @@ def _start(fleet: Fleet, name: str, etcd: Any, tmp: Path, controllers: tuple[str
         create_nodes(stack, fake_nodes(fleet.clusters[name].config))
         refused, _ = deploy(stack, fleet.clusters[name].config, objects, SHARED / "schemas")
         assert refused == [], refused
-        stack.processes["kuberay-operator"] = start_operator(stack, tmp / name, name)
+        stack.processes["kuberay-operator"] = start_kuberay(stack, tmp / name, name)
         if fleet.clusters[name].config.multikueue is None:
             stack.processes["kubeflow-trainer"] = start_trainer(stack, tmp / name, name)
         else:  # the chart's runtime, with no controller (manager.replicas: 0) and so no webhook to answer

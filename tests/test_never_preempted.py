@@ -19,11 +19,10 @@ import pytest
 from generator.config.fleet import Fleet
 from generator.config.team import TeamConfig
 from tests.conftest import REPO, run
-from tests.test_twin_scheduling import running_twin
 from tests.upstream.cluster import Stack
 from tests.upstream.fleet import KUEUE, condition, custom
 from tests.upstream.processes import wait_for
-from tests.upstream.twin import Twin, pods
+from tests.upstream.twin import Twin, pods, running_twin
 
 pytestmark = pytest.mark.upstream
 

@@ -15,26 +15,9 @@ from generator.reconciler.informer import Broken, Expired, NodeCache
 from generator.reconciler.loop import Reconciler
 from generator.reconciler.model import ANNOTATION_OWNED, ANNOTATION_SINCE, Policy
 from generator.reconciler.nodes import PoolSelector, Unreadable, node_state
+from tests.node_events import Clock, event, node
 
 POOLS = [PoolSelector("h100", {"pool": "h100"})]
-
-
-def node(name: str, version: str, pool: str | None = "h100", **notes: str) -> dict[str, Any]:
-    return {"metadata": {"name": name, "uid": f"uid-{name}", "resourceVersion": version,
-                         "labels": {"pool": pool} if pool else {}, "annotations": notes},
-            "spec": {}, "status": {"capacity": {"nvidia.com/gpu": "8"}}}
-
-
-def event(kind: str, obj: Any) -> str:
-    return json.dumps({"type": kind, "object": obj})
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture

@@ -138,7 +138,7 @@ def test_members_get_trainjobs_only_where_trainer_runs() -> None:
 
 
 def test_trainer_where_kueue_would_not_queue_it_or_on_a_manager_with_lws_is_refused(fleet_root: Path) -> None:
-    from tests.test_job_templates import refused_at
+    from tests.refusals import refused_at
 
     refused_at(fleet_root, "clusters/prod-east.yaml", "  version: v0.19.2\n",
                "  version: v0.19.2\n  integrations: [jobset.x-k8s.io/jobset, batch/job, ray.io/raycluster, "

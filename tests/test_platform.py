@@ -18,6 +18,7 @@ from generator.compile.rules import loki_groups, prometheus_groups
 from generator.signals import HEALTH_TAINT_KEY
 from generator.versions import lock
 from tests.conftest import REPO, run
+from tests.rendered import chart_values
 
 
 def load(root: Path, rel: str) -> dict[str, Any]:
@@ -65,16 +66,8 @@ def test_flux_releases_depend_on_what_they_need() -> None:
     assert repo_ref == {"kind": "HelmRepository", "name": "loki", "namespace": "flux-system"}
 
 
-def _values(cluster: str, name: str) -> dict[str, Any]:
-    """The chart values a cluster's rendered install passes, from its Argo CD Application or Flux HelmRelease."""
-    argocd = f"{cluster}/platform/application-{cluster}-{name}.yaml"
-    engine_file = argocd if (REPO / "rendered" / argocd).exists() else f"{cluster}/platform/helmrelease-{name}.yaml"
-    obj = load(REPO, engine_file)
-    return obj["spec"]["source"]["helm"]["valuesObject"] if obj["kind"] == "Application" else obj["spec"]["values"]
-
-
 def test_monitoring_values_come_from_the_cluster_file() -> None:
-    spec = _values("prod-east", "kube-prometheus-stack")["prometheus"]["prometheusSpec"]
+    spec = chart_values("prod-east", "kube-prometheus-stack")["prometheus"]["prometheusSpec"]
     assert spec["retention"] == "30d" and spec["scrapeInterval"] == "15s"
     claim = spec["storageSpec"]["volumeClaimTemplate"]["spec"]
     assert claim["storageClassName"] == "fast-ssd" and claim["resources"]["requests"]["storage"] == "500Gi"
@@ -84,21 +77,21 @@ def test_monitoring_values_come_from_the_cluster_file() -> None:
     terms = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
     assert terms == [{"matchExpressions": [{"key": "nvidia.com/gpu.present", "operator": "NotIn",
                                             "values": ["true"]}]}]
-    loki = _values("prod-east", "loki")
+    loki = chart_values("prod-east", "loki")
     assert loki["loki"]["limits_config"]["retention_period"] == "336h"
     assert loki["singleBinary"]["persistence"] == {"enabled": True, "size": "200Gi", "storageClass": "fast-ssd"}
     # dev asked not to avoid GPU nodes.
-    assert "affinity" not in _values("dev", "kube-prometheus-stack")["prometheus"]["prometheusSpec"]
+    assert "affinity" not in chart_values("dev", "kube-prometheus-stack")["prometheus"]["prometheusSpec"]
 
 
 def test_kueue_configuration() -> None:
-    config = yaml.safe_load(_values("prod-east", "kueue")["managerConfig"]["controllerManagerConfigYaml"])
+    config = yaml.safe_load(chart_values("prod-east", "kueue")["managerConfig"]["controllerManagerConfigYaml"])
     assert config["apiVersion"] == "config.kueue.x-k8s.io/v1beta2"
     assert "jobset.x-k8s.io/jobset" in config["integrations"]["frameworks"]
     assert config["waitForPodsReady"]["timeout"] == "10m" and "enable" not in config["waitForPodsReady"]
     assert config["fairSharing"]["preemptionStrategies"]
     assert config["metrics"]["enableClusterQueueResources"] is True
-    old = yaml.safe_load(_values("dev", "kueue")["managerConfig"]["controllerManagerConfigYaml"])
+    old = yaml.safe_load(chart_values("dev", "kueue")["managerConfig"]["controllerManagerConfigYaml"])
     assert old["apiVersion"] == "config.kueue.x-k8s.io/v1beta1"
     assert old["waitForPodsReady"]["enable"] is True and old["fairSharing"]["enable"] is True
 
@@ -122,7 +115,7 @@ def test_exporter_and_collector_tolerate_gpu_taints_and_the_health_taint() -> No
     keys = {(t["key"], t.get("effect")) for t in tolerations}
     assert {("nvidia.com/gpu", "NoSchedule"), ("fleetgen.io/inference-only", "PreferNoSchedule"),
             (HEALTH_TAINT_KEY, "NoSchedule"), (HEALTH_TAINT_KEY, "NoExecute")} <= keys
-    assert _values("prod-west", "dcgm-exporter")["tolerations"] == tolerations
+    assert chart_values("prod-west", "dcgm-exporter")["tolerations"] == tolerations
     container = ds["spec"]["template"]["spec"]["containers"][0]
     assert container["env"][0]["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
@@ -159,7 +152,7 @@ def test_exporter_arguments_stay_strings_in_the_charts_daemonset(cluster: str) -
     or registry this machine reaches), so `300000` became an integer in the DaemonSet and strict
     validation refused it. Each argument, printed as that template prints it, must read back as
     the same string, and be `--flag=value` of a flag the exporter has (pkg/cmd/app.go:68, 86)."""
-    arguments = _values(cluster, "dcgm-exporter")["arguments"]
+    arguments = chart_values(cluster, "dcgm-exporter")["arguments"]
     container_args = yaml.safe_load("args:\n" + "".join(f"- {argument}\n" for argument in arguments))["args"]
     assert container_args == arguments and all(isinstance(a, str) for a in container_args)
     assert [a.split("=")[0] for a in arguments] == ["--collectors", "--xid-count-window-size"]
@@ -170,7 +163,7 @@ def test_gpu_operator_runs_only_what_the_docs_say() -> None:
     """Issue 14: the operator's driver, toolkit, device plugin and MIG manager were left on (the
     chart's defaults, values.yaml at v25.10.0), and its default `nvidia.com/gpu` toleration was
     replaced by the pools' taints."""
-    values = _values("dev", "gpu-operator")
+    values = chart_values("dev", "gpu-operator")
     assert {k: values[k]["enabled"] for k in ("driver", "toolkit", "devicePlugin", "migManager", "gfd", "nfd")} == {
         "driver": False, "toolkit": False, "devicePlugin": False, "migManager": False, "gfd": True, "nfd": True}
     assert values["daemonsets"]["tolerations"][0] == {"key": "nvidia.com/gpu", "operator": "Exists",
@@ -180,7 +173,7 @@ def test_gpu_operator_runs_only_what_the_docs_say() -> None:
 
 
 def test_gpu_operator_uses_our_counters() -> None:
-    values = _values("dev", "gpu-operator")
+    values = chart_values("dev", "gpu-operator")
     assert values["dcgmExporter"]["config"] == {"name": "fleetgen-dcgm-counters"}
     cm = load(REPO, "dev/platform/configmap-fleetgen-dcgm-counters.yaml")
     assert cm["metadata"]["namespace"] == "gpu-operator" and "dcgm-metrics.csv" in cm["data"]
@@ -328,7 +321,7 @@ def test_dashboards_tile_the_grid_without_overlap_and_grafana_reads_loki() -> No
         cells = [(x, y) for b in boxes for x in range(b["x"], b["x"] + b["w"]) for y in range(b["y"], b["y"] + b["h"])]
         assert len(cells) == len(set(cells)), path.name
         assert all(b["x"] + b["w"] <= 24 for b in boxes), path.name
-    grafana = _values("prod-east", "kube-prometheus-stack")["grafana"]
+    grafana = chart_values("prod-east", "kube-prometheus-stack")["grafana"]
     (loki,) = grafana["additionalDataSources"]
     policy = json.loads(load(REPO, "prod-east/health/configmap-fleetgen-health.yaml")["data"]["policy.json"])
     assert loki["type"] == "loki" and loki["url"] == policy["lokiUrl"]

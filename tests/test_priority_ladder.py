@@ -35,7 +35,7 @@ OFF_LADDER = "is off the priority ladder of this cluster"
 
 @pytest.fixture(scope="module")
 def twin(upstream_etcd: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Stack, Fleet, Twin]]:
-    from tests.test_twin_scheduling import running_twin
+    from tests.upstream.twin import running_twin
 
     with running_twin(CLUSTER, upstream_etcd, tmp_path_factory.mktemp(f"ladder-{CLUSTER}")) as running:
         yield running
@@ -229,7 +229,7 @@ def test_every_kind_kueue_reads_a_priority_from_is_held_to_the_ladder(
 
     from generator.compile.admission import INTEGRATION_KINDS
     from generator.compile.namespace_policies import TEAM_NAMESPACE_LABEL, TEMPLATE_KINDS
-    from tests.test_default_priority import KIND_CRDS, _workload
+    from tests.kueue_kinds import KIND_CRDS, classed_object
     from tests.upstream import tools
     from tests.upstream.fleet import apply
 
@@ -252,7 +252,7 @@ def test_every_kind_kueue_reads_a_priority_from_is_held_to_the_ladder(
 
         def create(framework: str, ns: str, classed: int | None, name: str = "high") -> str:
             """'ok', or the refusal's message."""
-            body = _workload(framework, crds.get(framework), classed)
+            body = classed_object(framework, crds.get(framework), classed)
             text = yaml.safe_dump(body).replace("priorityClassName: high", f"priorityClassName: {name}")
             body = yaml.safe_load(text)
             api = client.resources.get(api_version=body["apiVersion"], kind=body["kind"])

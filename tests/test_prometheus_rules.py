@@ -14,7 +14,8 @@ import pytest
 import yaml
 
 from generator.signals import XID_CLASSES
-from tests.prom import expected, tool, write_rules
+from tests.alert_rules import expected, write_rules
+from tests.upstream.prometheus_server import tool
 
 pytestmark = pytest.mark.upstream  # promtool / the Prometheus server: not the fast tier
 

@@ -7,46 +7,17 @@ are read back through Prometheus's HTTP API.
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 
 import pytest
 
 from generator.compile.dashboards import queries
 from generator.compile.rules import EXPORTER_JOB
-from tests.prom import MetricsEndpoint, PrometheusServer, exposition, tool, write_rules
+from tests.alert_rules import write_rules
+from tests.metrics import NODE, FakeNode, MetricsEndpoint, exposition
+from tests.upstream.prometheus_server import PrometheusServer, tool
 
 pytestmark = pytest.mark.upstream  # promtool / the Prometheus server: not the fast tier
-
-NODE = "gpu-node-1"
-
-
-class FakeNode:
-    """DCGM series of one node whose GPUs can fail on demand."""
-
-    def __init__(self, gpus: int = 8) -> None:
-        self.lock = threading.Lock()
-        self.present = list(range(gpus))
-        self.xids: dict[int, tuple[int, int]] = {}   # gpu -> (xid, count in window)
-        self.dbe: dict[int, int] = {g: 0 for g in range(gpus)}
-
-    def labels(self, gpu: int) -> dict[str, str]:
-        return {"gpu": str(gpu), "UUID": f"GPU-{gpu:04d}-test", "pci_bus_id": f"00000000:{0x18 + gpu:02X}:00.0",
-                "device": f"nvidia{gpu}", "modelName": "NVIDIA H100 80GB HBM3", "Hostname": "dcgm-exporter-abcde"}
-
-    def render(self) -> str:
-        with self.lock:
-            samples = []
-            for gpu in self.present:
-                base = self.labels(gpu)
-                samples += [("DCGM_FI_DEV_GPU_TEMP", base, 55.0), ("DCGM_EXP_GPU_HEALTH_STATUS", base, 0.0),
-                            ("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", base, float(self.dbe[gpu])),
-                            ("DCGM_FI_DEV_GPU_UTIL", base, 90.0)]
-                if gpu in self.xids:
-                    xid, count = self.xids[gpu]
-                    samples.append(("DCGM_EXP_XID_ERRORS_COUNT", {**base, "xid": str(xid)}, float(count)))
-            samples.append(("kube_node_status_capacity", {"node": NODE, "resource": "nvidia_com_gpu"}, 8.0))
-            return exposition(samples)
 
 
 def test_alerts_become_pending_and_firing_on_a_real_server(tmp_path: Path) -> None:

@@ -19,61 +19,25 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from generator.config.fleet import Fleet
 from generator.errors import UsageError
 from tests.conftest import REPO, run
-from tests.test_charts import helm_template
-from tests.test_twin_scheduling import operator_twin
-from tests.upstream import tools
-from tests.upstream.cluster import Stack, _http_ok
+from tests.upstream.cluster import Stack
 from tests.upstream.fleet import KUEUE, condition, custom, fake_nodes
-from tests.upstream.processes import Process, free_port, spawn, wait_for, wait_until
-from tests.upstream.twin import LOG, MANAGED, Twin, pods
+from tests.upstream.operators import RAY, ray_all_gone, ray_crds, start_kuberay
+from tests.upstream.processes import wait_for
+from tests.upstream.twin import LOG, MANAGED, Twin, operator_twin, pods
 
 pytestmark = pytest.mark.upstream
 
 CLUSTER, TEAM, OTHER = "prod-east", "ml-research", "llm-pretrain"
-NAMESPACE = "kuberay-system"
-RAY = "ray.io"
-SERVED = ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "Service")
-"""What of the chart the twin applies: the operator's identity and rights (its Deployment is the process
-started here; its ServiceMonitor needs Prometheus's CRDs)."""
-
-
-def ray_crds() -> tuple[dict[str, Any], ...]:
-    folder = tools.chart("kuberay-operator") / "crds"
-    return tuple(yaml.safe_load(path.read_text()) for path in sorted(folder.glob("*.yaml")))
-
-
-def start_operator(stack: Stack, workdir: Path, cluster: str = CLUSTER) -> Process:
-    """The chart's objects applied, then the operator with the chart's args and its ServiceAccount's token;
-    the leader-election namespace is the one a pod would read from its token mount."""
-    from kubernetes import client, utils
-
-    docs = helm_template("kuberay-operator", cluster, NAMESPACE, workdir)
-    client.CoreV1Api(stack.client()).create_namespace({"metadata": {"name": NAMESPACE}})
-    for doc in docs:
-        if doc["kind"] in SERVED:
-            utils.create_from_dict(stack.client(), doc, namespace=NAMESPACE)
-    (deployment,) = [d for d in docs if d["kind"] == "Deployment"]
-    pod = deployment["spec"]["template"]["spec"]
-    (container,) = pod["containers"]
-    health, metrics = free_port(), free_port()
-    args = [*container["args"], f"--leader-election-namespace={NAMESPACE}",
-            f"--health-probe-bind-address=127.0.0.1:{health}", f"--metrics-addr=127.0.0.1:{metrics}"]
-    who = stack.token_identity(NAMESPACE, pod["serviceAccountName"])
-    proc = spawn("kuberay-operator", [str(tools.binary("kuberay-operator")), *args], workdir / f"kuberay-{cluster}.log",
-                 env={"KUBECONFIG": str(who.kubeconfig)})
-    wait_until(proc, lambda: _http_ok(f"http://127.0.0.1:{health}/readyz"), 60, "ready")
-    return proc
 
 
 @pytest.fixture(scope="module")
 def ray_twin(upstream_etcd: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Stack, Fleet, Twin]]:
     with operator_twin(CLUSTER, upstream_etcd, tmp_path_factory.mktemp(f"ray-{CLUSTER}"), ray_crds(),
-                       start_operator) as running:
+                       start_kuberay) as running:
         yield running
 
 
@@ -97,14 +61,6 @@ def workload_of_ray(stack: Stack, namespace: str, name: str) -> dict[str, Any] |
     found = objects.list_namespaced_custom_object(KUEUE, "v1beta2", namespace, "workloads",
                                                   label_selector=f"kueue.x-k8s.io/job-uid={uid}")
     return found["items"][0] if found["items"] else None
-
-
-def all_gone(stack: Stack, namespace: str) -> bool:
-    """No RayCluster, Workload or Ray pod left in the namespace: the next test starts on an empty queue."""
-    objects = custom(stack)
-    return not (objects.list_namespaced_custom_object(RAY, "v1", namespace, "rayclusters")["items"]
-                or objects.list_namespaced_custom_object(KUEUE, "v1beta2", namespace, "workloads")["items"]
-                or pods(stack, namespace, "ray.io/cluster"))
 
 
 def test_a_members_ray_cluster_is_queued_admitted_and_placed_in_its_pools(
@@ -147,7 +103,7 @@ def test_a_members_ray_cluster_is_queued_admitted_and_placed_in_its_pools(
 
     for name in ("small", "large"):
         member.delete_namespaced_custom_object(RAY, "v1", ns, "rayclusters", name)
-    assert wait_for(lambda: all_gone(stack, ns), 60)
+    assert wait_for(lambda: ray_all_gone(stack, ns), 60)
 
 
 def test_a_notebook_brings_a_ray_cluster_up_follows_it_and_takes_it_down(ray_twin: tuple[Stack, Fleet, Twin]) -> None:
@@ -225,7 +181,7 @@ def test_a_notebook_brings_a_ray_cluster_up_follows_it_and_takes_it_down(ray_twi
     said = run(REPO, "job", "cancel", "nb-big", "--kind", "raycluster", *login)
     assert said.code == 0, said
     tune.down()
-    assert wait_for(lambda: all_gone(stack, ns), 60)
+    assert wait_for(lambda: ray_all_gone(stack, ns), 60)
     with pytest.raises(ClusterError, match="404"):
         RayCluster.on_cluster(api, "nb-tune", ns).status()
 
@@ -280,7 +236,7 @@ def test_a_members_ray_job_profile_is_admitted_run_on_its_pools_and_cancelled(
         cancelled = run(REPO, "job", "cancel", "tune-sweep", "-n", ns, "--kind", "rayjob", *kubeconfig)
         assert cancelled.code == 0, cancelled.err
     assert wait_for(lambda: not objects.list_namespaced_custom_object(RAY, "v1", ns, "rayjobs")["items"]
-                    and all_gone(stack, ns), 90)
+                    and ray_all_gone(stack, ns), 90)
 
 
 def test_a_members_ray_cluster_profile_comes_up_on_its_pools_and_goes(
@@ -326,4 +282,4 @@ def test_a_members_ray_cluster_profile_comes_up_on_its_pools_and_goes(
     finally:
         cancelled = run(REPO, "job", "cancel", "workbench", "-n", ns, "--kind", "raycluster", *kubeconfig)
         assert cancelled.code == 0, cancelled
-    assert wait_for(lambda: all_gone(stack, ns), 90)
+    assert wait_for(lambda: ray_all_gone(stack, ns), 90)

@@ -21,12 +21,11 @@ import yaml
 
 from generator.config.fleet import Fleet
 from tests.conftest import REPO
-from tests.test_ray import all_gone, ray_crds, start_operator
-from tests.test_twin_scheduling import operator_twin
 from tests.upstream.cluster import Stack
 from tests.upstream.fleet import custom
+from tests.upstream.operators import ray_all_gone, ray_crds, start_kuberay
 from tests.upstream.processes import wait_for
-from tests.upstream.twin import LOG
+from tests.upstream.twin import LOG, operator_twin
 
 pytestmark = pytest.mark.upstream
 
@@ -43,7 +42,7 @@ def session() -> str:
 @pytest.fixture(scope="module")
 def twin(upstream_etcd: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Stack, Fleet]]:
     with operator_twin("prod-east", upstream_etcd, tmp_path_factory.mktemp("notebook-prod-east"), ray_crds(),
-                       start_operator) as (stack, fleet, _):
+                       start_kuberay) as (stack, fleet, _):
         yield stack, fleet
 
 
@@ -77,6 +76,6 @@ def test_the_readme_notebook_session_runs_as_written(twin: tuple[Stack, Fleet], 
 
     def gone() -> bool:
         jobsets = objects.list_namespaced_custom_object("jobset.x-k8s.io", "v1alpha2", "ml-research", "jobsets")
-        return not jobsets["items"] and all_gone(stack, "ml-research")
+        return not jobsets["items"] and ray_all_gone(stack, "ml-research")
 
     assert wait_for(gone, 90), "the session's job or Ray cluster is still there"

@@ -45,7 +45,7 @@ def deadline_fleet(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def twin(deadline_fleet: Path, upstream_etcd: Any,
          tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Stack, Fleet, Twin]]:
-    from tests.test_twin_scheduling import running_twin
+    from tests.upstream.twin import running_twin
 
     with running_twin("dev", upstream_etcd, tmp_path_factory.mktemp("twin-deadline"), root=deadline_fleet) as running:
         yield running

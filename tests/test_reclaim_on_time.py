@@ -78,7 +78,7 @@ def reclaim_fleet(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def twin(reclaim_fleet: Path, upstream_etcd: Any,
          tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Stack, Fleet, Twin]]:
-    from tests.test_twin_scheduling import running_twin
+    from tests.upstream.twin import running_twin
 
     with running_twin("dev", upstream_etcd, tmp_path_factory.mktemp("twin-reclaim"), root=reclaim_fleet) as running:
         yield running

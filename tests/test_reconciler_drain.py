@@ -25,9 +25,9 @@ from generator.reconciler.model import (
     Release,
 )
 from generator.reconciler.nodes import Executor
-from tests.reconciler_env import Pool, reconciler_api
 from tests.upstream.cluster import Stack
 from tests.upstream.processes import wait_for
+from tests.upstream.reconciler_env import Pool, reconciler_api
 
 NOW = 1_000_000.0
 DRAINING = Policy(drain=True, drain_max_percent=20, max_unhealthy_percent=50, cooldown_seconds=0,

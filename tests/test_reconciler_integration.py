@@ -31,8 +31,11 @@ from generator.reconciler.model import ANNOTATION_OWNED, CONDITION_TYPE, TAINT_K
 from generator.reconciler.nodes import Executor
 from generator.reconciler.sources import EXPORTER_SIGNAL, PrometheusSource, SourceError
 from tests.faultproxy import HANG, FaultProxy
-from tests.prom import MetricsEndpoint, PrometheusServer, dcgm_node, tool
-from tests.reconciler_env import (
+from tests.metrics import MetricsEndpoint, dcgm_node
+from tests.upstream.cluster import Identity, Stack
+from tests.upstream.processes import free_port, wait_for
+from tests.upstream.prometheus_server import PrometheusServer, tool
+from tests.upstream.reconciler_env import (
     NAMESPACE,
     Pool,
     credential_id,
@@ -42,8 +45,6 @@ from tests.reconciler_env import (
     token_of,
     writers,
 )
-from tests.upstream.cluster import Identity, Stack
-from tests.upstream.processes import free_port, wait_for
 
 NODES = 10
 PERIOD = 1.5  # loop period; Prometheus scrapes and evaluates every second

@@ -19,9 +19,9 @@ from generator.reconciler.lease import LEASE, BreakerStore, LeaderLease
 from generator.reconciler.loop import Reconciler
 from generator.reconciler.model import ANNOTATION_OWNED, Evidence, Observation, Policy
 from generator.reconciler.nodes import Executor
-from tests.reconciler_env import NAMESPACE, Pool, credential_id, reconciler_identity, reset_leadership, writers
 from tests.upstream.cluster import Stack
 from tests.upstream.processes import wait_for
+from tests.upstream.reconciler_env import NAMESPACE, Pool, credential_id, reconciler_identity, reset_leadership, writers
 
 XID79 = Evidence("xid-79", "cordon", gpu="0")
 

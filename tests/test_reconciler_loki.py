@@ -20,7 +20,7 @@ from generator.reconciler.loop import merge
 from generator.reconciler.model import Evidence, Observation
 from generator.reconciler.sources import LokiSource
 from tests.conftest import SERVER_POLL
-from tests.test_loki_rules import parse_errors
+from tests.upstream.logql import parse_errors
 
 SERIES_LIMIT = "maximum number of series (500) reached for a single query"
 """Loki's own text and status (400) for a result over max_query_series, as the real Loki v3.7.8

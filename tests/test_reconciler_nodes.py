@@ -28,7 +28,8 @@ from generator.reconciler.model import (
     Release,
 )
 from generator.reconciler.nodes import Executor
-from tests.reconciler_env import (
+from tests.upstream.cluster import Stack
+from tests.upstream.reconciler_env import (
     NAMESPACE,
     SERVICE_ACCOUNT,
     Pool,
@@ -38,7 +39,6 @@ from tests.reconciler_env import (
     reconciler_api,
     reconciler_identity,
 )
-from tests.upstream.cluster import Stack
 
 XID79 = Evidence("xid-79", "cordon", gpu="3")
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}

@@ -14,9 +14,9 @@ from generator.jobs import connect
 from generator.reconciler.informer import Expired, NodeCache
 from generator.reconciler.model import ANNOTATION_OWNED, ANNOTATION_REASON
 from generator.reconciler.nodes import list_nodes
-from tests.reconciler_env import Pool, credential_id, reconciler_identity
 from tests.upstream.cluster import Stack
 from tests.upstream.processes import wait_for
+from tests.upstream.reconciler_env import Pool, credential_id, reconciler_identity
 
 CREDENTIAL_ID = "authentication.kubernetes.io/credential-id"
 

@@ -12,15 +12,7 @@ import pytest
 
 from generator import __version__
 from tests.conftest import REPO
-
-REVIEWS = REPO / "docs/how-to/reviews.md"
-
-
-def _readme_block(after: str) -> str:
-    """The first YAML block after `after` in the reviews page (where the pre-commit config is shown)."""
-    readme = REVIEWS.read_text()
-    start = readme.index("```yaml\n", readme.index(after)) + len("```yaml\n")
-    return readme[start:readme.index("```\n", start)]
+from tests.doc_blocks import REVIEWS, reviews_yaml_block
 
 
 def test_the_changelog_leads_with_this_version() -> None:
@@ -48,6 +40,6 @@ def test_pre_commit_reads_our_hook_manifest_and_the_readme_config(pre_commit: st
                               capture_output=True, text=True)
     assert manifest.returncode == 0, manifest.stdout + manifest.stderr
     config = tmp_path / ".pre-commit-config.yaml"
-    config.write_text(_readme_block("- [pre-commit](https://pre-commit.com) hooks"))
+    config.write_text(reviews_yaml_block("- [pre-commit](https://pre-commit.com) hooks"))
     checked = subprocess.run([pre_commit, "validate-config", str(config)], capture_output=True, text=True)
     assert checked.returncode == 0, checked.stdout + checked.stderr

@@ -10,7 +10,6 @@ queue on the shared pool (`compile/queue_routing.py`); where it cannot, render w
 
 from __future__ import annotations
 
-import copy
 import uuid
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ import yaml
 from generator.checks import load_fleet
 from generator.compile.admission import INTEGRATION_KINDS
 from tests.conftest import SHARED, edit, run
+from tests.kueue_kinds import KIND_CRDS, POD, object_of_kind
 
 ONLY_SHARED = ("teams/recsys.yaml", "    a100: {gpus: 24, lendingLimit: 24}\n", "")
 """recsys without its A100s: in prod-west it has GPUs only in l4, shared by usage."""
@@ -51,8 +51,6 @@ def test_a_teams_gpu_jobs_are_admitted_on_its_shared_pool_on_the_real_kueue(
     Kueue left both GPU jobs pending: "resource nvidia.com/gpu unavailable in ClusterQueue"."""
     from kubernetes import client
 
-    from tests.test_e2e_fleet import flavors
-    from tests.test_twin_scheduling import TWIN_CONTROLLERS
     from tests.upstream.cluster import Stack
     from tests.upstream.fleet import (
         JOBSET,
@@ -62,11 +60,12 @@ def test_a_teams_gpu_jobs_are_admitted_on_its_shared_pool_on_the_real_kueue(
         custom,
         deploy,
         fake_nodes,
+        flavors,
         kustomize_build,
         rendered_kueue_config,
     )
     from tests.upstream.processes import wait_for
-    from tests.upstream.twin import MANAGED, Twin
+    from tests.upstream.twin import MANAGED, TWIN_CONTROLLERS, Twin
 
     edit(fleet_root, *ONLY_SHARED)
     result = run(fleet_root, "render", "--cluster", "prod-west")
@@ -202,28 +201,11 @@ def _kind_object(framework: str, crd: dict[str, Any] | None, gpu_at: int | None,
                  queue: str | None = None) -> dict[str, Any]:
     """A minimal object of the kind with a pod template at each of its template paths; the one at path
     number `gpu_at` asks for an L4 GPU (a limit, as most jobs write it); labelled `queue` when given."""
-    from tests.test_default_priority import BUILT_IN, FIXED, _merge, _template
-
-    group, _, paths = INTEGRATION_KINDS[framework]
-    plain: dict[str, Any] = {"containers": [{"name": "c", "image": "registry.example/x:1"}]}
-    gpu = {"containers": [{**plain["containers"][0], "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}
-    body: dict[str, Any] = {"spec": copy.deepcopy(FIXED.get(framework, {}))}
-    for i, path in enumerate(paths):
-        _merge(body, _template(path, gpu if i == gpu_at else plain))
-    if framework == "batch/job":
-        body["spec"]["template"]["spec"]["restartPolicy"] = "Never"
-    if framework in ("deployment", "statefulset"):
-        body["spec"]["selector"] = {"matchLabels": {"app": "a"}}
-        body["spec"]["template"]["metadata"] = {"labels": {"app": "a"}}
-    if crd is None:
-        api_version, kind = BUILT_IN[framework]
-    else:
-        version = next(v["name"] for v in crd["spec"]["versions"] if v.get("storage"))
-        api_version, kind = f"{group}/{version}", crd["spec"]["names"]["kind"]
+    gpu = {"containers": [{**POD["containers"][0], "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}
     meta: dict[str, Any] = {"generateName": "rq-"}
     if queue is not None:
         meta["labels"] = {"kueue.x-k8s.io/queue-name": queue}
-    return {"apiVersion": api_version, "kind": kind, "metadata": meta, **body}
+    return object_of_kind(framework, crd, lambda i: gpu if i == gpu_at else POD, meta)
 
 
 def test_the_real_api_server_relabels_every_kind_that_asks_for_the_pools_gpu(
@@ -234,7 +216,6 @@ def test_the_real_api_server_relabels_every_kind_that_asks_for_the_pools_gpu(
     another queue, it keeps what it had. A Job that a JobSet made keeps no label (Kueue queues the JobSet)."""
     from kubernetes.dynamic.exceptions import ServiceUnavailableError
 
-    from tests.test_default_priority import KIND_CRDS
     from tests.upstream import tools
     from tests.upstream.cluster import Stack
     from tests.upstream.fleet import apply

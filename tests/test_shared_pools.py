@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from tests.conftest import edit, risks_between, run
-from tests.test_kueue_policy import _kueue_config
+from tests.rendered import kueue_config
 
 
 def _doc(root: Path, *parts: str) -> dict[str, Any]:
@@ -46,10 +46,10 @@ def test_a_shared_pool_is_one_queue_ranked_by_usage_with_a_queue_per_team(fleet_
     assert _flavors(_doc(fleet_root, "teams", "vision", "clusterqueue-vision.yaml")["spec"]) == ["cpu", "l40s"]
     root = _doc(fleet_root, "kueue", "cohort-prod-west.yaml")["spec"]
     assert "l4" not in _flavors(root)
-    afs = _kueue_config(fleet_root, "prod-west")["admissionFairSharing"]
+    afs = kueue_config(fleet_root, "prod-west")["admissionFairSharing"]
     assert afs == {"usageHalfLifeTime": "24h", "usageSamplingInterval": "5m",
                    "resourceWeights": {"cpu": 0, "memory": 0, "nvidia.com/gpu": 1}}
-    assert "admissionFairSharing" not in _kueue_config(fleet_root, "prod-east")
+    assert "admissionFairSharing" not in kueue_config(fleet_root, "prod-east")
 
 
 def test_a_profile_on_a_shared_pool_uses_the_teams_queue_there(fleet_root: Path) -> None:
@@ -165,7 +165,7 @@ def test_a_v1beta1_kueue_gets_the_same_layout_and_its_crds_accept_it(fleet_root:
     queue = yaml.safe_load((fleet_root / "rendered/dev/kueue/clusterqueue-shared-l4.yaml").read_text())
     assert queue["apiVersion"] == "kueue.x-k8s.io/v1beta1"
     assert queue["spec"]["admissionScope"] == {"admissionMode": "UsageBasedAdmissionFairSharing"}
-    config = _kueue_config(fleet_root, "dev")
+    config = kueue_config(fleet_root, "dev")
     assert config["apiVersion"] == "config.kueue.x-k8s.io/v1beta1"
     assert config["admissionFairSharing"]["usageHalfLifeTime"] == "168h"
 

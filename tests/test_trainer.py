@@ -17,7 +17,6 @@ A member of another team may not create one in ml-research's namespace.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,83 +24,16 @@ import yaml
 
 from generator.config.fleet import Fleet
 from tests.conftest import REPO, run
-from tests.test_charts import helm_template
-from tests.test_twin_scheduling import operator_twin
-from tests.upstream import pki, tools
-from tests.upstream.cluster import Stack, _http_ok, _point_at_local
+from tests.upstream.cluster import Stack
 from tests.upstream.fleet import KUEUE, condition, custom, fake_nodes
-from tests.upstream.processes import Process, free_port, spawn, wait_for, wait_until
-from tests.upstream.twin import LOG, MANAGED, Twin, pods
+from tests.upstream.operators import TRAINER, TRAINER_VERSION, start_trainer, trainer_crds
+from tests.upstream.processes import wait_for
+from tests.upstream.twin import LOG, MANAGED, Twin, operator_twin, pods
 
 pytestmark = pytest.mark.upstream
 
 CLUSTER, TEAM, OTHER, PROFILE = "prod-east", "ml-research", "llm-pretrain", "finetune"
-NAMESPACE = "kubeflow-system"
-TRAINER, VERSION, PLURAL = "trainer.kubeflow.org", "v1alpha1", "trainjobs"
-APPLIED = ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "Service",
-           "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
-"""What of the chart the twin applies before the controller starts: its identity, rights and webhooks (its
-Deployment is the process started here; its Secret is what cert-controller would fill, here disabled)."""
-
-
-def trainer_crds() -> tuple[dict[str, Any], ...]:
-    folder = tools.chart("kubeflow-trainer") / "crds"
-    return tuple(yaml.safe_load(path.read_text()) for path in sorted(folder.glob("*.yaml")))
-
-
-def start_trainer(stack: Stack, workdir: Path, cluster: str = CLUSTER) -> Process:
-    """The chart's objects applied, then the controller with the chart's configuration (the ConfigMap
-    the Deployment mounts) under its ServiceAccount's token. Only where it listens and who provides its
-    serving certificate change: controller-runtime reads it from $TMPDIR/k8s-webhook-server/serving-certs."""
-    from kubernetes import client, utils
-
-    docs = helm_template("kubeflow-trainer", cluster, NAMESPACE, workdir)
-    port, health = free_port(), free_port()
-    authority = pki.ca("kubeflow-trainer-ca")
-    serving = pki.issue(authority, "kubeflow-trainer-controller-manager", server=True,
-                        dns=(f"kubeflow-trainer-controller-manager.{NAMESPACE}.svc",), ips=("127.0.0.1",))
-    tmp = workdir / "trainer-tmp"
-    certs = tmp / "k8s-webhook-server" / "serving-certs"
-    certs.mkdir(parents=True)
-    serving.write(certs, "tls")
-    client.CoreV1Api(stack.client()).create_namespace({"metadata": {"name": NAMESPACE}})
-    for doc in docs:
-        if doc["kind"] in APPLIED:
-            utils.create_from_dict(stack.client(), _point_at_local(doc, port, authority.cert_pem),
-                                   namespace=NAMESPACE)
-    (deployment,) = [d for d in docs if d["kind"] == "Deployment"]
-    (configmap,) = [d for d in docs if d["kind"] == "ConfigMap" and "controller_manager_config.yaml" in d["data"]]
-    config = yaml.safe_load(configmap["data"]["controller_manager_config.yaml"])
-    config["webhook"] = {"port": port, "host": "127.0.0.1"}
-    config["health"]["healthProbeBindAddress"] = f"127.0.0.1:{health}"
-    config["metrics"] = {"bindAddress": "0"}
-    config["leaderElection"]["resourceNamespace"] = NAMESPACE
-    config["certManagement"]["enable"] = False
-    path = workdir / "trainer-config.yaml"
-    path.write_text(yaml.safe_dump(config))
-    pod = deployment["spec"]["template"]["spec"]
-    who = stack.token_identity(NAMESPACE, pod["serviceAccountName"])
-    proc = spawn("kubeflow-trainer", [str(tools.binary("kubeflow-trainer")), f"--config={path}"],
-                 workdir / "trainer.log", env={"KUBECONFIG": str(who.kubeconfig), "TMPDIR": str(tmp)})
-    wait_until(proc, lambda: _http_ok(f"http://127.0.0.1:{health}/readyz"), 90, "ready")
-    for doc in docs:  # admitted by the controller's own webhook, so once it answers
-        if doc["kind"] == "ClusterTrainingRuntime":
-            wait_until(proc, lambda doc=doc: _created(stack, doc), 60, "admitting its runtime")  # type: ignore[misc]
-    return proc
-
-
-def _created(stack: Stack, doc: dict[str, Any]) -> bool:
-    from kubernetes.client.exceptions import ApiException
-
-    try:
-        custom(stack).create_cluster_custom_object(TRAINER, VERSION, "clustertrainingruntimes", doc)
-    except ApiException as exc:
-        if exc.status == 409:
-            return True
-        if exc.status >= 500:  # the webhook not answering yet
-            return False
-        raise
-    return True
+VERSION, PLURAL = TRAINER_VERSION, "trainjobs"
 
 
 @pytest.fixture(scope="module")

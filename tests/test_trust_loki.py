@@ -22,8 +22,8 @@ import yaml
 from generator.compile.monitoring import COLLECTOR, KERNEL_LOG_TENANT, LOKI_HTPASSWD_SECRET, LOKI_WRITER_SECRET
 from generator.reconciler.sources import LokiSource
 from tests.conftest import REPO
-from tests.loki import LokiServer, Receiver, find
-from tests.test_loki_ruler import CLUSTER, HARDWARE, _chart, _resource, _wait
+from tests.upstream.loki_server import CLUSTER, HARDWARE, LokiServer, Receiver, collector_resource, find, loki_chart
+from tests.upstream.processes import wait_or_fail
 
 pytestmark = pytest.mark.usefixtures("upstream_tools")
 
@@ -33,20 +33,21 @@ def _monitoring(name: str) -> dict[str, Any]:
 
 
 def test_a_forged_line_never_reaches_the_reconciler(tmp_path: Path) -> None:
-    docs = _chart(tmp_path)
+    docs = loki_chart(tmp_path)
     receiver = Receiver()
     (tmp_path / "loki").mkdir()
     loki = LokiServer(tmp_path / "loki", docs, {}, receiver.url, receiver.url + "/api/v1/write").start()
     try:
         assert loki.tenant == KERNEL_LOG_TENANT
         with pytest.raises(urllib.error.HTTPError) as refused:  # straight to Loki, no tenant: refused
-            loki.push_otlp(_resource(CLUSTER, "gpu-victim"), [HARDWARE], tenant=None)
+            loki.push_otlp(collector_resource(CLUSTER, "gpu-victim"), [HARDWARE], tenant=None)
         assert refused.value.code == 401 and b"no org id" in refused.value.read()
-        loki.push_otlp(_resource(CLUSTER, "gpu-victim"), [HARDWARE], tenant="attacker")  # another tenant
-        loki.push_otlp(_resource(CLUSTER, "gpu-real"), [HARDWARE])  # the collector's tenant
+        loki.push_otlp(collector_resource(CLUSTER, "gpu-victim"), [HARDWARE], tenant="attacker")  # another tenant
+        loki.push_otlp(collector_resource(CLUSTER, "gpu-real"), [HARDWARE])  # the collector's tenant
         source = LokiSource(loki.url, tenant=KERNEL_LOG_TENANT)
-        observed = _wait(lambda: (o := source.observe(["gpu-victim", "gpu-real"])) and o["gpu-real"].evidence and o,
-                         30, "the collector's line visible to the reconciler")
+        observed = wait_or_fail(
+            lambda: (o := source.observe(["gpu-victim", "gpu-real"])) and o["gpu-real"].evidence and o, 30,
+            "the collector's line visible to the reconciler")
     finally:
         loki.stop()
         receiver.close()
@@ -57,7 +58,7 @@ def test_a_forged_line_never_reaches_the_reconciler(tmp_path: Path) -> None:
 def test_the_gateway_makes_the_logged_in_user_the_tenant(tmp_path: Path) -> None:
     """The chart's nginx: basic auth from a Secret kept out of git, and X-Scope-OrgID set from the
     user on every location, so a client's own header cannot choose the tenant."""
-    docs = _chart(tmp_path)
+    docs = loki_chart(tmp_path)
     gateway = find(docs, "Deployment", "loki-gateway")
     volumes = {v["name"]: v for v in gateway["spec"]["template"]["spec"]["volumes"]}
     assert any((v.get("secret") or {}).get("secretName") == LOKI_HTPASSWD_SECRET for v in volumes.values())
@@ -86,7 +87,7 @@ def _matches(selector: dict[str, Any], labels: dict[str, str]) -> bool:
 
 
 def test_the_network_policies_select_the_charts_pods(tmp_path: Path) -> None:
-    docs = _chart(tmp_path)
+    docs = loki_chart(tmp_path)
     loki_pod = find(docs, "StatefulSet", "loki")["spec"]["template"]["metadata"]["labels"]
     gateway_pod = find(docs, "Deployment", "loki-gateway")["spec"]["template"]["metadata"]["labels"]
     loki = _monitoring("networkpolicy-fleetgen-loki.yaml")["spec"]

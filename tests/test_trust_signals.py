@@ -187,7 +187,7 @@ def test_warnings_from_a_flood_are_one_summary_event_per_node() -> None:
 def test_a_cordon_with_thousands_of_signals_is_accepted_by_the_api_server(kube_stack: Any) -> None:
     """The 422 of the issue (annotations over 256 KiB): the capped evidence fits."""
     from generator.reconciler.nodes import Executor
-    from tests.reconciler_env import Pool, reconciler_api
+    from tests.upstream.reconciler_env import Pool, reconciler_api
 
     pool = Pool(kube_stack)
     pool.add(1)

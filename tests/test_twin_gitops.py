@@ -39,13 +39,12 @@ from generator.compile.gitops import PLATFORM_NEEDED, SETTINGS_APP
 from generator.config.cluster import ClusterConfig
 from generator.versions import component
 from tests.conftest import REPO, run, shared_or_skip
-from tests.test_twin_scheduling import completed, placed_where_kueue_chose, submit
 from tests.upstream import pki, tools
 from tests.upstream.cluster import Stack
 from tests.upstream.fleet import apply_all, condition, create_nodes, fake_nodes, stack_nodes, volumes, workload_of
 from tests.upstream.gitops import ArgoCD, Flux, GitHost, Managers, chart_mirror, ready, wait_healthy
 from tests.upstream.processes import wait_for
-from tests.upstream.twin import Twin
+from tests.upstream.twin import Twin, completed, placed_where_kueue_chose, submit
 
 pytestmark = pytest.mark.upstream
 
@@ -676,8 +675,7 @@ def test_prometheus_loads_what_the_operator_generated_and_fires_a_gpu_alert(boot
     from kubernetes import client
 
     from generator.compile.rules import EXPORTER_JOB
-    from tests.prom import MetricsEndpoint
-    from tests.test_prometheus_server import FakeNode
+    from tests.metrics import FakeNode, MetricsEndpoint
     from tests.upstream.pods import PodVolumes, standing_in_for
     from tests.upstream.processes import free_port
 

@@ -33,16 +33,15 @@ from generator.compile.rules import EXPORTER_JOB
 from generator.config.cluster import ClusterConfig
 from generator.reconciler.model import ANNOTATION_OWNED, CONDITION_TYPE, TAINT_KEY
 from tests.conftest import REPO
-from tests.loki import LokiServer, Receiver, helm_template
-from tests.prom import MetricsEndpoint, PrometheusServer, dcgm_node, tool
-from tests.reconciler_env import NAMESPACE, SERVICE_ACCOUNT
-from tests.test_kubeconform import kubernetes_version
-from tests.test_platform import _values
-from tests.test_twin_scheduling import brief_workload, hosts_of, running_twin, submit
+from tests.metrics import MetricsEndpoint, dcgm_node
+from tests.rendered import chart_values, kubernetes_version
 from tests.upstream.cluster import Stack
-from tests.upstream.fleet import JOBSET, condition, custom, fake_nodes, workload_of
+from tests.upstream.fleet import JOBSET, brief_workload, condition, custom, fake_nodes, hosts_of, workload_of
+from tests.upstream.loki_server import LokiServer, Receiver, helm_template
 from tests.upstream.processes import Process, free_port, spawn, wait_for, wait_until
-from tests.upstream.twin import MANAGED, bound_pods, pods
+from tests.upstream.prometheus_server import PrometheusServer, tool
+from tests.upstream.reconciler_env import NAMESPACE, SERVICE_ACCOUNT
+from tests.upstream.twin import MANAGED, bound_pods, pods, running_twin, submit
 
 pytestmark = pytest.mark.upstream
 
@@ -108,7 +107,7 @@ def health_loop(stack: Stack, cluster: ClusterConfig, workdir: Path) -> Iterator
         receiver = Receiver()
         running.callback(receiver.close)
         (workdir / "loki").mkdir()
-        docs = helm_template(_values(CLUSTER, "loki"), workdir, f"{kubernetes_version(CLUSTER)}.0")
+        docs = helm_template(chart_values(CLUSTER, "loki"), workdir, f"{kubernetes_version(CLUSTER)}.0")
         loki = LokiServer(workdir / "loki", docs, {}, receiver.url, receiver.url + "/api/v1/write").start()
         running.callback(loki.stop)
         policy = workdir / "policy.json"

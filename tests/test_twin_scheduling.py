@@ -11,37 +11,30 @@ topology-aware scheduling placed it (in one block, or each slice in one domain),
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from generator.checks import load_fleet
-from generator.config.cluster import ClusterConfig
 from generator.config.fleet import Fleet
-from generator.config.jobs import JobProfile
 from generator.reconciler.model import TAINT_KEY
 from generator.reconciler.nodes import taint_value
-from tests.conftest import REPO, SHARED, run
+from tests.conftest import REPO
 from tests.upstream.cluster import Stack
-from tests.upstream.fleet import (
-    JOB_KINDS,
-    condition,
-    create_nodes,
-    deploy,
-    fake_nodes,
-    job_object,
-    kustomize_build,
-    rendered_kueue_config,
-    topology_domains,
-    workload_of,
+from tests.upstream.fleet import condition, fake_nodes, workload_of
+from tests.upstream.processes import wait_for
+from tests.upstream.twin import (
+    MANAGED,
+    Twin,
+    bound_pods,
+    completed,
+    placed_where_kueue_chose,
+    pods,
+    running_twin,
+    submit,
 )
-from tests.upstream.processes import Process, wait_for
-from tests.upstream.twin import CRI_LOG, MANAGED, Twin, bound_pods, pods
 
 pytestmark = pytest.mark.upstream
 
@@ -50,96 +43,17 @@ UNHEALTHY = {"key": TAINT_KEY, "value": taint_value("xid-79"), "effect": "NoSche
 """The taint the health reconciler puts on a node with a faulty GPU (reconciler/nodes.py)."""
 
 
-TWIN_CONTROLLERS = ("job-controller", "deployment-controller", "replicaset-controller", "statefulset-controller",
-                    "endpointslice-controller")
-"""What of kube-controller-manager the twins run beyond the stack's own: Jobs' pods (JobSet's, batch
-Jobs), a serving Deployment's ReplicaSet and pods, a LeaderWorkerSet's StatefulSets' pods, and the
-EndpointSlices of Services (the records cluster DNS serves, pod hostnames of headless Services included)."""
-
-
-@contextmanager
-def running_twin(name: str, etcd: Any, workdir: Path, crds: tuple[dict[str, Any], ...] = (),
-                 logs: Path | None = None, root: Path = REPO) -> Iterator[tuple[Stack, Fleet, Twin]]:
-    """Cluster `name` of the fleet at `root` as rendered, its Nodes from its cluster file, kube-scheduler
-    and kwok; `crds` are served before Kueue starts (an operator's kinds); `logs`, every container's log
-    (Twin.start)."""
-    objects = kustomize_build(root / "rendered" / name) + kustomize_build(root / "rendered" / "gitops" / name)
-    stack = Stack.start(workdir, etcd, kueue_config=rendered_kueue_config(objects),
-                        extra_controllers=TWIN_CONTROLLERS, crds=crds)
-    try:
-        fleet = load_fleet(root)
-        cluster = fleet.clusters[name].config
-        create_nodes(stack, fake_nodes(cluster))
-        refused, _ = deploy(stack, cluster, objects, SHARED / "schemas")
-        assert not refused, refused
-        running = Twin.start(stack, logs)
-        try:
-            yield stack, fleet, running
-        finally:
-            running.stop()
-    finally:
-        stack.stop()
-
-
-@contextmanager
-def operator_twin(name: str, etcd: Any, workdir: Path, crds: tuple[dict[str, Any], ...],
-                  start: Callable[[Stack, Path], Process], root: Path = REPO) -> Iterator[tuple[Stack, Fleet, Twin]]:
-    """`running_twin` with an operator's CRDs and its process `start`ed on it (stopped after), every
-    container's log being CRI_LOG (kwok serves it as each kubelet would)."""
-    logs = workdir / "container.log"
-    logs.write_text(CRI_LOG)
-    with running_twin(name, etcd, workdir, crds=crds, logs=logs, root=root) as running:
-        operator = start(running[0], workdir)
-        try:
-            yield running
-        finally:
-            operator.stop()
-
-
 @pytest.fixture(scope="module")
 def twin(upstream_etcd: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Stack, Fleet, Twin]]:
     with running_twin(CLUSTER, upstream_etcd, tmp_path_factory.mktemp(f"twin-{CLUSTER}")) as running:
         yield running
 
 
-def submit(stack: Stack, fleet: Fleet, name: str, tmp_path: Path, team_name: str = TEAM,
-            profile: str = PROFILE, runs_for: str = "") -> tuple[str, dict[str, Any]]:
-    """`fleetgen job new` and `job submit` as a member; with `runs_for`, kwok keeps its pods running
-    that long instead of a few seconds. Both of the pod-complete stage's annotations are needed: kwok
-    takes the jitter bound (default 5 s) as the delay when it is not above the delay
-    (pkg/utils/lifecycle/lifecycle.go:449-450 at v0.8.0), so `delay` alone still ends pods in 5 s."""
-    team = fleet.teams[team_name].config
-    who = stack.identity(f"twin-member@{team_name}.test", (team.members.groups[0],))
-    path = tmp_path / f"{name}.yaml"
-    made = run(REPO, "job", "new", team_name, profile, "--name", name, "-o", str(path))
-    assert made.code == 0, made.err
-    if runs_for:
-        body = yaml.safe_load(path.read_text())
-        jobs = [r["template"] for r in body["spec"]["replicatedJobs"]] if body["kind"] == "JobSet" else [body]
-        for job in jobs:
-            meta = job["spec"]["template"].setdefault("metadata", {})
-            meta.setdefault("annotations", {}).update({"pod-complete.stage.kwok.x-k8s.io/delay": runs_for,
-                                                       "pod-complete.stage.kwok.x-k8s.io/jitter-delay": runs_for})
-        path.write_text(yaml.safe_dump(body))
-    submitted = run(REPO, "job", "submit", str(path), "--kubeconfig", str(who.kubeconfig))
-    assert submitted.code == 0, submitted.err
-    body = yaml.safe_load(path.read_text())
-    return body["metadata"]["namespace"], body
-
-
-DONE = {"JobSet": "Completed", "Job": "Complete"}
-"""The condition each kind of job ends well with."""
-
-
-def completed(stack: Stack, namespace: str, name: str, kind: str = "JobSet") -> bool:
-    return condition(job_object(stack, namespace, name, kind), DONE[kind]).get("status") == "True"
-
-
 def test_a_members_job_is_admitted_bound_to_its_pool_and_runs_to_completion(
         twin: tuple[Stack, Fleet, Twin], tmp_path: Path) -> None:
     stack, fleet, running = twin
     profile = next(p for p in fleet.teams[TEAM].config.job_profiles if p.name == PROFILE)
-    ns, body = submit(stack, fleet, "twin-asr", tmp_path)
+    ns, body = submit(stack, fleet, "twin-asr", tmp_path, TEAM, PROFILE)
     assert wait_for(lambda: condition(workload_of(stack, ns, "twin-asr"), "Admitted").get("status") == "True", 60), \
         condition(workload_of(stack, ns, "twin-asr"), "QuotaReserved")
     selector = "jobset.sigs.k8s.io/jobset-name=twin-asr"
@@ -169,7 +83,7 @@ def test_a_cordoned_and_tainted_node_gets_no_new_pods(twin: tuple[Stack, Fleet, 
     core.patch_node(faulty, {"spec": {"unschedulable": True, "taints": [
         *[{"key": t.key, "value": t.value, "effect": t.effect} for t in taints], UNHEALTHY]}})
     try:
-        ns, _ = submit(stack, fleet, "twin-avoid", tmp_path)
+        ns, _ = submit(stack, fleet, "twin-avoid", tmp_path, TEAM, PROFILE)
         selector = "jobset.sigs.k8s.io/jobset-name=twin-avoid"
         placed = {p.spec.node_name for p in bound_pods(stack, ns, "twin-avoid", profile.nodes)}
         assert placed, f"{[(p.metadata.name, p.status.phase) for p in pods(stack, ns, selector)]}\n{running.logs()}"
@@ -242,39 +156,3 @@ def rendezvous_resolves(stack: Stack, namespace: str, name: str, bound: list[Any
     assert all(p.metadata.labels.items() >= service.spec.selector.items() for p in bound), service.spec.selector
     owner = service.metadata.owner_references[0]
     assert (owner.kind, owner.name) == ("Job", name)  # the garbage collector deletes it with the Job
-
-
-def placed_where_kueue_chose(stack: Stack, cluster: ClusterConfig, namespace: str, name: str, profile: JobProfile,
-                             logs: Callable[[], str] = str, kind: str = "JobSet") -> list[Any]:
-    """The admitted job's pods, once one is bound per node, after checking where: every pod on a node
-    of the profile's pool; with topology, on exactly the hosts Kueue's topology-aware scheduling chose,
-    all in one domain of its level, or whole slices in each domain of the slice level."""
-    label = JOB_KINDS[kind][3]
-    selector = f"{label}={name}"
-    bound = bound_pods(stack, namespace, name, profile.nodes, 120, label)  # one pod per node
-    assert bound, f"{[(p.metadata.name, p.status.phase) for p in pods(stack, namespace, selector)]}\n{logs()}"
-    nodes = {n["metadata"]["name"]: n["metadata"]["labels"] for n in fake_nodes(cluster)}
-    assert {nodes[p.spec.node_name][MANAGED] for p in bound} == {profile.pool}
-    if profile.topology is not None:
-        assigned = sorted(h for hosts in topology_domains(workload_of(stack, namespace, name, kind),
-                                                          "kubernetes.io/hostname").values() for h in hosts)
-        hosts = sorted(p.spec.node_name for p in bound)
-        assert hosts == assigned, (hosts, assigned)  # one pod per host Kueue chose, and only there
-        if profile.topology.slice is None:
-            assert len({nodes[h].get(profile.topology.level) for h in hosts}) == 1, hosts
-        else:
-            per_domain = Counter(nodes[h].get(profile.topology.slice.level) for h in hosts)
-            assert all(n % profile.topology.slice.size == 0 for n in per_domain.values()), per_domain
-    return bound
-
-
-def hosts_of(workload: dict[str, Any] | None) -> set[str]:
-    return {h for hosts in topology_domains(workload, "kubernetes.io/hostname").values() for h in hosts}
-
-
-def brief_workload(workload: dict[str, Any] | None) -> str:
-    status = (workload or {}).get("status") or {}
-    return yaml.safe_dump({"conditions": [{k: c.get(k) for k in ("type", "status", "reason", "message")}
-                                          for c in status.get("conditions") or []],
-                           "unhealthyNodes": status.get("unhealthyNodes"),
-                           "hosts": sorted(hosts_of(workload))})

@@ -26,7 +26,7 @@ from generator.reconciler.nodes import LIST_MAX_NODES, LIST_MAX_PAGES, Executor,
 from generator.reconciler.serve import Metrics
 from tests.conftest import REPO, run
 from tests.faultproxy import FaultProxy
-from tests.reconciler_env import Faulty, watch_for
+from tests.upstream.reconciler_env import Faulty, watch_for
 
 POOLS = [PoolSelector("h100", {"pool": "h100"})]
 LIST = r"/api/v1/nodes\?(?!.*watch=true)"

@@ -381,6 +381,20 @@ def topology_domains(workload: dict[str, Any] | None, level: str) -> dict[str, s
     return out
 
 
+def hosts_of(workload: dict[str, Any] | None) -> set[str]:
+    """The hosts Kueue's topology-aware scheduling placed a Workload's pods on."""
+    return {h for hosts in topology_domains(workload, "kubernetes.io/hostname").values() for h in hosts}
+
+
+def brief_workload(workload: dict[str, Any] | None) -> str:
+    """A Workload's conditions, unhealthy nodes and hosts, as YAML for an assertion's message."""
+    status = (workload or {}).get("status") or {}
+    return yaml.safe_dump({"conditions": [{k: c.get(k) for k in ("type", "status", "reason", "message")}
+                                          for c in status.get("conditions") or []],
+                           "unhealthyNodes": status.get("unhealthyNodes"),
+                           "hosts": sorted(hosts_of(workload))})
+
+
 def rendered_kueue_config(objects: list[dict[str, Any]]) -> dict[str, Any]:
     """The Kueue Configuration of the cluster, as its rendered chart values carry it."""
     for obj in objects:
@@ -433,6 +447,12 @@ def condition(obj: dict[str, Any] | None, kind: str) -> dict[str, Any]:
         if cond.get("type") == kind:
             return dict(cond)
     return {}
+
+
+def flavors(workload: dict[str, Any] | None) -> set[str]:
+    """The ResourceFlavors (pools) Kueue admitted a Workload's pod sets to."""
+    admission = ((workload or {}).get("status") or {}).get("admission") or {}
+    return {flavor for ps in admission.get("podSetAssignments") or [] for flavor in (ps.get("flavors") or {}).values()}
 
 
 def gpu_jobset(team: TeamConfig, name: str, pods: int, gpus: int) -> dict[str, Any]:

@@ -95,6 +95,18 @@ def wait_for(condition: Callable[[], Any], seconds: float, step: float = 0.25) -
     return value
 
 
+def wait_or_fail(condition: Callable[[], Any], seconds: float, what: str) -> Any:
+    """Poll every 0.5 s until `condition()` is truthy and return it; AssertionError saying `what` was not
+    seen after `seconds`."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.5)
+    raise AssertionError(f"{what} within {seconds:.0f} s")
+
+
 def wait_until(proc: Process, ready: Callable[[], bool], seconds: float, what: str) -> None:
     """Poll `ready` until it holds; StartError if the process exits or time runs out."""
     deadline = time.monotonic() + seconds

@@ -259,7 +259,7 @@ def writable_copy(source: Path, dest: Path) -> Path:
 
 SUBCHART_MODULES = {"kubeflow-trainer": {"jobset": "sigs.k8s.io/jobset", "lws": "sigs.k8s.io/lws"}}
 """Per chart, the Go modules that ship its subcharts (`charts/<name>` at the dependency's version). Other
-charts come as their module has them (tests/loki.py drops the subcharts Loki's values leave off)."""
+charts come as their module has them (tests/upstream/loki_server.py drops the subcharts Loki's values leave off)."""
 
 
 def chart(name: str, version: str | None = None) -> Path:

@@ -11,14 +11,34 @@ the kubelet's ending of a deleted pod (TERMINATE).
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from generator.checks import load_fleet
+from generator.config.cluster import ClusterConfig
+from generator.config.fleet import Fleet
+from generator.config.jobs import JobProfile
+from tests.conftest import REPO, SHARED, run
 from tests.upstream import pki, tools
 from tests.upstream.cluster import Stack
+from tests.upstream.fleet import (
+    JOB_KINDS,
+    condition,
+    create_nodes,
+    deploy,
+    fake_nodes,
+    job_object,
+    kustomize_build,
+    rendered_kueue_config,
+    topology_domains,
+    workload_of,
+)
 from tests.upstream.processes import Process, StartError, free_port, spawn, wait_for
 
 MANAGED = "node.fleetgen.io/test-pool"
@@ -172,3 +192,110 @@ def bound_pods(stack: Stack, namespace: str, jobset: str, count: int, seconds: f
         found = [p for p in pods(stack, namespace, f"{label}={jobset}") if p.spec.node_name]
         return found if len(found) == count else []
     return list(wait_for(look, seconds) or [])
+
+
+# ------------------------------------------------------------------ a rendered cluster's twin
+
+
+TWIN_CONTROLLERS = ("job-controller", "deployment-controller", "replicaset-controller", "statefulset-controller",
+                    "endpointslice-controller")
+"""What of kube-controller-manager the twins run beyond the stack's own: Jobs' pods (JobSet's, batch
+Jobs), a serving Deployment's ReplicaSet and pods, a LeaderWorkerSet's StatefulSets' pods, and the
+EndpointSlices of Services (the records cluster DNS serves, pod hostnames of headless Services included)."""
+
+
+@contextmanager
+def running_twin(name: str, etcd: Any, workdir: Path, crds: tuple[dict[str, Any], ...] = (),
+                 logs: Path | None = None, root: Path = REPO) -> Iterator[tuple[Stack, Fleet, Twin]]:
+    """Cluster `name` of the fleet at `root` as rendered, its Nodes from its cluster file, kube-scheduler
+    and kwok; `crds` are served before Kueue starts (an operator's kinds); `logs`, every container's log
+    (Twin.start)."""
+    objects = kustomize_build(root / "rendered" / name) + kustomize_build(root / "rendered" / "gitops" / name)
+    stack = Stack.start(workdir, etcd, kueue_config=rendered_kueue_config(objects),
+                        extra_controllers=TWIN_CONTROLLERS, crds=crds)
+    try:
+        fleet = load_fleet(root)
+        cluster = fleet.clusters[name].config
+        create_nodes(stack, fake_nodes(cluster))
+        refused, _ = deploy(stack, cluster, objects, SHARED / "schemas")
+        assert not refused, refused
+        running = Twin.start(stack, logs)
+        try:
+            yield stack, fleet, running
+        finally:
+            running.stop()
+    finally:
+        stack.stop()
+
+
+@contextmanager
+def operator_twin(name: str, etcd: Any, workdir: Path, crds: tuple[dict[str, Any], ...],
+                  start: Callable[[Stack, Path], Process], root: Path = REPO) -> Iterator[tuple[Stack, Fleet, Twin]]:
+    """`running_twin` with an operator's CRDs and its process `start`ed on it (stopped after), every
+    container's log being CRI_LOG (kwok serves it as each kubelet would)."""
+    logs = workdir / "container.log"
+    logs.write_text(CRI_LOG)
+    with running_twin(name, etcd, workdir, crds=crds, logs=logs, root=root) as running:
+        operator = start(running[0], workdir)
+        try:
+            yield running
+        finally:
+            operator.stop()
+
+
+def submit(stack: Stack, fleet: Fleet, name: str, tmp_path: Path, team_name: str, profile: str,
+           runs_for: str = "") -> tuple[str, dict[str, Any]]:
+    """`fleetgen job new` and `job submit` of a team's profile as a member of the team, named `name`; with
+    `runs_for`, kwok keeps its pods running
+    that long instead of a few seconds. Both of the pod-complete stage's annotations are needed: kwok
+    takes the jitter bound (default 5 s) as the delay when it is not above the delay
+    (pkg/utils/lifecycle/lifecycle.go:449-450 at v0.8.0), so `delay` alone still ends pods in 5 s."""
+    team = fleet.teams[team_name].config
+    who = stack.identity(f"twin-member@{team_name}.test", (team.members.groups[0],))
+    path = tmp_path / f"{name}.yaml"
+    made = run(REPO, "job", "new", team_name, profile, "--name", name, "-o", str(path))
+    assert made.code == 0, made.err
+    if runs_for:
+        body = yaml.safe_load(path.read_text())
+        jobs = [r["template"] for r in body["spec"]["replicatedJobs"]] if body["kind"] == "JobSet" else [body]
+        for job in jobs:
+            meta = job["spec"]["template"].setdefault("metadata", {})
+            meta.setdefault("annotations", {}).update({"pod-complete.stage.kwok.x-k8s.io/delay": runs_for,
+                                                       "pod-complete.stage.kwok.x-k8s.io/jitter-delay": runs_for})
+        path.write_text(yaml.safe_dump(body))
+    submitted = run(REPO, "job", "submit", str(path), "--kubeconfig", str(who.kubeconfig))
+    assert submitted.code == 0, submitted.err
+    body = yaml.safe_load(path.read_text())
+    return body["metadata"]["namespace"], body
+
+
+DONE = {"JobSet": "Completed", "Job": "Complete"}
+"""The condition each kind of job ends well with."""
+
+
+def completed(stack: Stack, namespace: str, name: str, kind: str = "JobSet") -> bool:
+    return condition(job_object(stack, namespace, name, kind), DONE[kind]).get("status") == "True"
+
+
+def placed_where_kueue_chose(stack: Stack, cluster: ClusterConfig, namespace: str, name: str, profile: JobProfile,
+                             logs: Callable[[], str] = str, kind: str = "JobSet") -> list[Any]:
+    """The admitted job's pods, once one is bound per node, after checking where: every pod on a node
+    of the profile's pool; with topology, on exactly the hosts Kueue's topology-aware scheduling chose,
+    all in one domain of its level, or whole slices in each domain of the slice level."""
+    label = JOB_KINDS[kind][3]
+    selector = f"{label}={name}"
+    bound = bound_pods(stack, namespace, name, profile.nodes, 120, label)  # one pod per node
+    assert bound, f"{[(p.metadata.name, p.status.phase) for p in pods(stack, namespace, selector)]}\n{logs()}"
+    nodes = {n["metadata"]["name"]: n["metadata"]["labels"] for n in fake_nodes(cluster)}
+    assert {nodes[p.spec.node_name][MANAGED] for p in bound} == {profile.pool}
+    if profile.topology is not None:
+        assigned = sorted(h for hosts in topology_domains(workload_of(stack, namespace, name, kind),
+                                                          "kubernetes.io/hostname").values() for h in hosts)
+        hosts = sorted(p.spec.node_name for p in bound)
+        assert hosts == assigned, (hosts, assigned)  # one pod per host Kueue chose, and only there
+        if profile.topology.slice is None:
+            assert len({nodes[h].get(profile.topology.level) for h in hosts}) == 1, hosts
+        else:
+            per_domain = Counter(nodes[h].get(profile.topology.slice.level) for h in hosts)
+            assert all(n % profile.topology.slice.size == 0 for n in per_domain.values()), per_domain
+    return bound

@@ -24,9 +24,16 @@ from typing import Any
 
 import yaml
 
+from generator.versions import component
 from tests.conftest import SERVER_POLL
+from tests.rendered import chart_values, kubernetes_version, rendered_object
 from tests.upstream import tools
 from tests.upstream.processes import Process, StartError, free_port, spawn, start_with_retry, wait_until
+
+CLUSTER = "prod-east"
+"""The cluster whose rendered values Loki runs with unless asked."""
+HARDWARE = "NVRM: Xid (PCI:0000:4e:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus."
+"""A kernel line of a hardware-class XID (79), which the rendered rules alert on and the reconciler cordons for."""
 
 
 def chart_version() -> str:
@@ -46,6 +53,23 @@ def helm_template(values: dict[str, Any], tmp_path: Path, kube_version: str) -> 
                           capture_output=True, text=True, check=False, timeout=120)
     assert proc.returncode == 0, proc.stderr
     return [doc for doc in yaml.safe_load_all(proc.stdout) if doc]
+
+
+def loki_chart(tmp_path: Path, cluster: str = CLUSTER) -> list[dict[str, Any]]:
+    """What the pinned Loki chart makes of the cluster's rendered values (the chart the Loki module the tests
+    build ships, which must be the one versions.yaml pins)."""
+    pinned = component("loki")
+    assert chart_version() == pinned.version, (
+        f"the Loki module the tests build ships chart {chart_version()}, versions.yaml pins {pinned.version}")
+    return helm_template(chart_values(cluster, "loki"), tmp_path, f"{kubernetes_version(cluster)}.0")
+
+
+def collector_resource(cluster: str, node: str) -> dict[str, str]:
+    """The resource attributes the rendered collector sets (`resource/node`), for `node`."""
+    collector = yaml.safe_load(rendered_object(cluster, "monitoring", "configmap-fleetgen-kernel-log.yaml")
+                               ["data"]["collector.yaml"])
+    attributes = collector["processors"]["resource/node"]["attributes"]
+    return {a["key"]: str(a["value"]).replace("${env:K8S_NODE_NAME}", node) for a in attributes}
 
 
 def find(docs: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
@@ -205,4 +229,3 @@ class LokiServer:
         with urllib.request.urlopen(request, timeout=10) as resp:
             text = resp.read().decode()
         return yaml.safe_load(text) if not text.lstrip().startswith("{") else json.loads(text)
-
