@@ -141,6 +141,13 @@ def test_its_facts_are_complete_and_agree_with_what_config_keeps(kind: Kind) -> 
         assert op in OPERATORS and kind in operator_kinds(op)
 
 
+def test_the_trainjob_names_the_platforms_runtime() -> None:
+    from generator.config.platform import TRAINER_RUNTIME
+
+    trainjob = next(k for k in KINDS if k.name == "trainjob")
+    assert trainjob.refused is not None and f"({TRAINER_RUNTIME})" in trainjob.refused.why
+
+
 def test_config_knows_the_integrations_of_every_operator_and_no_other() -> None:
     assert {op.key: tuple(sorted(f for k in operator_kinds(op) for f in k.frameworks)) for op in OPERATORS} \
         == OPERATOR_KINDS

@@ -11,31 +11,45 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from generator.cli.common import FullHelpGroup, Name, Seconds, _api, _connection_options, _guard, _root, echo
+from generator.kinds import KINDS, OPERATORS, kind_of, operator_kinds
 
 if TYPE_CHECKING:
     from generator.connection import Connection
+    from generator.jobs import Job, RayCluster
 
 T = TypeVar("T")
 
-# per-kind pieces: read from the kinds registry (generator/kinds) next
-KIND_NAMES = {"jobset": "a JobSet", "job": "a batch Job", "rayjob": "a RayJob", "trainjob": "a TrainJob",
-              "raycluster": "a RayCluster", "deployment": "a serving Deployment",
-              "leaderworkerset": "a serving LeaderWorkerSet"}
-KIND_OPTION = click.option("--kind", type=click.Choice(list(KIND_NAMES)), default="jobset", show_default=True,
-                           help="What NAME is: a JobSet, a batch Job, a RayJob, a TrainJob, a RayCluster, a serving "
-                           "Deployment or LeaderWorkerSet (the Ray kinds where the cluster runs KubeRay, a TrainJob "
-                           "where it runs Kubeflow Trainer, a LeaderWorkerSet where it runs LeaderWorkerSet).")
+KIND_NAMES = {k.name: f"a serving {k.kind}" if k.serving else k.what for k in KINDS}
+"""Each `--kind`, as messages call what NAME is."""
+KIND_OPTION = click.option(
+    "--kind", type=click.Choice(list(KIND_NAMES)), default=KINDS[0].name, show_default=True,
+    help=f"What NAME is: {', '.join(list(KIND_NAMES.values())[:-1])} or {list(KIND_NAMES.values())[-1]} ("
+    + ", ".join(f"{' and '.join(k.what for k in operator_kinds(op))} where the cluster runs {op.title}"
+                for op in OPERATORS) + ").")
+
+
+def _job(api: Connection, name: str, namespace: str, kind: str) -> Job:
+    """The SDK's handle on job NAME of `kind` (a --kind whose record says `sdk_job`)."""
+    from generator.jobs import Job
+
+    return Job.on_cluster(api, name, namespace, kind_of(kind).kind)
+
+
+def _ray_cluster(api: Connection, name: str, namespace: str) -> RayCluster:
+    """The SDK's handle on a kind its `Job` does not handle: a Ray cluster (generator.jobs.ray)."""
+    from generator.jobs import RayCluster
+
+    return RayCluster.on_cluster(api, name, namespace)
 
 
 def _is_kind(api: Connection, name: str, namespace: str, kind: str) -> bool:
     """Whether NAME is an object of `kind` (a --kind value) there; False where that cannot be told."""
-    from generator.jobs import ClusterError, Job, RayCluster
-    from generator.jobs.job import KIND_OPTIONS
+    from generator.jobs import ClusterError
 
     try:
-        if kind == "raycluster":
-            return RayCluster.on_cluster(api, name, namespace).exists()
-        Job.on_cluster(api, name, namespace, KIND_OPTIONS[kind])._read()
+        if not kind_of(kind).sdk_job:
+            return _ray_cluster(api, name, namespace).exists()
+        _job(api, name, namespace, kind)._read()
         return True
     except ClusterError:
         return False
@@ -63,47 +77,35 @@ def _job_or_hint(api: Connection, name: str, namespace: str, command: str, kind:
 
 def _status(api: Connection, name: str, ns: str, kind: str) -> str:
     """The status of NAME of `kind` (a RayCluster's: Kueue's, then its pods', then Ray's)."""
-    from generator.jobs import Job, RayCluster
-    from generator.jobs.job import KIND_OPTIONS
-
-    if kind == "raycluster":
-        return str(RayCluster.on_cluster(api, name, ns).status())
-    return str(_job_or_hint(api, name, ns, "status", kind, Job.on_cluster(api, name, ns, KIND_OPTIONS[kind]).status))
+    if not kind_of(kind).sdk_job:
+        return str(_ray_cluster(api, name, ns).status())
+    return str(_job_or_hint(api, name, ns, "status", kind, _job(api, name, ns, kind).status))
 
 
 def _log_lines(api: Connection, name: str, ns: str, kind: str) -> Callable[..., Iterator[str]]:
     """The `logs` method of NAME of `kind`."""
-    from generator.jobs import Job, RayCluster
-    from generator.jobs.job import KIND_OPTIONS
-
-    return (RayCluster.on_cluster(api, name, ns).logs if kind == "raycluster"
-            else Job.on_cluster(api, name, ns, KIND_OPTIONS[kind]).logs)
+    return _job(api, name, ns, kind).logs if kind_of(kind).sdk_job else _ray_cluster(api, name, ns).logs
 
 
 def _cancel(api: Connection, name: str, ns: str, kind: str) -> None:
-    from generator.jobs import Job, RayCluster
-    from generator.jobs.job import KIND_OPTIONS
-
-    if kind == "raycluster":
-        RayCluster.on_cluster(api, name, ns).down()
+    if not kind_of(kind).sdk_job:
+        _ray_cluster(api, name, ns).down()
     else:
-        _job_or_hint(api, name, ns, "cancel", kind, Job.on_cluster(api, name, ns, KIND_OPTIONS[kind]).cancel)
+        _job_or_hint(api, name, ns, "cancel", kind, _job(api, name, ns, kind).cancel)
 
 
 def _wait(api: Connection, name: str, ns: str, kind: str, until: str, timeout_seconds: float, interval: float,
           progress: Callable[[Any], None]) -> bool:
     """Wait for NAME of `kind` to get `until`; whether it failed."""
     from generator.errors import UsageError
-    from generator.jobs import Job, RayCluster
-    from generator.jobs.job import KIND_OPTIONS
 
-    if kind == "raycluster":  # admitted by Kueue, or running: every pod, as KubeRay calls it ready
+    if not kind_of(kind).sdk_job:  # a Ray cluster: admitted by Kueue, or running: every pod, as KubeRay calls it ready
         if until == "finished":
-            raise UsageError("a RayCluster does not finish: wait --for admitted or running (ready)")
-        RayCluster.on_cluster(api, name, ns).wait("ready" if until == "running" else until, timeout_seconds, interval,
-                                                  progress=progress)
+            raise UsageError(f"{KIND_NAMES[kind]} does not finish: wait --for admitted or running (ready)")
+        _ray_cluster(api, name, ns).wait("ready" if until == "running" else until, timeout_seconds, interval,
+                                         progress=progress)
         return False
-    handle = Job.on_cluster(api, name, ns, KIND_OPTIONS[kind])
+    handle = _job(api, name, ns, kind)
     final = _job_or_hint(api, name, ns, "wait", kind, lambda: handle.wait(
         until=until, timeout_seconds=timeout_seconds, poll=interval, progress=progress))
     return final.phase == "failed"
@@ -182,7 +184,7 @@ def job() -> None:
 @_guard
 def job_new(ctx: click.Context, team: str, profile: str, name: str | None, nodes: int | None, image: str | None,
             output: str | None, command: tuple[str, ...], **conn: Any) -> None:
-    """Print a concrete job (a JobSet, or the profile's `kind`: a batch Job, RayJob, TrainJob or RayCluster)
+    """Print a concrete job (the object of the profile's `kind`: a JobSet, a batch Job, a RayCluster, ...)
     from TEAM's PROFILE; `-- CMD...` replaces the program.
 
     In a fleet repository the profile comes from its files; elsewhere, from the fleet files the
@@ -216,15 +218,14 @@ def job_new(ctx: click.Context, team: str, profile: str, name: str | None, nodes
 @_guard
 def job_submit(ctx: click.Context, what: tuple[str, ...], name: str | None, nodes: int | None, dry_run: bool,
                no_check: bool, **conn: Any) -> None:
-    """Submit FILE (a JobSet, batch Job, RayJob, TrainJob or RayCluster) or TEAM PROFILE to the cluster, after
-    checking it can run.
+    """Submit FILE (an object of any job kind: a JobSet, a batch Job, a RayCluster, ...) or TEAM PROFILE to the
+    cluster, after checking it can run.
 
     The team's quota is checked against the fleet repository's files, or outside one against the
     files the cluster publishes.
     """
     from generator.config.names import name_problem
     from generator.errors import UsageError
-    from generator.jobs import Job, RayCluster
     from generator.jobs import made as making
 
     for kind, value in zip(("team", "profile"), what if len(what) == 2 else (), strict=False):

@@ -7,13 +7,15 @@ from `KINDS`; nothing else in the generator names one.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from generator.config.cluster import ClusterConfig
-from generator.config.jobs import JobProfile
-from generator.config.team import TeamConfig
 from generator.kinds import batch, deployment, jobset, leaderworkerset, raycluster, rayjob, trainjob
 from generator.kinds.base import Body, Kind, Operator
+
+if TYPE_CHECKING:
+    from generator.config.cluster import ClusterConfig
+    from generator.config.jobs import JobProfile
+    from generator.config.team import TeamConfig
 
 KINDS: tuple[Kind, ...] = (
     jobset.KIND,

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from generator.config.cluster import ClusterConfig
-from generator.config.jobs import JobProfile
-from generator.config.team import TeamConfig
 from generator.kinds.rollout import Rollout, no_rollout, nothing_refused
+
+if TYPE_CHECKING:
+    from generator.config.cluster import ClusterConfig
+    from generator.config.jobs import JobProfile
+    from generator.config.team import TeamConfig
 
 Body = dict[str, Any]
 """A Kubernetes object as data."""
@@ -65,7 +67,7 @@ class Refused:
     """More to the fix than removing the field (", or use kind: jobset to choose it")."""
 
 
-NameRule = Callable[[str, JobProfile], list[str]]
+NameRule = Callable[[str, "JobProfile"], list[str]]
 """Why a name cannot name a job of a profile of this kind (its object's and its pods' name limits)."""
 Companion = Callable[[Body], Body | None]
 """The Service a job needs beside it, created with it (None where it needs none)."""

@@ -6,11 +6,8 @@ headless Service of its own, named after it, gives them DNS names, so rank 0 is 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from generator.config.cluster import ClusterConfig
-from generator.config.jobs import JobProfile
-from generator.config.team import TeamConfig
 from generator.errors import UsageError
 from generator.kinds.base import POD_LIMITS, POD_PORTS, POD_REQUESTS, Body, Kind, ended_by_condition, status
 from generator.kinds.jobset import RESERVED_ENV, dns_label_problems, replicated_pod_groups
@@ -25,6 +22,11 @@ from generator.kinds.podspec import (
     rendezvous_env,
     resized,
 )
+
+if TYPE_CHECKING:
+    from generator.config.cluster import ClusterConfig
+    from generator.config.jobs import JobProfile
+    from generator.config.team import TeamConfig
 
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 """The label the API server adds to every Job's pod template (k8s.io/kubernetes v1.36.3

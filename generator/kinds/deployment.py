@@ -3,16 +3,18 @@ that runs the profile's command as written, with a ClusterIP Service on its port
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from generator.config.cluster import ClusterConfig
-from generator.config.jobs import JobProfile
-from generator.config.team import TeamConfig
 from generator.kinds.base import POD_LIMITS, POD_PORTS, POD_REQUESTS, Body, Kind, Refused, never_ends, status
 from generator.kinds.batch import unqueued_labels
 from generator.kinds.jobset import dns_label_problems
 from generator.kinds.podspec import job_labels, pod_template, resized
 from generator.kinds.rollout import STUCK_REASONS, Rollout, conditions, count, pods_refused
+
+if TYPE_CHECKING:
+    from generator.config.cluster import ClusterConfig
+    from generator.config.jobs import JobProfile
+    from generator.config.team import TeamConfig
 
 SERVING_CONTAINER = "server"
 SERVING_PORT = "serving"

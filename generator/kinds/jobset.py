@@ -6,11 +6,8 @@ node rank is its Job completion index. Kueue admits the whole job at once into t
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from generator.config.cluster import ClusterConfig
-from generator.config.jobs import JobProfile
-from generator.config.team import TeamConfig
 from generator.errors import UsageError
 from generator.kinds.base import POD_LIMITS, POD_PORTS, POD_REQUESTS, Body, Kind, ended_by_condition, status
 from generator.kinds.podspec import (
@@ -26,6 +23,11 @@ from generator.kinds.podspec import (
     rendezvous_env,
     resized,
 )
+
+if TYPE_CHECKING:
+    from generator.config.cluster import ClusterConfig
+    from generator.config.jobs import JobProfile
+    from generator.config.team import TeamConfig
 
 JOBSET_API = "jobset.x-k8s.io/v1alpha2"
 RESERVED_ENV = frozenset({"MASTER_ADDR", "MASTER_PORT", "NNODES", "NPROC_PER_NODE", "NODE_RANK",

@@ -3,17 +3,19 @@ pods each, a leader and its workers."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from generator.config.cluster import ClusterConfig
-from generator.config.jobs import JobProfile
-from generator.config.team import TeamConfig
 from generator.kinds.base import Body, Kind, Operator, Refused, never_ends, status
 from generator.kinds.batch import unqueued_labels
 from generator.kinds.deployment import SERVER_UNUSED, SERVING_PORT, server_pod, serving_ports
 from generator.kinds.jobset import dns_label_problems
 from generator.kinds.podspec import job_labels, resized
 from generator.kinds.rollout import Rollout, conditions, count
+
+if TYPE_CHECKING:
+    from generator.config.cluster import ClusterConfig
+    from generator.config.jobs import JobProfile
+    from generator.config.team import TeamConfig
 
 LWS_API = "leaderworkerset.x-k8s.io/v1"
 LWS_NAME = 52

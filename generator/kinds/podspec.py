@@ -7,13 +7,15 @@ from __future__ import annotations
 
 import re
 from decimal import ROUND_FLOOR, Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from generator import quantity
-from generator.config.cluster import ClusterConfig, CpuPool, NodePool, Taint
-from generator.config.jobs import KUBERNETES_GRACE_SECONDS, JobProfile
-from generator.config.team import TeamConfig
 from generator.objectlabels import labels
+
+if TYPE_CHECKING:
+    from generator.config.cluster import ClusterConfig, CpuPool, NodePool, Taint
+    from generator.config.jobs import JobProfile
+    from generator.config.team import TeamConfig
 
 CONTAINER = "trainer"
 NODE_SHARE = Decimal("0.9")
@@ -158,6 +160,8 @@ def pod_template(team: TeamConfig, cluster: ClusterConfig, profile: JobProfile, 
     """The pod template of one node of `profile`: the training container on the pool's nodes (without
     `command`: a Ray worker, which KubeRay starts and which has no rendezvous port). `ports` replace the
     rendezvous port (a server's); `restart_policy` None leaves the pod's to its controller's default."""
+    from generator.config.jobs import KUBERNETES_GRACE_SECONDS
+
     requests, limits, node_labels, taints = _placement(cluster, profile)
     pod_annotations = {}
     if profile.topology is not None:

@@ -3,13 +3,15 @@ both run: a head without GPUs and `nodes` workers pinned to the pool."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from generator.config.cluster import ClusterConfig
-from generator.config.jobs import KUBERNETES_GRACE_SECONDS, JobProfile
-from generator.config.team import TeamConfig
 from generator.kinds.base import POD_LIMITS, POD_PORTS, POD_REQUESTS, Body, Operator
 from generator.kinds.podspec import RESTRICTED_CONTAINER, RESTRICTED_POD, pod_template
+
+if TYPE_CHECKING:
+    from generator.config.cluster import ClusterConfig
+    from generator.config.jobs import JobProfile
+    from generator.config.team import TeamConfig
 
 RAY_API = "ray.io/v1"
 RAY_HEAD = {"cpu": "2", "memory": "8Gi"}
@@ -19,6 +21,8 @@ RAY_HEAD = {"cpu": "2", "memory": "8Gi"}
 def cluster_spec(team: TeamConfig, cluster: ClusterConfig, profile: JobProfile) -> dict[str, Any]:
     """A RayCluster's spec (a RayJob's `rayClusterSpec`): a head without GPUs and `nodes` workers pinned to
     the pool as the profile says; groups are fixed-size, as Kueue admits no autoscaling."""
+    from generator.config.jobs import KUBERNETES_GRACE_SECONDS
+
     env = [{"name": e.name, "value": e.value} for e in profile.env]
     worker = pod_template(team, cluster, profile, env, None, None, grouped=False, container_name="ray-worker")
     head_container: dict[str, Any] = {"name": "ray-head", "image": profile.image, "env": env,

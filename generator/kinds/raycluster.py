@@ -3,15 +3,17 @@ run on, kept until it is deleted, for notebooks and `ray job submit`."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from generator.config.cluster import ClusterConfig
-from generator.config.jobs import JobProfile
-from generator.config.team import TeamConfig
 from generator.kinds.base import Body, Kind, Refused, status
 from generator.kinds.jobset import RESERVED_ENV, dns_label_problems
 from generator.kinds.podspec import job_labels, resized
 from generator.kinds.ray import KUBERAY, RAY_API, RAY_LEADER, RAY_SHAPE, RAY_UNUSED, cluster_spec, ray_pod_groups
+
+if TYPE_CHECKING:
+    from generator.config.cluster import ClusterConfig
+    from generator.config.jobs import JobProfile
+    from generator.config.team import TeamConfig
 
 RAY_CLUSTER_NAME = 53
 """KubeRay's longest RayCluster name, so that its longest Service name fits 63 characters (ray-operator

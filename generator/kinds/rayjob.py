@@ -4,16 +4,18 @@ profile's program as its entrypoint and is torn down when the job ends."""
 from __future__ import annotations
 
 import shlex
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from generator.config.cluster import ClusterConfig
-from generator.config.jobs import JobProfile
-from generator.config.team import TeamConfig
 from generator.errors import UsageError
 from generator.kinds.base import Body, Kind, Refused, status
 from generator.kinds.jobset import RESERVED_ENV, dns_label_problems
 from generator.kinds.podspec import job_labels, resized
 from generator.kinds.ray import KUBERAY, RAY_API, RAY_LEADER, RAY_SHAPE, RAY_UNUSED, cluster_spec, ray_pod_groups
+
+if TYPE_CHECKING:
+    from generator.config.cluster import ClusterConfig
+    from generator.config.jobs import JobProfile
+    from generator.config.team import TeamConfig
 
 RAY_JOB_NAME = 47
 """KubeRay's longest RayJob name: its cluster's name adds 6 characters and must fit 53 (ray-operator

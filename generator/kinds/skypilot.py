@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import re
 import shlex
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from generator.config.cluster import ClusterConfig
-from generator.config.jobs import KUBERNETES_GRACE_SECONDS, JobProfile
-from generator.config.team import TeamConfig
 from generator.kinds.podspec import MAX_EXEC_LABEL, program_env, toleration
+
+if TYPE_CHECKING:
+    from generator.config.cluster import ClusterConfig
+    from generator.config.jobs import JobProfile
+    from generator.config.team import TeamConfig
 
 SKYPILOT_GPU_NAMES = (
     "GB300", "GB200", "B300", "B200", "B100", "GH200", "H200", "H100-80GB", "H100-MEGA", "H100",
@@ -40,6 +42,8 @@ def skypilot_task(team: TeamConfig, cluster: ClusterConfig, profile: JobProfile)
     node labels and tolerations travel in `pod_config`. The namespace cannot be set by a task:
     it comes from `skypilot_config` (see skypilot_config()).
     """
+    from generator.config.jobs import KUBERNETES_GRACE_SECONDS
+
     pool = cluster.pool(profile.pool)
     assert pool is not None
     gpus = profile.gpus_in(pool)

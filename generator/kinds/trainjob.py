@@ -3,16 +3,17 @@ JobSet of `nodes` pods and sets torchrun's PET_* variables."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from generator.config.cluster import ClusterConfig
-from generator.config.jobs import JobProfile
-from generator.config.platform import TRAINER_RUNTIME
-from generator.config.team import TeamConfig
 from generator.errors import UsageError
 from generator.kinds.base import Body, Kind, Operator, Refused, ended_by_condition, status
 from generator.kinds.jobset import pod_name_problems, pods
 from generator.kinds.podspec import job_labels, pod_template, program_env, resized
+
+if TYPE_CHECKING:
+    from generator.config.cluster import ClusterConfig
+    from generator.config.jobs import JobProfile
+    from generator.config.team import TeamConfig
 
 TRAINER_API = "trainer.kubeflow.org/v1alpha1"
 TRAINER_NODE = "node"
@@ -43,6 +44,8 @@ def trainjob(team: TeamConfig, cluster: ClusterConfig, profile: JobProfile, name
     runtime: image, program, nodes and per-node resources in `spec.trainer` (Trainer writes torchrun's
     PET_* settings, rank 0 at `<job>-node-0-0.<job>`), and the pool, topology and /dev/shm as a runtime
     patch of the node pods, the only way the TrainJob API reaches them."""
+    from generator.config.platform import TRAINER_RUNTIME
+
     profile = resized(profile, nodes, image, command)
     name = name or profile.name
     pool = cluster.pool(profile.pool)
@@ -108,7 +111,7 @@ KIND = Kind(
     refused=Refused(fields=(("fail_fast_exit_codes", "failFastExitCodes"), ("max_restarts", "maxRestarts"),
                             ("master_port", "masterPort"),
                             ("termination_grace_period_seconds", "terminationGracePeriodSeconds")),
-                    why=f"its training runtime ({TRAINER_RUNTIME}) decides it",
+                    why="its training runtime (torch-distributed) decides it",
                     fix=", or use kind: jobset to choose it"),
     leader_refused=("a TrainJob's nodes all run the same program (rank 0 is node 0)",
                     "remove leader, or use kind: jobset"),
