@@ -170,12 +170,13 @@ def _profile(kind: Kind) -> Any:
     return load_fleet(REPO).teams[team].config.job_profiles[i]
 
 
-def test_a_kind_no_module_makes_is_refused_at_its_line(fleet_root: Path) -> None:
-    edit(fleet_root, "teams/ml-research.yaml", "    kind: rayjob\n", "    kind: pytorchjob\n")
+@pytest.mark.parametrize("written", ["pytorchjob", "RayJob", "ray-job"])
+def test_a_kind_no_module_makes_is_refused_at_its_line(fleet_root: Path, written: str) -> None:
+    edit(fleet_root, "teams/ml-research.yaml", "    kind: rayjob\n", f"    kind: {written}\n")
     line = next(n for n, text in enumerate((fleet_root / "teams/ml-research.yaml").read_text().splitlines(), 1)
-                if text == "    kind: pytorchjob")
+                if text == f"    kind: {written}")
     result = run(fleet_root, "render")
     assert result.code == 2
     names = ", ".join(repr(k.name) for k in KINDS[:-1])
     assert f"teams/ml-research.yaml:{line}: jobProfiles[3].kind: must be one of {names} or " \
-           f"{KINDS[-1].name!r} (got 'pytorchjob')\n    fix: use one of the listed values" in result.err, result.err
+           f"{KINDS[-1].name!r} (got {written!r})\n    fix: use one of the listed values" in result.err, result.err

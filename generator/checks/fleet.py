@@ -541,6 +541,10 @@ def _profile_problems(fleet: Fleet, team: TeamConfig, profile: JobProfile,
     kind = kind_of(profile.kind)
     for problem in kind.name_problems(profile.name, profile):
         yield ("name",), "name", problem, "choose a shorter profile name or fewer nodes"
+    if kind.runs_program and not profile.command:
+        idle = " or ".join(k.name for k in KINDS if not k.runs_program)
+        yield (), "command", f"command is required for kind {kind.name}: the program every node runs, e.g. " \
+            f"[python, train.py] (only kind {idle} runs none)", "add command: the program to run"
     cluster = fleet.clusters.get(profile.cluster)
     if profile.cluster not in team.quotas or cluster is None:
         yield ("cluster",), "cluster", f"team {team.name!r} has no quota in cluster {profile.cluster!r}", \
@@ -608,14 +612,10 @@ def _topology_problems(profile: JobProfile, pool: NodePool) -> Iterator[Problem]
 
 
 def _program_problems(kind: Kind, profile: JobProfile) -> Iterator[Problem]:
-    """The program a kind's pods run: required where they run one, with no variable that others set, and no
-    fail-fast exit code torchrun gives every fault."""
+    """The program a kind's pods run: with no variable that others set, and no fail-fast exit code torchrun
+    gives every fault."""
     from generator.config.jobs import TORCHRUN_ANY_FAILURE
 
-    if kind.runs_program and not profile.command:
-        idle = " or ".join(k.name for k in KINDS if not k.runs_program)
-        yield (), "command", f"command is required for kind {kind.name}: the program every node runs", \
-            f"set it, e.g. [python, train.py] (only kind {idle} runs none)"
     for j, env in enumerate(profile.env):
         if env.name in kind.reserved_env:
             yield ("env", j, "name"), f"env[{j}].name", f"{env.name} is set {kind.reserved_by}", \

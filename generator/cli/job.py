@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from generator.cli.common import FullHelpGroup, Name, Seconds, _api, _connection_options, _guard, _root, echo
-from generator.kinds import KINDS, OPERATORS, kind_of, operator_kinds
+from generator.kinds import BY_OBJECT, KINDS, OPERATORS, kind_of, operator_kinds
 
 if TYPE_CHECKING:
     from generator.connection import Connection
@@ -257,8 +257,8 @@ def job_submit(ctx: click.Context, what: tuple[str, ...], name: str | None, node
         echo(f"dry run: {made.namespace}/{made.name} accepted by the API server and its admission webhooks; "
              "nothing was created")
         return
-    kind = str((made.body or {}).get("kind"))
-    option = "" if kind == "JobSet" else f" --kind {kind.lower()}"
+    made_kind = BY_OBJECT.get(str((made.body or {}).get("kind")), KINDS[0])
+    option = "" if made_kind is KINDS[0] else f" --kind {made_kind.name}"
     echo(f"submitted {made.namespace}/{made.name}; follow it with: fleetgen job status {made.name} "
          f"--namespace {made.namespace}{option}")
 
@@ -368,7 +368,7 @@ def job_list(ctx: click.Context, team: str | None, namespace: str | None, **conn
     if not jobs and not rays:
         echo("no jobs")
     for found in jobs:
-        echo(f"{found.namespace}/{str(found.status())}" + (f" ({found.of.kind})" if found.of.kind != "JobSet" else ""))
+        echo(f"{found.namespace}/{str(found.status())}" + (f" ({found.of.kind})" if found.of is not KINDS[0] else ""))
     for ray in rays:
         echo(f"{ray.namespace}/{str(ray.status())} (RayCluster)")
 

@@ -71,10 +71,6 @@ def cpu_pool_held(cfg: ClusterConfig, team: TeamConfig) -> CpuLimit | None:
     return pool.limit_for(team.name)
 
 
-"""Share of a CPU-pool node a CPU-only profile's pod requests when it sets no `cpu` or `memory`: as a
-training pod's of a GPU node, the rest left for node agents."""
-
-
 def cpu_profile_fit(cfg: ClusterConfig, team: TeamConfig, pods: int, cpu: str, memory: str) -> tuple[bool, str]:
     """Whether `pods` CPU-only pods of `cpu` and `memory` each can all be admitted at once in the team's CPU pool
     flavor, and the sentence that says so: within what it holds of the pool (never preempted), within the

@@ -67,8 +67,6 @@ class Leader(ConfigModel):
     """Leader arguments; default to the profile's arguments."""
 
 
-KIND_NAME = r"^[a-z][a-z0-9]{0,62}$"
-"""A job kind's name: lower-case letters and digits (generator/kinds names each)."""
 
 
 class JobProfile(ConfigModel):
@@ -77,7 +75,7 @@ class JobProfile(ConfigModel):
 
     name: StrictStr = Field(pattern=PROFILE_NAME, max_length=63)
     """Profile name: the job's name in the template (a DNS-1035 label: starts with a letter)."""
-    kind: StrictStr = Field(default="jobset", pattern=KIND_NAME)
+    kind: StrictStr = "jobset"
     """What the profile renders and runs: one of the job kinds (generator/kinds; the JSON Schema and the
     reference list each with what it makes), checked where the profile is."""
     cluster: StrictStr

@@ -83,10 +83,6 @@ def resolve_profile(team: str, profile: str, root: str | Path | None, api: Conne
     if found is None:
         known = ", ".join(p.name for p in tcfg.job_profiles) or "(none)"
         raise UsageError(f"team {team!r} has no job profile {profile!r}; known: {known}")
-    unknown = unknown_kind(found.kind)
-    if unknown is not None:
-        raise UsageError(f"profile {team}/{profile} has kind {found.kind!r}, which this fleetgen does not make: "
-                         f"kind: {unknown} (a newer fleetgen may: upgrade it)")
     if nodes is not None:
         if nodes < 1:
             raise UsageError(f"nodes must be at least 1, not {nodes}")
@@ -295,7 +291,7 @@ class Job(MadeFromFleet):
         if unknown_kind(profile.kind):
             raise ConfigurationError(f"Job.define: kind: {unknown_kind(profile.kind)}")
         if not kind_of(profile.kind).runs_program:
-            raise ConfigurationError("Job.define: kind='raycluster' is a Ray cluster, not a job: "
+            raise ConfigurationError(f"Job.define: kind={profile.kind!r} is a Ray cluster, not a job: "
                                      "RayCluster(ClusterConfiguration(...), api)")
         return cls(checked_object(fleet, tcfg, profile, f"Job.define({team!r}, {name!r})", refuse=ConfigurationError),
                    api).made_by(fleet, profile, root)

@@ -9,7 +9,8 @@ from generator.connection import Connection
 from generator.errors import UsageError
 from generator.jobs.job import KINDS, Job, checked_object, read_job_file, resolve_profile
 from generator.jobs.ray import RayCluster
-from generator.kinds import kind_of
+from generator.kinds import BY_OBJECT, kind_of
+from generator.kinds import KINDS as REGISTRY
 
 
 def from_profile(team: str, profile: str, *, root: str | Path | None = None, api: Connection | None = None,
@@ -26,7 +27,8 @@ def from_profile(team: str, profile: str, *, root: str | Path | None = None, api
 def from_file(path: str | Path) -> Job | RayCluster:
     """A job of one of KINDS, or a RayCluster, from a YAML file (as `fleetgen job new` writes them)."""
     body = read_job_file(path)
-    if not (body.get("metadata") or {}).get("name") or body.get("kind") not in (*KINDS, "RayCluster"):
-        raise UsageError(f"{path} is not a job: a job file needs kind: {', '.join(KINDS)} or RayCluster, and "
-                         "metadata.name")
-    return RayCluster(None, None, body=body) if body["kind"] == "RayCluster" else Job(body)
+    of = BY_OBJECT.get(str(body.get("kind")))
+    if not (body.get("metadata") or {}).get("name") or of is None:
+        raise UsageError(f"{path} is not a job: a job file needs kind: {', '.join(KINDS)} or "
+                         f"{' or '.join(k.kind for k in REGISTRY if not k.sdk_job)}, and metadata.name")
+    return Job(body) if of.sdk_job else RayCluster(None, None, body=body)

@@ -2,7 +2,9 @@
 integrations (sigs.k8s.io/kueue pkg/controller/jobs/<kind>/): adding a kind is its module and one line here.
 
 The checks, the compilers, the validators, member RBAC, the SDK and the command line read what a kind is
-from `KINDS`; nothing else in the generator names one.
+from `KINDS`. What config keeps below the registry (each operator's Kueue integrations in
+config/cluster.py, which a cluster file is validated against before any kind is known) is held equal to
+it by tests/test_kinds_registry.py.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ by the checks, the compilers, the validators, member RBAC, the SDK and the comma
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -13,12 +13,9 @@ from generator.kinds.rollout import Rollout, no_rollout, nothing_refused
 if TYPE_CHECKING:
     from generator.config.cluster import ClusterConfig
     from generator.config.jobs import JobProfile
-    from generator.config.team import TeamConfig
 
 Body = dict[str, Any]
 """A Kubernetes object as data."""
-Rule = Mapping[str, tuple[str, ...]]
-"""One RBAC PolicyRule: apiGroups, resources and verbs."""
 MEMBER_VERBS = ("create", "delete", "get", "list", "patch", "watch")
 """What a team member may do with a job of a kind in the team's namespaces (no update: a job is replaced,
 not edited in place)."""
@@ -218,7 +215,3 @@ class Kind:
     def api_version(self) -> str:
         """Its object's apiVersion."""
         return f"{self.group}/{self.version}" if self.group else self.version
-
-    def build_for(self, team: TeamConfig, cluster: ClusterConfig, profile: JobProfile, **changes: Any) -> Body:
-        """Its object for `profile`, with the changes `build` takes."""
-        return self.build(team, cluster, profile, **changes)

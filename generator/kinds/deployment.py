@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from generator.kinds.base import POD_LIMITS, POD_PORTS, POD_REQUESTS, Body, Kind, Refused, never_ends, status
 from generator.kinds.batch import unqueued_labels
-from generator.kinds.jobset import dns_label_problems
+from generator.kinds.jobset import name_problems as jobset_name_problems
 from generator.kinds.podspec import job_labels, pod_template, resized
 from generator.kinds.rollout import STUCK_REASONS, Rollout, conditions, count, pods_refused
 
@@ -110,7 +110,7 @@ def deployment_rollout(obj: dict[str, Any]) -> Rollout | None:
 KIND = Kind(
     name="deployment", what="a Deployment", kind="Deployment", group="apps", version="v1", plural="deployments",
     frameworks=("deployment", "pod"), build=deployment, companion=serving_service,
-    name_problems=lambda name, profile: dns_label_problems(name),
+    name_problems=jobset_name_problems,
     refused=Refused(fields=SERVER_UNUSED, why="its replicas serve on their own and are restarted when they exit"),
     serving=True, cpu_only=True,
     pods=pods, ended=never_ends, active=lambda o: int(status(o).get("readyReplicas") or 0),

@@ -22,7 +22,8 @@ NODE_SHARE = Decimal("0.9")
 """Share of a node's allocatable CPU and memory a training pod requests; the rest is left for node
 agents (GPU exporter, log collector, CNI) so a full-node pod still fits."""
 CPU_POD_SHARE = Decimal("0.9")
-"""Share of a CPU-pool node a CPU-only pod requests when its profile sets no `cpu` or `memory`."""
+"""Share of a CPU-pool node a CPU-only profile's pod requests when it sets no `cpu` or `memory`: as a
+training pod's of a GPU node, the rest left for node agents."""
 COMPLETION_INDEX = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
 POD_SUFFIX = 6  # "-xxxxx": the random suffix the Job controller appends to pod names
 MAX_NAME = 63
