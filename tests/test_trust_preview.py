@@ -224,10 +224,14 @@ def test_a_nested_repository_in_rendered_is_an_error(rendered_repo: Path) -> Non
 # --- the helper process --------------------------------------------------------------------------
 
 SLOW_HELPER = """
-import os, sys, time
+import os, signal, sys, time
 from pathlib import Path
 from generator.diff import run
 from generator import cli
+
+# Ctrl-C as a terminal delivers it, even where this test runs in a background job (which starts with
+# SIGINT ignored, and Python then leaves it ignored).
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 def slow(where):
     Path(os.environ["HELPER_PID"]).write_text(str(os.getpid()))
