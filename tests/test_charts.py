@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from generator.checks import load_fleet
+from generator.kinds import frameworks_of
 from tests.conftest import REPO
 from tests.rendered import chart_version
 from tests.upstream.charts import helm_template
@@ -36,7 +37,7 @@ def test_kueue_webhooks_match_team_namespaces_only(cluster: str, upstream_tools:
     pod = hooks["mpod.kb.io"]
     # With the `pod` integration on, the webhook fails closed: it would block everything it matches.
     # A MultiKueue manager dispatches Jobs and JobSets only, and the chart then makes it Ignore.
-    frameworks = load_fleet(REPO).clusters[cluster].config.frameworks
+    frameworks = frameworks_of(load_fleet(REPO).clusters[cluster].config)
     assert pod["failurePolicy"] == ("Fail" if "pod" in frameworks else "Ignore"), frameworks
     team_only = {"matchExpressions": [{"key": "fleetgen.io/team", "operator": "Exists"}]}
     assert all(hook["namespaceSelector"] == team_only for name, hook in hooks.items()

@@ -24,6 +24,7 @@ from generator.checks import load_fleet
 from generator.config.fleet import Fleet
 from generator.config.jobs import JobProfile
 from generator.config.team import TeamConfig
+from generator.kinds import frameworks_of
 from generator.kinds.jobset import jobset
 from tests.conftest import REPO, SHARED, edit, run
 from tests.upstream.cluster import Identity, Stack, provisioning_request_crd
@@ -1079,7 +1080,7 @@ def test_workloads_naming_no_class_get_the_teams_default_priority(deployed: Depl
             "spec": {"replicas": 1, "selector": {"matchLabels": {"app": names["deploy"]}}, "template": {
                 "metadata": {"labels": {"app": names["deploy"]}},
                 "spec": {**pod_spec, "restartPolicy": "Always"}}}})
-        if "deployment" in cluster.frameworks:
+        if "deployment" in frameworks_of(cluster):
             assert deploy.metadata.labels[label] == default
             assert deploy.spec.template.metadata.labels[label] == default  # copied by Kueue's webhook
         else:  # not Kueue's to queue here (dev's Kueue release has no Deployment integration): left alone

@@ -86,6 +86,10 @@ def test_a_worker_lets_the_manager_write_only_in_the_dispatched_teams_namespaces
     (("clusters/hub.yaml", "priorities:", "nodePools: [{name: x, gpu: {product: X, perNode: 1}, nodes: 1, "
       "cpuPerNode: 1, memoryPerNode: 1Gi}]\npriorities:"),
      "a MultiKueue manager has no nodePools: its jobs run on its workers' pools"),
+    (("clusters/hub.yaml", "  version: v0.19.2\n", "  version: v0.19.2\n  integrations: [batch/job, "
+      "jobset.x-k8s.io/jobset, pod]\n"),
+     "clusters/hub.yaml:8: kueue.integrations: a MultiKueue manager dispatches batch/job, jobset.x-k8s.io/jobset, "
+     "ray.io/raycluster, ray.io/rayjob, trainer.kubeflow.org/trainjob only, not pod: its workers grant it no more"),
     (("clusters/prod-west.yaml", "  - name: l40s\n    gpu: {product: NVIDIA-L40S, perNode: 4}",
       "  - name: h100\n    gpu: {product: NVIDIA-L40S, perNode: 4}"),
      "multikueue.workers[1]: pool 'h100' of 'prod-west' has 4 x nvidia.com/gpu per node, another worker's 8"),

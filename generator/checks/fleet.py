@@ -19,7 +19,15 @@ from generator.config.jobs import JobProfile
 from generator.config.messages import shown
 from generator.config.team import TeamConfig
 from generator.errors import Finding
-from generator.kinds import KINDS, OPERATORS, kind_of, operator_kinds, unknown_kind
+from generator.kinds import (
+    KINDS,
+    OPERATORS,
+    dispatched_frameworks,
+    frameworks_of,
+    kind_of,
+    operator_frameworks,
+    unknown_kind,
+)
 from generator.kinds.base import Kind
 
 # Namespaces a team may never claim, whatever a cluster's policy says: granting `edit` there would
@@ -380,8 +388,9 @@ def _multikueue_workers(fleet: Fleet) -> Iterator[Finding]:
                               f"{cfg.kueue.version}: the manager creates its own release's Workloads there",
                               "run the same Kueue minor release on the manager and its workers")
             for operator in OPERATORS:
-                kinds = sorted(f for k in operator_kinds(operator) for f in k.frameworks)
-                if set(kinds) & set(cfg.dispatched_operator_kinds) and not operator.runs_in(wcfg):
+                kinds = operator_frameworks(operator)
+                dispatched = operator.runs_in(cfg) and not operator.multikueue_refusal
+                if dispatched and not operator.runs_in(wcfg):
                     yield Finding(file, line, field, f"the manager dispatches {', '.join(kinds)} (operators."
                                   f"{operator.key}), but {worker!r} does not run that operator: the manager's Kueue "
                                   "would stay disconnected from it, dispatching nothing there",
@@ -640,7 +649,7 @@ def _kind_problems(kind: Kind, profile: JobProfile, cluster: ClusterConfig) -> I
     elif profile.leader is not None and profile.nodes < 2 and profile.launcher == "torchrun":
         yield ("leader",), "leader", "a leader job needs at least 2 nodes (a leader and a worker)", \
             "set nodes to 2 or more, or remove leader"
-    unqueued = [f for f in kind.frameworks if f not in cluster.frameworks]
+    unqueued = [f for f in kind.frameworks if f not in frameworks_of(cluster)]
     if unqueued:
         yield ("kind",), "kind", f"Kueue on {profile.cluster} does not queue this kind (its integrations lack " \
             f"{', '.join(unqueued)}), so it would run outside the team's quota", \
@@ -931,9 +940,41 @@ def _pod_security_exceptions(fleet: Fleet) -> Iterator[Finding]:
                               "name a team of this cluster, or remove the exception")
 
 
+def _operators(fleet: Fleet) -> Iterator[Finding]:
+    """An operator whose kinds Kueue does not queue would run them outside every team's quota; one whose kinds a
+    MultiKueue manager cannot dispatch has no place on a manager; and a manager dispatches only what its
+    workers grant it."""
+    for name in sorted(fleet.clusters):
+        loaded = fleet.clusters[name]
+        cfg = loaded.config
+        file, line = loaded.at("operators")
+        for operator in OPERATORS:
+            if not operator.runs_in(cfg):
+                continue
+            kinds = operator_frameworks(operator)
+            if cfg.multikueue is not None and operator.multikueue_refusal:
+                yield Finding(file, line, "operators", f"{operator.key} is on, but a MultiKueue manager cannot "
+                              f"dispatch its kinds ({', '.join(kinds)}): {operator.multikueue_refusal}",
+                              f"turn operators.{operator.key} on in the worker clusters' files and submit those there")
+                continue
+            missing = [kind for kind in kinds if kind not in cfg.kueue.frameworks]
+            if missing:
+                yield Finding(file, line, "operators", f"{operator.key} is on, but Kueue would not queue "
+                              f"{' or '.join(missing)}, so they would run outside every team's quota",
+                              f"add {', '.join(missing)} to kueue.integrations")
+        if cfg.multikueue is not None and cfg.kueue.integrations is not None:
+            dispatched = dispatched_frameworks(None, cfg.operators)
+            beyond = [f for f in cfg.kueue.integrations if f not in dispatched]
+            if beyond:
+                file, line = loaded.at("kueue", "integrations")
+                yield Finding(file, line, "kueue.integrations", f"a MultiKueue manager dispatches "
+                              f"{', '.join(dispatched)} only, not {', '.join(beyond)}: its workers grant it no more",
+                              "omit kueue.integrations, and turn on operators.ray for the Ray kinds")
+
+
 RULES: list[Callable[[Fleet], Iterator[Finding]]] = [
-    _kubernetes_versions, _reserved_cluster_names, _reserved_team_names, _unique_within_cluster, _cohort_tree,
-    _team_names, _namespaces, _subjects, _quota_references, _capacity, _job_profiles, _fair_sharing,
+    _operators, _kubernetes_versions, _reserved_cluster_names, _reserved_team_names, _unique_within_cluster,
+    _cohort_tree, _team_names, _namespaces, _subjects, _quota_references, _capacity, _job_profiles, _fair_sharing,
     _allowed_priorities, _stop_policy, _flavor_order, _fungibility_preference, _cohort_quotas, _cpu_pool,
     _admission_checks, _multikueue_workers, _multikueue_quotas, _pod_security_exceptions, _team_policy,
     _shared_pool_settings, _shared_pool_quotas,

@@ -18,6 +18,7 @@ from generator.compile.manifest import Manifest, labels
 from generator.config.cluster import ClusterConfig
 from generator.config.fleet import Loaded
 from generator.config.team import TeamConfig
+from generator.kinds import frameworks_of
 
 ADMISSION = "admissionregistration.k8s.io/v1"
 
@@ -224,7 +225,7 @@ def _unclassed(group: str, resource: str, paths: tuple[tuple[str, ...], ...]) ->
 
 def integration_kinds(cfg: ClusterConfig) -> list[str]:
     """The cluster's Kueue integrations whose kinds the default-priority policy knows, in order."""
-    return [f for f in cfg.frameworks if f in INTEGRATION_KINDS]
+    return [f for f in frameworks_of(cfg) if f in INTEGRATION_KINDS]
 
 
 def default_priority_policy(cluster: Loaded[ClusterConfig], team: Loaded[TeamConfig]) -> list[Manifest]:

@@ -30,6 +30,7 @@ from generator.compile.namespace_policies import TEAM_NAMESPACES
 from generator.config.cluster import ClusterConfig
 from generator.config.fleet import Loaded
 from generator.config.team import TeamConfig
+from generator.kinds import frameworks_of
 
 GRACE_POLICY = "fleetgen-reclaim-deadline"
 KUBERNETES_GRACE_SECONDS = 30
@@ -122,7 +123,7 @@ def grace_policy(cluster: Loaded[ClusterConfig], teams: list[Loaded[TeamConfig]]
 
 def batch_kinds(cfg: ClusterConfig) -> list[tuple[str, str]]:
     """(group, resource) of the cluster's Kueue integrations a team's maxExecutionTime limits."""
-    return [INTEGRATION_KINDS[f][:2] for f in cfg.frameworks if f in BATCH_FRAMEWORKS and f in INTEGRATION_KINDS]
+    return [INTEGRATION_KINDS[f][:2] for f in frameworks_of(cfg) if f in BATCH_FRAMEWORKS and f in INTEGRATION_KINDS]
 
 
 def _label(obj: str) -> str:

@@ -17,6 +17,7 @@ from generator.compile.manifest import Manifest, labels
 from generator.config.cluster import ClusterConfig, MultiKueue
 from generator.config.fleet import Loaded
 from generator.config.team import TeamConfig
+from generator.kinds import dispatched_frameworks
 
 RBAC = "rbac.authorization.k8s.io"
 CONTROLLER = "kueue.x-k8s.io/multikueue"
@@ -102,7 +103,7 @@ def worker_objects(cluster: Loaded[ClusterConfig], teams: list[Loaded[TeamConfig
         out.append(Manifest(SHARED, token, cluster.at("name")))
         grantee, write_role = manager_grant(manager)
         subject = [grantee]
-        dispatched = cfg.dispatched_by(manager)
+        dispatched = tuple(dispatched_frameworks(*cfg.dispatched_by(manager)))
         for suffix, rules in (("read", read_rules(dispatched)), ("write", write_rules(dispatched))):
             out.append(Manifest(SHARED, {"apiVersion": f"{RBAC}/v1", "kind": "ClusterRole",
                                          "metadata": {"name": f"fleetgen-{sa}-{suffix}", "labels": labels(cfg.name)},

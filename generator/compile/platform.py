@@ -25,6 +25,7 @@ from generator.compile.monitoring import (
 from generator.config.cluster import ClusterConfig, kueue_tuple
 from generator.config.fleet import Loaded, fair_sharing
 from generator.config.team import TeamConfig
+from generator.kinds import frameworks_of
 from generator.versions import Component, component
 from generator.yamltext import to_yaml
 
@@ -70,7 +71,7 @@ def kueue_configuration(cfg: ClusterConfig, teams: list[Loaded[TeamConfig]]) -> 
                              "requeuingStrategy": {"timestamp": "Eviction",
                                                    "backoffBaseSeconds": wait.backoff_base_seconds,
                                                    "backoffMaxSeconds": wait.backoff_max_seconds}},
-        "integrations": {"frameworks": cfg.frameworks},
+        "integrations": {"frameworks": frameworks_of(cfg)},
         "manageJobsWithoutQueueName": cfg.kueue.manage_jobs_without_queue_name,
         # Kueue manages team namespaces only. The chart also makes this the namespaceSelector of
         # its webhooks (charts/kueue/templates/webhook/manifests.yaml:42-52 at v0.19.2), so with

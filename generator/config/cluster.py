@@ -12,7 +12,6 @@ from pydantic import (
     StrictBool,
     StrictInt,
     StrictStr,
-    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -104,27 +103,11 @@ pkg/cel/environment/base.go:52-57 and 137-142), so a 1.30 server refuses a polic
 """The first Kubernetes minor that serves MutatingAdmissionPolicy without a feature gate."""
 FLEETGEN_FRAMEWORKS = ("batch/job", "jobset.x-k8s.io/jobset", "kubeflow.org/pytorchjob", "pod")
 """What fleetgen's own job templates and the health of its queues rely on."""
-OPERATOR_KINDS = {"ray": ("ray.io/raycluster", "ray.io/rayjob"), "trainer": ("trainer.kubeflow.org/trainjob",),
-                  "lws": ("leaderworkerset.x-k8s.io/leaderworkerset",)}
-"""Per operator, the kinds Kueue must queue where it runs: each makes pods from a team's quota."""
 MULTIKUEUE_FRAMEWORKS = ("batch/job", "jobset.x-k8s.io/jobset")
 """What a MultiKueue manager dispatches: its client on each worker watches every enabled
 integration's kind and stays disconnected while one is not served there (the real Kueue v0.19.2
 reported `no matches for kind "MPIJob"` for the chart's defaults); fleetgen installs JobSet on
 every cluster and grants the manager these kinds on its workers."""
-MULTIKUEUE_OPERATORS = {
-    "ray": "",
-    "trainer": "",
-    "lws": "a LeaderWorkerSet v0.9.0 has no spec.managedBy, so its controller would also run the manager's copy "
-           "of every LeaderWorkerSet that MultiKueue dispatches",
-}
-"""Per operator, why a MultiKueue manager may not turn it on ("" where it may). With `operators.ray` a
-manager also dispatches RayJobs and RayClusters: KubeRay v1.6.2 leaves alone what Kueue's webhook
-marks `spec.managedBy: kueue.x-k8s.io/multikueue` (ray-operator `controllers/ray/rayjob_controller.go:108`,
-`raycluster_controller.go:163`). With `operators.trainer`, TrainJobs: Kubeflow Trainer v2.2.1's controller
-reads no spec.managedBy (pkg/controller/trainjob_controller.go), so a manager gets Trainer's CRDs and
-runtimes without its controller (see compile/platform.py). Every worker must run the operator too."""
-
 
 class WaitForPodsReady(ConfigModel):
     """All-or-nothing start of multi-node jobs (Kueue `waitForPodsReady`)."""
@@ -733,57 +716,26 @@ class ClusterConfig(ConfigModel):
     """Make this cluster a MultiKueue manager over worker clusters of the fleet."""
     operators: Operators = Operators()
     """Job operators the platform installs (KubeRay, Kubeflow Trainer), beyond JobSet."""
-    _managers: dict[str, tuple[str, ...]] = PrivateAttr(default_factory=dict)
-    """MultiKueue managers that list this cluster as a worker, each with the Kueue integrations it
-    dispatches (set when the fleet is loaded)."""
-
-    @field_validator("operators")
-    @classmethod
-    def _operators_queued(cls, value: Operators, info: ValidationInfo) -> Operators:
-        """An operator whose kinds Kueue does not queue would run them outside every team's quota."""
-        kueue = info.data.get("kueue")
-        for operator, kinds in OPERATOR_KINDS.items():
-            if not getattr(value, operator):
-                continue
-            if info.data.get("multikueue") is not None and MULTIKUEUE_OPERATORS[operator]:
-                raise ValueError(f"{operator} is on, but a MultiKueue manager cannot dispatch its kinds "
-                                 f"({', '.join(kinds)}): {MULTIKUEUE_OPERATORS[operator]}; turn operators.{operator} "
-                                 "on in the worker clusters' files and submit those there")
-            missing = [kind for kind in kinds if kueue is not None and kind not in kueue.frameworks]
-            if missing:
-                raise ValueError(f"{operator} is on, but Kueue would not queue {' or '.join(missing)}, so they would "
-                                 f"run outside every team's quota: add {', '.join(missing)} to kueue.integrations")
-        return value
+    _managers: dict[str, tuple[tuple[str, ...] | None, Operators]] = PrivateAttr(default_factory=dict)
+    """MultiKueue managers that list this cluster as a worker, each with what decides the Kueue
+    integrations it dispatches: its `kueue.integrations` and its operators (set when the fleet is loaded;
+    generator.kinds.dispatched_frameworks reads them)."""
 
     @property
     def managers(self) -> tuple[str, ...]:
         """MultiKueue managers dispatching to this cluster, sorted."""
         return tuple(sorted(self._managers))
 
-    def dispatched_by(self, manager: str) -> tuple[str, ...]:
-        """The Kueue integrations whose kinds `manager` dispatches here (its client watches them)."""
-        return self._managers.get(manager, ())
+    def dispatched_by(self, manager: str) -> tuple[tuple[str, ...] | None, Operators]:
+        """What decides the Kueue integrations `manager` dispatches here: its `kueue.integrations` (None:
+        unset) and its operators."""
+        return self._managers.get(manager, ((), Operators()))
 
-    def with_managers(self, managers: dict[str, tuple[str, ...]]) -> ClusterConfig:
+    def with_managers(self, managers: dict[str, tuple[tuple[str, ...] | None, Operators]]) -> ClusterConfig:
         """A copy that knows the managers dispatching to it, and what each dispatches."""
         copy = self.model_copy()
         copy._managers = dict(sorted(managers.items()))
         return copy
-
-    @property
-    def frameworks(self) -> list[str]:
-        """The Kueue integrations of the cluster: a manager's are what it can dispatch."""
-        if self.multikueue is not None and self.kueue.integrations is None:
-            return list(MULTIKUEUE_FRAMEWORKS) + self.dispatched_operator_kinds
-        return self.kueue.frameworks
-
-    @property
-    def dispatched_operator_kinds(self) -> list[str]:
-        """On a MultiKueue manager, the operators' kinds it dispatches besides MULTIKUEUE_FRAMEWORKS."""
-        if self.multikueue is None:
-            return []
-        return [kind for operator, kinds in OPERATOR_KINDS.items() if getattr(self.operators, operator)
-                and not MULTIKUEUE_OPERATORS[operator] for kind in kinds]
 
     @property
     def runs_own_images(self) -> list[str]:
@@ -814,12 +766,6 @@ class ClusterConfig(ConfigModel):
                                ("admissionChecks", self.admission_checks)):
                 if value:
                     raise ValueError(f"a MultiKueue manager has no {key}: its jobs run on its workers' pools")
-            dispatched = [*MULTIKUEUE_FRAMEWORKS, *self.dispatched_operator_kinds]
-            beyond = [f for f in self.kueue.integrations or [] if f not in dispatched]
-            if beyond:
-                raise ValueError(f"a MultiKueue manager dispatches {', '.join(dispatched)} only, not "
-                                 f"{', '.join(beyond)}: its workers grant it no more (omit kueue.integrations, "
-                                 "and turn on operators.ray for the Ray kinds)")
         return self
 
     def pool(self, name: str) -> NodePool | None:

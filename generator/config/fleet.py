@@ -15,6 +15,7 @@ from pydantic import BaseModel, ValidationError
 from generator import quantity, repofiles
 from generator.config.cluster import ClusterConfig, NodePool
 from generator.config.messages import findings_from
+from generator.config.platform import Operators
 from generator.config.team import TeamConfig
 from generator.config.yamlsource import Source, load_source
 from generator.errors import Finding, InputError, UsageError
@@ -144,14 +145,16 @@ def with_worker_pools(clusters: dict[str, Loaded[ClusterConfig]],
     would admit), and no node labels or taints (the manager has no such nodes). Pools a worker shares
     by usage are left out: MultiKueue creates a job in the team's own queue on the worker."""
     out = dict(clusters)
-    managers_of: dict[str, dict[str, tuple[str, ...]]] = {}
+    managers_of: dict[str, dict[str, tuple[tuple[str, ...] | None, Operators]]] = {}
     for name, manager in clusters.items():
         mk = manager.config.multikueue
         if mk is None:
             continue
         pools: dict[str, NodePool] = {}
         for i, worker in enumerate(mk.workers):
-            managers_of.setdefault(worker, {})[name] = tuple(manager.config.frameworks)
+            integrations = manager.config.kueue.integrations
+            managers_of.setdefault(worker, {})[name] = (tuple(integrations) if integrations is not None else None,
+                                                        manager.config.operators)
             if worker not in clusters or clusters[worker].config.multikueue is not None:
                 continue  # the checks name it
             shared = set(clusters[worker].config.shared_pools)

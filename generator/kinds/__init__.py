@@ -2,9 +2,7 @@
 integrations (sigs.k8s.io/kueue pkg/controller/jobs/<kind>/): adding a kind is its module and one line here.
 
 The checks, the compilers, the validators, member RBAC, the SDK and the command line read what a kind is
-from `KINDS`. What config keeps below the registry (each operator's Kueue integrations in
-config/cluster.py, which a cluster file is validated against before any kind is known) is held equal to
-it by tests/test_kinds_registry.py.
+from `KINDS`; nothing else in the generator names one.
 """
 
 from __future__ import annotations
@@ -17,6 +15,7 @@ from generator.kinds.base import Body, Kind, Operator
 if TYPE_CHECKING:
     from generator.config.cluster import ClusterConfig
     from generator.config.jobs import JobProfile
+    from generator.config.platform import Operators
     from generator.config.team import TeamConfig
 
 KINDS: tuple[Kind, ...] = (
@@ -60,6 +59,29 @@ def kind_schema(default: str) -> dict[str, object]:
 def operator_kinds(operator: Operator) -> tuple[Kind, ...]:
     """The kinds `operator` runs."""
     return tuple(k for k in KINDS if k.operator is operator)
+
+
+def operator_frameworks(operator: Operator) -> list[str]:
+    """The Kueue integrations of the kinds `operator` runs, sorted: Kueue must queue them where it runs."""
+    return sorted(f for k in operator_kinds(operator) for f in k.frameworks)
+
+
+def dispatched_frameworks(integrations: tuple[str, ...] | list[str] | None, operators: Operators) -> list[str]:
+    """The Kueue integrations a MultiKueue manager dispatches: its `kueue.integrations` when set, else
+    MULTIKUEUE_FRAMEWORKS and the kinds of each operator it turns on that a manager may dispatch."""
+    from generator.config.cluster import MULTIKUEUE_FRAMEWORKS
+
+    if integrations is not None:
+        return list(dict.fromkeys(integrations))
+    return [*MULTIKUEUE_FRAMEWORKS, *(f for op in OPERATORS if getattr(operators, op.key) and not op.multikueue_refusal
+                                      for f in operator_frameworks(op))]
+
+
+def frameworks_of(cluster: ClusterConfig) -> list[str]:
+    """The Kueue integrations of the cluster: a manager's are what it can dispatch."""
+    if cluster.multikueue is not None:
+        return dispatched_frameworks(cluster.kueue.integrations, cluster.operators)
+    return cluster.kueue.frameworks
 
 
 def job_object(team: TeamConfig, cluster: ClusterConfig, profile: JobProfile, **changes: Any) -> Body:

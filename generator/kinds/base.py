@@ -39,6 +39,9 @@ class Operator:
     it runs (its chart aggregates none of its roles to `edit`)."""
     instead: str
     """The kind to use where a cluster does not run it."""
+    multikueue_refusal: str = ""
+    """Why a MultiKueue manager may not turn it on ("" where it may, and then dispatches its kinds: every
+    worker must run it too)."""
 
     @property
     def member_rules(self) -> list[dict[str, list[str]]]:

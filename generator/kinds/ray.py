@@ -52,7 +52,10 @@ def ray_pod_groups(ray: Body) -> list[tuple[int, Body]]:
 
 KUBERAY = Operator(key="ray", title="KubeRay", api_groups=("ray.io",),
                    member_resources=("rayclusters", "rayjobs", "rayservices"), instead="jobset")
-"""KubeRay v1.6.2's chart aggregates none of its editor roles to `edit`: members get the Ray kinds where it runs."""
+"""KubeRay v1.6.2's chart aggregates none of its editor roles to `edit`: members get the Ray kinds where it runs.
+A MultiKueue manager may run it and dispatch the Ray kinds: KubeRay leaves alone what Kueue's webhook marks
+`spec.managedBy: kueue.x-k8s.io/multikueue` (ray-operator v1.6.2 controllers/ray/rayjob_controller.go:108,
+raycluster_controller.go:163)."""
 RAY_LEADER = ("{what}'s head is its leader", "remove leader (the head runs Ray's driver)")
 """A Ray kind's head is its leader: `leader` is refused."""
 RAY_UNUSED = (("launcher", "launcher"), ("fail_fast_exit_codes", "failFastExitCodes"), ("master_port", "masterPort"))
