@@ -110,6 +110,12 @@ TOOLS: tuple[Tool, ...] = (
     Tool("kueue", "sigs.k8s.io/kueue", "v0.19.2", "sigs.k8s.io/kueue/cmd/kueue", via_go_mod=True, manifests=True,
          stamps=("-X sigs.k8s.io/kueue/pkg/version.GitVersion=v0.19.2",
                  "-X sigs.k8s.io/kueue/pkg/version.GitCommit=8eab68778fc1b52affe165fdf5af29d1e9b4f3cb")),
+    # Kueue's own CLI (`kubectl kueue`) at the controller's tag, as an ML engineer runs it against the twin.
+    # Its module has no replace directives, so `go install` builds it with Kueue's own go.mod, as upstream's
+    # release does (Makefile:552 at v0.19.2); in our go.mod it would move the whole family's stamps.
+    Tool("kueuectl", "sigs.k8s.io/kueue", "v0.19.2", "sigs.k8s.io/kueue/cmd/kueuectl", via_go_mod=False,
+         stamps=("-X sigs.k8s.io/kueue/pkg/version.GitVersion=v0.19.2",
+                 "-X sigs.k8s.io/kueue/pkg/version.GitCommit=8eab68778fc1b52affe165fdf5af29d1e9b4f3cb")),
     Tool("jobset", "sigs.k8s.io/jobset", "v0.12.0", "sigs.k8s.io/jobset", via_go_mod=True, manifests=True,
          stamps=("-X sigs.k8s.io/jobset/pkg/version.GitVersion=v0.12.0",
                  "-X sigs.k8s.io/jobset/pkg/version.GitCommit=09e9a3bb4b64dbe75b5b0119d3623903f0434643")),
@@ -213,7 +219,7 @@ single-threaded link leave the rest idle); a second build fills that."""
 BUILD_WEIGHT = {"loki": 548, "argocd": 435, "source-controller": 401, "prometheus": 329, "kustomize-controller": 227,
                 "kubeflow-trainer": 153, "lws": 155, "helm": 133, "kwok": 130, "kuberay-operator": 123,
                 "helm-controller": 110, "prometheus-operator": 226, "promtool": 101, "flux": 88,
-                "dockerfile-lint": 86, "kubeconform": 33}
+                "dockerfile-lint": 86, "kubeconform": 33, "kueuectl": 307}
 """Seconds each standalone tool took on a cold 2-core machine (its stamp's `seconds`), so the longest start first."""
 
 
