@@ -27,6 +27,15 @@ that leaves open:
   pod template may name only a class of the ladder, and a pod or Kueue Workload may run only at a
   value of the ladder (or at most its lowest rung, 0 if that is below it): a PriorityClass of a
   ladder's name but another value is refused where Kueue copies it, on the Workload.
+- `fleetgen-team-workloads`: members may patch their Workloads for one thing, `spec.active`, the switch
+  `kueuectl stop|resume workload` flips (kueue v0.19.2 cmd/kueuectl/app/options/
+  update_workload_activation_options.go:104-117). Kueue's own webhook and CRD rules leave the rest
+  open while a Workload holds no quota and `spec.priority` always (pkg/webhooks/workload_webhook.go:374-395
+  freezes pod sets only under a quota reservation), so a member could lift a job up the ladder, move it
+  to another queue or change what it asks for. Nor may a member resume a Workload Kueue deactivated
+  itself (its maximum execution time, a rejecting admission check): Kueue drops the time it has run on
+  deactivation (pkg/controller/core/workload_controller.go:921-926), so resuming it would grant a whole
+  new maximum execution time.
 """
 
 from __future__ import annotations
@@ -53,6 +62,7 @@ PLACEMENT_POLICY = "fleetgen-team-pod-placement"
 EGRESS_POLICY = "fleetgen-team-egress"
 OBJECTS_POLICY = "fleetgen-team-objects"
 ISOLATION_POLICY = "fleetgen-team-isolation"
+WORKLOADS_POLICY = "fleetgen-team-workloads"
 LADDER_POLICY = "fleetgen-team-priorities"
 DNS_LABELS = (DNS["namespaceSelector"]["matchLabels"], DNS["podSelector"]["matchLabels"])
 """The namespace and pod labels of the cluster DNS, as fleetgen's isolation policy selects it."""
@@ -217,6 +227,68 @@ def objects_policy(cfg: ClusterConfig) -> dict[str, Any]:
     })
 
 
+KUEUE_DEACTIVATED = "DeactivatedDueTo"
+"""How the reason of a Workload's Evicted condition starts when Kueue deactivated it itself, the cause
+following (kueue v0.19.2 pkg/workload/evict/evict.go:182-185, pkg/workload/patching/patching.go:302-304);
+a deactivation by `spec.active` alone leaves the bare `Deactivated`."""
+
+
+def _unchanged(path: str) -> str:
+    """CEL: the map at `path` of the object is the old object's (absent counts as empty)."""
+    return f"object.{path}.orValue({{}}) == oldObject.{path}.orValue({{}})"
+
+
+def workloads_policy(cfg: ClusterConfig) -> dict[str, Any]:
+    """A member's update of a Workload changes `spec.active` and nothing else, and turns on only one
+    that Kueue did not deactivate. It binds the same requests as `fleetgen-team-objects` (people, the
+    namespace's ServiceAccounts, `allowedSystemSubjects`): Kueue's controllers, which write priority,
+    pod sets and activation themselves, pass. Every other spec key is compared generically, so a field
+    a later Kueue adds is frozen too. Kueue's own mark of its deactivations is the Evicted reason
+    (evict.go:48-53, IsEvictedDueToDeactivationByKueue) or a DeactivationTarget condition still set;
+    a Workload it deactivates for the requeuing limit while already evicted for PodsReadyTimeout keeps
+    that reason (workload_controller.go:677-696), so that one a member can still resume."""
+    allowed = sorted(cfg.tenancy.allowed_system_subjects)
+    member = " || ".join([
+        "!request.userInfo.username.startsWith('system:')",
+        "request.userInfo.username.startsWith('system:serviceaccount:' + request.namespace + ':')",
+        *([f"request.userInfo.username in {_cel_list(allowed)}",
+           f"request.userInfo.groups.exists(g, g in {_cel_list(allowed)})"] if allowed else [])])
+    return _policy(cfg, WORKLOADS_POLICY, {
+        "matchConstraints": _rules((("kueue.x-k8s.io", "workloads"),), ["UPDATE"]),
+        "matchConditions": [
+            {"name": "not-system-masters", "expression": "!('system:masters' in request.userInfo.groups)"},
+            {"name": "member", "expression": member},
+        ],
+        "variables": [
+            {"name": "spec", "expression": "object.?spec.orValue({})"},
+            {"name": "oldSpec", "expression": "oldObject.?spec.orValue({})"},
+            {"name": "resumed", "expression": ("variables.spec.?active.orValue(true) && "
+                                               "!variables.oldSpec.?active.orValue(true)")},
+            {"name": "kueueDeactivated", "expression": (
+                "oldObject.?status.?conditions.orValue([]).filter(c, c.status == 'True' && "
+                f"((c.type == 'Evicted' && c.?reason.orValue('').startsWith({_cel_text(KUEUE_DEACTIVATED)})) || "
+                "c.type == 'DeactivationTarget')).map(c, c.?reason.orValue(c.type))")},
+        ],
+        "validations": [
+            {"expression": ("variables.oldSpec.all(k, k == 'active' || (k in variables.spec && "
+                            "variables.spec[k] == variables.oldSpec[k])) && "
+                            "variables.spec.all(k, k == 'active' || k in variables.oldSpec) && "
+                            + " && ".join(_unchanged(f"metadata.?{m}") for m in
+                                          ("labels", "annotations")) + " && "
+                            + " && ".join(f"object.metadata.?{m}.orValue([]) == oldObject.metadata.?{m}.orValue([])"
+                                          for m in ("finalizers", "ownerReferences"))),
+             "message": ("team members may change only spec.active of a Workload (kueuectl stop|resume workload): "
+                         "its priority, queue, pod sets and metadata are what the job and Kueue made it; change "
+                         "or resubmit the job instead"),
+             "reason": "Forbidden"},
+            {"expression": "!variables.resumed || variables.kueueDeactivated.size() == 0",
+             "messageExpression": ("'Kueue deactivated this Workload itself (' + variables.kueueDeactivated.join(', ') "
+                                   "+ '): a team member may not resume it; submit the job again'"),
+             "reason": "Forbidden"},
+        ],
+    })
+
+
 def _templates_on_ladder(expr: str, steps: tuple[str, ...], names: str, depth: int = 0) -> str:
     """CEL: every pod spec at `steps` under `expr` names no priorityClassName or one of `names`."""
     if not steps:
@@ -301,7 +373,7 @@ def namespace_policies(cluster: Loaded[ClusterConfig]) -> list[Manifest]:
     """The policies and their bindings, once per cluster (the egress one with network isolation)."""
     cfg = cluster.config
     where = cluster.at("tenancy")
-    policies = [placement_policy(cfg), objects_policy(cfg)]
+    policies = [placement_policy(cfg), objects_policy(cfg), workloads_policy(cfg)]
     if cfg.tenancy.network.isolate:
         policies.append(egress_policy(cfg))
     out = [Manifest(("teams",), body, where) for policy in policies
