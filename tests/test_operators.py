@@ -126,15 +126,21 @@ def test_prod_east_installs_kubeflow_trainer_after_kueue_and_jobset() -> None:
 
 
 def test_members_get_trainjobs_only_where_trainer_runs() -> None:
-    """TrainJobs, not TrainingRuntimes (whose pod templates would pass by the profiles' rules)."""
-    def trainer_rules(cluster: str) -> list[dict]:
-        role = _load(f"{cluster}/teams/clusterrole-fleetgen-team-member.yaml")
-        return [rule for rule in role["rules"] if "trainer.kubeflow.org" in rule["apiGroups"]]
+    """TrainJobs, and reads of the runtimes they name (what Kubeflow's Trainer SDK lists), never a write of a
+    TrainingRuntime (whose pod templates would pass by the profiles' rules)."""
+    def trainer_rules(cluster: str, role: str = "teams/clusterrole-fleetgen-team-member.yaml") -> list[dict]:
+        return [rule for rule in _load(f"{cluster}/{role}")["rules"] if "trainer.kubeflow.org" in rule["apiGroups"]]
 
     granted = trainer_rules("prod-east")
-    assert [rule["resources"] for rule in granted] == [["trainjobs"], ["trainjobs/status"]]
+    assert [rule["resources"] for rule in granted] == [["trainjobs"], ["trainjobs/status"], ["trainingruntimes"]]
     assert "create" in granted[0]["verbs"] and "update" not in granted[0]["verbs"] and granted[1]["verbs"] == ["get"]
+    assert granted[2]["verbs"] == ["get", "list", "watch"]
     assert trainer_rules("prod-west") == trainer_rules("hub") == granted and trainer_rules("dev") == []
+    wide = "teams/ml-research/clusterrole-fleetgen-members-ml-research.yaml"
+    assert trainer_rules("prod-east", wide) == [{"apiGroups": ["trainer.kubeflow.org"],
+                                                 "resources": ["clustertrainingruntimes"],
+                                                 "verbs": ["get", "list", "watch"]}]
+    assert trainer_rules("dev", wide) == []
 
 
 def test_trainer_where_kueue_would_not_queue_it_or_on_a_manager_with_lws_is_refused(fleet_root: Path) -> None:

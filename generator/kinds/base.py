@@ -39,6 +39,13 @@ class Operator:
     it runs (its chart aggregates none of its roles to `edit`)."""
     instead: str
     """The kind to use where a cluster does not run it."""
+    member_reads: tuple[str, ...] = ()
+    """Resources of `api_groups[0]` members may only read, in their own namespaces, where it runs."""
+    member_cluster_reads: tuple[str, ...] = ()
+    """Cluster-scoped resources of `api_groups[0]` members may read where it runs (the platform's objects
+    their jobs refer to by name)."""
+    reads_why: str = ""
+    """Why members read `member_reads` and `member_cluster_reads` (docs/reference/member-rights.md)."""
     multikueue_refusal: str = ""
     """Why a MultiKueue manager may not turn it on ("" where it may, and then dispatches its kinds: every
     worker must run it too)."""
