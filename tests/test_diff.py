@@ -76,6 +76,8 @@ def test_new_team(repo: Path) -> None:
                      ("MutatingAdmissionPolicy", "", "fleetgen-default-priority-genomics"),
                      ("MutatingAdmissionPolicyBinding", "", "fleetgen-default-priority-genomics"),
                      ("Namespace", "", "genomics"),
+                     # prod-west runs KubeRay: its pods may reach the team's Ray heads' dashboard
+                     ("NetworkPolicy", "genomics", "fleetgen-operator-ray-dashboard"),
                      ("NetworkPolicy", "genomics", "fleetgen-team-isolation"),
                      ("ResourceQuota", "genomics", "fleetgen-gpus"),
                      ("RoleBinding", "genomics", "genomics-members"),
