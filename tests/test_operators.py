@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import REPO, edit, run, snapshot
+from tests.conftest import REPO, add_tenancy, edit, run, snapshot
 
 RAY = "ray.io"
 
@@ -215,7 +215,7 @@ def test_a_cluster_without_kuberay_lets_no_operator_in(fleet_root: Path) -> None
     assert result.code == 0, result.err
     after = _team_network_policies("dev", fleet_root)
     assert after.keys() == before.keys() and all(sorted(p) == [name, ISOLATION_POLICY] for p in after.values())
-    path.write_text(path.read_text() + "tenancy: {network: {isolate: false}}\n")
+    add_tenancy(fleet_root, "dev", "  network: {isolate: false}\n")
     result = run(fleet_root, "render")
     assert result.code == 0, result.err
     assert _team_network_policies("dev", fleet_root) == {}
