@@ -35,6 +35,13 @@ def _nodes_readable(cluster: ClusterConfig) -> bool:
     return cluster.tenancy.members_read_nodes
 
 
+def _own_cluster_queue(cluster: ClusterConfig, team: TeamConfig) -> list[str]:
+    """The team's own ClusterQueue (compile/kueue.py `cluster_queue`): only the team's namespaces feed it (its
+    namespaceSelector, and fleetgen puts LocalQueues on it nowhere else), so its pending list holds only the
+    team's work. Not the queues of pools shared by usage, whose lists hold other teams' Workloads."""
+    return [team.name]
+
+
 @dataclass(frozen=True, kw_only=True)
 class Right:
     """One RBAC rule members get, with why, and the cluster-file setting it depends on."""
@@ -64,9 +71,22 @@ BASE_RIGHTS: tuple[Right, ...] = (
     Right(api_group="jobset.x-k8s.io", resources=("jobsets/status",), verbs=("get",), scope="namespace",
           why="Read where a JobSet stands"),
     Right(api_group="kueue.x-k8s.io", resources=("workloads", "localqueues"), verbs=READ, scope="namespace",
-          why="See the team's Workloads (admitted, waiting, evicted, and why) and its LocalQueues; not change them"),
+          why="See the team's Workloads (admitted, waiting, evicted, and why) and its LocalQueues"),
     Right(api_group="visibility.kueue.x-k8s.io", resources=("localqueues/pendingworkloads",), verbs=("get",),
           scope="namespace", why="Kueue's visibility API: the team's waiting workloads, in order, per LocalQueue"),
+    # kueuectl v0.19.2 stop|resume workload: GET, then a merge PATCH of spec.active
+    # (cmd/kueuectl/app/options/update_workload_activation_options.go:99-117).
+    Right(api_group="kueue.x-k8s.io", resources=("workloads",), verbs=("patch",), scope="namespace",
+          why="Stop and resume the team's own jobs in the queue (`kueuectl stop workload` and `resume workload` "
+              "set the Workload's `spec.active`; Kueue undoes a suspend set on the job itself). "
+              "`fleetgen-team-workloads` refuses any other change, and resuming a Workload Kueue deactivated itself"),
+    # kueuectl v0.19.2 list workload: for a waiting Workload, GET of its ClusterQueue's pending list, where any
+    # error but NotFound ends the command (cmd/kueuectl/app/list/list_workload.go:455-459).
+    Right(api_group="visibility.kueue.x-k8s.io", resources=("clusterqueues/pendingworkloads",), verbs=("get",),
+          scope="cluster", names=_own_cluster_queue,
+          why="`kueuectl list workload` reads the pending list of the ClusterQueue for a waiting workload's place, "
+              "and fails without it. Only the team's own ClusterQueue, which only its namespaces feed; not a "
+              "pool shared by usage, whose list holds other teams' work"),
     Right(api_group="", resources=("nodes",), verbs=READ, scope="cluster", when=_nodes_readable,
           when_text="`tenancy.membersReadNodes: true`",
           why="SkyPilot lists Nodes to find GPUs and turns Kubernetes off without. Exposes every Node's name, "
@@ -120,8 +140,11 @@ WITHHELD: tuple[Withheld, ...] = (
                   "classes (`kueuectl create localqueue`, `stop localqueue`, `resume localqueue`)",
              why="Queues and quotas are the platform's, changed by a reviewed pull request to the fleet "
                  "repository; `kueuectl stop localqueue` would also hold every teammate's work"),
-    Withheld(what="Change a Workload",
-             why="Kueue owns it: its priority, queue and pod sets are what admission decided on; change the job"),
+    Withheld(what="Change a Workload beyond stopping and resuming it (`spec.active`), or resume one Kueue "
+                  "deactivated itself",
+             why="Kueue owns it: its priority, queue and pod sets are what admission decided on, and Kueue forgets "
+                 "how long a Workload ran when it deactivates it for its maximum execution time; change or "
+                 "resubmit the job (`fleetgen-team-workloads`)"),
     Withheld(what="Read other teams' objects, ClusterQueues or pending lists",
              why="A team sees its own queues and work; the fleet's quotas are in the fleet repository and in "
                  "`kube-public/fleetgen-fleet`"),
