@@ -116,8 +116,14 @@ def test_skypilot_task() -> None:
         "kueue.x-k8s.io/priority-class": "production"}
     assert task["run"].startswith("torchrun --nnodes=$SKYPILOT_NUM_NODES --nproc-per-node=8")
     assert " --no-python python -m foundation.pretrain" in task["run"]
+    # The pool's share of a node, as the JobSet requests it; its topology (SkyPilot's pods are one pod set)
+    assert task["config"]["kubernetes"]["pod_config"]["spec"]["containers"] == [{"name": "ray-node", "resources": {
+        "requests": {"cpu": "172800m", "memory": "1620Gi"}, "limits": {"memory": "1620Gi"}}}]
+    assert (task["resources"]["cpus"], task["resources"]["memory"]) == (172.8, 1739.4)
+    assert task["config"]["kubernetes"]["pod_config"]["metadata"]["annotations"] == {
+        "kueue.x-k8s.io/podset-required-topology": "cloud.provider.com/topology-block"}
     assert load("prod-east/templates/llm-pretrain/skypilot-config.yaml") == {
-        "kubernetes": {"namespace": "llm-pretrain"}}
+        "kubernetes": {"namespace": "llm-pretrain", "remote_identity": "default"}}
 
 
 def test_jobset_cel_rules_run_on_templates(shared_crds: Path) -> None:

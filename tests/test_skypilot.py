@@ -10,15 +10,19 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from generator import quantity
 from generator.checks import load_fleet
 from generator.kinds import kind_of
-from generator.kinds.skypilot import skypilot_accelerator
+from generator.kinds.jobset import jobset
+from generator.kinds.podspec import PODSET_GROUP
+from generator.kinds.skypilot import REMOTE_IDENTITY, skypilot_accelerator
 from tests.conftest import REPO
 from tests.upstream import pyenvs
 
@@ -45,14 +49,19 @@ for path in request["tasks"]:
         "nodes": task.num_nodes, "accelerators": resources.accelerators, "cloud": str(resources.cloud),
         "queue": skypilot_config.get_effective_queue_name(cloud="kubernetes", region=None,
                                                           override_configs=overrides),
-        "pod_config": overrides["kubernetes"].get("pod_config"), "run": task.run}
+        "pod_config": overrides["kubernetes"].get("pod_config"), "run": task.run,
+        "cpus": resources.cpus, "memory": resources.memory}
 for path in request["configs"]:
     with open(path) as f:
         import yaml
         config = yaml.safe_load(f)
     common_utils.validate_schema(config, schemas.get_config_schema(), "Invalid config YAML: ")
     with skypilot_config.override_skypilot_config(config):
-        out["configs"][path] = skypilot_config.get_effective_namespace(cloud="kubernetes", region=None)
+        out["configs"][path] = {
+            "namespace": skypilot_config.get_effective_namespace(cloud="kubernetes", region=None),
+            "remote_identity": skypilot_config.get_effective_workspace_region_config(
+                cloud="kubernetes", region=None, keys=("remote_identity",),
+                default_value=schemas.get_default_remote_identity("kubernetes"))}
 for product in request["products"]:
     out["gpus"][product] = GFDLabelFormatter.get_accelerator_from_label_value(product)
 for name, text in request["refuse"].items():
@@ -117,13 +126,27 @@ def test_every_task_parses_and_launches_into_its_team_queue_as_one_gang(seen: di
                                         pool.gpu.per_node}
         assert task["pod_config"]["spec"]["nodeSelector"] == pool.node_labels
         assert "--no-python" in task["run"]
+        # The pod the JobSet kind renders for the same profile: its topology annotations and CPU and memory
+        # go into SkyPilot's container and pod; SkyPilot's own sizing is the same, to its 0.1 precision.
+        fleet_team, cluster = fleet.teams[team].config, fleet.clusters[found.cluster].config
+        pod = jobset(fleet_team, cluster, found)["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
+        expected = dict((pod.get("metadata") or {}).get("annotations", {}))
+        expected.pop(PODSET_GROUP, None)  # a JobSet's leader and workers are two pod sets; SkyPilot's pods one
+        assert (task["pod_config"].get("metadata") or {}).get("annotations", {}) == expected
+        (container,) = task["pod_config"]["spec"]["containers"]
+        requests = pod["spec"]["containers"][0]["resources"]["requests"]
+        assert container["name"] == "ray-node" and container["resources"]["requests"] == {
+            "cpu": requests["cpu"], "memory": requests["memory"]}
+        assert 0 <= quantity.value_of(requests["cpu"]) - Decimal(str(task["cpus"])) < Decimal("0.1")
+        assert 0 <= quantity.value_of(requests["memory"]) / 10**9 - Decimal(str(task["memory"])) < Decimal("0.1")
 
 
-def test_team_configs_set_the_namespace_no_task_can(seen: dict[str, Any]) -> None:
+def test_team_configs_set_the_namespace_no_task_can_and_a_service_account(seen: dict[str, Any]) -> None:
     assert len(seen["configs"]) == 4
-    for path, namespace in seen["configs"].items():
+    for path, config in seen["configs"].items():
         team = Path(path).parent.name
-        assert namespace == load_fleet(REPO).teams[team].config.namespace_names[0]
+        assert config == {"namespace": load_fleet(REPO).teams[team].config.namespace_names[0],
+                          "remote_identity": REMOTE_IDENTITY}  # no SkyPilot-made Role (test_client_skypilot)
     # Why a separate file: SkyPilot's API server refuses a namespace in a task's config.
     assert "unsupported field 'namespace'" in seen["refused"]["namespace-in-task"]
 

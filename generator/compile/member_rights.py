@@ -91,6 +91,10 @@ BASE_RIGHTS: tuple[Right, ...] = (
           when_text="`tenancy.membersReadNodes: true`",
           why="SkyPilot lists Nodes to find GPUs and turns Kubernetes off without. Exposes every Node's name, "
               "labels, capacity, taints, conditions, addresses and images; nothing of the pods on it"),
+    Right(api_group="node.k8s.io", resources=("runtimeclasses",), verbs=READ, scope="cluster", when=_nodes_readable,
+          when_text="`tenancy.membersReadNodes: true`",
+          why="SkyPilot lists RuntimeClasses (to pick `nvidia`) before it makes a pod, and a 403 ends its launch. "
+              "Exposes the names and handlers of the cluster's container runtimes"),
     Right(api_group="kueue.x-k8s.io", resources=("workloadpriorityclasses",), verbs=READ, scope="everyone",
           why="The job SDK tells a priority that exists from one that does not before it submits; names and "
               "values are already published in `kube-public/fleetgen-fleet`"),

@@ -669,10 +669,11 @@ class Tenancy(ConfigModel):
     (e.g. `system:serviceaccount:ci:runner`). Every other `system:` subject is refused: they name
     Kubernetes itself (`system:authenticated` is everyone with a login, `system:nodes` every kubelet)."""
     members_read_nodes: StrictBool = False
-    """Let team members get, list and watch Nodes, cluster-wide: SkyPilot needs it (its `sky check` and
-    `sky launch` list the Nodes to find GPUs, and turn Kubernetes off without). RBAC cannot narrow a read to
-    some fields: members then see every Node's name, labels, capacity and allocatable, taints, conditions,
-    addresses and the images it holds, but nothing of the pods on it (docs/reference/member-rights.md)."""
+    """Let team members get, list and watch Nodes and RuntimeClasses, cluster-wide: SkyPilot needs both (its
+    `sky check` lists the Nodes to find GPUs and turns Kubernetes off without; `sky launch` lists
+    RuntimeClasses before it makes a pod). RBAC cannot narrow a read to some fields: members then see every
+    Node's name, labels, capacity and allocatable, taints, conditions, addresses and the images it holds, but
+    nothing of the pods on it, and the names of the container runtimes (docs/reference/member-rights.md)."""
     publish_fleet: bool = True
     """Publish the fleet files this cluster is rendered from in the ConfigMap `kube-public/fleetgen-fleet`,
     readable by every authenticated user (`system:authenticated`), so that the job SDK can define and

@@ -154,6 +154,20 @@ def resized(profile: JobProfile, nodes: int | None, image: str | None, command: 
     return profile.model_copy(update=updates) if updates else profile
 
 
+def topology_annotations(profile: JobProfile, grouped: bool) -> dict[str, str]:
+    """Kueue's topology-aware scheduling annotations of one pod of `profile` (none without `topology`);
+    `grouped`: a leader pod set and a worker pod set, placed in one domain as a podset group."""
+    if profile.topology is None:
+        return {}
+    out = {f"kueue.x-k8s.io/podset-{profile.topology.mode}-topology": profile.topology.level}
+    if grouped:  # rank 0 in the same domain as its workers
+        out[PODSET_GROUP] = "rendezvous"
+    if profile.topology.slice is not None:  # the checks exclude a leader (its podset group) here
+        out["kueue.x-k8s.io/podset-slice-required-topology"] = profile.topology.slice.level
+        out["kueue.x-k8s.io/podset-slice-size"] = str(profile.topology.slice.size)
+    return out
+
+
 def pod_template(team: TeamConfig, cluster: ClusterConfig, profile: JobProfile, env: list[dict[str, Any]],
                   command: list[str] | None, args: list[str] | None, grouped: bool, subdomain: str | None = None,
                   container_name: str = CONTAINER, ports: list[dict[str, Any]] | None = None,
@@ -164,14 +178,7 @@ def pod_template(team: TeamConfig, cluster: ClusterConfig, profile: JobProfile, 
     from generator.config.jobs import KUBERNETES_GRACE_SECONDS
 
     requests, limits, node_labels, taints = _placement(cluster, profile)
-    pod_annotations = {}
-    if profile.topology is not None:
-        pod_annotations[f"kueue.x-k8s.io/podset-{profile.topology.mode}-topology"] = profile.topology.level
-        if grouped:  # rank 0 in the same domain as its workers
-            pod_annotations[PODSET_GROUP] = "rendezvous"
-        if profile.topology.slice is not None:  # the checks exclude a leader (its podset group) here
-            pod_annotations["kueue.x-k8s.io/podset-slice-required-topology"] = profile.topology.slice.level
-            pod_annotations["kueue.x-k8s.io/podset-slice-size"] = str(profile.topology.slice.size)
+    pod_annotations = topology_annotations(profile, grouped)
     launched = {"command": command, "args": args} if command is not None else {}
     if ports is None and command is not None:
         ports = [{"name": "rendezvous", "containerPort": profile.master_port}]

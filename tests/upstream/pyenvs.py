@@ -39,7 +39,8 @@ class PyEnv:
 
 PYENVS: tuple[PyEnv, ...] = (
     PyEnv("torch", ("torch==2.15.0",), "torchrun and gloo: the rendered command runs on two local nodes"),
-    PyEnv("skypilot", ("skypilot==0.14.1",), "SkyPilot's own schema, config resolution and GPU names"),
+    PyEnv("skypilot", ("skypilot[kubernetes]==0.14.1",),
+          "SkyPilot's own schema, config resolution and GPU names, and its Kubernetes provisioner"),
 )
 
 
