@@ -117,6 +117,21 @@ def edit(root: Path, rel: str, old: str, new: str) -> None:
     path.write_text(text.replace(old, new, 1))
 
 
+EXAMPLE_TENANCY = "\ntenancy: {membersReadNodes: true}\n"
+"""The example clusters' one tenancy line (SkyPilot reads Nodes there)."""
+
+
+def add_tenancy(root: Path, cluster: str, body: str) -> None:
+    """Add `body` (keys indented by two spaces, each line ending in a newline) to a cluster file's `tenancy:`."""
+    path = root / "clusters" / f"{cluster}.yaml"
+    text = path.read_text()
+    assert text.count("\ntenancy:") == text.count(EXAMPLE_TENANCY) <= 1, \
+        f"test case out of date: clusters/{cluster}.yaml's tenancy changed"
+    ours = EXAMPLE_TENANCY in text
+    text = text.replace(EXAMPLE_TENANCY, "\n") + "tenancy:\n" + ("  membersReadNodes: true\n" if ours else "")
+    path.write_text(text + body)
+
+
 def snapshot(folder: Path) -> dict[str, bytes]:
     """Every file under `folder`, by relative path."""
     return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}

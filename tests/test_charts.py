@@ -63,11 +63,18 @@ def test_what_the_charts_make_of_our_values_is_valid(chart: str, namespace: str,
 def test_what_kuberays_chart_makes_of_our_values_is_valid(upstream_tools: None, kubeconform_on_path: Path,
                                                          shared_schemas: Path, tmp_path: Path) -> None:
     """Issue 32: prod-east's `operators.ray` through KubeRay's own chart (the kuberay module at the pin):
-    the operator scraped by Prometheus, no batch scheduler, and valid for kubeconform."""
-    docs = helm_template("kuberay-operator", "prod-east", "kuberay-system", tmp_path)
+    the operator scraped by Prometheus, no batch scheduler, and valid for kubeconform. Its pods carry the
+    labels fleetgen-operator-ray-dashboard lets in, and it reaches Ray heads directly, not through the API
+    server's proxy (which that policy would not concern)."""
+    from generator.kinds.ray import KUBERAY
+
+    docs = helm_template("kuberay-operator", "prod-east", KUBERAY.namespace, tmp_path)
     (deployment,) = [d for d in docs if d["kind"] == "Deployment"]
     args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
     assert not any("batch-scheduler" in a for a in args) and "--enable-metrics=true" in args, args
+    assert not any("use-kubernetes-proxy" in a for a in args), args
+    pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert dict(KUBERAY.pods).items() <= pod_labels.items(), pod_labels
     assert any(d["kind"] == "ServiceMonitor" for d in docs)
     assert_kubeconform_strict(docs, "prod-east", kubeconform_on_path, shared_schemas, tmp_path)
 

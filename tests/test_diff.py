@@ -69,12 +69,15 @@ def test_new_team(repo: Path) -> None:
     code, report = diff_json(repo)
     assert code == 1
     added = sorted((c["kind"], c["namespace"], c["name"]) for c in report["changes"] if c["action"] == "add")
-    assert added == [("ClusterQueue", "", "genomics"),
+    assert added == [("ClusterQueue", "", "genomics"), ("ClusterRole", "", "fleetgen-members-genomics"),
+                     ("ClusterRoleBinding", "", "fleetgen-members-genomics"),
                      ("LimitRange", "genomics", "fleetgen-defaults"), ("LocalQueue", "genomics", "default"),
                      ("LocalQueue", "genomics", "genomics"),
                      ("MutatingAdmissionPolicy", "", "fleetgen-default-priority-genomics"),
                      ("MutatingAdmissionPolicyBinding", "", "fleetgen-default-priority-genomics"),
                      ("Namespace", "", "genomics"),
+                     # prod-west runs KubeRay: its pods may reach the team's Ray heads' dashboard
+                     ("NetworkPolicy", "genomics", "fleetgen-operator-ray-dashboard"),
                      ("NetworkPolicy", "genomics", "fleetgen-team-isolation"),
                      ("ResourceQuota", "genomics", "fleetgen-gpus"),
                      ("RoleBinding", "genomics", "genomics-members"),
@@ -83,7 +86,8 @@ def test_new_team(repo: Path) -> None:
     # One cause, one line: the team's arrival, not a line per object it adds (issue 29).
     assert [(r["severity"], r["rule"], r["message"]) for r in report["risks"]] == [
         ("low", "team-added", "prod-west: team genomics arrives: queue genomics, namespace genomics; "
-                              "Group 'genomics' get roles edit, fleetgen-team-member there")]
+                              "Group 'genomics' get roles edit, fleetgen-team-member there and role "
+                              "fleetgen-members-genomics cluster-wide")]
     row = next(r for r in report["capacity"] if r["team"] == "genomics")
     assert row["before"] is None and row["after"]["guaranteed"] == 16
 
@@ -115,12 +119,14 @@ def test_a_routine_pull_request_reads_calm(repo: Path) -> None:
     _, report = diff_json(repo)
     assert [(r["severity"], r["rule"], r["message"]) for r in report["risks"]] == [
         ("medium", "members-added", "dev, hub, prod-east, prod-west: team vision adds User 'gina@acme.com': roles "
-                                    "edit, fleetgen-team-member in namespaces vision, vision-eval"),
+                                    "edit, fleetgen-team-member in namespaces vision, vision-eval; role "
+                                    "fleetgen-members-vision cluster-wide"),
         ("medium", "pool-overcommitted", "dev: pool l4 guarantees 16 GPUs (audio +1, speech +1) of 8 that exist "
                                          "(overcommit 2 allows 16): 8 guaranteed GPUs have no node (was 6), so Kueue "
                                          "can admit work that cannot be scheduled"),
         ("low", "team-added", "dev: team audio arrives: queue audio, namespace audio; Group 'audio' get "
-                              "roles edit, fleetgen-team-member there")]
+                              "roles edit, fleetgen-team-member there and role fleetgen-members-audio "
+                              "cluster-wide")]
     assert report["risks"][0]["clusters"] == ["dev", "hub", "prod-east", "prod-west"]
     (page,) = markdown(repo)
     assert "changes, review needed" in page and "high" not in page.split("#### Risks")[1].split("####")[0]

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from generator.docs.reference import pages, stale_pages
 from tests.conftest import REPO
@@ -23,7 +24,8 @@ def test_generated_reference_pages_are_current() -> None:
         (REPO / rel).read_text().splitlines(True), pages()[rel].splitlines(True), rel, "now"))[:40])
     assert stale == [], f"run `python3 -m generator.docs.reference --write`:\n{shown}"
     assert set(pages()) == {f"docs/reference/{name}.md" for name in ("config", "alerts", "cli", "diff-json",
-                                                                      "risks", "python-api", "job-kinds")}
+                                                                      "risks", "python-api", "job-kinds",
+                                                                      "member-rights")}
 
 
 def test_reference_pages_cover_every_command_and_key() -> None:
@@ -57,3 +59,18 @@ def test_the_site_builds_strictly(tmp_path: Path) -> None:
     for page in ("index.html", "getting-started/index.html", "reference/config/index.html",
                  "reference/cli/index.html", "how-to/reviews/index.html"):
         assert (tmp_path / "site" / page).is_file(), page
+
+
+def test_the_member_rights_page_lists_every_rule_a_cluster_grants() -> None:
+    """Every rule of the rendered member roles is a row of the rights table the page is made from, and the page
+    says where each holds: nothing granted goes unlisted, and a cluster-file switch is named."""
+    from generator.compile.member_rights import RIGHTS
+
+    page = (REPO / "docs/reference/member-rights.md").read_text()
+    listed = {(r.api_group, tuple(r.resources), tuple(r.verbs)) for r in RIGHTS}
+    for rel in ("prod-east/teams/clusterrole-fleetgen-team-member.yaml",
+                "prod-east/teams/ml-research/clusterrole-fleetgen-members-ml-research.yaml",
+                "prod-east/teams/clusterrole-fleetgen-priority-reader.yaml"):
+        for rule in yaml.safe_load((REPO / "rendered" / rel).read_text())["rules"]:
+            assert (rule["apiGroups"][0], tuple(rule["resources"]), tuple(rule["verbs"])) in listed, (rel, rule)
+    assert "`tenancy.membersReadNodes: true`" in page and "`operators.trainer: true`" in page

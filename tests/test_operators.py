@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import REPO, edit, run, snapshot
+from tests.conftest import REPO, add_tenancy, edit, run, snapshot
 
 RAY = "ray.io"
 
@@ -126,15 +126,21 @@ def test_prod_east_installs_kubeflow_trainer_after_kueue_and_jobset() -> None:
 
 
 def test_members_get_trainjobs_only_where_trainer_runs() -> None:
-    """TrainJobs, not TrainingRuntimes (whose pod templates would pass by the profiles' rules)."""
-    def trainer_rules(cluster: str) -> list[dict]:
-        role = _load(f"{cluster}/teams/clusterrole-fleetgen-team-member.yaml")
-        return [rule for rule in role["rules"] if "trainer.kubeflow.org" in rule["apiGroups"]]
+    """TrainJobs, and reads of the runtimes they name (what Kubeflow's Trainer SDK lists), never a write of a
+    TrainingRuntime (whose pod templates would pass by the profiles' rules)."""
+    def trainer_rules(cluster: str, role: str = "teams/clusterrole-fleetgen-team-member.yaml") -> list[dict]:
+        return [rule for rule in _load(f"{cluster}/{role}")["rules"] if "trainer.kubeflow.org" in rule["apiGroups"]]
 
     granted = trainer_rules("prod-east")
-    assert [rule["resources"] for rule in granted] == [["trainjobs"], ["trainjobs/status"]]
+    assert [rule["resources"] for rule in granted] == [["trainjobs"], ["trainjobs/status"], ["trainingruntimes"]]
     assert "create" in granted[0]["verbs"] and "update" not in granted[0]["verbs"] and granted[1]["verbs"] == ["get"]
+    assert granted[2]["verbs"] == ["get", "list", "watch"]
     assert trainer_rules("prod-west") == trainer_rules("hub") == granted and trainer_rules("dev") == []
+    wide = "teams/ml-research/clusterrole-fleetgen-members-ml-research.yaml"
+    assert trainer_rules("prod-east", wide) == [{"apiGroups": ["trainer.kubeflow.org"],
+                                                 "resources": ["clustertrainingruntimes"],
+                                                 "verbs": ["get", "list", "watch"]}]
+    assert trainer_rules("dev", wide) == []
 
 
 def test_trainer_where_kueue_would_not_queue_it_or_on_a_manager_with_lws_is_refused(fleet_root: Path) -> None:
@@ -152,3 +158,64 @@ def test_trainer_where_kueue_would_not_queue_it_or_on_a_manager_with_lws_is_refu
                "lws is on, but a MultiKueue manager cannot dispatch its kinds "
                "(leaderworkerset.x-k8s.io/leaderworkerset): a LeaderWorkerSet v0.9.0 has no spec.managedBy",
                "turn operators.lws on in the worker clusters' files and submit those there")
+
+
+def _team_network_policies(cluster: str, root: Path = REPO) -> dict[str, dict[str, dict]]:
+    """Every NetworkPolicy under a cluster's team namespaces: by namespace, then by name."""
+    out: dict[str, dict[str, dict]] = {}
+    for path in sorted((root / "rendered" / cluster / "teams").rglob("networkpolicy-*.yaml")):
+        body = yaml.safe_load(path.read_text())
+        out.setdefault(body["metadata"]["namespace"], {})[body["metadata"]["name"]] = body
+    return out
+
+
+def test_kuberay_may_reach_ray_heads_dashboard_and_nothing_else() -> None:
+    """KubeRay's operator follows a RayJob through its head's dashboard on 8265 (ray-operator v1.6.2
+    controllers/ray/rayjob_controller.go:300-305): the isolation policy's deny-by-default ingress cut it
+    off. Beside that policy, unchanged, one lets in the operator's pods, from its namespace as rendered,
+    to Ray heads on 8265 only; ingress only, so every team pod's egress is still the isolation policy's."""
+    from generator.compile.namespace_policies import ISOLATION_POLICY
+    from generator.kinds.ray import KUBERAY
+
+    name = "fleetgen-operator-ray-dashboard"
+    app = _load("prod-east/platform/application-prod-east-kuberay-operator.yaml")["spec"]
+    flux = _load("prod-west/platform/helmrelease-kuberay-operator.yaml")["spec"]
+    # Where and as what the platform installs the operator: the chart labels its pods with the release.
+    assert app["destination"]["namespace"] == flux["targetNamespace"] == KUBERAY.namespace == "kuberay-system"
+    assert app["source"]["helm"]["releaseName"] == flux["releaseName"] == dict(KUBERAY.pods)[
+        "app.kubernetes.io/instance"]
+    for cluster in ("prod-east", "prod-west", "hub"):
+        policies = _team_network_policies(cluster)
+        assert policies, cluster
+        for namespace, by_name in policies.items():
+            assert sorted(by_name) == [name, ISOLATION_POLICY], (cluster, namespace)
+            isolation = by_name[ISOLATION_POLICY]["spec"]
+            assert isolation["podSelector"] == {} and isolation["ingress"] == [{"from": [{"podSelector": {}}]}]
+            assert by_name[name]["spec"] == {
+                "podSelector": {"matchLabels": {"ray.io/node-type": "head"}},
+                "policyTypes": ["Ingress"],
+                "ingress": [{
+                    "from": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kuberay-system"}},
+                              "podSelector": {"matchLabels": {"app.kubernetes.io/name": "kuberay-operator",
+                                                              "app.kubernetes.io/instance": "kuberay-operator"}}}],
+                    "ports": [{"protocol": "TCP", "port": 8265}]}]}, (cluster, namespace)
+
+
+def test_a_cluster_without_kuberay_lets_no_operator_in(fleet_root: Path) -> None:
+    """dev runs no operator: its team namespaces keep the isolation policy alone, until its file turns
+    KubeRay on; and where isolation is off, no operator's policy comes either."""
+    from generator.compile.namespace_policies import ISOLATION_POLICY
+
+    name = "fleetgen-operator-ray-dashboard"
+    before = _team_network_policies("dev", fleet_root)
+    assert before and all(sorted(p) == [ISOLATION_POLICY] for p in before.values()), before
+    path = fleet_root / "clusters" / "dev.yaml"
+    path.write_text(path.read_text() + "operators: {ray: true}\n")
+    result = run(fleet_root, "render")
+    assert result.code == 0, result.err
+    after = _team_network_policies("dev", fleet_root)
+    assert after.keys() == before.keys() and all(sorted(p) == [name, ISOLATION_POLICY] for p in after.values())
+    add_tenancy(fleet_root, "dev", "  network: {isolate: false}\n")
+    result = run(fleet_root, "render")
+    assert result.code == 0, result.err
+    assert _team_network_policies("dev", fleet_root) == {}

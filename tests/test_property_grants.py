@@ -3,7 +3,8 @@
 For any team file (hostile subjects, other teams' and the platform's namespaces, look-alikes),
 either the render refuses it with findings, or every (namespace, subject) pair the output
 grants beyond the fleet without that team is one of the team's own namespaces x one of its
-listed subjects, none of them a `system:` subject, and no cluster-wide binding appears.
+listed subjects, none of them a `system:` subject; the one cluster-wide binding is to the team's
+`fleetgen-members-<team>`, whose rules only read (what the cluster file, not the team, grants).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from generator.yamltext import to_yaml
 from tests.conftest import REPO
 
 Grant = tuple[str, str, str]
-"""(namespace or "*" for cluster-wide, subject kind, subject name)."""
+"""(namespace, or "*<role>" for a cluster-wide binding to <role>; subject kind, subject name)."""
 
 NAMESPACES = ["prop", "prop-a", "prop-b", "speech", "vision", "monitoring", "fleetgen-system", "flux-system",
               "argocd", "kube-system", "kube-public", "default", "gpu-operator", "kueue-system", "jobset-system",
@@ -51,7 +52,8 @@ def grants(result: render.Build) -> set[Grant]:
         for m in manifests:
             if m.kubernetes and m.kind in ("RoleBinding", "ClusterRoleBinding"):
                 for s in m.body.get("subjects") or []:
-                    out.add((m.namespace or "*", str(s.get("kind")), str(s.get("name"))))
+                    where = m.namespace or "*" + str((m.body.get("roleRef") or {}).get("name"))
+                    out.add((where, str(s.get("kind")), str(s.get("name"))))
     return out
 
 
@@ -78,7 +80,7 @@ def test_the_property_sees_the_grants_of_an_ordinary_team() -> None:
     """The check above is not vacuous: a plain team's bindings are found and pass it."""
     team = {"name": "prop", "owners": ["@acme/prop"], "namespaces": ["prop", "prop-a"],
             "members": {"groups": ["ml"], "users": ["alice@acme.com"]}, "quotas": {"dev": {"l4": {"gpus": 1}}}}
-    assert _check(team) == {(ns, kind, name) for ns in ("prop", "prop-a")
+    assert _check(team) == {(ns, kind, name) for ns in ("prop", "prop-a", "*fleetgen-members-prop")
                             for kind, name in (("Group", "ml"), ("User", "alice@acme.com"))}
 
 
@@ -96,8 +98,12 @@ def _check(team: dict[str, Any]) -> set[Grant] | None:
     members = team.get("members") or {}
     listed = {("Group", g) for g in members.get("groups", [])} | {("User", u) for u in members.get("users", [])}
     new = grants(result) - FLEET.baseline
+    wide = [m for ms in result.compiled.values() for m in ms
+            if m.kubernetes and m.kind == "ClusterRole" and m.name == "fleetgen-members-prop"]
+    for role in wide:
+        assert {verb for rule in role.body["rules"] for verb in rule["verbs"]} <= {"get", "list", "watch"}, role.body
     for namespace, kind, name in new:
-        assert namespace in own_namespaces, (namespace, kind, name)
+        assert namespace in own_namespaces | {"*fleetgen-members-prop"}, (namespace, kind, name)
         assert (kind, name) in listed, (namespace, kind, name)
         assert not name.strip().lower().startswith("system:"), name
     return new

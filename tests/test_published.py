@@ -18,7 +18,7 @@ from generator.connection import Connection, explain, word
 from generator.jobs import ClusterError, ConfigurationError, Job
 from generator.jobs.published import fleet_from_data
 from generator.validate.limits import MAX_DATA_BYTES, validate_limits
-from tests.conftest import REPO
+from tests.conftest import REPO, add_tenancy
 
 FLEET = load_fleet(REPO)
 
@@ -63,8 +63,7 @@ def test_a_cluster_may_publish_nothing(tmp_path: Path) -> None:
 
     for name in ("teams", "clusters"):
         shutil.copytree(REPO / name, tmp_path / name)
-    path = tmp_path / "clusters/dev.yaml"
-    path.write_text(path.read_text() + "tenancy:\n  publishFleet: false\n")
+    add_tenancy(tmp_path, "dev", "  publishFleet: false\n")
     fleet = load_fleet(tmp_path)
     assert not [m for m in compile_cluster(fleet, "dev") if m.kubernetes and m.namespace == NAMESPACE]
     assert [m.name for m in compile_cluster(fleet, "prod-west") if m.kubernetes and m.namespace == NAMESPACE] == [

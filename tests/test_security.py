@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from generator import emit
-from tests.conftest import REPO, edit, risks_between, run, run_process, snapshot
+from tests.conftest import REPO, add_tenancy, edit, risks_between, run, run_process, snapshot
 
 # --- subjects ----------------------------------------------------------------------------------
 
@@ -52,7 +52,7 @@ def test_a_cluster_may_allow_one_exact_system_subject(fleet_root: Path) -> None:
     ci = "system:serviceaccount:ci:runner"
     edit(fleet_root, "teams/speech.yaml", "members: {groups: [speech]}",
          f'members: {{groups: [speech], users: ["{ci}"]}}')
-    edit(fleet_root, "clusters/dev.yaml", "gitops:\n", f'tenancy:\n  allowedSystemSubjects: ["{ci}"]\ngitops:\n')
+    add_tenancy(fleet_root, "dev", f'  allowedSystemSubjects: ["{ci}"]\n')
     result = run(fleet_root, "render")
     assert result.code == 0, result.err
     binding = yaml.safe_load((fleet_root / "rendered/dev/teams/speech/speech/rolebinding-speech-members.yaml")
@@ -410,15 +410,15 @@ def _risks(fleet_root: Path) -> dict[str, list[str]]:
 @pytest.mark.parametrize("old,new,expected", [
     ("groups: [speech]", "groups: [speech, contractors]",
      {"members-added": ["medium: dev: team speech adds Group 'contractors': roles edit, fleetgen-team-member in "
-                        "namespace speech"]}),
+                        "namespace speech; role fleetgen-members-speech cluster-wide"]}),
     ("groups: [speech]", "groups: [speech-ops]",
      {"members-added": ["medium: dev: team speech adds Group 'speech-ops': roles edit, fleetgen-team-member in "
-                        "namespace speech"],
+                        "namespace speech; role fleetgen-members-speech cluster-wide"],
       "members-removed": ["low: dev: team speech removes Group 'speech': roles edit, fleetgen-team-member in "
-                          "namespace speech"]}),
+                          "namespace speech; role fleetgen-members-speech cluster-wide"]}),
     ("members: {groups: [speech]}", "members: {groups: [speech], users: [alice@acme.com]}",
      {"members-added": ["medium: dev: team speech adds User 'alice@acme.com': roles edit, fleetgen-team-member in "
-                        "namespace speech"]}),
+                        "namespace speech; role fleetgen-members-speech cluster-wide"]}),
 ])
 def test_every_member_change_is_named_once(fleet_root: Path, old: str, new: str,
                                            expected: dict[str, list[str]]) -> None:
@@ -433,7 +433,7 @@ def test_a_member_of_a_team_on_four_clusters_is_one_line(fleet_root: Path) -> No
          "groups: [vision, vision-contractors], users: [gina@acme.com]")
     assert _risks(fleet_root) == {"members-added": [
         "medium: dev, hub, prod-east, prod-west: team vision adds User 'gina@acme.com': roles edit, "
-        "fleetgen-team-member in namespaces vision, vision-eval"]}
+        "fleetgen-team-member in namespaces vision, vision-eval; role fleetgen-members-vision cluster-wide"]}
 
 
 def test_a_fair_sharing_weight_jump_over_4x_is_high(fleet_root: Path) -> None:
@@ -457,8 +457,7 @@ def test_a_teams_new_namespace_is_one_low_line(fleet_root: Path) -> None:
 
 def test_a_namespace_taken_from_another_team_is_high(fleet_root: Path, tmp_path: Path) -> None:
     for cluster in ("dev", "prod-east", "prod-west"):  # where ml-research has quota
-        edit(fleet_root, f"clusters/{cluster}.yaml", "\nnodePools:",
-             "\ntenancy: {namespaces: {allowed: [shared-eval]}}\nnodePools:")
+        add_tenancy(fleet_root, cluster, "  namespaces: {allowed: [shared-eval]}\n")
     edit(fleet_root, "teams/ml-research.yaml", "namespaces: [ml-research]", "namespaces: [ml-research, shared-eval]")
     base = tmp_path / "base"
     shutil.copytree(fleet_root, base)

@@ -19,7 +19,7 @@ import yaml
 
 from generator.reconciler.model import TAINT_KEY
 from generator.reconciler.nodes import taint_value
-from tests.conftest import REPO, run
+from tests.conftest import REPO, add_tenancy, run
 from tests.upstream.twin import MANAGED
 
 pytestmark = pytest.mark.upstream
@@ -351,9 +351,8 @@ def test_allow_cidrs_inside_the_deny_list_render_no_ip_block(fleet_root: Path, c
     renders nothing, and the real API server admits the rendered policy under the egress rule."""
     from tests.upstream.processes import wait_for
 
-    path = fleet_root / "clusters" / f"{CLUSTER}.yaml"
-    path.write_text(path.read_text() + "tenancy:\n  network:\n    egress:\n"
-                    "      allow: [169.254.169.254/32, 10.0.0.0/8]\n      deny: [169.254.0.0/16]\n")
+    add_tenancy(fleet_root, CLUSTER, "  network:\n    egress:\n"
+                "      allow: [169.254.169.254/32, 10.0.0.0/8]\n      deny: [169.254.0.0/16]\n")
     assert run(fleet_root, "render").code == 0
     policy = _isolation(fleet_root)
     assert policy["spec"]["egress"][2] == {"to": [{"ipBlock": {"cidr": "10.0.0.0/8"}}]}
@@ -391,8 +390,7 @@ def test_an_allowed_system_subject_is_a_member_to_the_objects_policy(fleet_root:
 
     from tests.upstream.processes import wait_for
 
-    path = fleet_root / "clusters" / f"{CLUSTER}.yaml"
-    path.write_text(path.read_text() + "tenancy:\n  allowedSystemSubjects: [system:serviceaccount:ci:runner]\n")
+    add_tenancy(fleet_root, CLUSTER, "  allowedSystemSubjects: [system:serviceaccount:ci:runner]\n")
     assert run(fleet_root, "render").code == 0
     admin = client.CoreV1Api(cluster.client())
     _namespace(admin, "ci")

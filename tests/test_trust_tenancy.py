@@ -14,15 +14,13 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import REPO, edit, run
+from tests.conftest import REPO, add_tenancy, edit, run
 
 # --- which namespaces a team may claim ---------------------------------------------------------
 
 def tenancy(root: Path, cluster: str, body: str) -> None:
-    """Give a cluster file a `tenancy:` block (none of the examples has one)."""
-    path = root / "clusters" / f"{cluster}.yaml"
-    assert "\ntenancy:" not in path.read_text(), "test case out of date: the cluster has tenancy"
-    path.write_text(path.read_text() + f"tenancy:\n  {body}\n")
+    """Add one line, `body`, to a cluster file's `tenancy:` block."""
+    add_tenancy(root, cluster, f"  {body}\n")
 
 
 ADD_ONS = ["gatekeeper-system", "kyverno", "calico-system", "calico-apiserver", "tigera-operator", "cilium",
@@ -269,3 +267,38 @@ def test_the_default_namespace_pattern_admits_exactly_what_its_regular_expressio
             assert policy.admits(team, ns) is (expected is not None), (team, ns)
 
     check()
+
+
+@pytest.mark.parametrize(("change", "said"), [
+    ({}, None),
+    ({"rules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list"]}]},
+     "ClusterRole 'fleetgen-members-vision' grants other than the cluster's member rights"),
+    ({"name": "fleetgen-team-member"}, "ClusterRole 'fleetgen-team-member' is not team 'vision''s"),
+    ({"kind": "ClusterRoleBinding", "roleRef": "cluster-admin"}, "binds another role"),
+])
+def test_a_teams_cluster_wide_role_is_exactly_the_clusters_member_reads(change: dict[str, Any],
+                                                                       said: str | None) -> None:
+    """The last line after the checks: a team's folder may hold one ClusterRole and its binding, holding exactly
+    the cluster-wide member rights of compile/member_rights.py; anything else there is a finding."""
+    from generator.checks import load_fleet
+    from generator.compile.manifest import Manifest
+    from generator.compile.member_rights import rules
+    from generator.validate.tenancy_rules import validate_tenancy
+
+    fleet = load_fleet(REPO)
+    cluster = fleet.clusters["prod-east"].config
+    team = fleet.teams["vision"].config
+    name = change.get("name", "fleetgen-members-vision")
+    body: dict[str, Any] = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": change.get("kind", "ClusterRole"),
+                            "metadata": {"name": name}}
+    if body["kind"] == "ClusterRole":
+        body["rules"] = change.get("rules", rules(cluster, "cluster", team))
+    else:
+        body |= {"roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": change["roleRef"]},
+                 "subjects": [{"kind": "Group", "apiGroup": "rbac.authorization.k8s.io", "name": "vision"}]}
+    findings = validate_tenancy(cluster, {"vision": team}, [Manifest(("teams", "vision"), body,
+                                                                     ("teams/vision.yaml", 1))], {})
+    if said is None:
+        assert findings == []
+    else:
+        assert any(said in f.message for f in findings), findings

@@ -9,7 +9,9 @@ cordoned. Each of those is enforced by the API server or the CNI, not by fleetge
 - Pod Security admission: `pod-security.kubernetes.io/*` labels on the Namespace (built in since
   Kubernetes 1.25), the level from the cluster file (`tenancy.podSecurity`).
 - A NetworkPolicy that denies everything but the namespace itself, the cluster DNS and the
-  cluster's egress CIDRs (enforced by the CNI).
+  cluster's egress CIDRs (enforced by the CNI); beside it, for each operator the cluster runs that
+  connects to the pods of its kinds itself (KubeRay to a Ray head's dashboard), one that lets in
+  its pods alone, from its namespace, to those pods' port alone (`Operator.reaches`).
 - A ResourceQuota on the GPU resources at the most the team's queues could hold (guarantee plus
   what it may borrow, per pool), so admitted jobs never hit it; a LimitRange that gives
   containers without requests default ones, so Kueue and the scheduler count them.
@@ -33,6 +35,8 @@ from generator.compile.podnetwork import DNS_PORTS
 from generator.config.cluster import POD_SECURITY_ORDER, ClusterConfig
 from generator.config.fleet import Loaded
 from generator.config.team import TeamConfig
+from generator.kinds import OPERATORS
+from generator.kinds.base import Operator, Reach
 from generator.kinds.podspec import pod_security_level as pod_security_level  # re-exported
 
 POD_SECURITY = "pod-security.kubernetes.io"
@@ -82,6 +86,23 @@ def _network_policy(cfg: ClusterConfig, team: str, ns: str) -> dict[str, Any]:
                      "ingress": [{"from": same_namespace}], "egress": rules}}
 
 
+def operator_policy_name(operator: Operator, reach: Reach) -> str:
+    """`fleetgen-` first, so `fleetgen-team-objects` keeps members from changing or deleting it."""
+    return f"fleetgen-operator-{operator.key}-{reach.name}"
+
+
+def _operator_policy(cfg: ClusterConfig, team: str, ns: str, operator: Operator, reach: Reach) -> dict[str, Any]:
+    """Ingress only (egress stays the isolation policy's), to the pods `reach` names on its port, from the
+    operator's pods in its namespace: NetworkPolicies add up, so this opens nothing else."""
+    source = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": operator.namespace}},
+              "podSelector": {"matchLabels": dict(operator.pods)}}
+    return {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+            "metadata": {"name": operator_policy_name(operator, reach), "namespace": ns,
+                         "labels": labels(cfg.name, team)},
+            "spec": {"podSelector": {"matchLabels": dict(reach.pods)}, "policyTypes": ["Ingress"],
+                     "ingress": [{"from": [source], "ports": [{"protocol": "TCP", "port": reach.port}]}]}}
+
+
 def namespace_bounds(cluster: Loaded[ClusterConfig], team: Loaded[TeamConfig]) -> list[Manifest]:
     """NetworkPolicy, ResourceQuota and LimitRange in each of the team's namespaces."""
     cfg, tcfg = cluster.config, team.config
@@ -93,6 +114,9 @@ def namespace_bounds(cluster: Loaded[ClusterConfig], team: Loaded[TeamConfig]) -
         folder = team_folder(tcfg.name) + (ns,)
         if cfg.tenancy.network.isolate:
             out.append(Manifest(folder, _network_policy(cfg, tcfg.name, ns), cluster.at("tenancy")))
+            out.extend(Manifest(folder, _operator_policy(cfg, tcfg.name, ns, op, reach),
+                                cluster.at("operators", op.key))
+                       for op in OPERATORS if op.runs_in(cfg) for reach in op.reaches)
         if ceiling:
             hard = {f"requests.{resource}": str(gpus) for resource, gpus in sorted(ceiling.items())}
             out.append(Manifest(folder, {"apiVersion": "v1", "kind": "ResourceQuota",

@@ -3,15 +3,10 @@ bounds of each namespace (compile/isolation.py).
 
 Members get two bindings in each of their namespaces and nowhere else: the built-in `edit` role
 (pods, logs, config maps, secrets, batch Jobs) and `fleetgen-team-member`, a ClusterRole rendered
-once per cluster with what `edit` lacks for a queued training job: JobSets (JobSet's chart adds
-no `aggregate-to-edit` role for them; nor do the operators' charts for their kinds, granted where each
-runs: generator/kinds) and read access to the Kueue objects that say where a job stands. A ClusterRole
-bound by a RoleBinding grants only within that binding's namespace.
-
-And one cluster-wide read grant, `fleetgen-priority-reader`: every authenticated user may read the
-cluster's WorkloadPriorityClasses (names and values, already published to the same users in
-`kube-public/fleetgen-fleet`), so the job SDK's pre-submit check can tell a class that exists from
-one that does not. Read only, and no team file widens it.
+once per cluster with what `edit` lacks for a queued training job. Beyond their namespaces, a team's
+members get `fleetgen-members-<team>` (reads the cluster grants them outside their namespaces) and every
+authenticated user `fleetgen-priority-reader`. What each holds, and why, is one table:
+compile/member_rights.py. A ClusterRole bound by a RoleBinding grants only within that binding's namespace.
 """
 
 from __future__ import annotations
@@ -21,23 +16,17 @@ from typing import Any
 from generator.compile.isolation import namespace_bounds, namespace_labels
 from generator.compile.kueue import team_folder
 from generator.compile.manifest import Manifest, labels
+from generator.compile.member_rights import rules
 from generator.compile.namespace_policies import namespace_policies
 from generator.config.cluster import ClusterConfig
 from generator.config.fleet import Loaded
 from generator.config.team import TeamConfig
-from generator.kinds import OPERATORS
 
 RBAC = "rbac.authorization.k8s.io"
 MEMBER_ROLE = "edit"
 JOBS_ROLE = "fleetgen-team-member"
-JOBS_RULES: list[dict[str, list[str]]] = [
-    {"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets"],
-     "verbs": ["create", "delete", "get", "list", "patch", "watch"]},
-    {"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets/status"], "verbs": ["get"]},
-    {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads", "localqueues"], "verbs": ["get", "list", "watch"]},
-    {"apiGroups": ["visibility.kueue.x-k8s.io"], "resources": ["localqueues/pendingworkloads"], "verbs": ["get"]},
-]
-"""What a member needs beyond `edit` to submit, follow and cancel jobs: no update of queue objects."""
+
+
 def namespaces(cluster: Loaded[ClusterConfig], team: Loaded[TeamConfig]) -> list[Manifest]:
     """One Namespace per team namespace, labelled with team and cluster."""
     tcfg = team.config
@@ -78,24 +67,37 @@ def member_role(cluster: Loaded[ClusterConfig]) -> Manifest:
     """The ClusterRole the `<team>-members-jobs` RoleBindings refer to (one per cluster)."""
     body = {"apiVersion": f"{RBAC}/v1", "kind": "ClusterRole",
             "metadata": {"name": JOBS_ROLE, "labels": labels(cluster.config.name)},
-            "rules": JOBS_RULES + [rule for operator in OPERATORS if operator.runs_in(cluster.config)
-                                   for rule in operator.member_rules]}
+            "rules": rules(cluster.config, "namespace")}
     return Manifest(("teams",), body, cluster.at("name"))
 
 
+def cluster_reads(cluster: Loaded[ClusterConfig], team: Loaded[TeamConfig]) -> list[Manifest]:
+    """`fleetgen-members-<team>`: what the team's members may read outside their namespaces, bound to them
+    alone (none where the cluster grants nothing cluster-wide or the team lists no members)."""
+    tcfg = team.config
+    subjects, granted = _subjects(tcfg), rules(cluster.config, "cluster", tcfg)
+    if not subjects or not granted:
+        return []
+    meta = {"name": f"fleetgen-members-{tcfg.name}", "labels": labels(cluster.config.name, tcfg.name)}
+    where = team.at("members")
+    return [Manifest(team_folder(tcfg.name), {"apiVersion": f"{RBAC}/v1", "kind": "ClusterRole", "metadata": meta,
+                                              "rules": granted}, where),
+            Manifest(team_folder(tcfg.name), {"apiVersion": f"{RBAC}/v1", "kind": "ClusterRoleBinding",
+                                              "metadata": meta, "subjects": subjects,
+                                              "roleRef": {"apiGroup": RBAC, "kind": "ClusterRole",
+                                                          "name": meta["name"]}}, where)]
+
+
 PRIORITY_READER = "fleetgen-priority-reader"
-PRIORITY_READER_RULES: list[dict[str, list[str]]] = [
-    {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloadpriorityclasses"], "verbs": ["get", "list", "watch"]},
-]
 
 
 def priority_reader(cluster: Loaded[ClusterConfig]) -> list[Manifest]:
-    """The ClusterRole that reads WorkloadPriorityClasses, bound to every authenticated user."""
+    """The ClusterRole of what every authenticated user may read, bound to them."""
     meta = {"name": PRIORITY_READER, "labels": labels(cluster.config.name)}
     where = cluster.at("priorities")
     return [
         Manifest(("teams",), {"apiVersion": f"{RBAC}/v1", "kind": "ClusterRole", "metadata": meta,
-                              "rules": PRIORITY_READER_RULES}, where),
+                              "rules": rules(cluster.config, "everyone")}, where),
         Manifest(("teams",), {"apiVersion": f"{RBAC}/v1", "kind": "ClusterRoleBinding", "metadata": meta,
                               "roleRef": {"apiGroup": RBAC, "kind": "ClusterRole", "name": PRIORITY_READER},
                               "subjects": [{"kind": "Group", "apiGroup": RBAC, "name": "system:authenticated"}]},
@@ -109,5 +111,6 @@ def compile_tenancy(cluster: Loaded[ClusterConfig], teams: list[Loaded[TeamConfi
     for team in teams:
         out.extend(namespaces(cluster, team))
         out.extend(role_bindings(cluster, team))
+        out.extend(cluster_reads(cluster, team))
         out.extend(namespace_bounds(cluster, team))
     return out

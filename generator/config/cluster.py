@@ -668,6 +668,11 @@ class Tenancy(ConfigModel):
     """`system:` users and groups that team files may list as members here, exactly as written
     (e.g. `system:serviceaccount:ci:runner`). Every other `system:` subject is refused: they name
     Kubernetes itself (`system:authenticated` is everyone with a login, `system:nodes` every kubelet)."""
+    members_read_nodes: StrictBool = False
+    """Let team members get, list and watch Nodes, cluster-wide: SkyPilot needs it (its `sky check` and
+    `sky launch` list the Nodes to find GPUs, and turn Kubernetes off without). RBAC cannot narrow a read to
+    some fields: members then see every Node's name, labels, capacity and allocatable, taints, conditions,
+    addresses and the images it holds, but nothing of the pods on it (docs/reference/member-rights.md)."""
     publish_fleet: bool = True
     """Publish the fleet files this cluster is rendered from in the ConfigMap `kube-public/fleetgen-fleet`,
     readable by every authenticated user (`system:authenticated`), so that the job SDK can define and

@@ -594,10 +594,12 @@ def _plural(word: str, items: Iterable[str]) -> str:
 def _grants(bindings: list[Change]) -> str:
     """Who the added bindings name, and their roles: 'Group 'audio' get roles edit, ... there'."""
     subjects = set().union(*(subject_set(_body(c.after)) for c in bindings)) if bindings else set()
-    roles = {str((c.obj.body.get("roleRef") or {}).get("name")) for c in bindings}
+    roles = {str((c.obj.body.get("roleRef") or {}).get("name")) for c in bindings if c.obj.key[3]}
+    wide = {str((c.obj.body.get("roleRef") or {}).get("name")) for c in bindings if not c.obj.key[3]}
     if not subjects:
         return "no members"
-    return f"{_subjects(subjects)} get {_plural('role', roles)} there"
+    return f"{_subjects(subjects)} get {_plural('role', roles)} there" + \
+        (f" and {_plural('role', wide)} cluster-wide" if wide else "")
 
 
 def _team_lines(owned: dict[tuple[str, str, str], list[Change]]) -> Iterator[Risk]:
@@ -626,25 +628,32 @@ def _member_lines(changes: list[Change]) -> Iterator[Risk]:
     lines say who and where once, not once per binding."""
     moves: dict[tuple[str, str, str], dict[tuple[str, str], set[str]]] = {}
     roles: dict[tuple[str, str, str], set[str]] = {}
+    cluster_wide: dict[tuple[str, str, str], set[str]] = {}
     for change in changes:
         if change.obj.key[2] not in BINDINGS or not change.obj.team or change.action != "change":
             continue
         before, after = subject_set(_body(change.before)), subject_set(_body(change.after))
+        role = str((change.obj.body.get("roleRef") or {}).get("name"))
+        namespace = change.obj.key[3]
         for verb, subjects in (("adds", after - before), ("removes", before - after)):
             key = (change.obj.cluster, change.obj.team, verb)
-            for subject in subjects:
-                moves.setdefault(key, {}).setdefault(subject, set()).add(change.obj.key[3])
+            for subject in subjects:  # a team's ClusterRoleBinding (its members' reads) is no place
+                seen = moves.setdefault(key, {}).setdefault(subject, set())
+                if namespace:
+                    seen.add(namespace)
             if subjects:
-                roles.setdefault(key, set()).add(str((change.obj.body.get("roleRef") or {}).get("name")))
+                (roles if namespace else cluster_wide).setdefault(key, set()).add(role)
     for (cluster, team, verb), by_subject in sorted(moves.items()):
         by_places: dict[frozenset[str], list[tuple[str, str]]] = {}
         for subject, namespaces in by_subject.items():
             by_places.setdefault(frozenset(namespaces), []).append(subject)
+        wide = cluster_wide.get((cluster, team, verb))
         for places, who in sorted(by_places.items(), key=lambda kv: sorted(kv[0])):
             rule, severity = ("members-added", "medium") if verb == "adds" else ("members-removed", "low")
-            yield Risk(severity, rule, f"team {team} {verb} {_subjects(who)}: "
-                       f"{_plural('role', roles[(cluster, team, verb)])} in {_plural('namespace', places)}",
-                       (cluster,))
+            where = [f"{_plural('role', roles[(cluster, team, verb)])} in {_plural('namespace', places)}"
+                     ] if places and (cluster, team, verb) in roles else []
+            where += [f"{_plural('role', wide)} cluster-wide"] if wide else []
+            yield Risk(severity, rule, f"team {team} {verb} {_subjects(who)}: {'; '.join(where)}", (cluster,))
 
 
 # --- capacity ----------------------------------------------------------------------------------------

@@ -250,6 +250,27 @@ def job_kinds_reference() -> str:
     return "\n".join(parts) + "\n"
 
 
+def member_rights_reference() -> str:
+    """What team members may do beyond `edit`, and what they may not (`generator.compile.member_rights`)."""
+    from generator.compile.member_rights import RIGHTS, WITHHELD
+
+    who = {"namespace": "the team's members, in its namespaces (`fleetgen-team-member`)",
+           "cluster": "the team's members, cluster-wide (`fleetgen-members-<team>`)",
+           "everyone": "every authenticated user (`fleetgen-priority-reader`)"}
+    parts = ["Every member also holds Kubernetes' own `edit` role in each of the team's namespaces (pods, logs, "
+             "exec, Services, ConfigMaps, Secrets, batch Jobs, Deployments).\n", "## Granted\n",
+             "| right | who | where | why |", "|---|---|---|---|"]
+    for right in RIGHTS:
+        group = right.api_group or "core"
+        what = f"{', '.join(right.verbs)} `{'`, `'.join(right.resources)}` ({group})"
+        if right.names is not None:
+            what += ", the team's own only"
+        parts.append(f"| {what} | {who[right.scope]} | {right.when_text or 'every cluster'} | {right.why} |")
+    parts += ["\n## Refused on purpose\n", "| right | why |", "|---|---|"]
+    parts += [f"| {w.what} | {w.why} |" for w in WITHHELD]
+    return "\n".join(parts) + "\n"
+
+
 def pages() -> dict[str, str]:
     """docs/reference/*.md, each generated whole from the code it describes."""
     return {
@@ -268,6 +289,10 @@ def pages() -> dict[str, str]:
         f"{PAGES_DIR}/job-kinds.md": _page("Job kinds", "Every kind a job profile may be (`kind:` in team files), "
                                            "one module each under `generator/kinds/`, in the order of its "
                                            "registry.", job_kinds_reference()),
+        f"{PAGES_DIR}/member-rights.md": _page("Member rights", "What a team's members may do on a cluster beyond "
+                                               "`edit`, who gets each right, and what stays refused "
+                                               "(`generator/compile/member_rights.py`).",
+                                               member_rights_reference()),
         f"{PAGES_DIR}/python-api.md": _page("Python API", "The jobs SDK (`import generator.jobs`), from its "
                                             "docstrings.", python_reference()),
     }

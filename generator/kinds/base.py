@@ -22,6 +22,21 @@ not edited in place)."""
 
 
 @dataclass(frozen=True, kw_only=True)
+class Reach:
+    """A connection an operator opens itself to pods of the kinds it runs, rather than through the API
+    server: the deny-by-default ingress of fleetgen's isolation policy would cut it, so a NetworkPolicy
+    lets exactly this in (compile/isolation.py)."""
+
+    name: str
+    """What it is for, in that NetworkPolicy's name: "dashboard"."""
+    pods: tuple[tuple[str, str], ...]
+    """(label, value) of each label of the team pods it connects to."""
+    port: int
+    """The TCP port it connects to on those pods (a NetworkPolicy matches the pod's own port, after a
+    Service's translation)."""
+
+
+@dataclass(frozen=True, kw_only=True)
 class Operator:
     """A job operator the platform installs beside Kueue and JobSet (KubeRay, Kubeflow Trainer,
     LeaderWorkerSet's controller): the kinds it runs name it, and where a cluster does not turn it on,
@@ -39,9 +54,23 @@ class Operator:
     it runs (its chart aggregates none of its roles to `edit`)."""
     instead: str
     """The kind to use where a cluster does not run it."""
+    member_reads: tuple[str, ...] = ()
+    """Resources of `api_groups[0]` members may only read, in their own namespaces, where it runs."""
+    member_cluster_reads: tuple[str, ...] = ()
+    """Cluster-scoped resources of `api_groups[0]` members may read where it runs (the platform's objects
+    their jobs refer to by name)."""
+    reads_why: str = ""
+    """Why members read `member_reads` and `member_cluster_reads` (docs/reference/member-rights.md)."""
     multikueue_refusal: str = ""
     """Why a MultiKueue manager may not turn it on ("" where it may, and then dispatches its kinds: every
     worker must run it too)."""
+    namespace: str = ""
+    """Where it has `reaches`: the namespace the platform installs it in (compile/platform.py)."""
+    pods: tuple[tuple[str, str], ...] = ()
+    """Where it has `reaches`: (label, value) of each label its chart puts on its own pods under fleetgen's
+    release, which the NetworkPolicy letting them in names."""
+    reaches: tuple[Reach, ...] = ()
+    """Connections it opens to pods in team namespaces, each let in from its pods alone where it runs."""
 
     @property
     def member_rules(self) -> list[dict[str, list[str]]]:

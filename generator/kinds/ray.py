@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from generator.kinds.base import POD_LIMITS, POD_PORTS, POD_REQUESTS, Body, Operator
+from generator.kinds.base import POD_LIMITS, POD_PORTS, POD_REQUESTS, Body, Operator, Reach
 from generator.kinds.podspec import RESTRICTED_CONTAINER, RESTRICTED_POD, pod_template
 
 if TYPE_CHECKING:
@@ -50,12 +50,30 @@ def ray_pod_groups(ray: Body) -> list[tuple[int, Body]]:
     return groups + [(int(g.get("replicas") or 0), g.get("template") or {}) for g in ray.get("workerGroupSpecs") or []]
 
 
+DASHBOARD = Reach(name="dashboard", pods=(("ray.io/node-type", "head"),), port=8265)
+"""KubeRay's operator follows a RayJob through its head's dashboard (the job submission API): it reads the
+head Service's `dashboard` port, builds `http://<head service>.<namespace>.svc.<domain>:<port>` and asks
+it for the job's status while the job runs and to stop it when it is deleted (ray-operator v1.6.2
+controllers/ray/rayjob_controller.go:226-231,300-305,131-135, utils/util.go:939-970), with a plain HTTP
+client unless started with --use-kubernetes-proxy (util.go:1001-1022, main.go:103), which fleetgen's values
+leave off; a RayService's Serve config goes the same way (rayservice_controller.go:1763-1767). The head
+Service is headless (common/service.go:127-129), so the connection lands on the head pod, at 8265 where the
+head container declares no ports, as fleetgen's does (service.go:403-410,436-441, utils/constant.go:107).
+KubeRay labels the head `ray.io/node-type: head` and no template can override it (common/pod.go:776-791).
+Cut off, a RayJob never sees its job end, and fails 30 s after its submitter exits
+(rayjob_controller.go:41,1193-1215)."""
 KUBERAY = Operator(key="ray", title="KubeRay", api_groups=("ray.io",),
-                   member_resources=("rayclusters", "rayjobs", "rayservices"), instead="jobset")
+                   member_resources=("rayclusters", "rayjobs", "rayservices"), instead="jobset",
+                   namespace="kuberay-system",
+                   pods=(("app.kubernetes.io/name", "kuberay-operator"),
+                         ("app.kubernetes.io/instance", "kuberay-operator")),
+                   reaches=(DASHBOARD,))
 """KubeRay v1.6.2's chart aggregates none of its editor roles to `edit`: members get the Ray kinds where it runs.
 A MultiKueue manager may run it and dispatch the Ray kinds: KubeRay leaves alone what Kueue's webhook marks
 `spec.managedBy: kueue.x-k8s.io/multikueue` (ray-operator v1.6.2 controllers/ray/rayjob_controller.go:108,
-raycluster_controller.go:163)."""
+raycluster_controller.go:163). Its pods are the chart's Deployment's selector labels, the name fixed by
+the chart's nameOverride and the instance fleetgen's release name (kuberay v1.6.2
+helm-chart/kuberay-operator/values.yaml:6, templates/deployment.yaml:15-23)."""
 RAY_LEADER = ("{what}'s head is its leader", "remove leader (the head runs Ray's driver)")
 """A Ray kind's head is its leader: `leader` is refused."""
 RAY_UNUSED = (("launcher", "launcher"), ("fail_fast_exit_codes", "failFastExitCodes"), ("master_port", "masterPort"))

@@ -28,9 +28,14 @@ TRAINER_RESERVED_ENV = frozenset({"PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_
 
 
 TRAINER = Operator(key="trainer", title="Kubeflow Trainer", api_groups=("trainer.kubeflow.org",),
-                   member_resources=("trainjobs",), instead="jobset")
-"""TrainJobs only: not TrainingRuntimes, whose pod templates would bypass the profiles' rules, and not
-ClusterTrainingRuntimes, which are the platform's. A MultiKueue manager may turn it on and dispatch TrainJobs:
+                   member_resources=("trainjobs",), instead="jobset",
+                   member_reads=("trainingruntimes",), member_cluster_reads=("clustertrainingruntimes",),
+                   reads_why="Kubeflow's Trainer SDK lists and reads the runtimes a TrainJob names before it "
+                             "submits or follows one (`TrainerClient.list_runtimes`, `get_job`), as Trainer's "
+                             "own user roles allow")
+"""TrainJobs only: members read runtimes but may not write TrainingRuntimes, whose pod templates would
+bypass the profiles' rules, nor ClusterTrainingRuntimes, which are the platform's. A MultiKueue manager may
+turn it on and dispatch TrainJobs:
 Kubeflow Trainer v2.2.1's controller reads no spec.managedBy (pkg/controller/trainjob_controller.go), so a
 manager gets Trainer's CRDs and runtimes without its controller (compile/platform.py)."""
 

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 
 from generator.checks.fleet import system_subject
 from generator.compile.manifest import Manifest
+from generator.compile.member_rights import rules
 from generator.compile.multikueue import manager_grant
 from generator.config.cluster import ClusterConfig
 from generator.config.team import TeamConfig
@@ -20,8 +21,22 @@ from generator.errors import Finding
 from generator.validate.findings import object_finding
 
 CHECK = "tenancy"
-TEAM_CLUSTER_SCOPED = frozenset({"Namespace", "ClusterQueue"})
-"""Cluster-scoped kinds a team's folder may hold (its Namespaces and its own ClusterQueue)."""
+TEAM_CLUSTER_SCOPED = frozenset({"Namespace", "ClusterQueue", "ClusterRole", "ClusterRoleBinding"})
+"""Cluster-scoped kinds a team's folder may hold (its Namespaces, its own ClusterQueue, and the reads its members
+get outside their namespaces: held to compile/member_rights.py's table below)."""
+
+
+def _cluster_reads(m: Manifest, team: TeamConfig, cluster: ClusterConfig) -> Iterator[tuple[str, str, str]]:
+    """A team's ClusterRole is `fleetgen-members-<team>` and holds exactly the cluster's table of cluster-wide
+    member rights; its binding refers to nothing else."""
+    name = f"fleetgen-members-{team.name}"
+    if m.name != name:
+        yield "metadata.name", f"{m.kind} {m.name!r} is not team {team.name!r}'s", f"name it {name}"
+    if m.kind == "ClusterRole" and m.body.get("rules") != rules(cluster, "cluster", team):
+        yield "rules", f"ClusterRole {m.name!r} grants other than the cluster's member rights", \
+            "grant only what compile/member_rights.py lists"
+    if m.kind == "ClusterRoleBinding" and m.body.get("roleRef", {}).get("name") != name:
+        yield "roleRef.name", f"ClusterRoleBinding {m.name!r} binds another role", f"bind {name}"
 
 
 def _team_object(m: Manifest, team: TeamConfig, cluster: ClusterConfig) -> Iterator[tuple[str, str, str]]:
@@ -35,6 +50,8 @@ def _team_object(m: Manifest, team: TeamConfig, cluster: ClusterConfig) -> Itera
     if m.kind == "Namespace" and m.name not in own:
         yield "metadata.name", f"Namespace {m.name!r} is not one of team {team.name!r}'s", \
             f"use one of: {', '.join(sorted(own))}"
+    if m.kind in ("ClusterRole", "ClusterRoleBinding"):
+        yield from _cluster_reads(m, team, cluster)
     if m.kind == "ClusterQueue" and m.name != team.name:
         yield "metadata.name", f"ClusterQueue {m.name!r} is not team {team.name!r}'s", "name it after the team"
     grants = [manager_grant(manager) for manager in cluster.managers]
