@@ -4,17 +4,19 @@
     python3 tests/upstream/pyenvs.py list         # each environment: requirement, built or not
     python3 tests/upstream/pyenvs.py path NAME    # its python (exit 2 when not built)
 
-torch (its torchrun and gloo) and SkyPilot are far too large, and too tied to their own dependency
-pins, to share fleetgen's environment; each gets a venv under `$FLEETGEN_TOOLS_DIR` (default
-`~/.cache/fleetgen/tools`), beside the Go tools, stamped with its requirements so a
-warm machine reuses it whichever Python 3.11+ runs the tests (a venv keeps the interpreter it was made
-with). Installed from the package index by name and pinned version, like the rest.
+torch (its torchrun and gloo), SkyPilot and the ML teams' Kubernetes clients (the Kubeflow and CodeFlare
+SDKs) are far too large, and too tied to their own dependency pins, to share fleetgen's environment; each gets
+a venv under `$FLEETGEN_TOOLS_DIR` (default `~/.cache/fleetgen/tools`), beside the Go tools, stamped with its
+requirements so a warm machine reuses it whichever Python 3.11+ runs the tests (a venv keeps the interpreter it
+was made with). Installed from the package index by name and pinned version, like the rest.
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
+import json
+import os
 import shutil
 import subprocess
 import sys
@@ -22,6 +24,7 @@ import time
 import venv
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
@@ -41,6 +44,12 @@ PYENVS: tuple[PyEnv, ...] = (
     PyEnv("torch", ("torch==2.15.0",), "torchrun and gloo: the rendered command runs on two local nodes"),
     PyEnv("skypilot", ("skypilot[kubernetes]==0.14.1",),
           "SkyPilot's own schema, config resolution and GPU names, and its Kubernetes provisioner"),
+    # The newest Kubeflow SDK for Trainer v2.2 (0.5.0 requires kubeflow-trainer-api 2.3, Trainer v2.3's
+    # API); 0.4.1 accepts any trainer-api from 2.2.0, so the models of the pinned Trainer are pinned too.
+    PyEnv("kubeflow", ("kubeflow==0.4.1", "kubeflow-trainer-api==2.2.1"),
+          "the Kubeflow SDK's TrainerClient run as a team member against the real Trainer"),
+    PyEnv("codeflare", ("codeflare-sdk==0.40.1",),
+          "the CodeFlare SDK's Cluster run as a team member against the real KubeRay"),
 )
 
 
@@ -96,6 +105,48 @@ def build(names: list[str] | None = None, log: bool = True) -> None:
         (target / "fleetgen.stamp").write_text(_stamp(env))
         if log:
             print(f"pyenv {env.name}: ready in {time.monotonic() - start:.0f} s", flush=True)
+
+
+RECORDER = '''
+import urllib.parse
+from kubernetes.client import rest
+
+CALLS = []
+_request = rest.RESTClientObject.request
+
+
+def _recorded(self, method, url, *args, **kwargs):
+    path = urllib.parse.urlsplit(url).path
+    try:
+        answer = _request(self, method, url, *args, **kwargs)
+    except rest.ApiException as exc:
+        CALLS.append([method, path, exc.status])
+        raise
+    CALLS.append([method, path, answer.status])
+    return answer
+
+
+rest.RESTClientObject.request = _recorded
+'''
+"""Put before a client's script: CALLS gets [method, path, HTTP status] of every request the official
+Kubernetes client sends (both ML clients use it), so a test can say which calls, and so which rights, each
+of their actions needs."""
+
+
+def run_client(name: str, script: str, request: Any, kubeconfig: Path, home: Path, timeout: float = 300) -> Any:
+    """`script` (RECORDER first) run by environment `name` as a user runs it: KUBECONFIG `kubeconfig`, HOME and
+    TMPDIR `home` (no kubeconfig, discovery cache or certificate of this machine read or left behind),
+    `request` as JSON on stdin; what it writes as JSON to the file named by its first argument (clients
+    print to stdout). The script is a file: an SDK may read its functions' source (inspect.getsource)."""
+    home.mkdir(parents=True, exist_ok=True)
+    program, answer = home / f"{name}-client.py", home / f"{name}-answer.json"
+    program.write_text(RECORDER + script)
+    answer.unlink(missing_ok=True)
+    env = {"PATH": os.environ.get("PATH", ""), "HOME": str(home), "TMPDIR": str(home), "KUBECONFIG": str(kubeconfig)}
+    done = subprocess.run([str(python(name)), str(program), str(answer)], input=json.dumps(request),
+                          capture_output=True, text=True, env=env, timeout=timeout, check=False)
+    assert done.returncode == 0 and answer.is_file(), done.stdout + done.stderr
+    return json.loads(answer.read_text())
 
 
 def main(argv: list[str] | None = None) -> int:
