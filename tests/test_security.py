@@ -466,3 +466,26 @@ def test_a_namespace_taken_from_another_team_is_high(fleet_root: Path, tmp_path:
     found = risks_between(base, fleet_root)
     assert found["namespace-claimed"] == ["high: dev: team 'speech' claims namespace 'shared-eval' (was team "
                                           "'ml-research''s): its members get edit rights there"], found
+
+
+def test_member_reads_move_with_the_cluster_file_in_one_line_each_way(fleet_root: Path) -> None:
+    """`tenancy.membersReadNodes` off, then on again: every team's `fleetgen-members-<team>` changes alike, and
+    the preview says so once per direction, naming the reads and the teams (issue 56), not once per role with
+    a generic 'may grant more rights'."""
+    edit(fleet_root, "clusters/prod-east.yaml", "tenancy: {membersReadNodes: true}",
+         "tenancy: {membersReadNodes: false}")
+    teams = "teams llm-pretrain, ml-research, platform-ci, vision"
+    assert risks_between(REPO, fleet_root) == {"member-reads-narrowed": [
+        f"low: prod-east: members of {teams} lose cluster-wide reads of nodes, runtimeclasses.node.k8s.io "
+        "(fleetgen-members-<team>)"]}
+    assert risks_between(fleet_root, REPO) == {"member-reads-widened": [
+        f"medium: prod-east: members of {teams} gain cluster-wide reads of nodes, runtimeclasses.node.k8s.io "
+        "(fleetgen-members-<team>)"]}
+    render = run(fleet_root, "render")
+    assert render.code == 0, render.err
+    role = yaml.safe_load((fleet_root / "rendered/prod-east/teams/ml-research/"
+                           "clusterrole-fleetgen-members-ml-research.yaml").read_text())
+    # the default: no Node or RuntimeClass read, the team's own pending list and the Trainer runtimes only
+    assert [(r["apiGroups"], r["resources"], r["verbs"], r.get("resourceNames")) for r in role["rules"]] == [
+        (["visibility.kueue.x-k8s.io"], ["clusterqueues/pendingworkloads"], ["get"], ["ml-research"]),
+        (["trainer.kubeflow.org"], ["clustertrainingruntimes"], ["get", "list", "watch"], None)]

@@ -90,7 +90,8 @@ BASE_RIGHTS: tuple[Right, ...] = (
     Right(api_group="", resources=("nodes",), verbs=READ, scope="cluster", when=_nodes_readable,
           when_text="`tenancy.membersReadNodes: true`",
           why="SkyPilot lists Nodes to find GPUs and turns Kubernetes off without. Exposes every Node's name, "
-              "labels, capacity, taints, conditions, addresses and images; nothing of the pods on it"),
+              "labels, capacity, taints, conditions and addresses, and from its status the images of the pods that "
+              "ran there (other teams' registries and tags) and the volumes attached; not the pods themselves"),
     Right(api_group="node.k8s.io", resources=("runtimeclasses",), verbs=READ, scope="cluster", when=_nodes_readable,
           when_text="`tenancy.membersReadNodes: true`",
           why="SkyPilot lists RuntimeClasses (to pick `nvidia`) before it makes a pod, and a 403 ends its launch. "

@@ -376,8 +376,21 @@ def namespace_policies(cluster: Loaded[ClusterConfig]) -> list[Manifest]:
     policies = [placement_policy(cfg), objects_policy(cfg), workloads_policy(cfg)]
     if cfg.tenancy.network.isolate:
         policies.append(egress_policy(cfg))
-    out = [Manifest(("teams",), body, where) for policy in policies
+    out = [Manifest(("teams",), _guard_first(cfg, body), where) for policy in policies
            for body in (policy, _binding(cfg, policy["metadata"]["name"]))]
     at = cluster.at("priorities")
     policy = ladder_policy(cfg)
-    return out + [Manifest(("teams",), body, at) for body in (policy, _binding(cfg, LADDER_POLICY))]
+    return out + [Manifest(("teams",), _guard_first(cfg, body), at) for body in (policy, _binding(cfg, LADDER_POLICY))]
+
+
+GUARDS_FIRST = {"argocd.argoproj.io/sync-wave": "-1"}
+"""Argo CD sync wave of the policies in the teams Application, ahead of the RoleBindings and ClusterRoles they
+guard: Argo CD orders kinds it does not know (admission policies) after RBAC within a wave, which would leave
+a new right (members' `patch` on Workloads) unguarded until the policy lands, or for good if its apply fails.
+Flux applies a Kustomization's objects in one server-side apply."""
+
+
+def _guard_first(cfg: ClusterConfig, body: dict[str, Any]) -> dict[str, Any]:
+    if cfg.gitops.engine == "argocd":
+        body["metadata"]["annotations"] = dict(GUARDS_FIRST)
+    return body

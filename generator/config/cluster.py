@@ -672,8 +672,9 @@ class Tenancy(ConfigModel):
     """Let team members get, list and watch Nodes and RuntimeClasses, cluster-wide: SkyPilot needs both (its
     `sky check` lists the Nodes to find GPUs and turns Kubernetes off without; `sky launch` lists
     RuntimeClasses before it makes a pod). RBAC cannot narrow a read to some fields: members then see every
-    Node's name, labels, capacity and allocatable, taints, conditions, addresses and the images it holds, but
-    nothing of the pods on it, and the names of the container runtimes (docs/reference/member-rights.md)."""
+    Node's name, labels, capacity and allocatable, taints, conditions and addresses, and from its status the
+    images of the pods that ran there (other teams' registries and tags) and the volumes attached, though not
+    the pods themselves; and the names of the container runtimes (docs/reference/member-rights.md)."""
     publish_fleet: bool = True
     """Publish the fleet files this cluster is rendered from in the ConfigMap `kube-public/fleetgen-fleet`,
     readable by every authenticated user (`system:authenticated`), so that the job SDK can define and

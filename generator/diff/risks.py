@@ -61,6 +61,10 @@ RULEBOOK: dict[str, Rule] = {
                                                     "changes; high when a ClusterRoleBinding gains a subject."),
     "rbac-widened": Rule("medium", "A platform Role, ClusterRole or binding is added, or a binding points at "
                                    "another role: more rights for someone."),
+    "member-reads-widened": Rule("medium", "A team's members gain cluster-wide reads (`fleetgen-members-<team>`: "
+                                           "the cluster file's `tenancy.membersReadNodes` or an operator turned "
+                                           "on), one line per set of reads, the teams named."),
+    "member-reads-narrowed": Rule("low", "A team's members lose cluster-wide reads."),
     # --- scheduling between teams
     "quota-reduced": Rule("high", "A team's guaranteed GPUs in a pool fall: its running workloads above the new "
                                   "quota may be preempted."),
@@ -732,19 +736,62 @@ def merged(found: Iterable[Risk]) -> list[Risk]:
     return sorted(lines, key=lambda r: (ORDER[r.severity], r.rule, r.what, r.clusters))
 
 
+def _member_reads_object(change: Change) -> bool:
+    """A team's `fleetgen-members-<team>` ClusterRole or binding (compile/member_rights.py)."""
+    _, _, kind, _, name = change.obj.key
+    return bool(change.obj.team) and kind in ("ClusterRole", "ClusterRoleBinding") and \
+        name == f"fleetgen-members-{change.obj.team}"
+
+
+def _reads(body: dict[str, Any] | None) -> set[str]:
+    """A ClusterRole's reads as `resource.group` (`resource` in the core group), with any resourceNames."""
+    out: set[str] = set()
+    for rule in (body or {}).get("rules") or []:
+        if not isinstance(rule, dict):
+            continue
+        names = f" ({', '.join(map(str, rule['resourceNames']))})" if rule.get("resourceNames") else ""
+        for group in rule.get("apiGroups") or []:
+            out.update(f"{resource}{'.' + str(group) if group else ''}{names}" for resource in rule.get("resources")
+                       or [])
+    return out
+
+
+def _member_reads_lines(changes: list[Change]) -> Iterator[Risk]:
+    """What teams' members may read cluster-wide moves with the cluster file (a switch, an operator), for every
+    team alike: one line per cluster, direction and set of reads, not one per team's role."""
+    moved: dict[tuple[str, str], dict[frozenset[str], set[str]]] = {}
+    for change in changes:
+        if change.obj.key[2] != "ClusterRole":
+            continue
+        before, after = _reads(_body(change.before)), _reads(_body(change.after))
+        for verb, reads in (("gain", after - before), ("lose", before - after)):
+            if reads:
+                moved.setdefault((change.obj.cluster, verb), {}).setdefault(frozenset(reads), set()).add(
+                    str(change.obj.team))
+    for (cluster, verb), by_reads in sorted(moved.items()):
+        for what, teams in sorted(by_reads.items(), key=lambda kv: sorted(kv[0])):
+            rule, severity = ("member-reads-widened", "medium") if verb == "gain" else ("member-reads-narrowed", "low")
+            yield Risk(severity, rule, f"members of {_plural('team', teams)} {verb} cluster-wide reads of "
+                       f"{', '.join(sorted(what))} (fleetgen-members-<team>)", (cluster,))
+
+
 def risks(changes: list[Change], capacity: list[PoolImpact], extra: list[Risk] | None = None) -> list[Risk]:
     """Every risk, one line per cause, most severe first (`extra`: those found on the fleets,
     diff/scheduling.py)."""
     causes = _TeamCauses.of(changes)
     owned: dict[tuple[str, str, str], list[Change]] = {}
+    member_reads: list[Change] = []
     found: list[Risk] = []
     for change in changes:
         owner = causes.owner(change)
         if owner:
             owned.setdefault(owner, []).append(change)
+        elif _member_reads_object(change):
+            member_reads.append(change)
         else:
             found.extend(risk for rule in OBJECT_RULES for risk in rule(change))
     found.extend(_team_lines(owned))
+    found.extend(_member_reads_lines(member_reads))
     found.extend(_member_lines(changes))
     found.extend(_gitops_engine(changes))
     found.extend(_capacity_lines(capacity, causes.left))
