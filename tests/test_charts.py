@@ -64,7 +64,7 @@ def test_what_kuberays_chart_makes_of_our_values_is_valid(upstream_tools: None, 
                                                          shared_schemas: Path, tmp_path: Path) -> None:
     """Issue 32: prod-east's `operators.ray` through KubeRay's own chart (the kuberay module at the pin):
     the operator scraped by Prometheus, no batch scheduler, and valid for kubeconform. Its pods carry the
-    labels fleetgen-operator-ray-dashboard lets in, and it reaches Ray heads directly, not through the API
+    labels fleetgen-operator-ray-dashboard and -serve let in, and it reaches Ray heads directly, not through the API
     server's proxy (which that policy would not concern)."""
     from generator.kinds.ray import KUBERAY
 

@@ -78,6 +78,7 @@ def test_new_team(repo: Path) -> None:
                      ("Namespace", "", "genomics"),
                      # prod-west runs KubeRay: its pods may reach the team's Ray heads' dashboard
                      ("NetworkPolicy", "genomics", "fleetgen-operator-ray-dashboard"),
+                     ("NetworkPolicy", "genomics", "fleetgen-operator-ray-serve"),
                      ("NetworkPolicy", "genomics", "fleetgen-team-isolation"),
                      ("ResourceQuota", "genomics", "fleetgen-gpus"),
                      ("RoleBinding", "genomics", "genomics-members"),

@@ -169,15 +169,17 @@ def _team_network_policies(cluster: str, root: Path = REPO) -> dict[str, dict[st
     return out
 
 
-def test_kuberay_may_reach_ray_heads_dashboard_and_nothing_else() -> None:
+def test_kuberay_may_reach_ray_heads_dashboard_and_serve_proxy_and_nothing_else() -> None:
     """KubeRay's operator follows a RayJob through its head's dashboard on 8265 (ray-operator v1.6.2
-    controllers/ray/rayjob_controller.go:300-305): the isolation policy's deny-by-default ingress cut it
-    off. Beside that policy, unchanged, one lets in the operator's pods, from its namespace as rendered,
-    to Ray heads on 8265 only; ingress only, so every team pod's egress is still the isolation policy's."""
+    controllers/ray/rayjob_controller.go:300-305) and asks a RayService head's Serve proxy on 8000 whether it
+    is healthy (rayservice_controller.go:1815-1846): the isolation policy's deny-by-default ingress cut both
+    off. Beside that policy, unchanged, one policy per port lets in the operator's pods, from its namespace
+    as rendered, to Ray heads on that port only; ingress only, so every team pod's egress is still the
+    isolation policy's."""
     from generator.compile.namespace_policies import ISOLATION_POLICY
     from generator.kinds.ray import KUBERAY
 
-    name = "fleetgen-operator-ray-dashboard"
+    ports = {"fleetgen-operator-ray-dashboard": 8265, "fleetgen-operator-ray-serve": 8000}
     app = _load("prod-east/platform/application-prod-east-kuberay-operator.yaml")["spec"]
     flux = _load("prod-west/platform/helmrelease-kuberay-operator.yaml")["spec"]
     # Where and as what the platform installs the operator: the chart labels its pods with the release.
@@ -188,17 +190,19 @@ def test_kuberay_may_reach_ray_heads_dashboard_and_nothing_else() -> None:
         policies = _team_network_policies(cluster)
         assert policies, cluster
         for namespace, by_name in policies.items():
-            assert sorted(by_name) == [name, ISOLATION_POLICY], (cluster, namespace)
+            assert sorted(by_name) == [*sorted(ports), ISOLATION_POLICY], (cluster, namespace)
             isolation = by_name[ISOLATION_POLICY]["spec"]
             assert isolation["podSelector"] == {} and isolation["ingress"] == [{"from": [{"podSelector": {}}]}]
-            assert by_name[name]["spec"] == {
-                "podSelector": {"matchLabels": {"ray.io/node-type": "head"}},
-                "policyTypes": ["Ingress"],
-                "ingress": [{
-                    "from": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kuberay-system"}},
-                              "podSelector": {"matchLabels": {"app.kubernetes.io/name": "kuberay-operator",
-                                                              "app.kubernetes.io/instance": "kuberay-operator"}}}],
-                    "ports": [{"protocol": "TCP", "port": 8265}]}]}, (cluster, namespace)
+            for name, port in ports.items():
+                assert by_name[name]["spec"] == {
+                    "podSelector": {"matchLabels": {"ray.io/node-type": "head"}},
+                    "policyTypes": ["Ingress"],
+                    "ingress": [{
+                        "from": [{"namespaceSelector": {"matchLabels": {
+                                      "kubernetes.io/metadata.name": "kuberay-system"}},
+                                  "podSelector": {"matchLabels": {"app.kubernetes.io/name": "kuberay-operator",
+                                                                  "app.kubernetes.io/instance": "kuberay-operator"}}}],
+                        "ports": [{"protocol": "TCP", "port": port}]}]}, (cluster, namespace, name)
 
 
 def test_a_cluster_without_kuberay_lets_no_operator_in(fleet_root: Path) -> None:
@@ -206,7 +210,7 @@ def test_a_cluster_without_kuberay_lets_no_operator_in(fleet_root: Path) -> None
     KubeRay on; and where isolation is off, no operator's policy comes either."""
     from generator.compile.namespace_policies import ISOLATION_POLICY
 
-    name = "fleetgen-operator-ray-dashboard"
+    names = ["fleetgen-operator-ray-dashboard", "fleetgen-operator-ray-serve"]
     before = _team_network_policies("dev", fleet_root)
     assert before and all(sorted(p) == [ISOLATION_POLICY] for p in before.values()), before
     path = fleet_root / "clusters" / "dev.yaml"
@@ -214,7 +218,7 @@ def test_a_cluster_without_kuberay_lets_no_operator_in(fleet_root: Path) -> None
     result = run(fleet_root, "render")
     assert result.code == 0, result.err
     after = _team_network_policies("dev", fleet_root)
-    assert after.keys() == before.keys() and all(sorted(p) == [name, ISOLATION_POLICY] for p in after.values())
+    assert after.keys() == before.keys() and all(sorted(p) == [*names, ISOLATION_POLICY] for p in after.values())
     add_tenancy(fleet_root, "dev", "  network: {isolate: false}\n")
     result = run(fleet_root, "render")
     assert result.code == 0, result.err

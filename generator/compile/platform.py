@@ -26,6 +26,7 @@ from generator.config.cluster import ClusterConfig, kueue_tuple
 from generator.config.fleet import Loaded, fair_sharing
 from generator.config.team import TeamConfig
 from generator.kinds import frameworks_of
+from generator.kinds.ray import KUBERAY
 from generator.versions import Component, component
 from generator.yamltext import to_yaml
 
@@ -290,7 +291,8 @@ def installs(cfg: ClusterConfig, teams: list[Loaded[TeamConfig]]) -> list[Instal
     ]
     if cfg.operators.ray:  # after Kueue, whose webhooks suspend Ray kinds until they are admitted
         after = ("kueue", "kube-prometheus-stack") if cfg.monitoring.enabled else ("kueue",)
-        out.append(Install("kuberay-operator", "kuberay-system", -15, _kuberay_operator(cfg), after))
+        out.append(Install(dict(KUBERAY.pods)["app.kubernetes.io/instance"], KUBERAY.namespace, -15,
+                           _kuberay_operator(cfg), after))
     if cfg.operators.trainer:  # after Kueue (its webhooks suspend TrainJobs) and JobSet (what a TrainJob makes)
         after = ("jobset", "kueue")
         out.append(Install("kubeflow-trainer", "kubeflow-system", -15, _kubeflow_trainer(cfg), after))

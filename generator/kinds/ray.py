@@ -62,12 +62,17 @@ head container declares no ports, as fleetgen's does (service.go:403-410,436-441
 KubeRay labels the head `ray.io/node-type: head` and no template can override it (common/pod.go:776-791).
 Cut off, a RayJob never sees its job end, and fails 30 s after its submitter exits
 (rayjob_controller.go:41,1193-1215)."""
+SERVE = Reach(name="serve", pods=(("ray.io/node-type", "head"),), port=8000)
+"""A RayService's head: KubeRay's operator asks the Serve proxy on the head pod's own IP, at the head container's
+`serve` port or 8000, whether it is healthy, and labels the head into the Serve Service only when it answers
+(ray-operator v1.6.2 controllers/ray/rayservice_controller.go:1815-1846, utils/util.go:1038-1050,
+utils/constant.go:110,116), with the same plain HTTP client."""
 KUBERAY = Operator(key="ray", title="KubeRay", api_groups=("ray.io",),
                    member_resources=("rayclusters", "rayjobs", "rayservices"), instead="jobset",
                    namespace="kuberay-system",
                    pods=(("app.kubernetes.io/name", "kuberay-operator"),
                          ("app.kubernetes.io/instance", "kuberay-operator")),
-                   reaches=(DASHBOARD,))
+                   reaches=(DASHBOARD, SERVE))
 """KubeRay v1.6.2's chart aggregates none of its editor roles to `edit`: members get the Ray kinds where it runs.
 A MultiKueue manager may run it and dispatch the Ray kinds: KubeRay leaves alone what Kueue's webhook marks
 `spec.managedBy: kueue.x-k8s.io/multikueue` (ray-operator v1.6.2 controllers/ray/rayjob_controller.go:108,
