@@ -32,7 +32,6 @@ raising, except where it raises its own RuntimeError (cluster.py:368-375).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -97,11 +96,7 @@ it sent."""
 
 @pytest.fixture(scope="module")
 def codeflare_sdk() -> str:
-    if not pyenvs.current("codeflare"):
-        message = "the CodeFlare SDK is not installed: python3 tests/upstream/pyenvs.py build"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
+    pyenvs.required("codeflare", "the CodeFlare SDK")
     return "codeflare"
 
 

@@ -124,11 +124,7 @@ def _serving(port: str) -> list[int]:
 
 @pytest.fixture(scope="module")
 def twin(upstream_etcd: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Stack, Fleet, Twin]]:
-    if not pyenvs.current("skypilot"):
-        message = "SkyPilot is not installed: python3 tests/upstream/pyenvs.py build"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
+    pyenvs.required("skypilot", "SkyPilot")
     with running_twin(CLUSTER, upstream_etcd, tmp_path_factory.mktemp(f"sky-{CLUSTER}")) as running:
         yield running
 

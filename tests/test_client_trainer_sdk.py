@@ -26,7 +26,6 @@ users (manifests/overlays/kubeflow-platform/kubeflow-trainer-roles.yaml at v2.2.
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -114,11 +113,7 @@ and the requests it sent."""
 
 @pytest.fixture(scope="module")
 def kubeflow_sdk() -> str:
-    if not pyenvs.current("kubeflow"):
-        message = "the Kubeflow SDK is not installed: python3 tests/upstream/pyenvs.py build"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
+    pyenvs.required("kubeflow", "the Kubeflow SDK")
     return "kubeflow"
 
 

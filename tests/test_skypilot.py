@@ -81,12 +81,7 @@ PRODUCTS = ["NVIDIA-H100-80GB-HBM3", "NVIDIA-H100-PCIe", "NVIDIA-H100-NVL", "NVI
 
 @pytest.fixture(scope="module")
 def sky_python() -> Path:
-    if not pyenvs.current("skypilot"):
-        message = "SkyPilot is not installed: python3 tests/upstream/pyenvs.py build"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
-    return pyenvs.python("skypilot")
+    return pyenvs.required("skypilot", "SkyPilot")
 
 
 def probe(python: Path, tmp_path: Path, request: dict[str, Any]) -> dict[str, Any]:

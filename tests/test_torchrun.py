@@ -57,12 +57,7 @@ INDEX_FIELD = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
 
 @pytest.fixture(scope="module")
 def torch_bin() -> Iterator[Path]:
-    if not pyenvs.current("torch"):
-        message = "torch is not installed: python3 tests/upstream/pyenvs.py build"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
-    yield pyenvs.python("torch").parent
+    yield pyenvs.required("torch", "torch").parent
 
 
 def expand(text: str, env: dict[str, str]) -> str:

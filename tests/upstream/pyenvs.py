@@ -84,6 +84,21 @@ def current(name: str) -> bool:
     return subprocess.run([str(python(name)), "-c", ""], capture_output=True, check=False).returncode == 0
 
 
+def required(name: str, title: str) -> Path:
+    """The interpreter of environment `name`, for a test: the test is skipped where it is not built, and fails
+    under CI (which always builds it)."""
+    import os
+
+    import pytest
+
+    if not current(name):
+        message = f"{title} is not installed: python3 tests/upstream/pyenvs.py build"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    return python(name)
+
+
 def missing() -> list[str]:
     return [e.name for e in PYENVS if not current(e.name)]
 
