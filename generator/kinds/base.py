@@ -72,13 +72,6 @@ class Operator:
     reaches: tuple[Reach, ...] = ()
     """Connections it opens to pods in team namespaces, each let in from its pods alone where it runs."""
 
-    @property
-    def member_rules(self) -> list[dict[str, list[str]]]:
-        """The member ClusterRole's rules for it: its resources, and read access to their status."""
-        group = [self.api_groups[0]]
-        return [{"apiGroups": group, "resources": list(self.member_resources), "verbs": list(MEMBER_VERBS)},
-                {"apiGroups": group, "resources": [f"{r}/status" for r in self.member_resources], "verbs": ["get"]}]
-
     def runs_in(self, cluster: ClusterConfig) -> bool:
         """Whether the cluster file turns it on."""
         return bool(getattr(cluster.operators, self.key))
