@@ -208,6 +208,28 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.upstream)
 
 
+HEAVY_TWINS = frozenset({"tests/test_twin_gitops.py", "tests/test_twin_scheduling.py"})
+"""Modules that each drive a whole twin (Argo CD or Flux, or a fleet's every profile) for many minutes.
+Side by side on two cores they starved each other's API servers into 504s, so `--dist loadfile` sends
+them to one worker as one unit, one after the other."""
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """`--dist loadfile`, with HEAVY_TWINS as one unit of work (`xdist_group` marks need `--dist loadgroup`,
+    which would spread every other module test by test, setting up its twin on both workers)."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class HeavyTwinsApart(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            scope = super()._split_scope(nodeid)
+            return "heavy-twins" if scope in HEAVY_TWINS else scope
+
+    return HeavyTwinsApart(config, log)
+
+
 @pytest.fixture(scope="session")
 def upstream_tools() -> None:
     """The pinned upstream programs; skipped (failed under CI, which always builds them) when absent."""
