@@ -21,10 +21,8 @@ What the machine lacks for SkyPilot's client, and the test supplies:
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import signal
 import subprocess
 import urllib.request
 from collections import Counter
@@ -105,15 +103,12 @@ class SkyClient:
         return "".join(p.read_text(errors="replace") for p in sorted(self.home.glob("sky_logs/*/provision.log")))
 
     def stop(self) -> None:
-        """The server and its workers (one process group), then no process left serving its port, then
-        what they left behind: multiprocessing's resource trackers ignore SIGTERM and outlive the group."""
+        """The server and its workers (one process group: its executors ignore SIGTERM and outlive the
+        server unless killed), then no process left serving its port."""
         self.server.stop()
         port = self.env["SKYPILOT_API_SERVER_LOCAL_PORT"]
         assert wait_for(lambda: not _serving(port), 20), f"a SkyPilot API server on port {port} outlived the test"
-        for pid in _started_with_home(self.home):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        assert wait_for(lambda: not _started_with_home(self.home), 20), f"processes of {self.home} outlived the test"
+        assert wait_for(lambda: not self.server.group(), 20), f"SkyPilot's {self.server.group()} outlived the test"
 
 
 def _serving(port: str) -> list[int]:
@@ -125,22 +120,6 @@ def _serving(port: str) -> list[int]:
         except OSError:
             continue
         if b"sky.server.server" in b" ".join(argv) and f"--port={port}".encode() in argv:
-            found.append(int(proc.name))
-    return found
-
-
-def _started_with_home(home: Path) -> list[int]:
-    """Live processes whose environment has `HOME=home`: only this client's programs have it."""
-    marker = f"HOME={home}".encode()
-    found = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            environ = (proc / "environ").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if marker in environ:
             found.append(int(proc.name))
     return found
 

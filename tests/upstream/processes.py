@@ -59,18 +59,31 @@ class Process:
         return "\n".join(text[-lines:])
 
     def stop(self, grace: float = 10.0) -> None:
-        """SIGTERM, then SIGKILL after `grace` seconds; the whole process group."""
-        if self.popen.poll() is not None:
+        """SIGTERM, then SIGKILL after `grace` seconds; the whole process group, including members
+        that ignore SIGTERM and would outlive the leader (SkyPilot's executors do)."""
+        if self.popen.poll() is not None and not self.group():
             return
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(self.popen.pid, signal.SIGTERM)
-        except ProcessLookupError:
-            return
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             self.popen.wait(timeout=grace)
-        except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(self.popen.pid, signal.SIGKILL)
-            self.popen.wait(timeout=10)
+        self.popen.wait(timeout=10)
+
+    def group(self) -> list[int]:
+        """Live processes of this process's group (it leads one: `spawn` starts a session)."""
+        found = []
+        for proc in Path("/proc").iterdir():
+            if not proc.name.isdigit():
+                continue
+            try:
+                fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[2]) == self.popen.pid and fields[0] != "Z":  # pgrp; a zombie is already dead
+                found.append(int(proc.name))
+        return found
 
 
 def spawn(name: str, argv: Sequence[str], log: Path, env: dict[str, str] | None = None,
