@@ -9,6 +9,7 @@ from generator.config.fleet import Fleet, fair_sharing, fair_tree, usage_split
 from generator.config.routes import relabelled, shared_routes, stranded_namespaces
 from generator.config.team import TeamConfig
 from generator.guarantees import held_back
+from generator.terminal import table
 
 RECLAIM = {
     "Any": "takes its guaranteed GPUs back from borrowers by preempting their workloads, whatever their priority",
@@ -34,16 +35,6 @@ QUEUEING = {
     "BestEffortFIFO": "BestEffortFIFO: its later workloads that fit are admitted while older ones wait",
 }
 """Kueue `queueingStrategy`."""
-
-
-def table(header: list[str], rows: list[list[str]]) -> str:
-    """A left-aligned text table (numbers right-aligned)."""
-    widths = [max(len(str(c)) for c in col) for col in zip(header, *rows, strict=True)]
-
-    def line(cells: list[str]) -> str:
-        return "  ".join(c.rjust(w) if c[:1].isdigit() or c[:1] == "-" and c[1:2].isdigit() else c.ljust(w)
-                         for c, w in zip(cells, widths, strict=True)).rstrip()
-    return "\n".join([line(header), line(["-" * w for w in widths])] + [line(r) for r in rows])
 
 
 def explain_team(fleet: Fleet, name: str) -> str:
@@ -74,6 +65,9 @@ def explain_team(fleet: Fleet, name: str) -> str:
             head += (f"\nin {cluster_name}: jobs are dispatched by MultiKueue to {', '.join(workers)} (the workers "
                      "where the team has quota; its quota here bounds what is dispatched at once)")
         if cluster is not None and mk is None:
+            if not team.quotas[cluster_name]:
+                head += (f"\nin {cluster_name}: CPU-only: no GPU quota, so a job asking for GPUs waits (Kueue "
+                         "admits it nowhere)")
             head += f"\nin {cluster_name}: {unlabelled_jobs(cluster.config, team)}"
             head += f"\nin {cluster_name}: {max_execution(team, cluster.config)}"
             head += "".join(f"\nin {cluster_name}: {line}" for line in profile_lines(cluster.config, team))

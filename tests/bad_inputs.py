@@ -100,8 +100,10 @@ CASES: list[tuple[str, str, str]] = [
                                                   '    l4: {gpus: 1}\njobProfiles:\n  - {name: p, cluster: dev, '
                                                   'pool: t4, nodes: 1, image: x, command: [x]}\n'),
     # conflicting and reserved namespaces and names
-    ("namespace-of-another-team", "teams/corpus.yaml", 'name: corpus\nowners: ["@acme/x"]\nnamespaces: [speech]\n'),
-    ("reserved-namespace", "teams/corpus.yaml", 'name: corpus\nowners: ["@acme/x"]\nnamespaces: [kube-system]\n'),
+    ("namespace-of-another-team", "teams/corpus.yaml",
+     'name: corpus\nowners: ["@acme/x"]\nnamespaces: [speech]\nquotas: {dev: {}}\n'),
+    ("reserved-namespace", "teams/corpus.yaml",
+     'name: corpus\nowners: ["@acme/x"]\nnamespaces: [kube-system]\nquotas: {dev: {}}\n'),
     ("name-not-file-name", "teams/corpus.yaml", TEAM.format(name="other")),
     ("unknown-key", "teams/corpus.yaml", 'name: corpus\nowners: ["@acme/x"]\nquota: {}\n'),
     # issue 11: subjects a team file may not grant, or that are not what they look like
@@ -119,8 +121,10 @@ CASES: list[tuple[str, str, str]] = [
     ("duplicate-subject", "teams/corpus.yaml", MEMBERS.format(members="{groups: [ml, ml]}")),
     ("padded-system-subject", "teams/corpus.yaml", MEMBERS.format(members='{groups: [" system:authenticated"]}')),
     # issue 11: platform namespaces (derived from what the clusters render) and YAML 1.1-only forms
-    ("platform-namespace", "teams/corpus.yaml", 'name: corpus\nowners: ["@acme/x"]\nnamespaces: [fleetgen-system]\n'),
-    ("gitops-namespace", "teams/corpus.yaml", 'name: corpus\nowners: ["@acme/x"]\nnamespaces: [flux-system]\n'),
+    ("platform-namespace", "teams/corpus.yaml",
+     'name: corpus\nowners: ["@acme/x"]\nnamespaces: [fleetgen-system]\nquotas: {dev: {}}\n'),
+    ("gitops-namespace", "teams/corpus.yaml",
+     'name: corpus\nowners: ["@acme/x"]\nnamespaces: [flux-system]\nquotas: {dev: {}}\n'),
     ("leading-zero-gpus", "teams/corpus.yaml", QUOTA.format(gpus="010")),
     ("underscore-gpus", "teams/corpus.yaml", QUOTA.format(gpus="1_0")),
     ("hex-gpus", "teams/corpus.yaml", QUOTA.format(gpus="0x2")),

@@ -422,11 +422,49 @@ def _multikueue_quotas(fleet: Fleet) -> Iterator[Finding]:
                                   "or remove it here")
 
 
-def _no_queue_in(team: Loaded[TeamConfig], key: str, cluster: str) -> Finding:
+def _queue_clusters(fleet: Fleet, team: TeamConfig) -> str:
+    """The clusters a team has a queue in, for a fix: never a name the fleet does not have (a typo in
+    `quotas` is its own error, and must not come back as the suggested fix of another)."""
+    return ', '.join(sorted(c for c in team.quotas if c in fleet.clusters)) or '(none)'
+
+
+def _no_queue_in(fleet: Fleet, team: Loaded[TeamConfig], key: str, cluster: str) -> Finding:
     """A per-cluster team key naming a cluster the team has no quota (so no queue) in."""
     file, line = team.at(key, cluster)
     return Finding(file, line, f"{key}.{cluster}", f"team {team.config.name!r} has no queue in cluster {cluster!r}",
-                   f"use one of: {', '.join(sorted(team.config.quotas)) or '(none)'}")
+                   f"use one of: {_queue_clusters(fleet, team.config)}")
+
+
+def _placement(fleet: Fleet) -> Iterator[Finding]:
+    """Every team has a queue in some cluster (else nothing of it renders, namespaces included), and
+    each queue can admit something: one without GPU quota runs on the cluster's CPU pool, so it needs
+    one, and a team never preempted must hold part of it (it borrows nothing)."""
+    for team in fleet.teams.values():
+        cfg = team.config
+        if not cfg.quotas:
+            file, line = team.at("quotas") if "quotas" in cfg.model_fields_set else team.at("name")
+            cpu = sorted(n for n, c in fleet.clusters.items() if c.config.cpu_pool is not None)
+            yield Finding(file, line, "quotas", f"team {cfg.name!r} has no queue in any cluster, so nothing of it "
+                          "is rendered: no namespace, no queue, no access",
+                          f"give it GPU quota (quotas: {{<cluster>: {{<pool>: {{gpus: N}}}}}}) in one of: "
+                          f"{', '.join(sorted(fleet.clusters)) or '(no clusters)'}; or, for a CPU-only team, "
+                          f"quotas: {{<cluster>: {{}}}} in a cluster with a cpuPool: {', '.join(cpu) or '(none)'}")
+        for cluster_name, pools in cfg.quotas.items():
+            cluster = fleet.clusters.get(cluster_name)
+            if pools or cluster is None:
+                continue
+            file, line = team.at("quotas", cluster_name)
+            pool = cluster.config.cpu_pool
+            if pool is None:
+                yield Finding(file, line, f"quotas.{cluster_name}", f"team {cfg.name!r} has no GPU quota in "
+                              f"cluster {cluster_name!r}, which has no cpuPool: its queue there could admit no job",
+                              f"give it GPU quota in one of: {', '.join(p.name for p in cluster.config.node_pools)}; "
+                              f"or add a cpuPool to clusters/{cluster_name}")
+            elif cfg.never_preempted and cpu_pool_held(cluster.config, cfg) is None:
+                yield Finding(file, line, f"quotas.{cluster_name}", f"team {cfg.name!r} has no GPU quota in "
+                              f"cluster {cluster_name!r} and, never preempted, borrows nothing: with no cpuPool limit "
+                              "held for it, its queue there could admit no job",
+                              f"set cpuPool.teamLimits.{cfg.name} in clusters/{cluster_name} (held for it)")
 
 
 def _stop_policy(fleet: Fleet) -> Iterator[Finding]:
@@ -434,7 +472,7 @@ def _stop_policy(fleet: Fleet) -> Iterator[Finding]:
     for team in fleet.teams.values():
         for cluster in team.config.stop_policy:
             if cluster not in team.config.quotas:
-                yield _no_queue_in(team, "stopPolicy", cluster)
+                yield _no_queue_in(fleet, team, "stopPolicy", cluster)
 
 
 def _flavor_order(fleet: Fleet) -> Iterator[Finding]:
@@ -444,7 +482,7 @@ def _flavor_order(fleet: Fleet) -> Iterator[Finding]:
         for cluster, order in cfg.flavor_order.items():
             file, line = team.at("flavorOrder", cluster)
             if cluster not in cfg.quotas:
-                yield _no_queue_in(team, "flavorOrder", cluster)
+                yield _no_queue_in(fleet, team, "flavorOrder", cluster)
                 continue
             where = fleet.clusters.get(cluster)
             pools = where.config.queue_pools(cfg.quotas[cluster]) if where else list(cfg.quotas[cluster])
@@ -557,7 +595,7 @@ def _profile_problems(fleet: Fleet, team: TeamConfig, profile: JobProfile,
     cluster = fleet.clusters.get(profile.cluster)
     if profile.cluster not in team.quotas or cluster is None:
         yield ("cluster",), "cluster", f"team {team.name!r} has no quota in cluster {profile.cluster!r}", \
-            f"use one of: {', '.join(sorted(team.quotas)) or '(no quotas)'}"
+            f"use one of: {_queue_clusters(fleet, team)}"
         return
     cfg = cluster.config
     pool = None if profile.on_cpu_pool(cfg) else cfg.pool(profile.pool)
@@ -974,9 +1012,9 @@ def _operators(fleet: Fleet) -> Iterator[Finding]:
 
 RULES: list[Callable[[Fleet], Iterator[Finding]]] = [
     _operators, _kubernetes_versions, _reserved_cluster_names, _reserved_team_names, _unique_within_cluster,
-    _cohort_tree, _team_names, _namespaces, _subjects, _quota_references, _capacity, _job_profiles, _fair_sharing,
-    _allowed_priorities, _stop_policy, _flavor_order, _fungibility_preference, _cohort_quotas, _cpu_pool,
-    _admission_checks, _multikueue_workers, _multikueue_quotas, _pod_security_exceptions, _team_policy,
+    _cohort_tree, _team_names, _namespaces, _subjects, _quota_references, _placement, _capacity, _job_profiles,
+    _fair_sharing, _allowed_priorities, _stop_policy, _flavor_order, _fungibility_preference, _cohort_quotas,
+    _cpu_pool, _admission_checks, _multikueue_workers, _multikueue_quotas, _pod_security_exceptions, _team_policy,
     _shared_pool_settings, _shared_pool_quotas,
 ]
 

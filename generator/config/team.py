@@ -138,8 +138,11 @@ class TeamConfig(ConfigModel):
     """The team's own queue policy (queueing strategy, preemption, never being preempted) in every
     cluster, within what each cluster's `kueue.teamPolicy` allows; omitted: the cluster's."""
     quotas: dict[DnsLabel, dict[DnsLabel, PoolQuota]] = {}
-    """GPU quotas: cluster name -> pool name -> quota. With `policy.neverPreempted` every
-    `borrowingLimit` is 0 (leave it out)."""
+    """GPU quotas: cluster name -> pool name -> quota. The team has namespaces and a queue in each
+    cluster named here, and in no other; it must name at least one. A cluster with no pools
+    (`prod-east: {}`) makes a CPU-only team there: its jobs run on the cluster's `cpuPool` (required),
+    and a job asking for GPUs waits. With `policy.neverPreempted` every `borrowingLimit` is 0 (leave it
+    out)."""
     max_execution_time: ExecutionTime | None = None
     """Longest any batch job of the team may run once admitted, e.g. `72h`, in every cluster: Kueue
     then evicts and deactivates it (its Workload's `maximumExecutionTimeSeconds`). Applied to every
