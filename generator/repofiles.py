@@ -104,6 +104,14 @@ def write_bytes(root: Path, rel: str | PurePosixPath, data: bytes) -> None:
         folder.replace(parts[-1], data)
 
 
+def create_bytes(root: Path, rel: str | PurePosixPath, data: bytes) -> None:
+    """Create a file inside the root, whole or not at all; FileExistsError if anything is there."""
+    parts = _parts(rel)
+    inside(root, rel)
+    with Folder.open(root, PurePosixPath(*parts[:-1]).as_posix() if len(parts) > 1 else "", create=True) as folder:
+        folder.create(parts[-1], data)
+
+
 _DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 _NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 
@@ -222,6 +230,17 @@ class Folder:
         except BaseException:
             self.unlink(tmp)
             raise
+
+    def create(self, name: str, data: bytes) -> None:
+        """Write the new file `name` whole or not at all, never over an entry there (FileExistsError):
+        a file beside it, then a hard link to the name, which fails if anything has taken it."""
+        tmp = f".{_name(name, self.shown)}.fleetgen-{os.getpid()}"
+        self.unlink(tmp)
+        try:
+            self.write_new(tmp, data, 0o644)
+            os.link(tmp, name, src_dir_fd=self.fd, dst_dir_fd=self.fd, follow_symlinks=False)
+        finally:
+            self.unlink(tmp)
 
     def read(self, name: str) -> bytes:
         """A regular file's content, opened without following a link."""

@@ -4,6 +4,7 @@ its own tests."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -124,7 +125,8 @@ def test_its_workflows_pass_actionlint(fleet: Path) -> None:
 
 def test_init_refuses_an_existing_fleet_and_bad_values_change_nothing(fleet: Path, tmp_path: Path) -> None:
     again = fleetgen(fleet, *INIT_ARGS)
-    assert again.returncode == 2 and "already a fleet of its own" in again.stderr and "--force" in again.stderr
+    assert again.returncode == 2 and "not the untouched example fleet" in again.stderr and "--force" in again.stderr
+    assert "teams/research.yaml (not the example's)" in again.stderr, again.stderr
     fresh = checkout_copy(tmp_path / "fresh")
     def tree() -> list[str]:  # the repository's files; not the work area or Python's bytecode caches
         return sorted(str(p.relative_to(fresh)) for p in fresh.rglob("*")
@@ -408,3 +410,92 @@ def test_sigterm_while_switching_leaves_the_old_tree(tmp_path: Path) -> None:
     assert "Traceback" not in result.stderr
     assert tree_state(root, ("__pycache__", ".fleetgen")) == before
     assert not list((root / ".fleetgen").glob("init-*"))
+
+
+# --- Issue 57: init never destroys; a new cluster starts in dry run ---------------------------------------------
+
+OWN_FLEET = {
+    "an edited team, the example's owners kept": ("teams/vision.yaml", "gpus: 32", "gpus: 30",
+                                                  "teams/vision.yaml (changed)"),
+    "a team of one's own added": ("teams/speech.yaml", None, "teams/nlp.yaml", "teams/nlp.yaml (not the example's)"),
+    "an example cluster removed": ("clusters/dev.yaml", None, None, "clusters/dev.yaml (the example's, removed)"),
+    "CODEOWNERS edited": (".github/CODEOWNERS", "@acme", "@someone", ".github/CODEOWNERS (changed)"),
+}
+"""Fleets that are not the untouched example although fleet.yaml still names the example's owners,
+which is all the old guard looked at: (file, text to replace or None, its replacement or a new file's
+name or None to delete, the line init names it by)."""
+
+
+def _own_fleet(root: Path, case: tuple[str, str | None, str | None, str]) -> None:
+    rel, old, new, _ = case
+    path = root / rel
+    if old is not None:
+        assert old in path.read_text(), (rel, old)
+        path.write_text(path.read_text().replace(old, new or "", 1))
+    elif new is not None:
+        shutil.copy(path, root / new)
+    else:
+        path.unlink()
+
+
+@pytest.mark.parametrize("case", OWN_FLEET.values(), ids=OWN_FLEET.keys())
+def test_init_refuses_anything_but_the_untouched_example_and_writes_nothing(tmp_path: Path,
+                                                                          case: tuple[str, str | None, str | None, str]
+                                                                          ) -> None:
+    root = checkout_copy(tmp_path / "copy")
+    _own_fleet(root, case)
+    assert yaml.safe_load((root / "fleet.yaml").read_text())["platformOwners"] == ["@acme/gpu-platform"]
+    before = tree_state(root, ("__pycache__", ".fleetgen"))  # fleetgen's git-ignored work area: its lock
+    result = fleetgen(root, *INIT_ARGS)
+    assert result.returncode == 2, result.stderr
+    assert "not the untouched example fleet" in result.stderr and case[3] in result.stderr, result.stderr
+    assert "--force" in result.stderr and "Traceback" not in result.stderr
+    assert tree_state(root, ("__pycache__", ".fleetgen")) == before
+
+
+def test_init_with_force_names_what_it_moves_aside_first_and_keeps_it(tmp_path: Path) -> None:
+    root = checkout_copy(tmp_path / "copy")
+    for case in OWN_FLEET.values():
+        _own_fleet(root, case)
+    own = (root / "teams/nlp.yaml").read_bytes()
+    result = fleetgen(root, *INIT_ARGS, "--force")
+    assert result.returncode == 0, result.stderr
+    named = result.stderr[:result.stderr.index("wrote ") if "wrote " in result.stderr else len(result.stderr)]
+    for case in OWN_FLEET.values():
+        assert f"  {case[3]}\n" in named, result.stderr
+    assert result.stdout.startswith("wrote "), result.stdout  # named before anything was written
+    [kept] = (root / ".fleetgen").glob("init-*/previous")
+    assert (kept / "teams/nlp.yaml").read_bytes() == own
+
+
+def test_a_crlf_checkout_of_the_example_is_still_the_example(tmp_path: Path) -> None:
+    from generator.scaffold import example
+
+    root = checkout_copy(tmp_path / "copy")
+    assert example.departures(root) == []
+    for path in (root / "teams").iterdir():
+        path.write_bytes(path.read_bytes().replace(b"\n", b"\r\n"))
+    assert example.departures(root) == []
+    (root / "teams/vision.yaml").write_bytes(b"#" + (root / "teams/vision.yaml").read_bytes())
+    assert example.departures(root) == ["teams/vision.yaml (changed)"]
+
+
+def test_the_record_of_the_example_is_current() -> None:
+    """`generator/scaffold/files/example.sha256` matches teams/, clusters/, fleet.yaml and CODEOWNERS
+    (rewrite it with `python -m generator.scaffold.example --write`)."""
+    from generator.scaffold import example
+
+    assert example.departures(REPO) == [], "run python -m generator.scaffold.example --write"
+
+
+def test_a_new_cluster_starts_in_dry_run_and_the_next_steps_build_the_images(tmp_path: Path) -> None:
+    root = checkout_copy(tmp_path / "copy")
+    result = fleetgen(root, *INIT_ARGS)
+    assert result.returncode == 0, result.stderr
+    assert yaml.safe_load((root / "clusters/prod.yaml").read_text())["health"] == {"dryRun": True}
+    steps = result.stdout[result.stdout.index("next:"):]
+    images, bootstrap, dry = (steps.index(s) for s in ("`images` workflow", "rendered/gitops/prod", "dryRun: false"))
+    assert images < bootstrap < dry, steps
+    assert "ghcr.io/gpuco/fleetgen:" in steps
+    config = yaml.safe_load((root / "rendered/prod/health/configmap-fleetgen-health.yaml").read_text())
+    assert json.loads(config["data"]["policy.json"])["dryRun"] is True  # what the reconciler reads at start

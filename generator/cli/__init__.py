@@ -27,8 +27,8 @@ def cli(ctx: click.Context, root: str) -> None:
     ctx.obj["root"] = root
 
 
-for command in (build.render, build.validate, build.explain, build.init, build.schema, diff.diff, job.job,
-                health.health):
+for command in (build.render, build.validate, build.explain, build.init, build.add, build.schema, diff.diff,
+                job.job, health.health):
     cli.add_command(command)
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from generator.cli.common import EXIT_DIFF, Name, Seconds, _guard, _root, _stop_on_sigterm, echo
+from generator.cli.common import EXIT_DIFF, FullHelpGroup, Name, Seconds, _guard, _root, _stop_on_sigterm, echo
 
 
 def _progress() -> Callable[[str], None] | None:
@@ -121,43 +121,88 @@ def explain(ctx: click.Context, what: str, name: str) -> None:
     echo(explain_team(fleet, name) if what == "team" else explain_cluster(fleet, name))
 
 
+def _cluster_options(urls_required: bool) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """The options that describe a new cluster, the same for `init` and `add cluster`; `add cluster`
+    takes the repository URL and registry from the fleet's clusters unless given."""
+    fallback = "" if urls_required else " Default: the one every cluster of the fleet uses."
+    options = [
+        click.option("--repo-url", required=urls_required, metavar="URL",
+                     help=f"This fleet's git repository, which the cluster syncs.{fallback}"),
+        click.option("--registry", required=urls_required, metavar="HOST/PATH",
+                     help="Where .github/workflows/images.yml pushes fleetgen's images, e.g. ghcr.io/your-org."
+                          f"{fallback}"),
+        click.option("--cluster", required=True, metavar="NAME", type=Name("cluster"),
+                     help="Name of the cluster (its file is clusters/NAME.yaml)."),
+        click.option("--engine", type=click.Choice(["argocd", "flux"]), default="argocd", show_default=True,
+                     help="GitOps engine of the cluster."),
+        click.option("--gpu-product", required=True, metavar="PRODUCT",
+                     help="GPU model as the GPU operator labels it, e.g. NVIDIA-H100-80GB-HBM3."),
+        click.option("--gpus-per-node", required=True, type=click.IntRange(1, 64),
+                     help="GPUs on each node of the pool."),
+        click.option("--nodes", required=True, type=click.IntRange(1, 100_000), help="Nodes in the pool."),
+        click.option("--cpu-per-node", required=True, metavar="QUANTITY",
+                     help="Allocatable CPU of one node, e.g. 192."),
+        click.option("--memory-per-node", required=True, metavar="QUANTITY",
+                     help="Allocatable memory of one node, e.g. 1800Gi."),
+        click.option("--kubernetes-version", default="1.33", show_default=True, metavar="1.MINOR"),
+    ]
+
+    def apply(command: Callable[..., Any]) -> Callable[..., Any]:
+        for option in reversed(options):
+            command = option(command)
+        return command
+    return apply
+
+
 @click.command("init")
 @click.option("--owner", required=True, metavar="@ORG/TEAM",
               help="The platform team (GitHub @org/team, @user or e-mail): owns clusters/ and approves quotas.")
-@click.option("--repo-url", required=True, metavar="URL", help="This fleet's git repository, which the cluster syncs.")
-@click.option("--registry", required=True, metavar="HOST/PATH",
-              help="Where .github/workflows/images.yml pushes fleetgen's images, e.g. ghcr.io/your-org.")
-@click.option("--cluster", required=True, metavar="NAME", type=Name("cluster"), help="Name of the first cluster.")
-@click.option("--engine", type=click.Choice(["argocd", "flux"]), default="argocd", show_default=True,
-              help="GitOps engine of the cluster.")
+@_cluster_options(urls_required=True)
 @click.option("--team", required=True, metavar="NAME", type=Name("team"), help="Name of the first team.")
-@click.option("--gpu-product", required=True, metavar="PRODUCT",
-              help="GPU model as the GPU operator labels it, e.g. NVIDIA-H100-80GB-HBM3.")
-@click.option("--gpus-per-node", required=True, type=click.IntRange(1, 64), help="GPUs on each node of the pool.")
-@click.option("--nodes", required=True, type=click.IntRange(1, 100_000), help="Nodes in the pool.")
-@click.option("--cpu-per-node", required=True, metavar="QUANTITY", help="Allocatable CPU of one node, e.g. 192.")
-@click.option("--memory-per-node", required=True, metavar="QUANTITY",
-              help="Allocatable memory of one node, e.g. 1800Gi.")
-@click.option("--kubernetes-version", default="1.33", show_default=True, metavar="1.MINOR")
-@click.option("--force", is_flag=True, help="Replace teams and clusters that are not the example fleet's.")
+@click.option("--force", is_flag=True, help="Run over teams, clusters, fleet.yaml or CODEOWNERS that are not the "
+              "example's: each is named first, then kept in .fleetgen/init-*/previous/.")
 @click.pass_context
 @_guard
 def init(ctx: click.Context, force: bool, **values: Any) -> None:
     """Turn this copy of the fleetgen repository into your own fleet: one cluster, one team, your owners."""
-    import signal
+    from generator.scaffold.init import FleetSpec, init_fleet, next_steps
 
-    from generator.scaffold.init import FleetSpec, init_fleet
-
-    def stop(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt  # a CI cancel or `kill`: the switch's renames are undone, the stage removed
-    signal.signal(signal.SIGTERM, stop)
+    _stop_on_sigterm()  # the switch's renames are undone, the stage removed
     root = _root(ctx)
     written, kept = init_fleet(root, FleetSpec(**values), force=force, note=lambda line: echo(line, err=True))
     for rel in written:
         echo(f"wrote {rel}")
     echo(f"kept the files it replaced in {kept} (git ignores it; delete it once you no longer need them)")
-    echo("next: read the commented keys in clusters/ and teams/, `./fleetgen render`, commit, and bootstrap the "
-         "cluster from rendered/gitops/ (docs/how-to/gitops.md)")
+    for line in next_steps(FleetSpec(**values)):
+        echo(line)
+
+
+@click.group("add", cls=FullHelpGroup)
+def add() -> None:
+    """Add to the fleet from the command line: a cluster."""
+
+
+@add.command("cluster")
+@_cluster_options(urls_required=False)
+@_schema_opt
+@_crd_opt
+@click.pass_context
+@_guard
+def add_cluster(ctx: click.Context, schema_location: str | None, crd_location: str | None, **values: Any) -> None:
+    """Write clusters/NAME.yaml (one GPU pool, every other key commented, the health reconciler in dry
+    run) once the fleet with it passes every check, then render."""
+    from generator.render import render_fleet
+    from generator.scaffold.cluster import add_cluster as add_file
+    from generator.scaffold.cluster import add_steps, spec_for
+    from generator.validate.pipeline import Options
+
+    _stop_on_sigterm()  # a `kill` unwinds: no temporary file left beside the new one
+    root, options = _root(ctx), Options(schema_location, crd_location)
+    spec = spec_for(root, values)
+    echo(f"wrote {add_file(root, spec, options)}")
+    outcome = render_fleet(root, [], False, 0, options, 60, lambda line: echo(line, err=True))
+    for line in [*outcome.said, *add_steps(spec)]:
+        echo(line)
 
 
 @click.command()

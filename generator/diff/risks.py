@@ -45,6 +45,8 @@ class Rule:
 
 RULEBOOK: dict[str, Rule] = {
     # --- teams, namespaces and access
+    "cluster-added": Rule("medium", "A cluster arrives: the platform, Kueue objects, the platform's roles and "
+                          "admission policies it brings, in one line (its teams have their own `team-added` lines)."),
     "team-added": Rule("low", "A team arrives on a cluster: its queues, namespaces and member bindings, in one "
                               "line (a namespace taken from another team is still `namespace-claimed`)."),
     "team-removed": Rule("high", "A team leaves a cluster: its namespaces are deleted with every object and "
@@ -625,6 +627,31 @@ def _team_lines(owned: dict[tuple[str, str, str], list[Change]]) -> Iterator[Ris
                        f"{_grants(bindings)}", (cluster,))
 
 
+ARRIVAL_PARTS: tuple[tuple[str, str, frozenset[str]], ...] = (
+    ("flavor", "flavors", frozenset({"ResourceFlavor"})),
+    ("priority class", "priority classes", frozenset({"WorkloadPriorityClass"})),
+    ("role", "roles", frozenset({"ClusterRole", "Role"})),
+    ("admission policy", "admission policies", frozenset({"ValidatingAdmissionPolicy", "MutatingAdmissionPolicy"})),
+)
+"""What a new cluster's line names, by kind: what decides scheduling, grants rights or refuses requests."""
+
+
+def _cluster_lines(arriving: dict[str, list[Change]], teams: set[tuple[str, str]]) -> Iterator[Risk]:
+    """One line per new cluster: how many objects, and by name what a reviewer checks twice."""
+    for cluster, covered in sorted(arriving.items()):
+        parts = []
+        for one, many, kinds in ARRIVAL_PARTS:
+            names = sorted({c.obj.key[4] for c in covered if c.obj.key[2] in kinds})
+            if names:
+                parts.append(f"{one if len(names) == 1 else many} {', '.join(names)}")
+        gitops = sum(1 for c in covered if c.obj.key[1].endswith(("argoproj.io", "fluxcd.io")))
+        arrived = sorted(team for c, team in teams if c == cluster)
+        parts.append(f"{gitops} GitOps objects" if gitops else "no GitOps object")
+        parts.append(f"teams {', '.join(arrived)} (their own lines)" if arrived else "no team has a queue there yet")
+        yield Risk("medium", "cluster-added", f"cluster {cluster} arrives with {len(covered)} objects: "
+                   f"{'; '.join(parts)}", (cluster,))
+
+
 def _member_lines(changes: list[Change]) -> Iterator[Risk]:
     """A team's members added or removed, one line per team, direction and set of namespaces.
 
@@ -775,21 +802,26 @@ def _member_reads_lines(changes: list[Change]) -> Iterator[Risk]:
                        f"{', '.join(sorted(what))} (fleetgen-members-<team>)", (cluster,))
 
 
-def risks(changes: list[Change], capacity: list[PoolImpact], extra: list[Risk] | None = None) -> list[Risk]:
+def risks(changes: list[Change], capacity: list[PoolImpact], extra: list[Risk] | None = None,
+          new_clusters: frozenset[str] = frozenset()) -> list[Risk]:
     """Every risk, one line per cause, most severe first (`extra`: those found on the fleets,
-    diff/scheduling.py)."""
+    diff/scheduling.py; `new_clusters`: clusters the base had no object of, each one line)."""
     causes = _TeamCauses.of(changes)
     owned: dict[tuple[str, str, str], list[Change]] = {}
+    arriving: dict[str, list[Change]] = {}
     member_reads: list[Change] = []
     found: list[Risk] = []
     for change in changes:
         owner = causes.owner(change)
         if owner:
             owned.setdefault(owner, []).append(change)
+        elif change.obj.cluster in new_clusters:
+            arriving.setdefault(change.obj.cluster, []).append(change)
         elif _member_reads_object(change):
             member_reads.append(change)
         else:
             found.extend(risk for rule in OBJECT_RULES for risk in rule(change))
+    found.extend(_cluster_lines(arriving, causes.arrived))
     found.extend(_team_lines(owned))
     found.extend(_member_reads_lines(member_reads))
     found.extend(_member_lines(changes))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from generator.config.fleet import Fleet
@@ -56,8 +56,17 @@ def _result(before: Side, after: Side, ignore: list[str] | None,
     changes = compare(*changed_objects(before.tree, after.tree, (before.where, after.where)), ignore)
     found = impact()
     capacity, scheduling = found if found is not None else ([], [])
-    return DiffResult(before.label, after.label, changes, capacity, risks(changes, capacity, scheduling),
+    new_clusters = frozenset({c.obj.cluster for c in changes} - _clusters_of(before.tree))
+    return DiffResult(before.label, after.label, changes, capacity, risks(changes, capacity, scheduling, new_clusters),
                       found is not None, [*before.notes, *after.notes])
+
+
+def _clusters_of(tree: Iterable[str]) -> set[str]:
+    """The clusters a rendered tree has files of (`<cluster>/...`, `gitops/<cluster>/...`). Every file
+    added to a cluster changes a kustomization.yaml of it, so a side that holds only the files that
+    differ still holds one of each cluster that existed."""
+    return {parts[1] if parts[0] == "gitops" and len(parts) > 2 else parts[0]
+            for parts in (path.split("/") for path in tree)}
 
 
 def _committed(root: Path, ref: str, ignore: list[str] | None) -> DiffResult:

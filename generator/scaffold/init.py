@@ -20,16 +20,17 @@ from pathlib import Path
 from typing import Any
 
 from generator import emit, moves, proofs, repofiles
-from generator.config.cluster import ClusterConfig
 from generator.config.names import name_problem
-from generator.config.repo import FLEET_FILE, load_repo_config
+from generator.config.repo import FLEET_FILE
 from generator.config.team import TeamConfig
 from generator.errors import UsageError
+from generator.scaffold import example
+from generator.scaffold.cluster import SCHEMA_LINE, ClusterSpec, cluster_file, cluster_steps
 from generator.scaffold.skeleton import skeleton
 from generator.yamltext import to_yaml
 
-EXAMPLE_OWNERS = ["@acme/gpu-platform"]
-"""The example fleet's platform owners: a fleet.yaml naming others is someone's own fleet already."""
+SHOWN = 10
+"""Departures from the example named in init's refusal (all of them go to stderr under --force)."""
 REPLACED = ("teams", "clusters", "rendered", "benchmarks")
 """Folders of the example fleet and of fleetgen's own development that a new fleet starts without."""
 FILES = (FLEET_FILE, ".github/CODEOWNERS")
@@ -42,39 +43,15 @@ the environments and caches git ignores (a virtual environment and node_modules/
 links; tests/run installs the latter under tests/)."""
 KEPT_TESTS = ("upstream",)
 """What of tests/ a fleet keeps: the pinned tool builds its workflows use (kubeconform)."""
-SCHEMA_LINE = "yaml-language-server: $schema=../schemas/{kind}.schema.json"
 
 
-@dataclass(frozen=True)
-class FleetSpec:
-    """What `fleetgen init` asks for: nothing here has a default that could be someone else's."""
+@dataclass(frozen=True, kw_only=True)
+class FleetSpec(ClusterSpec):
+    """What `fleetgen init` asks for: a first cluster, its first team and the platform's owners;
+    nothing here has a default that could be someone else's."""
 
     owner: str
-    repo_url: str
-    registry: str
-    cluster: str
     team: str
-    gpu_product: str
-    gpus_per_node: int
-    nodes: int
-    cpu_per_node: str
-    memory_per_node: str
-    engine: str = "argocd"
-    kubernetes_version: str = "1.36"
-
-    def cluster_values(self) -> dict[str, Any]:
-        pool = self.gpu_product.lower().removeprefix("nvidia-").split("-")[0] or "gpu"
-        return {
-            "name": self.cluster, "kubernetesVersion": self.kubernetes_version,
-            "nodePools": [{"name": pool, "gpu": {"product": self.gpu_product, "perNode": self.gpus_per_node},
-                           "nodes": self.nodes, "cpuPerNode": self.cpu_per_node,
-                           "memoryPerNode": self.memory_per_node,
-                           "nodeLabels": {"nvidia.com/gpu.product": self.gpu_product},
-                           "taints": [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]}],
-            "priorities": [{"name": "standard", "value": 100}],
-            "gitops": {"engine": self.engine, "repoUrl": self.repo_url},
-            "images": {"registry": self.registry},
-        }
 
     def team_values(self) -> dict[str, Any]:
         pool = self.cluster_values()["nodePools"][0]
@@ -83,11 +60,14 @@ class FleetSpec:
                 "quotas": {self.cluster: {pool["name"]: {"gpus": pool["nodes"] * pool["gpu"]["perNode"]}}}}
 
 
+def next_steps(spec: FleetSpec) -> list[str]:
+    """What to do after init, in order: the reconciler's image must exist before the first sync."""
+    return ["next:", f"  1. read the commented keys in clusters/{spec.cluster}.yaml and teams/{spec.team}.yaml, set "
+            "what your cluster needs, `./fleetgen render` after each edit", *cluster_steps(spec, 2)]
+
+
 def _files(spec: FleetSpec) -> dict[str, str]:
-    cluster = skeleton(ClusterConfig, spec.cluster_values(),
-                       f"{SCHEMA_LINE.format(kind='cluster')}\nCluster {spec.cluster}, written by `fleetgen init`: "
-                       "the keys set below are yours; every other key is listed commented, with its meaning "
-                       "and default.\nReference: docs/reference/config.md.")
+    cluster = cluster_file(spec, "fleetgen init")
     team = skeleton(TeamConfig, spec.team_values(),
                     f"{SCHEMA_LINE.format(kind='team')}\nTeam {spec.team}, written by `fleetgen init`: its whole "
                     "pool as guaranteed GPUs to start with; every other key is listed commented.")
@@ -105,14 +85,23 @@ def _is_a_copy(root: Path) -> None:
                          "run `fleetgen init` at the root of a fresh copy")
 
 
-def _not_a_fleet(root: Path, force: bool) -> None:
-    if force:
+def _not_the_example(root: Path, force: bool, note: Callable[[str], None]) -> None:
+    """Refuse, unless `force`, a copy whose inputs are not the untouched example's (by content: a fleet
+    of one's own may well keep the example's owners); with `force`, first say what goes aside."""
+    departures = example.departures(root)
+    if not departures:
         return
-    repo = load_repo_config(root)  # the repository's own reader: a malformed fleet.yaml is a located error
-    owners = repo.platform_owners if repo is not None else EXAMPLE_OWNERS
-    if owners != EXAMPLE_OWNERS:
-        raise UsageError(f"{FLEET_FILE} names platform owners {owners}: this is already a fleet of its own, and "
-                         "init would replace its teams, clusters and rendered tree; pass --force to do so anyway")
+    shown = "; ".join(departures[:SHOWN]) + (f"; and {len(departures) - SHOWN} more" if len(departures) > SHOWN
+                                              else "")
+    if not force:
+        raise UsageError(f"this is not the untouched example fleet: {len(departures)} of its teams, clusters, "
+                         f"{FLEET_FILE} and CODEOWNERS differ from the example's ({shown}), and init would replace "
+                         f"them; to start a new fleet, run init in a fresh copy of the fleetgen repository, or "
+                         f"pass --force to replace these (they are kept in {emit.WORK}/init-*/previous/)")
+    note(f"--force: this is not the untouched example fleet; moving aside into {emit.WORK}/init-*/previous/, "
+         f"with the rest of {', '.join(f'{d}/' for d in REPLACED)} and tests/:")
+    for line in departures:
+        note(f"  {line}")
 
 
 def _check(root: Path, spec: FleetSpec) -> None:
@@ -175,7 +164,7 @@ def init_fleet(root: Path, spec: FleetSpec, force: bool = False,
     with emit.locked(root):
         for line in emit.recover(root):
             note(line)
-        _not_a_fleet(root, force)
+        _not_the_example(root, force, note)
         stage, token = emit.issue_init_stage(root)
         new = root / emit.WORK / stage / "new"
         try:

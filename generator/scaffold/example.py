@@ -1,0 +1,79 @@
+"""The example fleet as content: what `fleetgen init` may replace without `--force`.
+
+A copy of this repository is the untouched example when its hand-written inputs (teams/, clusters/,
+fleet.yaml and CODEOWNERS) are byte for byte the example's, whatever its owners say: a fleet of
+one's own that kept the example's owners, or a copy whose teams were edited before init, is not.
+The example's inputs are recorded as SHA-256 digests in `files/example.sha256`, a file of the
+package; `python -m generator.scaffold.example --write` records them again after the example changes
+(a test fails until it does). Line endings are compared as LF, so a checkout with CRLF ones (git's
+autocrlf) is still the example.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+from importlib import resources
+from pathlib import Path
+
+from generator import repofiles
+from generator.config.repo import FLEET_FILE
+
+INPUT_FOLDERS = ("teams", "clusters")
+INPUT_FILES = (FLEET_FILE, ".github/CODEOWNERS")
+RECORD = "example.sha256"
+"""Under generator/scaffold/files/: one `<sha256>  <path>` line per input of the example, sorted."""
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.sha256(data.replace(b"\r\n", b"\n")).hexdigest()
+
+
+def fingerprint(root: Path) -> dict[str, str]:
+    """Every hand-written input of the fleet at `root`: its path (relative, POSIX) and digest."""
+    paths = [f"{folder}/{rel}" for folder in INPUT_FOLDERS if repofiles.lexists(root, folder)
+             for rel in repofiles.files_under(root, folder)]
+    paths += [rel for rel in INPUT_FILES if repofiles.lexists(root, rel)]
+    return {rel: _digest(repofiles.read_bytes(root, rel)) for rel in sorted(paths)}
+
+
+def record_text(digests: dict[str, str]) -> str:
+    return "".join(f"{digest}  {rel}\n" for rel, digest in sorted(digests.items()))
+
+
+def recorded() -> dict[str, str]:
+    """The example's inputs as this fleetgen release shipped them."""
+    text = resources.files("generator.scaffold").joinpath("files", RECORD).read_text(encoding="utf-8")
+    return {rel: digest for digest, rel in (line.split("  ", 1) for line in text.splitlines())}
+
+
+def departures(root: Path) -> list[str]:
+    """How the inputs at `root` differ from the example's, one `<path> (<how>)` each: files of its own
+    first, then the example's changed, then those removed (each sorted); none: the untouched example."""
+    have, example = fingerprint(root), recorded()
+    own = [f"{rel} (not the example's)" for rel in sorted(have.keys() - example.keys())]
+    changed = [f"{rel} (changed)" for rel in sorted(have.keys() & example.keys()) if have[rel] != example[rel]]
+    removed = [f"{rel} (the example's, removed)" for rel in sorted(example.keys() - have.keys())]
+    return own + changed + removed  # what would be lost first
+
+
+def main(argv: list[str]) -> int:
+    """`--write` records this checkout's inputs as the example's; `--check` exits 1 when the record is stale."""
+    root = Path(__file__).resolve().parents[2]
+    target = Path(__file__).resolve().parent / "files" / RECORD
+    text = record_text(fingerprint(root))
+    if argv == ["--write"]:
+        target.write_text(text, encoding="utf-8")
+        print(f"wrote {target.relative_to(root).as_posix()}")
+        return 0
+    if argv == ["--check"]:
+        if target.read_text(encoding="utf-8") != text:
+            print("the example's inputs changed: run python -m generator.scaffold.example --write")
+            return 1
+        return 0
+    print("usage: python -m generator.scaffold.example --write | --check", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
