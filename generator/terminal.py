@@ -87,3 +87,13 @@ def safe_text(text: str, color: bool = False) -> str:
             parts[first] = _defuse_start(parts[first])
         out.append("".join(p + (codes[i] if i < len(codes) else "") for i, p in enumerate(parts)))
     return "\n".join(out)
+
+
+def table(header: list[str], rows: list[list[str]]) -> str:
+    """A left-aligned text table (numbers right-aligned)."""
+    widths = [max(len(str(c)) for c in col) for col in zip(header, *rows, strict=True)]
+
+    def line(cells: list[str]) -> str:
+        return "  ".join(c.rjust(w) if c[:1].isdigit() or c[:1] == "-" and c[1:2].isdigit() else c.ljust(w)
+                         for c, w in zip(cells, widths, strict=True)).rstrip()
+    return "\n".join([line(header), line(["-" * w for w in widths])] + [line(r) for r in rows])

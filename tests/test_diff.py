@@ -18,7 +18,7 @@ from tests.diffs import balanced, diff_json, markdown, outside_code
 
 def test_no_op(repo: Path) -> None:
     code, report = diff_json(repo)
-    assert code == 0 and report["summary"] == {"add": 0, "change": 0, "destroy": 0}
+    assert code == 0 and report["summary"] == {"add": 0, "change": 0, "destroy": 0, "templates": 0}
     assert report["changes"] == [] and report["risks"] == []
     (page,) = markdown(repo)
     assert page.startswith("### fleetgen diff: no changes")
@@ -29,7 +29,7 @@ def test_quota_change(repo: Path) -> None:
     path.write_text(path.read_text().replace("gpus: 64, borrowingLimit: 32", "gpus: 48, borrowingLimit: 32"))
     code, report = diff_json(repo)
     assert code == 1
-    assert report["summary"] == {"add": 0, "change": 4, "destroy": 0}
+    assert report["summary"] == {"add": 0, "change": 4, "destroy": 0, "templates": 0}
     by_kind = {c["kind"]: c for c in report["changes"]}
     change, cohort, quota = by_kind["ClusterQueue"], by_kind["Cohort"], by_kind["ResourceQuota"]
     # The team file prod-east publishes for the job SDK: its own entry, in that cluster only.

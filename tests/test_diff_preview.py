@@ -30,7 +30,7 @@ def test_a_flux_source_change_is_a_change_of_that_cluster(repo: Path) -> None:
     assert (change["cluster"], change["kind"], change["name"]) == ("dev", "GitRepository", "dev-fleet")
     assert (published["cluster"], published["kind"], published["name"]) == ("dev", "ConfigMap", "fleetgen-fleet")
     assert [r["rule"] for r in report["risks"]] == ["gitops-source-changed"]
-    assert report["clusters"] == {"dev": {"add": 0, "change": 2, "destroy": 0}}
+    assert report["clusters"] == {"dev": {"add": 0, "change": 2, "destroy": 0, "templates": 0}}
 
 
 def test_two_files_with_one_identity_are_refused(tmp_path: Path, repo: Path) -> None:

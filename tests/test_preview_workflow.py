@@ -248,7 +248,8 @@ def test_a_pull_requests_gitattributes_cannot_hide_a_file_from_its_preview(tmp_p
     assert replay(fake, url, out, [fake.number], head_sha=head)["error"] == ""
     (body,) = _bot_bodies(fake)
     assert "None found" not in body and "`team-added`: dev: team mallory arrives" in body, body
-    assert "`pool-overcommitted`" in body and "**16 to add, 1 to change" in body, body
+    assert "`pool-overcommitted`" in body, body
+    assert "**13 to add, 1 to change, 0 to destroy**; 3 job template(s) not synced" in body, body
 
 
 def test_the_workflows_wire_the_artifact_and_the_merge_queue() -> None:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from generator.diff.impact import CapacityRow, PoolImpact
 from generator.diff.objects import Change
-from generator.diff.report import DiffResult, unified
+from generator.diff.report import DiffResult, shown_pair, templates_note, unified
 
 DEFAULT_BUDGET = 60_000
 """Characters per part: under GitHub's 65,536 with room for the workflow's marker line."""
@@ -56,13 +56,6 @@ def fence(text: str) -> str:
     """A code fence longer than any run of backticks in `text`, so data cannot close it."""
     longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
     return "`" * max(3, longest + 1)
-
-
-def _short(value: object, limit: int = 80) -> str:
-    if value is None:
-        return "(none)"
-    text = value if isinstance(value, str) else repr(value)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 # --- blocks ----------------------------------------------------------------------------------------
@@ -105,12 +98,15 @@ def _verdict(result: DiffResult) -> str:
 
 def _summary(result: DiffResult) -> Iterator[Block]:
     total, per = result.counts()
-    yield Block(f"**{total.add} to add, {total.change} to change, {total.destroy} to destroy** "
-                f"({md(result.before)} → {md(result.after)})\n\n"
+    yield Block(f"**{total.add} to add, {total.change} to change, {total.destroy} to destroy**"
+                f"{md(templates_note(total))} ({md(result.before)} → {md(result.after)})\n\n"
                 + "".join(f"> {md(note)}\n" for note in result.notes) + ("\n" if result.notes else ""))
     if per:
-        rows = [f"| {md(name)} | {c.add} | {c.change} | {c.destroy} |" for name, c in per.items()]
-        yield from _table("| cluster | add | change | destroy |\n|---|---:|---:|---:|", rows)
+        templates = total.templates > 0  # a column only when some change is a job template
+        rows = [f"| {md(name)} | {c.add} | {c.change} | {c.destroy} |" + (f" {c.templates} |" if templates else "")
+                for name, c in per.items()]
+        yield from _table("| cluster | add | change | destroy |" + (" job templates |" if templates else "")
+                          + "\n|---|---:|---:|---:|" + ("---:|" if templates else ""), rows)
         yield Block("\n")
 
 
@@ -201,7 +197,8 @@ class _Entry:
     def text(self) -> str:
         # Emoji without a variation selector (U+FE0F): output escapes it as the invisible character it is.
         marks = {"add": "➕", "change": "📝", "destroy": "➖"}
-        body = f"<details><summary>{marks[self.change.action]} {md(self.change.obj.label)}</summary>\n\n{self.fields}"
+        label = md(self.change.obj.label) + ("" if self.change.obj.synced else " (job template, not synced)")
+        body = f"<details><summary>{marks[self.change.action]} {label}</summary>\n\n{self.fields}"
         if self.diff and self.keep_diff:
             body += self.diff
         elif self.diff:
@@ -212,7 +209,8 @@ class _Entry:
 def _entries(result: DiffResult, budget: int) -> list[_Entry]:
     out = []
     for change in result.changes:
-        lines = [f"- **{md(f.path)}**: {md(_short(f.old))} → {md(_short(f.new))}" for f in change.fields[:MAX_FIELDS]]
+        lines = ["- **{}**: {} → {}".format(md(f.path), *map(md, shown_pair(f.old, f.new)))
+                 for f in change.fields[:MAX_FIELDS]]
         if len(change.fields) > MAX_FIELDS:
             lines.append(f"- … {len(change.fields) - MAX_FIELDS} more fields (see the full diff)")
         diff_text = "\n".join(unified(change))

@@ -49,6 +49,12 @@ class Obj:
         _, group, kind, ns, name = self.key
         return f"{kind} {ns + '/' if ns else ''}{name}"
 
+    @property
+    def synced(self) -> bool:
+        """Whether a GitOps engine applies it: not a job template (`<cluster>/templates/`), which
+        `fleetgen job submit` and kubectl create from, and no kustomization lists."""
+        return self.path.split("/")[1:2] != ["templates"]
+
 
 def changed_objects(before: Tree, after: Tree, where: tuple[str, str] = ("", "")) -> tuple[dict[Key, Obj],
                                                                                    dict[Key, Obj]]:

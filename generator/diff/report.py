@@ -15,6 +15,7 @@ from pydantic import BaseModel, Field
 from generator.diff.impact import PoolImpact
 from generator.diff.objects import Change
 from generator.diff.risks import Risk
+from generator.terminal import table
 
 MAX_FIELDS = 40
 
@@ -49,6 +50,8 @@ class ChangeJson(BaseModel):
     namespace: str = Field(description="The object's namespace; empty for a cluster-scoped object")
     name: str = Field(description="The object's metadata.name")
     path: str = Field(description="File under rendered/")
+    synced: bool = Field(description="Whether a GitOps engine applies it; false for a job template "
+                                     "(rendered/<cluster>/templates/), which jobs are created from")
     fields: list[FieldJson] = Field(description="The fields that differ, by path (empty when added or destroyed)")
 
 
@@ -102,9 +105,11 @@ class RiskJson(BaseModel):
 class Counts(BaseModel):
     """Objects by what the change does to them."""
 
-    add: int = Field(default=0, description="Objects the change adds")
-    change: int = Field(default=0, description="Objects the change changes")
-    destroy: int = Field(default=0, description="Objects the change destroys")
+    add: int = Field(default=0, description="Synced objects the change adds")
+    change: int = Field(default=0, description="Synced objects the change changes")
+    destroy: int = Field(default=0, description="Synced objects the change destroys")
+    templates: int = Field(default=0, description="Job templates the change adds, changes or removes (never "
+                                                  "synced, so not in the counts above)")
 
 
 class DiffReport(BaseModel):
@@ -148,8 +153,9 @@ class DiffResult:
         total = Counts()
         per_cluster: dict[str, Counts] = {}
         for change in self.changes:
+            what = change.action if change.obj.synced else "templates"
             for bucket in (total, per_cluster.setdefault(change.obj.cluster, Counts())):
-                setattr(bucket, change.action, getattr(bucket, change.action) + 1)
+                setattr(bucket, what, getattr(bucket, what) + 1)
         return total, dict(sorted(per_cluster.items()))
 
     def to_json(self) -> DiffReport:
@@ -163,6 +169,7 @@ class DiffResult:
             changes=[ChangeJson(action=cast(Action, c.action), cluster=c.obj.cluster, team=c.obj.team,
                                 group=c.obj.key[1],
                                 kind=c.obj.key[2], namespace=c.obj.key[3], name=c.obj.key[4], path=c.obj.path,
+                                synced=c.obj.synced,
                                 fields=[FieldJson(path=f.path, op=f.op, old=f.old, new=f.new)  # type: ignore[arg-type]
                                         for f in c.fields]) for c in self.changes],
             pools=[PoolJson(cluster=p.cluster, pool=p.pool, product=p.product,
@@ -200,12 +207,7 @@ def unified_lines(a: list[str], b: list[str], fromfile: str, tofile: str, contex
     whole text. Where the matcher, given the cut text, put a change next to the cut (a line
     inserted beside its twin can be aligned on either), the cut hunk would lack context: the
     whole texts are diffed instead."""
-    same_head, shortest = 0, min(len(a), len(b))
-    while same_head < shortest and a[same_head] == b[same_head]:
-        same_head += 1
-    same_tail = 0
-    while same_tail < shortest - same_head and a[-1 - same_tail] == b[-1 - same_tail]:
-        same_tail += 1
+    same_head, same_tail = common_ends(a, b)
     start, cut = max(0, same_head - context), max(0, same_tail - context)
     out = list(difflib.unified_diff(a[start:len(a) - cut], b[start:len(b) - cut], fromfile=fromfile,
                                     tofile=tofile, lineterm="", n=context))
@@ -217,6 +219,17 @@ def unified_lines(a: list[str], b: list[str], fromfile: str, tofile: str, contex
     def shifted(m: re.Match[str]) -> str:
         return f"@@ -{int(m[1]) + start}{m[2] or ''} +{int(m[3]) + start}{m[4] or ''} @@"
     return [_HUNK.sub(shifted, line, count=1) if line.startswith("@@ ") else line for line in out]
+
+
+def common_ends(a: list[str], b: list[str]) -> tuple[int, int]:
+    """How many lines the two share at the start, and then at the end (never overlapping)."""
+    head, shortest = 0, min(len(a), len(b))
+    while head < shortest and a[head] == b[head]:
+        head += 1
+    tail = 0
+    while tail < shortest - head and a[-1 - tail] == b[-1 - tail]:
+        tail += 1
+    return head, tail
 
 
 def _full_context(diff: list[str], context: int, at_top: bool, at_end: bool) -> bool:
@@ -245,25 +258,84 @@ def to_text(result: DiffResult, color: bool) -> str:
     total, _ = result.counts()
     marks = {"add": ("+", "green"), "change": ("~", "yellow"), "destroy": ("-", "red")}
     out = [f"fleetgen diff {result.before} -> {result.after}", *(f"note: {n}" for n in result.notes)]
-    for change in result.changes:
-        mark, fg = marks[change.action]
-        out.append(paint(f"{mark} {change.obj.cluster}: {change.obj.label}", fg))
-        for f in change.fields[:MAX_FIELDS]:
-            out.append(f"    {f.path}: {_short(f.old)} -> {_short(f.new)}")
+    templates = [c for c in result.changes if not c.obj.synced]
+    for heading, changes in (("", [c for c in result.changes if c.obj.synced]),
+                             (TEMPLATES_HEADING, templates)):
+        out += [heading] if heading and changes else []
+        for change in changes:
+            mark, fg = marks[change.action]
+            out.append(paint(f"{mark} {change.obj.cluster}: {change.obj.label}", fg))
+            for f in change.fields[:MAX_FIELDS]:
+                out.append("    {}: {} -> {}".format(f.path, *shown_pair(f.old, f.new)))
     for pool in result.capacity:
         if pool.resized:
             out.append(paint(f"~ {pool.cluster}: pool {pool.pool} {pool.capacity_before} -> {pool.capacity_after} "
                              f"GPUs (quotas may total {pool.limit_before} -> {pool.limit_after})", "yellow"))
+    out += capacity_table(result.capacity)
     for risk in result.risks:
         out.append(paint(f"! {risk.severity}: {risk.message}", "red" if risk.severity == "high" else "yellow"))
     resized = sum(1 for pool in result.capacity if pool.resized)
     out.append(f"{total.add} to add, {total.change} to change, {total.destroy} to destroy"
-               + (f", {resized} pool(s) resized" if resized else ""))
+               + (f", {resized} pool(s) resized" if resized else "") + templates_note(total))
     return "\n".join(out) + "\n"
 
 
-def _short(value: Any, limit: int = 80) -> str:
+TEMPLATES_HEADING = "job templates (no engine syncs them; jobs are created from them):"
+
+
+def templates_note(total: Counts) -> str:
+    """The summary's word on job templates, kept out of its counts of synced objects."""
+    return f"; {total.templates} job template(s) not synced" if total.templates else ""
+
+
+def capacity_table(capacity: list[PoolImpact]) -> list[str]:
+    """The text format's GPU table: per pool whose teams' shares move, each team that changed
+    (guaranteed, borrowable, lendable; before -> after)."""
+    out = []
+    for pool in capacity:
+        rows = [[r.team, *(_moved(r.before, r.after, attr) for attr in ("guaranteed", "borrowable", "lendable"))]
+                for r in pool.rows if r.changed]
+        if rows:
+            out.append(f"GPUs in {pool.cluster} / {pool.pool} ({pool.product}): {pool.capacity_after} in the pool, "
+                       f"guaranteed {pool.allocated_before} -> {pool.allocated_after}")
+            shares = table(["team", "guaranteed", "borrowable", "lendable"], rows)
+            out += [f"    {line}" for line in shares.splitlines()]
+    return out
+
+
+def _moved(before: Any, after: Any, attr: str) -> str:
+    b, a = getattr(before, attr) if before else 0, getattr(after, attr) if after else 0
+    return str(a) if a == b else f"{b} -> {a}"
+
+
+def short(value: Any, limit: int = 80) -> str:
     if value is None:
         return "(none)"
     text = value if isinstance(value, str) else repr(value)
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def shown_pair(old: Any, new: Any, limit: int = 80) -> tuple[str, str]:
+    """A field's old and new value as a reviewer reads them in one line each. Two long or multi-line
+    strings (a ConfigMap's JSON, a policy) cut at the same length showed the same start on both
+    sides; they are shown from where they differ instead: for text, the first line that differs,
+    with its number and how many more lines differ; for one long line, from just before the first
+    character that differs. The work is linear in the text (the equal head and tail are skipped)."""
+    if not (isinstance(old, str) and isinstance(new, str)) or (
+            len(old) <= limit and len(new) <= limit and "\n" not in old + new):
+        return short(old, limit), short(new, limit)
+    a, b = old.splitlines(), new.splitlines()
+    if len(a) > 1 or len(b) > 1:
+        head, tail = common_ends(a, b)
+
+        def line(lines: list[str]) -> str:
+            changed = lines[head:len(lines) - tail]
+            if not changed:
+                return f"line {head + 1}: (none)"
+            more = f" (+{len(changed) - 1} more lines)" if len(changed) > 1 else ""
+            return f"line {head + 1}: {short(changed[0].strip(), limit)}{more}"
+        return line(a), line(b)
+    same = next((i for i, (x, y) in enumerate(zip(old, new, strict=False)) if x != y), min(len(old), len(new)))
+    start = max(0, same - 20)
+    cut = "…" if start else ""
+    return cut + short(old[start:], limit), cut + short(new[start:], limit)
