@@ -66,6 +66,27 @@ def test_flux_releases_depend_on_what_they_need() -> None:
     assert repo_ref == {"kind": "HelmRepository", "name": "loki", "namespace": "flux-system"}
 
 
+def test_flux_corrects_drift_and_ignores_what_argo_cd_ignores() -> None:
+    """Issue 57: every HelmRelease puts back hand edits (drift detection on), leaving out exactly the fields
+    Argo CD's Applications leave out for the same release (its controller writes them)."""
+    from generator.compile.platform import WRITTEN_BY_THE_CONTROLLER
+
+    releases = {p.stem.removeprefix("helmrelease-"): yaml.safe_load(p.read_text())["spec"]
+                for p in (REPO / "rendered/prod-west/platform").glob("helmrelease-*.yaml")}
+    apps = {a["spec"]["source"]["helm"]["releaseName"]: a["spec"]
+            for a in (yaml.safe_load(p.read_text()) for p in (REPO / "rendered/prod-east/platform").glob(
+                "application-*.yaml"))}
+    assert set(WRITTEN_BY_THE_CONTROLLER) <= set(releases) & set(apps)
+    for name, spec in releases.items():
+        assert spec["driftDetection"]["mode"] == "enabled", name
+        flux = [(r["target"]["kind"], r["target"]["name"], r["target"]["namespace"], r["paths"])
+                for r in spec["driftDetection"].get("ignore", [])]
+        argo = [(r["kind"], r["name"], r["namespace"], r["jsonPointers"])
+                for r in apps.get(name, {}).get("ignoreDifferences", [])]
+        assert flux == argo, name
+        assert bool(flux) == (name in WRITTEN_BY_THE_CONTROLLER), name
+
+
 def test_monitoring_values_come_from_the_cluster_file() -> None:
     spec = chart_values("prod-east", "kube-prometheus-stack")["prometheus"]["prometheusSpec"]
     assert spec["retention"] == "30d" and spec["scrapeInterval"] == "15s"

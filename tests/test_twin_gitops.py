@@ -23,6 +23,7 @@ later sync wave while the first platform chart cannot be fetched.
 """
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import time
@@ -435,9 +436,52 @@ def test_a_quota_change_pushed_to_git_reaches_the_live_cluster_queue(bootstrappe
     print(f"{case.engine}: hand edit of {queue} reverted: {time.monotonic() - edited_at:.1f} s")
 
 
-def _quota_patch(stack: Stack, queue: str, flavor: str, value: str) -> str:
-    import json
+KUEUE_CONFIG = ("kueue-system", "kueue-manager-config")
+"""A ConfigMap of Kueue's chart: the object a hand edit changes in the drift test."""
 
+
+def test_a_hand_edit_to_a_charts_object_is_put_back_on_both_engines(bootstrapped: Bootstrapped) -> None:
+    """Issue 57: Argo CD's self-heal puts back what a hand edit changed in a chart's objects; Flux did not
+    (no HelmRelease set drift detection). Now every HelmRelease does, with the rules Argo CD needs for
+    fields the release's own controller writes: every release reconciled finds no drift (JobSet's and
+    Trainer's webhook certificates are not taken for drift, nor emptied), and Kueue's ConfigMap edited by
+    hand is put back at the next reconcile (here asked for, as `flux reconcile helmrelease` does)."""
+    from kubernetes import client
+
+    engine, case = bootstrapped.engine, bootstrapped.case
+    core = client.CoreV1Api(bootstrapped.stack.client())
+
+    def config() -> dict[str, str]:
+        return dict(core.read_namespaced_config_map(KUEUE_CONFIG[1], KUEUE_CONFIG[0]).data or {})
+
+    if isinstance(engine, Flux):
+        releases = [r["metadata"]["name"] for r in _platform(bootstrapped.fleet, case.cluster, "HelmRelease")]
+        for name in releases:
+            engine.reconcile("helmrelease", name)
+        drifted = {r["metadata"]["name"]: condition(r, "Drifted")
+                   for r in engine.objects("helm.toolkit.fluxcd.io", "v2", "helmreleases")}
+        assert set(drifted) == set(releases), drifted
+        assert all(c.get("status") == "False" and c.get("reason") == "NoDriftDetected" for c in drifted.values()), \
+            drifted
+        for namespace, secret in (("jobset-system", "jobset-webhook-server-cert"),
+                                  ("kubeflow-system", "kubeflow-trainer-webhook-cert")):
+            data = core.read_namespaced_secret(secret, namespace).data or {}
+            assert data.get("tls.crt"), (secret, sorted(data))
+    before = config()
+    assert before, KUEUE_CONFIG
+    key = sorted(before)[0]
+    engine.kubectl("patch", "-n", KUEUE_CONFIG[0], "configmap", KUEUE_CONFIG[1], "--type=merge", "-p",
+                   json.dumps({"data": {key: before[key] + "\n# edited by hand\n"}}))
+    edited_at = time.monotonic()
+    assert config() != before
+    if isinstance(engine, Flux):
+        engine.reconcile("helmrelease", "kueue")
+    assert wait_for(lambda: config() == before, 120), \
+        f"{KUEUE_CONFIG} not put back: {config()}\n{engine.logs()}"
+    print(f"{case.engine}: hand edit of {KUEUE_CONFIG[1]} put back: {time.monotonic() - edited_at:.1f} s")
+
+
+def _quota_patch(stack: Stack, queue: str, flavor: str, value: str) -> str:
     from kubernetes import client
 
     cq = client.CustomObjectsApi(stack.client()).get_cluster_custom_object(
@@ -667,7 +711,6 @@ def test_prometheus_loads_what_the_operator_generated_and_fires_a_gpu_alert(boot
     the rendered ServiceMonitor defines, and an XID 79 there (the GPU fell off the bus) fires the rendered
     alert, labelled with the exporter's node."""
     import gzip
-    import json
     import re
     import urllib.parse
     import urllib.request

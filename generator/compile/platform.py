@@ -325,7 +325,9 @@ WRITTEN_BY_THE_CONTROLLER: dict[str, list[dict[str, Any]]] = {
                           "jsonPointers": ["/data"]}],
 }
 """Per release, fields its own controller writes into objects its chart declares: Argo CD ignores
-them in the diff and, with `RespectIgnoreDifferences`, in the sync."""
+them in the diff and, with `RespectIgnoreDifferences`, in the sync; Flux's drift detection ignores
+them (`driftDetection.ignore`, helm-controller v1.6.4 api/v2/helmrelease_types.go:301-315), or its
+correction would empty them as Argo CD's self-heal did."""
 
 VALIDATES_ITS_OWN_OBJECTS: dict[str, str] = {
     # charts/kubeflow-trainer at v2.2.1 installs ClusterTrainingRuntimes, which its own controller's
@@ -371,6 +373,22 @@ def _argocd(cluster: Loaded[ClusterConfig], inst: Install) -> list[Manifest]:
     return [Manifest(FOLDER, body, cluster.at("gitops"))]
 
 
+def _drift_detection(inst: Install) -> dict[str, Any]:
+    """What Argo CD's self-heal does, for Flux: at each reconcile helm-controller compares the release's
+    objects with the cluster by server-side dry run and, in mode `enabled`, upgrades to put back what was
+    changed by hand (helm-controller v1.6.4 api/v2/helmrelease_types.go:264-289,
+    internal/reconcile/atomic_release.go:384-452); off by default. The fields the release's own controller
+    writes are left out, as on Argo CD (WRITTEN_BY_THE_CONTROLLER)."""
+    out: dict[str, Any] = {"mode": "enabled"}
+    ignored = [{"paths": rule["jsonPointers"],
+                "target": {**({"group": rule["group"]} if rule["group"] else {}), "kind": rule["kind"],
+                           "name": rule["name"], "namespace": inst.namespace}}
+               for rule in WRITTEN_BY_THE_CONTROLLER.get(inst.name, [])]
+    if ignored:
+        out["ignore"] = ignored
+    return out
+
+
 def _flux(cluster: Loaded[ClusterConfig], inst: Install) -> list[Manifest]:
     cfg = cluster.config
     chart, ns = inst.chart.mirrored(cfg.gitops.chart_mirror), cfg.gitops.controller_namespace
@@ -394,6 +412,7 @@ def _flux(cluster: Loaded[ClusterConfig], inst: Install) -> list[Manifest]:
                  "install": {"createNamespace": True, "crds": "CreateReplace", "remediation": {"retries": 3}},
                  "upgrade": {"crds": "CreateReplace", "remediation": {"retries": 3}},
                  "values": inst.values}}
+    release["spec"]["driftDetection"] = _drift_detection(inst)
     if inst.depends_on:
         release["spec"]["dependsOn"] = [{"name": d, "namespace": ns} for d in inst.depends_on]
     retry = VALIDATES_ITS_OWN_OBJECTS.get(inst.name)
