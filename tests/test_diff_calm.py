@@ -43,6 +43,13 @@ def test_a_long_value_is_shown_where_it_differs_not_as_the_same_start_twice(repo
     ("x" * 100 + "1" + "y" * 5, "x" * 100 + "2" + "y" * 5, ("…" + "x" * 20 + "1yyyyy", "…" + "x" * 20 + "2yyyyy")),
     ("short", "other", ("short", "other")),
     (None, "v", ("(none)", "v")),
+    (None, "x\ny\nz", ("(none)", "x (+2 more lines)")),
+    ("a:\n  b: 1", "a:\n    b: 1", ("line 2:   b: 1", "line 2:     b: 1")),  # indentation shows
+    ("a\nb\n", "a\r\nb\r\n", ("same lines, LF line endings, a final newline",
+                              "same lines, CRLF line endings, a final newline")),
+    ("a" * 90 + "\n", "a" * 90, ("same lines, LF line endings, a final newline",
+                                "same lines, LF line endings, no final newline")),
+    ("h\n" + "q" * 100 + "1", "h\n" + "q" * 100 + "2", ("line 2: …" + "q" * 20 + "1", "line 2: …" + "q" * 20 + "2")),
 ])
 def test_shown_pair(old: str | None, new: str, shown: tuple[str, str]) -> None:
     assert shown_pair(old, new) == shown

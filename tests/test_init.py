@@ -420,6 +420,7 @@ OWN_FLEET = {
     "a team of one's own added": ("teams/speech.yaml", None, "teams/nlp.yaml", "teams/nlp.yaml (not the example's)"),
     "an example cluster removed": ("clusters/dev.yaml", None, None, "clusters/dev.yaml (the example's, removed)"),
     "CODEOWNERS edited": (".github/CODEOWNERS", "@acme", "@someone", ".github/CODEOWNERS (changed)"),
+    "a test of one's own": ("tests/test_init.py", None, "tests/test_mine.py", "tests/test_mine.py (not the example's)"),
 }
 """Fleets that are not the untouched example although fleet.yaml still names the example's owners,
 which is all the old guard looked at: (file, text to replace or None, its replacement or a new file's

@@ -81,7 +81,7 @@ def test_a_cpu_only_team_where_no_cpu_pool_is_refused(fleet_root: Path) -> None:
 def test_a_never_preempted_cpu_only_team_needs_a_held_cpu_limit(fleet_root: Path) -> None:
     _team(fleet_root, CPU_ONLY + "policy: {neverPreempted: true}\n")
     result = run(fleet_root, "render")
-    assert result.code == 2 and "set cpuPool.teamLimits.data-eng in clusters/prod-east" in result.err, result.err
+    assert result.code == 2 and "set cpuPool.teamLimits.data-eng in clusters/prod-east.yaml" in result.err, result.err
     edit(fleet_root, "clusters/prod-east.yaml", "cpuPool: {nodes: 8, cpuPerNode: \"62\", memoryPerNode: 240Gi,",
          "cpuPool: {teamLimits: {data-eng: {cpu: \"32\", memory: 128Gi}}, nodes: 8, cpuPerNode: \"62\", "
          "memoryPerNode: 240Gi,")

@@ -46,7 +46,11 @@ RESERVED_NAMESPACES = re.compile(
     r"gmp-.*|gke-.*|config-management-system|cnrm-system|azure-.*|aws-.*|amazon-.*|eks-.*|"
     r"lws-system|trainer-system|kubeflow-system|kueue-.*|jobset-.*)$")
 RESERVED_TEAM_NAMES = frozenset({"default"})
-RESERVED_CLUSTER_NAMES = frozenset({"gitops"})  # rendered/gitops/ holds the GitOps bootstrap objects
+RESERVED_CLUSTER_NAMES: dict[str, str] = {
+    "gitops": "rendered/gitops/ holds the GitOps objects",
+    "argocd-settings": "rendered/gitops/argocd-settings/ holds Argo CD's settings, beside each cluster's bootstrap",
+}
+"""Cluster names that would put a cluster's files where fleetgen keeps others, and why."""
 
 
 def _unique_within_cluster(fleet: Fleet) -> Iterator[Finding]:
@@ -132,7 +136,7 @@ def _reserved_cluster_names(fleet: Fleet) -> Iterator[Finding]:
         if loaded.config.name in RESERVED_CLUSTER_NAMES:
             file, line = loaded.at("name")
             yield Finding(file, line, "name", f"cluster name {loaded.config.name!r} is reserved "
-                          "(rendered/gitops/ holds the GitOps objects)", "choose another cluster name")
+                          f"({RESERVED_CLUSTER_NAMES[loaded.config.name]})", "choose another cluster name")
 
 
 def _reserved_team_names(fleet: Fleet) -> Iterator[Finding]:
@@ -456,15 +460,17 @@ def _placement(fleet: Fleet) -> Iterator[Finding]:
             file, line = team.at("quotas", cluster_name)
             pool = cluster.config.cpu_pool
             if pool is None:
+                gpu_pools = ', '.join(p.name for p in cluster.config.node_pools) or '(none)'
                 yield Finding(file, line, f"quotas.{cluster_name}", f"team {cfg.name!r} has no GPU quota in "
                               f"cluster {cluster_name!r}, which has no cpuPool: its queue there could admit no job",
-                              f"give it GPU quota in one of: {', '.join(p.name for p in cluster.config.node_pools)}; "
-                              f"or add a cpuPool to clusters/{cluster_name}")
+                              f"give it GPU quota in one of: {gpu_pools}" + (
+                                  "" if cluster.config.multikueue is not None  # a manager has no cpuPool
+                                  else f"; or add a cpuPool to clusters/{cluster_name}.yaml"))
             elif cfg.never_preempted and cpu_pool_held(cluster.config, cfg) is None:
                 yield Finding(file, line, f"quotas.{cluster_name}", f"team {cfg.name!r} has no GPU quota in "
                               f"cluster {cluster_name!r} and, never preempted, borrows nothing: with no cpuPool limit "
                               "held for it, its queue there could admit no job",
-                              f"set cpuPool.teamLimits.{cfg.name} in clusters/{cluster_name} (held for it)")
+                              f"set cpuPool.teamLimits.{cfg.name} in clusters/{cluster_name}.yaml (held for it)")
 
 
 def _stop_policy(fleet: Fleet) -> Iterator[Finding]:

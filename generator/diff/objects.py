@@ -53,7 +53,8 @@ class Obj:
     def synced(self) -> bool:
         """Whether a GitOps engine applies it: not a job template (`<cluster>/templates/`), which
         `fleetgen job submit` and kubectl create from, and no kustomization lists."""
-        return self.path.split("/")[1:2] != ["templates"]
+        parts = self.path.split("/")
+        return parts[0] == "gitops" or parts[1:2] != ["templates"]
 
 
 def changed_objects(before: Tree, after: Tree, where: tuple[str, str] = ("", "")) -> tuple[dict[Key, Obj],

@@ -115,8 +115,9 @@ class Counts(BaseModel):
 class DiffReport(BaseModel):
     """`fleetgen diff --format json`: everything the Markdown comment says, for machines."""
 
-    version: Literal[1] = Field(default=1, description="Version of this format; one a reader must read "
-                                                       "differently gets a new number")
+    version: Literal[2] = Field(default=2, description="Version of this format; one a reader must read "
+                                                       "differently gets a new number (2: job templates "
+                                                       "are counted apart from the synced objects)")
     before: str = Field(description="What the change is compared from, as the report names it: the base git ref "
                                     "and its commit, or the --from folder")
     after: str = Field(description="What the change is compared to, as the report names it: the work tree, or "
@@ -318,24 +319,52 @@ def short(value: Any, limit: int = 80) -> str:
 def shown_pair(old: Any, new: Any, limit: int = 80) -> tuple[str, str]:
     """A field's old and new value as a reviewer reads them in one line each. Two long or multi-line
     strings (a ConfigMap's JSON, a policy) cut at the same length showed the same start on both
-    sides; they are shown from where they differ instead: for text, the first line that differs,
-    with its number and how many more lines differ; for one long line, from just before the first
-    character that differs. The work is linear in the text (the equal head and tail are skipped)."""
-    if not (isinstance(old, str) and isinstance(new, str)) or (
-            len(old) <= limit and len(new) <= limit and "\n" not in old + new):
+    sides; they are shown from where they differ instead: for text, the first line that differs, with
+    its number and how many more lines differ, from just before its first character that differs;
+    where only line endings differ, those. The work is linear in the text (the equal head and tail
+    are skipped)."""
+    breaks = "\r\n"
+    if not (isinstance(old, str) and isinstance(new, str)):
+        return _alone(old, limit), _alone(new, limit)
+    if len(old) <= limit and len(new) <= limit and not any(c in old + new for c in breaks):
         return short(old, limit), short(new, limit)
     a, b = old.splitlines(), new.splitlines()
-    if len(a) > 1 or len(b) > 1:
-        head, tail = common_ends(a, b)
+    if a == b:
+        return _endings(old), _endings(new)
+    if not any(c in old + new for c in breaks):
+        return _from_difference(old, new, limit), _from_difference(new, old, limit)
+    head, tail = common_ends(a, b)
 
-        def line(lines: list[str]) -> str:
-            changed = lines[head:len(lines) - tail]
-            if not changed:
-                return f"line {head + 1}: (none)"
-            more = f" (+{len(changed) - 1} more lines)" if len(changed) > 1 else ""
-            return f"line {head + 1}: {short(changed[0].strip(), limit)}{more}"
-        return line(a), line(b)
-    same = next((i for i, (x, y) in enumerate(zip(old, new, strict=False)) if x != y), min(len(old), len(new)))
+    def line(lines: list[str], others: list[str]) -> str:
+        changed = lines[head:len(lines) - tail]
+        if not changed:
+            return f"line {head + 1}: (none)"
+        other = others[head] if head < len(others) - tail else ""
+        more = f" (+{len(changed) - 1} more lines)" if len(changed) > 1 else ""
+        return f"line {head + 1}: {_from_difference(changed[0], other, limit)}{more}"
+    return line(a, b), line(b, a)
+
+
+def _alone(value: Any, limit: int) -> str:
+    """A value with nothing to compare it to (the other side is absent or not text): text of several
+    lines as its first line and how many more, so no line break reaches the output."""
+    if isinstance(value, str) and "\n" in value:
+        lines = value.splitlines() or [""]
+        more = f" (+{len(lines) - 1} more lines)" if len(lines) > 1 else ""
+        return f"{short(lines[0], limit)}{more}"
+    return short(value, limit)
+
+
+def _from_difference(text: str, other: str, limit: int) -> str:
+    """`text` from 20 characters before where it first differs from `other`, at most `limit` of it;
+    leading spaces kept, so an indentation change shows."""
+    same = next((i for i, (x, y) in enumerate(zip(text, other, strict=False)) if x != y), min(len(text), len(other)))
     start = max(0, same - 20)
-    cut = "…" if start else ""
-    return cut + short(old[start:], limit), cut + short(new[start:], limit)
+    return ("…" if start else "") + short(text[start:], limit)
+
+
+def _endings(text: str) -> str:
+    """What tells two texts with the same lines apart: their line endings and final newline."""
+    ending = "CRLF" if "\r\n" in text else "CR" if "\r" in text else "LF"
+    final = "a" if text.endswith(("\n", "\r")) else "no"
+    return f"same lines, {ending} line endings, {final} final newline"

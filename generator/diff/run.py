@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from generator.config.fleet import Fleet
@@ -56,17 +56,19 @@ def _result(before: Side, after: Side, ignore: list[str] | None,
     changes = compare(*changed_objects(before.tree, after.tree, (before.where, after.where)), ignore)
     found = impact()
     capacity, scheduling = found if found is not None else ([], [])
-    new_clusters = frozenset({c.obj.cluster for c in changes} - _clusters_of(before.tree))
+    new_clusters = _new_clusters({c.obj.cluster for c in changes}, before.tree, after.tree)
     return DiffResult(before.label, after.label, changes, capacity, risks(changes, capacity, scheduling, new_clusters),
                       found is not None, [*before.notes, *after.notes])
 
 
-def _clusters_of(tree: Iterable[str]) -> set[str]:
-    """The clusters a rendered tree has files of (`<cluster>/...`, `gitops/<cluster>/...`). Every file
-    added to a cluster changes a kustomization.yaml of it, so a side that holds only the files that
-    differ still holds one of each cluster that existed."""
-    return {parts[1] if parts[0] == "gitops" and len(parts) > 2 else parts[0]
-            for parts in (path.split("/") for path in tree)}
+def _new_clusters(changed: set[str], before: Mapping[str, bytes], after: Mapping[str, bytes]) -> frozenset[str]:
+    """Clusters the change brings: its root `kustomization.yaml` is on the after side only. Both sides
+    hold it when they hold all of the cluster's files, and neither when they hold only the files that
+    differ (`--rendered`) and it did not change; it is never added to a cluster that existed. Job
+    templates say nothing (no kustomization lists them), nor do the objects under `rendered/gitops/`
+    that belong to no cluster (their cluster is `gitops`, a reserved name)."""
+    return frozenset(c for c in changed if c != "gitops" and f"{c}/kustomization.yaml" in after
+                     and f"{c}/kustomization.yaml" not in before)
 
 
 def _committed(root: Path, ref: str, ignore: list[str] | None) -> DiffResult:

@@ -26,6 +26,7 @@ from generator.config.team import TeamConfig
 from generator.errors import UsageError
 from generator.scaffold import example
 from generator.scaffold.cluster import SCHEMA_LINE, ClusterSpec, cluster_file, cluster_steps
+from generator.scaffold.example import UNTOUCHED
 from generator.scaffold.skeleton import skeleton
 from generator.yamltext import to_yaml
 
@@ -36,11 +37,6 @@ REPLACED = ("teams", "clusters", "rendered", "benchmarks")
 FILES = (FLEET_FILE, ".github/CODEOWNERS")
 """Files of the example fleet that the new one replaces."""
 CODEOWNERS = FILES[1]
-UNTOUCHED = frozenset({".git", ".venv", ".tools", "fleetgen.egg-info", "node_modules", "__pycache__", ".pytest_cache",
-                       ".mypy_cache", ".ruff_cache", ".hypothesis"})
-"""What init neither reads nor writes, so a link there is no concern of its: git's own folder and
-the environments and caches git ignores (a virtual environment and node_modules/.bin are made of
-links; tests/run installs the latter under tests/)."""
 KEPT_TESTS = ("upstream",)
 """What of tests/ a fleet keeps: the pinned tool builds its workflows use (kubeconform)."""
 
