@@ -100,3 +100,22 @@ def test_the_preview_of_a_new_cluster_is_one_line_listing_what_it_brings(repo: P
                                     "10 GitOps objects; teams speech (their own lines)")]
     assert {line[1] for line in lines} == {"cluster-added", "team-added", "pool-overcommitted"}, lines
     assert [line[2].split(":")[0] for line in lines if line[1] == "team-added"] == ["dev", "prod-south"], lines
+
+
+def test_a_cluster_is_new_only_when_its_root_kustomization_arrives() -> None:
+    """A `--rendered` diff holds only the files that differ: a job template added to an existing cluster
+    (no kustomization lists templates) or a change under rendered/gitops/argocd-settings/ (cluster
+    `gitops`) once made those clusters "arrive", hiding their own risk lines."""
+    from generator.diff.run import _new_clusters
+
+    assert _new_clusters({"dev"}, {}, {"dev/templates/speech/x.job.yaml": b""}) == frozenset()
+    assert _new_clusters({"gitops"}, {}, {"gitops/kustomization.yaml": b""}) == frozenset()
+    assert _new_clusters({"dev", "south"}, {"dev/kustomization.yaml": b""},
+                         {"dev/kustomization.yaml": b"", "south/kustomization.yaml": b""}) == {"south"}
+
+
+@pytest.mark.parametrize("name", ["gitops", "argocd-settings"])
+def test_a_name_that_collides_with_the_gitops_folders_is_refused(fleet: Path, name: str) -> None:
+    result = run(fleet, *[(name if arg == "prod-south" else arg) for arg in ADD])
+    assert result.code == 2 and "is reserved" in result.err and f"clusters/{name}.yaml" in result.err, result.err
+    assert not (fleet / f"clusters/{name}.yaml").exists()

@@ -79,3 +79,13 @@ def test_the_text_format_has_the_gpu_table(repo: Path) -> None:
     table = out[at:].splitlines()[:4]
     assert table[1].split() == ["team", "guaranteed", "borrowable", "lendable"], table
     assert table[3].split()[:4] == ["speech", "6", "->", "4"], table
+
+
+@pytest.mark.parametrize(("path", "synced"), [("dev/templates/speech/asr.jobset.yaml", False),
+                                              ("dev/teams/speech/speech/localqueue-default.yaml", True),
+                                              ("gitops/templates/kustomization-templates-fleet.yaml", True)])
+def test_only_a_clusters_templates_folder_holds_templates(path: str, synced: bool) -> None:
+    """A cluster named `templates` has its bootstrap under rendered/gitops/templates/: synced."""
+    from generator.diff.objects import Obj
+
+    assert Obj(("dev", "", "X", "", "x"), path, {}, "").synced is synced
