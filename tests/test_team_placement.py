@@ -104,6 +104,20 @@ def test_a_follow_on_error_never_offers_the_typo_as_its_fix(fleet_root: Path) ->
     assert fixes == [], fixes
 
 
+def test_a_renamed_pool_is_never_suggested_by_its_old_name(fleet_root: Path) -> None:
+    """dev's pool l4 renamed l4-ada: the team quotas still naming l4 are each an error suggesting l4-ada;
+    speech's job profiles on l4 used to be told `use one of: l4`, the name just removed."""
+    edit(fleet_root, "clusters/dev.yaml", "  - name: l4\n", "  - name: l4-ada\n")
+    result = run(fleet_root, "render")
+    assert result.code == 2
+    assert "cluster 'dev' has no node pool 'l4'" in result.err and "use one of: l4-ada" in result.err, result.err
+    profiles = [line for line in result.err.splitlines() if "has no quota in pool 'l4'" in line]
+    assert profiles, result.err
+    fixes = [line for line in result.err.splitlines() if line.strip().startswith("fix: use one of") and " l4," in
+             line + ","]
+    assert fixes == [], fixes
+
+
 @pytest.mark.upstream
 def test_a_cpu_only_teams_job_runs_on_the_cpu_pool_and_a_gpu_job_waits_on_the_real_kueue(
         fleet_root: Path, upstream_etcd: Any, tmp_path_factory: pytest.TempPathFactory) -> None:

@@ -609,8 +609,9 @@ def _profile_problems(fleet: Fleet, team: TeamConfig, profile: JobProfile,
         yield from _cpu_only_problems(team, profile, cfg)
     elif pool is None or profile.pool not in team.quotas[profile.cluster]:
         cpu = [f"{cfg.cpu_pool.name} (the cpuPool: a CPU-only server)"] if cfg.cpu_pool is not None else []
+        held = [p for p in sorted(team.quotas[profile.cluster]) if cfg.pool(p) is not None]  # never a stale name
         yield ("pool",), "pool", f"team {team.name!r} has no quota in pool {profile.pool!r} of {profile.cluster!r}", \
-            f"use one of: {', '.join(sorted(team.quotas[profile.cluster]) + cpu)}"
+            f"use one of: {', '.join(held + cpu) or '(none)'}"
         return
     else:
         yield from _gpu_pool_problems(team, profile, cfg, pool, shares)
