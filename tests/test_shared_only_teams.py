@@ -17,9 +17,8 @@ from typing import Any
 import pytest
 import yaml
 
-from generator.checks import load_fleet
 from generator.compile.admission import INTEGRATION_KINDS
-from tests.conftest import SHARED, edit, run
+from tests.conftest import edit, run
 from tests.kueue_kinds import KIND_CRDS, POD, object_of_kind
 
 ONLY_SHARED = ("teams/recsys.yaml", "    a100: {gpus: 24, lendingLimit: 24}\n", "")
@@ -51,87 +50,63 @@ def test_a_teams_gpu_jobs_are_admitted_on_its_shared_pool_on_the_real_kueue(
     Kueue left both GPU jobs pending: "resource nvidia.com/gpu unavailable in ClusterQueue"."""
     from kubernetes import client
 
-    from tests.upstream.cluster import Stack
-    from tests.upstream.fleet import (
-        JOBSET,
-        KUEUE,
-        condition,
-        create_nodes,
-        custom,
-        deploy,
-        fake_nodes,
-        flavors,
-        kustomize_build,
-        rendered_kueue_config,
-    )
+    from tests.upstream.fleet import JOBSET, KUEUE, condition, custom, fake_nodes, flavors
     from tests.upstream.processes import wait_for
-    from tests.upstream.twin import MANAGED, TWIN_CONTROLLERS, Twin
+    from tests.upstream.twin import MANAGED, running_twin
 
     edit(fleet_root, *ONLY_SHARED)
     result = run(fleet_root, "render", "--cluster", "prod-west")
     assert result.code == 0, result.err
-    objects = kustomize_build(fleet_root / "rendered/prod-west")
-    objects += kustomize_build(fleet_root / "rendered/gitops/prod-west")
-    cluster = load_fleet(fleet_root).clusters["prod-west"].config
-    team = load_fleet(fleet_root).teams["recsys"].config
-    stack = Stack.start(tmp_path_factory.mktemp("shared-only"), upstream_etcd,
-                        kueue_config=rendered_kueue_config(objects), extra_controllers=TWIN_CONTROLLERS)
-    try:
-        create_nodes(stack, fake_nodes(cluster))
-        refused, _ = deploy(stack, cluster, objects, SHARED / "schemas")
-        assert not refused, refused
-        twin = Twin.start(stack, kubelets=False)  # bound, never run: they hold their GPUs while we look
-        try:
-            api = stack.client(team.members.users[0])
-            batch, ns, tag = client.BatchV1Api(api), team.namespace_names[0], uuid.uuid4().hex[:5]
-            jobs = {"unlabelled": f"gpu-{tag}", "cpu": f"cpu-{tag}"}
-            batch.create_namespaced_job(ns, {"apiVersion": "batch/v1", "kind": "Job",
-                                             "metadata": {"name": jobs["unlabelled"]},
-                                             "spec": {"template": {"spec": _gpu_pod(1)}}})
-            cpu_pod = _gpu_pod(0)
-            cpu_pod["containers"][0]["resources"] = {"requests": {"cpu": "1", "memory": "1Gi"}}
-            batch.create_namespaced_job(ns, {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": jobs["cpu"]},
-                                             "spec": {"template": {"spec": cpu_pod}}})
-            named = f"named-{tag}"
-            client.CustomObjectsApi(api).create_namespaced_custom_object(JOBSET, "v1alpha2", ns, "jobsets", {
-                "apiVersion": f"{JOBSET}/v1alpha2", "kind": "JobSet",
-                "metadata": {"name": named, "labels": {"kueue.x-k8s.io/queue-name": team.name}},
-                "spec": {"replicatedJobs": [{"name": "w", "replicas": 1, "template": {"spec": {
-                    "parallelism": 2, "completions": 2, "template": {"spec": _gpu_pod(4)}}}}]}})
+    # bound, never run: they hold their GPUs while we look
+    with running_twin("prod-west", upstream_etcd, tmp_path_factory.mktemp("shared-only"), root=fleet_root,
+                      kubelets=False) as (stack, fleet, twin):
+        cluster, team = fleet.clusters["prod-west"].config, fleet.teams["recsys"].config
+        api = stack.client(team.members.users[0])
+        batch, ns, tag = client.BatchV1Api(api), team.namespace_names[0], uuid.uuid4().hex[:5]
+        jobs = {"unlabelled": f"gpu-{tag}", "cpu": f"cpu-{tag}"}
+        batch.create_namespaced_job(ns, {"apiVersion": "batch/v1", "kind": "Job",
+                                         "metadata": {"name": jobs["unlabelled"]},
+                                         "spec": {"template": {"spec": _gpu_pod(1)}}})
+        cpu_pod = _gpu_pod(0)
+        cpu_pod["containers"][0]["resources"] = {"requests": {"cpu": "1", "memory": "1Gi"}}
+        batch.create_namespaced_job(ns, {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": jobs["cpu"]},
+                                         "spec": {"template": {"spec": cpu_pod}}})
+        named = f"named-{tag}"
+        client.CustomObjectsApi(api).create_namespaced_custom_object(JOBSET, "v1alpha2", ns, "jobsets", {
+            "apiVersion": f"{JOBSET}/v1alpha2", "kind": "JobSet",
+            "metadata": {"name": named, "labels": {"kueue.x-k8s.io/queue-name": team.name}},
+            "spec": {"replicatedJobs": [{"name": "w", "replicas": 1, "template": {"spec": {
+                "parallelism": 2, "completions": 2, "template": {"spec": _gpu_pod(4)}}}}]}})
 
-            def workload(owner: str) -> dict[str, Any] | None:
-                for wl in custom(stack).list_namespaced_custom_object(KUEUE, "v1beta2", ns, "workloads")["items"]:
-                    if any(o["name"] == owner for o in wl["metadata"].get("ownerReferences") or []):
-                        return dict(wl)
-                return None
+        def workload(owner: str) -> dict[str, Any] | None:
+            for wl in custom(stack).list_namespaced_custom_object(KUEUE, "v1beta2", ns, "workloads")["items"]:
+                if any(o["name"] == owner for o in wl["metadata"].get("ownerReferences") or []):
+                    return dict(wl)
+            return None
 
-            def why(owner: str) -> str:
-                return str(condition(workload(owner), "QuotaReserved").get("message"))
+        def why(owner: str) -> str:
+            return str(condition(workload(owner), "QuotaReserved").get("message"))
 
-            admitted = {owner: wait_for(lambda o=owner: condition(workload(o), "Admitted").get("status") == "True", 60)
-                        for owner in (jobs["unlabelled"], named, jobs["cpu"])}
-            assert all(admitted.values()), {owner: why(owner) for owner, ok in admitted.items() if not ok}
-            for owner in (jobs["unlabelled"], named):
-                wl = workload(owner) or {}
-                assert wl["spec"]["queueName"] == "recsys-l4", wl["spec"]
-                assert wl["status"]["admission"]["clusterQueue"] == "shared-l4"
-                assert flavors(wl) == {"l4"}
-            cpu = workload(jobs["cpu"]) or {}
-            assert (cpu["spec"]["queueName"], cpu["status"]["admission"]["clusterQueue"]) == ("default", "recsys")
-            assert flavors(cpu) == {"cpu"}
-            pool_of = {n["metadata"]["name"]: n["metadata"]["labels"][MANAGED] for n in fake_nodes(cluster)}
+        admitted = {owner: wait_for(lambda o=owner: condition(workload(o), "Admitted").get("status") == "True", 60)
+                    for owner in (jobs["unlabelled"], named, jobs["cpu"])}
+        assert all(admitted.values()), {owner: why(owner) for owner, ok in admitted.items() if not ok}
+        for owner in (jobs["unlabelled"], named):
+            wl = workload(owner) or {}
+            assert wl["spec"]["queueName"] == "recsys-l4", wl["spec"]
+            assert wl["status"]["admission"]["clusterQueue"] == "shared-l4"
+            assert flavors(wl) == {"l4"}
+        cpu = workload(jobs["cpu"]) or {}
+        assert (cpu["spec"]["queueName"], cpu["status"]["admission"]["clusterQueue"]) == ("default", "recsys")
+        assert flavors(cpu) == {"cpu"}
+        pool_of = {n["metadata"]["name"]: n["metadata"]["labels"][MANAGED] for n in fake_nodes(cluster)}
 
-            def bound() -> dict[str, str]:
-                found = client.CoreV1Api(stack.client()).list_namespaced_pod(ns).items
-                placed = {p.metadata.name: pool_of.get(p.spec.node_name or "", "") for p in found}
-                return placed if len(placed) == 4 and all(placed.values()) else {}
-            assert wait_for(bound, 60), (bound(), twin.logs())
-            pools = {pod: pool for pod, pool in bound().items() if not pod.startswith(jobs["cpu"])}
-            assert set(pools.values()) == {"l4"} and len(pools) == 3, pools
-        finally:
-            twin.stop()
-    finally:
-        stack.stop()
+        def bound() -> dict[str, str]:
+            found = client.CoreV1Api(stack.client()).list_namespaced_pod(ns).items
+            placed = {p.metadata.name: pool_of.get(p.spec.node_name or "", "") for p in found}
+            return placed if len(placed) == 4 and all(placed.values()) else {}
+        assert wait_for(bound, 60), (bound(), twin.logs())
+        pools = {pod: pool for pod, pool in bound().items() if not pod.startswith(jobs["cpu"])}
+        assert set(pools.values()) == {"l4"} and len(pools) == 3, pools
     explained = run(fleet_root, "explain", "team", "recsys").out
     assert RELABELLED in explained, explained
 

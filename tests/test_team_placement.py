@@ -15,8 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from generator.checks import load_fleet
-from tests.conftest import SHARED, edit, run
+from tests.conftest import edit, run
 
 CPU_ONLY = """# A data-engineering team: CPU jobs only, on prod-east's CPU pool.
 name: data-eng
@@ -126,65 +125,43 @@ def test_a_cpu_only_teams_job_runs_on_the_cpu_pool_and_a_gpu_job_waits_on_the_re
     Job stays unadmitted, Kueue saying the queue has no such resource."""
     from kubernetes import client
 
-    from tests.upstream.cluster import Stack
-    from tests.upstream.fleet import (
-        condition,
-        create_nodes,
-        deploy,
-        fake_nodes,
-        flavors,
-        kustomize_build,
-        rendered_kueue_config,
-        workload_of,
-    )
+    from tests.upstream.fleet import condition, fake_nodes, flavors, workload_of
     from tests.upstream.processes import wait_for
-    from tests.upstream.twin import MANAGED, TWIN_CONTROLLERS, Twin
+    from tests.upstream.twin import MANAGED, running_twin
 
     _team(fleet_root, CPU_ONLY)
     assert run(fleet_root, "render", "--cluster", "prod-east").code == 0
-    objects = kustomize_build(fleet_root / "rendered/prod-east") + kustomize_build(
-        fleet_root / "rendered/gitops/prod-east")
-    fleet = load_fleet(fleet_root)
-    cluster, team = fleet.clusters["prod-east"].config, fleet.teams["data-eng"].config
-    stack = Stack.start(tmp_path_factory.mktemp("cpu-only"), upstream_etcd,
-                        kueue_config=rendered_kueue_config(objects), extra_controllers=TWIN_CONTROLLERS)
-    try:
-        create_nodes(stack, fake_nodes(cluster))
-        refused, _ = deploy(stack, cluster, objects, SHARED / "schemas")
-        assert not refused, refused
-        twin = Twin.start(stack, kubelets=False)
-        try:
-            member = stack.client("ana@data-eng.test", tuple(team.members.groups))
-            batch, ns, tag = client.BatchV1Api(member), "data-eng", uuid.uuid4().hex[:5]
-            requests = {"cpu": {"cpu": "4", "memory": "8Gi"},
-                        "gpu": {"cpu": "4", "memory": "8Gi", "nvidia.com/gpu": "1"}}
-            for kind, wants in requests.items():
-                batch.create_namespaced_job(ns, {"apiVersion": "batch/v1", "kind": "Job",
-                                                 "metadata": {"name": f"{kind}-{tag}"}, "spec": {"template": {"spec": {
-                                                     "restartPolicy": "Never", "containers": [{
-                                                         "name": "c", "image": "registry.example/work:1",
-                                                         "resources": {"requests": wants, "limits": wants}}]}}}})
+    # bound, never run: the admitted Job keeps its quota while we look
+    with running_twin("prod-east", upstream_etcd, tmp_path_factory.mktemp("cpu-only"), root=fleet_root,
+                      kubelets=False) as (stack, fleet, twin):
+        cluster, team = fleet.clusters["prod-east"].config, fleet.teams["data-eng"].config
+        member = stack.client("ana@data-eng.test", tuple(team.members.groups))
+        batch, ns, tag = client.BatchV1Api(member), "data-eng", uuid.uuid4().hex[:5]
+        requests = {"cpu": {"cpu": "4", "memory": "8Gi"},
+                    "gpu": {"cpu": "4", "memory": "8Gi", "nvidia.com/gpu": "1"}}
+        for kind, wants in requests.items():
+            batch.create_namespaced_job(ns, {"apiVersion": "batch/v1", "kind": "Job",
+                                             "metadata": {"name": f"{kind}-{tag}"}, "spec": {"template": {"spec": {
+                                                 "restartPolicy": "Never", "containers": [{
+                                                     "name": "c", "image": "registry.example/work:1",
+                                                     "resources": {"requests": wants, "limits": wants}}]}}}})
 
-            def workload(job: str) -> dict[str, Any]:
-                return workload_of(stack, ns, job, "Job") or {}
+        def workload(job: str) -> dict[str, Any]:
+            return workload_of(stack, ns, job, "Job") or {}
 
-            cpu_job, gpu_job = f"cpu-{tag}", f"gpu-{tag}"
-            assert wait_for(lambda: condition(workload(cpu_job), "Admitted").get("status") == "True", 60), \
-                workload(cpu_job).get("status")
-            admitted = workload(cpu_job)
-            assert admitted["status"]["admission"]["clusterQueue"] == "data-eng" and flavors(admitted) == {"cpu"}
-            pool_of = {n["metadata"]["name"]: n["metadata"]["labels"][MANAGED] for n in fake_nodes(cluster)}
+        cpu_job, gpu_job = f"cpu-{tag}", f"gpu-{tag}"
+        assert wait_for(lambda: condition(workload(cpu_job), "Admitted").get("status") == "True", 60), \
+            workload(cpu_job).get("status")
+        admitted = workload(cpu_job)
+        assert admitted["status"]["admission"]["clusterQueue"] == "data-eng" and flavors(admitted) == {"cpu"}
+        pool_of = {n["metadata"]["name"]: n["metadata"]["labels"][MANAGED] for n in fake_nodes(cluster)}
 
-            def node_pool() -> str:
-                pods = client.CoreV1Api(stack.client()).list_namespaced_pod(ns, label_selector=f"job-name={cpu_job}")
-                return next((pool_of.get(p.spec.node_name or "", "") for p in pods.items if p.spec.node_name), "")
-            assert wait_for(node_pool, 60) == "cpu", (node_pool(), twin.logs())
+        def node_pool() -> str:
+            pods = client.CoreV1Api(stack.client()).list_namespaced_pod(ns, label_selector=f"job-name={cpu_job}")
+            return next((pool_of.get(p.spec.node_name or "", "") for p in pods.items if p.spec.node_name), "")
+        assert wait_for(node_pool, 60) == "cpu", (node_pool(), twin.logs())
 
-            def refusal() -> str:
-                return str(condition(workload(gpu_job), "QuotaReserved").get("message", ""))
-            assert wait_for(lambda: "nvidia.com/gpu" in refusal(), 60), workload(gpu_job).get("status")
-            assert condition(workload(gpu_job), "Admitted").get("status") != "True"
-        finally:
-            twin.stop()
-    finally:
-        stack.stop()
+        def refusal() -> str:
+            return str(condition(workload(gpu_job), "QuotaReserved").get("message", ""))
+        assert wait_for(lambda: "nvidia.com/gpu" in refusal(), 60), workload(gpu_job).get("status")
+        assert condition(workload(gpu_job), "Admitted").get("status") != "True"

@@ -206,10 +206,11 @@ EndpointSlices of Services (the records cluster DNS serves, pod hostnames of hea
 
 @contextmanager
 def running_twin(name: str, etcd: Any, workdir: Path, crds: tuple[dict[str, Any], ...] = (),
-                 logs: Path | None = None, root: Path = REPO) -> Iterator[tuple[Stack, Fleet, Twin]]:
+                 logs: Path | None = None, root: Path = REPO,
+                 kubelets: bool = True) -> Iterator[tuple[Stack, Fleet, Twin]]:
     """Cluster `name` of the fleet at `root` as rendered, its Nodes from its cluster file, kube-scheduler
-    and kwok; `crds` are served before Kueue starts (an operator's kinds); `logs`, every container's log
-    (Twin.start)."""
+    and kwok; `crds` are served before Kueue starts (an operator's kinds); `logs`, every container's log;
+    without `kubelets`, pods are bound and never run (Twin.start)."""
     objects = kustomize_build(root / "rendered" / name) + kustomize_build(root / "rendered" / "gitops" / name)
     stack = Stack.start(workdir, etcd, kueue_config=rendered_kueue_config(objects),
                         extra_controllers=TWIN_CONTROLLERS, crds=crds)
@@ -219,7 +220,7 @@ def running_twin(name: str, etcd: Any, workdir: Path, crds: tuple[dict[str, Any]
         create_nodes(stack, fake_nodes(cluster))
         refused, _ = deploy(stack, cluster, objects, SHARED / "schemas")
         assert not refused, refused
-        running = Twin.start(stack, logs)
+        running = Twin.start(stack, logs, kubelets)
         try:
             yield stack, fleet, running
         finally:
