@@ -17,7 +17,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from generator.diff.impact import CapacityRow, PoolImpact
+from generator.diff.impact import SHARES, CapacityRow, PoolImpact
 from generator.diff.objects import Change
 from generator.diff.report import DiffResult, shown_pair, templates_note, unified
 
@@ -132,8 +132,7 @@ def _more_risks(result: DiffResult) -> Iterator[Block]:
 
 
 def _share(row: CapacityRow, attr: str) -> str:
-    b = getattr(row.before, attr) if row.before else 0
-    a = getattr(row.after, attr) if row.after else 0
+    b, a = row.moved(attr)
     return str(a) if a == b else f"{b} → **{a}**"
 
 
@@ -170,8 +169,8 @@ def _capacity(result: DiffResult) -> Iterator[Block]:
             continue
         yield Block(head)
         shown = pool.rows if len(pool.rows) <= CHART_MAX_TEAMS else [r for r in pool.rows if r.changed]
-        rows = [f"| {md(r.team)}{' **(changed)**' if r.changed else ''} | {_share(r, 'guaranteed')} | "
-                f"{_share(r, 'borrowable')} | {_share(r, 'lendable')} |" for r in shown]
+        rows = [f"| {md(r.team)}{' **(changed)**' if r.changed else ''} | "
+                + " | ".join(_share(r, share) for share in SHARES) + " |" for r in shown]
         if rows:
             yield from _table("| team | guaranteed | borrowable | lendable |\n|---|---|---|---|", rows)
         if len(shown) < len(pool.rows):

@@ -24,8 +24,15 @@ class CapacityRow:
 
     @property
     def changed(self) -> bool:
-        b, a = self.before or NO_SHARE, self.after or NO_SHARE
-        return (b.guaranteed, b.borrowable, b.lendable) != (a.guaranteed, a.borrowable, a.lendable)
+        return any(b != a for b, a in map(self.moved, SHARES))
+
+    def moved(self, share: str) -> tuple[int, int]:
+        """One of SHARES before and after (0 where the team is not in the pool)."""
+        return getattr(self.before or NO_SHARE, share), getattr(self.after or NO_SHARE, share)
+
+
+SHARES = ("guaranteed", "borrowable", "lendable")
+"""What a team holds of a pool, as both capacity tables show it."""
 
 
 @dataclass(frozen=True)

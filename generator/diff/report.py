@@ -12,7 +12,7 @@ from typing import Any, Literal, cast
 
 from pydantic import BaseModel, Field
 
-from generator.diff.impact import PoolImpact
+from generator.diff.impact import SHARES, PoolImpact
 from generator.diff.objects import Change
 from generator.diff.risks import Risk
 from generator.terminal import table
@@ -294,8 +294,7 @@ def capacity_table(capacity: list[PoolImpact]) -> list[str]:
     (guaranteed, borrowable, lendable; before -> after)."""
     out = []
     for pool in capacity:
-        rows = [[r.team, *(_moved(r.before, r.after, attr) for attr in ("guaranteed", "borrowable", "lendable"))]
-                for r in pool.rows if r.changed]
+        rows = [[r.team, *(_moved(*r.moved(share)) for share in SHARES)] for r in pool.rows if r.changed]
         if rows:
             out.append(f"GPUs in {pool.cluster} / {pool.pool} ({pool.product}): {pool.capacity_after} in the pool, "
                        f"guaranteed {pool.allocated_before} -> {pool.allocated_after}")
@@ -304,8 +303,7 @@ def capacity_table(capacity: list[PoolImpact]) -> list[str]:
     return out
 
 
-def _moved(before: Any, after: Any, attr: str) -> str:
-    b, a = getattr(before, attr) if before else 0, getattr(after, attr) if after else 0
+def _moved(b: int, a: int) -> str:
     return str(a) if a == b else f"{b} -> {a}"
 
 
