@@ -20,6 +20,8 @@ import os
 import shutil
 import stat
 import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
 from types import TracebackType
 
@@ -95,21 +97,26 @@ def read_bytes(root: Path, rel: str | PurePosixPath, shown: str = "") -> bytes:
     return got[1]
 
 
-def write_bytes(root: Path, rel: str | PurePosixPath, data: bytes) -> None:
-    """Replace a file inside the root atomically: a new file beside it, then a rename over it
-    (a rename replaces a link itself, never what it points to). Missing folders are created."""
+@contextmanager
+def _holding(root: Path, rel: str | PurePosixPath) -> Iterator[tuple[Folder, str]]:
+    """The folder that holds the file `rel` inside the root, open (made if missing), and the file's name."""
     parts = _parts(rel)
     inside(root, rel)  # a link in place of the file is refused by name, not silently replaced
     with Folder.open(root, PurePosixPath(*parts[:-1]).as_posix() if len(parts) > 1 else "", create=True) as folder:
-        folder.replace(parts[-1], data)
+        yield folder, parts[-1]
+
+
+def write_bytes(root: Path, rel: str | PurePosixPath, data: bytes) -> None:
+    """Replace a file inside the root atomically: a new file beside it, then a rename over it
+    (a rename replaces a link itself, never what it points to). Missing folders are created."""
+    with _holding(root, rel) as (folder, name):
+        folder.replace(name, data)
 
 
 def create_bytes(root: Path, rel: str | PurePosixPath, data: bytes) -> None:
     """Create a file inside the root, whole or not at all; FileExistsError if anything is there."""
-    parts = _parts(rel)
-    inside(root, rel)
-    with Folder.open(root, PurePosixPath(*parts[:-1]).as_posix() if len(parts) > 1 else "", create=True) as folder:
-        folder.create(parts[-1], data)
+    with _holding(root, rel) as (folder, name):
+        folder.create(name, data)
 
 
 _DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
@@ -222,8 +229,7 @@ class Folder:
     def replace(self, name: str, data: bytes) -> None:
         """Write `name` atomically: a new file beside it, renamed over it (a rename replaces a
         link itself, never what it points to)."""
-        tmp = f".{_name(name, self.shown)}.fleetgen-{os.getpid()}"
-        self.unlink(tmp)
+        tmp = self._beside(name)
         try:
             self.write_new(tmp, data, 0o644)
             os.replace(tmp, name, src_dir_fd=self.fd, dst_dir_fd=self.fd)
@@ -231,11 +237,16 @@ class Folder:
             self.unlink(tmp)
             raise
 
+    def _beside(self, name: str) -> str:
+        """A free name for the new content of `name`, next to it (this process's, cleared first)."""
+        tmp = f".{_name(name, self.shown)}.fleetgen-{os.getpid()}"
+        self.unlink(tmp)
+        return tmp
+
     def create(self, name: str, data: bytes) -> None:
         """Write the new file `name` whole or not at all, never over an entry there (FileExistsError):
         a file beside it, then a hard link to the name, which fails if anything has taken it."""
-        tmp = f".{_name(name, self.shown)}.fleetgen-{os.getpid()}"
-        self.unlink(tmp)
+        tmp = self._beside(name)
         try:
             self.write_new(tmp, data, 0o644)
             os.link(tmp, name, src_dir_fd=self.fd, dst_dir_fd=self.fd, follow_symlinks=False)

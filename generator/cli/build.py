@@ -168,12 +168,12 @@ def init(ctx: click.Context, force: bool, **values: Any) -> None:
     from generator.scaffold.init import FleetSpec, init_fleet, next_steps
 
     _stop_on_sigterm()  # the switch's renames are undone, the stage removed
-    root = _root(ctx)
-    written, kept = init_fleet(root, FleetSpec(**values), force=force, note=lambda line: echo(line, err=True))
+    root, spec = _root(ctx), FleetSpec(**values)
+    written, kept = init_fleet(root, spec, force=force, note=lambda line: echo(line, err=True))
     for rel in written:
         echo(f"wrote {rel}")
     echo(f"kept the files it replaced in {kept} (git ignores it; delete it once you no longer need them)")
-    for line in next_steps(FleetSpec(**values)):
+    for line in next_steps(spec):
         echo(line)
 
 

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 from generator import repofiles
 from generator.config.cluster import ClusterConfig
 from generator.config.names import name_problem
-from generator.config.repo import FLEET_FILE
 from generator.errors import UsageError
+from generator.scaffold.example import input_paths
 from generator.scaffold.skeleton import skeleton
 
 if TYPE_CHECKING:
@@ -125,9 +125,7 @@ def add_cluster(root: Path, spec: ClusterSpec, options: Options | None = None) -
     text = cluster_file(spec, "fleetgen add cluster").encode("utf-8")
     with tempfile.TemporaryDirectory(prefix="fleetgen-add-") as scratch:
         copy = Path(scratch)
-        inputs = [f"{folder}/{name}" for folder in ("teams", "clusters")
-                  for name in repofiles.files_under(root, folder)]
-        for path in [*inputs, *([FLEET_FILE] if repofiles.lexists(root, FLEET_FILE) else [])]:
+        for path in input_paths(root):
             repofiles.write_bytes(copy, path, repofiles.read_bytes(root, path))
         repofiles.write_bytes(copy, rel, text)
         render.build(copy, [spec.cluster], options, jobs=1)

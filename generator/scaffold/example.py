@@ -26,8 +26,10 @@ INPUT_FILES = (FLEET_FILE, ".github/CODEOWNERS")
 LISTED_FOLDERS = ("tests", "benchmarks")
 """fleetgen's own development files, which init also moves aside: known by name only (they change with
 every commit of fleetgen), so a file of one's own among them is found, an edited one of fleetgen's not."""
-KEPT = ("tests/upstream",)
-"""What init keeps of those folders (the pinned tool builds the fleet's workflows use)."""
+KEPT_TESTS = ("upstream",)
+"""What of tests/ a fleet keeps: the pinned tool builds its workflows use (kubeconform)."""
+KEPT = tuple(f"tests/{kept}" for kept in KEPT_TESTS)
+"""What init keeps of LISTED_FOLDERS, so no concern of the record."""
 UNTOUCHED = frozenset({".git", ".venv", ".tools", "fleetgen.egg-info", "node_modules", "__pycache__", ".pytest_cache",
                        ".mypy_cache", ".ruff_cache", ".hypothesis"})
 """What init neither reads nor writes, so a link there is no concern of its: git's own folder and
@@ -43,12 +45,21 @@ def _digest(data: bytes) -> str:
     return hashlib.sha256(data.replace(b"\r\n", b"\n")).hexdigest()
 
 
-def fingerprint(root: Path) -> dict[str, str]:
-    """Every hand-written input of the fleet at `root`: its path (relative, POSIX) and digest."""
+def input_paths(root: Path) -> list[str]:
+    """Every hand-written input of the fleet at `root` (relative, POSIX), sorted."""
     paths = [f"{folder}/{rel}" for folder in INPUT_FOLDERS if repofiles.lexists(root, folder)
              for rel in repofiles.files_under(root, folder)]
-    paths += [rel for rel in INPUT_FILES if repofiles.lexists(root, rel)]
-    return {rel: _digest(repofiles.read_bytes(root, rel)) for rel in sorted(paths)}
+    return sorted(paths + [rel for rel in INPUT_FILES if repofiles.lexists(root, rel)])
+
+
+def fingerprint(root: Path) -> dict[str, str]:
+    """Every hand-written input of the fleet at `root`: its path and digest."""
+    return {rel: _digest(repofiles.read_bytes(root, rel)) for rel in input_paths(root)}
+
+
+def current(root: Path) -> dict[str, str]:
+    """What the record holds for the fleet at `root`: its inputs' digests and the listed folders' names."""
+    return {**fingerprint(root), **listed(root)}
 
 
 def listed(root: Path) -> dict[str, str]:
@@ -76,7 +87,7 @@ def recorded() -> dict[str, str]:
 def departures(root: Path) -> list[str]:
     """How the inputs at `root` differ from the example's, one `<path> (<how>)` each: files of its own
     first, then the example's changed, then those removed (each sorted); none: the untouched example."""
-    have, example = {**fingerprint(root), **listed(root)}, recorded()
+    have, example = current(root), recorded()
     own = [f"{rel} (not the example's)" for rel in sorted(have.keys() - example.keys())]
     changed = [f"{rel} (changed)" for rel in sorted(have.keys() & example.keys()) if have[rel] != example[rel]]
     removed = [f"{rel} (the example's, removed)" for rel in sorted(example.keys() - have.keys())
@@ -88,7 +99,7 @@ def main(argv: list[str]) -> int:
     """`--write` records this checkout's inputs as the example's; `--check` exits 1 when the record is stale."""
     root = Path(__file__).resolve().parents[2]
     target = Path(__file__).resolve().parent / "files" / RECORD
-    text = record_text({**fingerprint(root), **listed(root)})
+    text = record_text(current(root))
     if argv == ["--write"]:
         target.write_text(text, encoding="utf-8")
         print(f"wrote {target.relative_to(root).as_posix()}")

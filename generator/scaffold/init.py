@@ -26,7 +26,7 @@ from generator.config.team import TeamConfig
 from generator.errors import UsageError
 from generator.scaffold import example
 from generator.scaffold.cluster import SCHEMA_LINE, ClusterSpec, cluster_file, cluster_steps
-from generator.scaffold.example import UNTOUCHED
+from generator.scaffold.example import INPUT_FILES, KEPT_TESTS, UNTOUCHED
 from generator.scaffold.skeleton import skeleton
 from generator.yamltext import to_yaml
 
@@ -34,11 +34,9 @@ SHOWN = 10
 """Departures from the example named in init's refusal (all of them go to stderr under --force)."""
 REPLACED = ("teams", "clusters", "rendered", "benchmarks")
 """Folders of the example fleet and of fleetgen's own development that a new fleet starts without."""
-FILES = (FLEET_FILE, ".github/CODEOWNERS")
+FILES = INPUT_FILES
 """Files of the example fleet that the new one replaces."""
 CODEOWNERS = FILES[1]
-KEPT_TESTS = ("upstream",)
-"""What of tests/ a fleet keeps: the pinned tool builds its workflows use (kubeconform)."""
 
 
 @dataclass(frozen=True, kw_only=True)
