@@ -13,6 +13,8 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
+from tests.upstream.absent import skip_or_fail
+
 REPO = Path(__file__).resolve().parent.parent
 SERVER_POLL = 0.05
 """`serve_forever`'s poll interval for the tests' loopback servers: `shutdown()` waits up to one
@@ -31,10 +33,8 @@ def shared_or_skip(*parts: str) -> Path:
     """A path inside ../shared (beside the checkout), or skip saying why (fail under CI, which has it)."""
     path = SHARED.joinpath(*parts)
     if not path.exists():
-        message = f"{path} is absent: the upstream CRDs, schemas and charts live in ../shared beside the checkout"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
+        skip_or_fail(f"{path} is absent: the upstream CRDs, schemas and charts live in ../shared beside the "
+                     "checkout")
     return path
 
 
@@ -237,11 +237,8 @@ def upstream_tools() -> None:
 
     missing = tools.missing()
     if missing:
-        message = (f"upstream programs not built ({', '.join(missing)}) in {tools.tools_dir()}: "
-                   "run python3 tests/upstream/tools.py build")
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
+        skip_or_fail(f"upstream programs not built ({', '.join(missing)}) in {tools.tools_dir()}: "
+                     "run python3 tests/upstream/tools.py build")
 
 
 @pytest.fixture

@@ -8,7 +8,6 @@ is in tests/test_reconciler_integration.py).
 from __future__ import annotations
 
 import ast
-import os
 import re
 import subprocess
 import sys
@@ -18,16 +17,14 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO, run
+from tests.upstream.absent import skip_or_fail
 
 
 def _tool(module: str) -> None:
     import importlib.util
 
     if importlib.util.find_spec(module) is None:
-        message = f"{module} is not installed: python3 -m pip install -e '.[test]'"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
+        skip_or_fail(f"{module} is not installed: python3 -m pip install -e '.[test]'")
 
 
 def test_ruff_finds_nothing() -> None:

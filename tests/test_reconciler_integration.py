@@ -32,6 +32,7 @@ from generator.reconciler.nodes import Executor
 from generator.reconciler.sources import EXPORTER_SIGNAL, PrometheusSource, SourceError
 from tests.faultproxy import HANG, FaultProxy
 from tests.metrics import MetricsEndpoint, dcgm_node
+from tests.upstream.absent import skip_or_fail
 from tests.upstream.cluster import Identity, Stack
 from tests.upstream.processes import free_port, wait_for
 from tests.upstream.prometheus_server import PrometheusServer, tool
@@ -355,10 +356,7 @@ def faketime(offset: str) -> dict[str, str]:
     """Environment that runs a process with its wall clock `offset` away; the monotonic clock is
     left alone, as a skewed node's would be."""
     if not FAKETIME_LIBRARY.is_file():
-        message = "libfaketime is not installed: apt-get install -y faketime"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
+        skip_or_fail("libfaketime is not installed: apt-get install -y faketime")
     return {"LD_PRELOAD": str(FAKETIME_LIBRARY), "FAKETIME": offset, "FAKETIME_DONT_FAKE_MONOTONIC": "1",
             "FAKETIME_NO_CACHE": "1"}
 

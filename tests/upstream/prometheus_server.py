@@ -12,25 +12,21 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
 
+from tests.upstream.absent import skip_or_fail
 from tests.upstream.processes import free_port
 
 
 def tool(name: str) -> str:
     """Path of the pinned Prometheus v3.7.3 `prometheus` or `promtool` (tests/upstream/tools.py builds them
     from Prometheus's module), or skip saying how to build it (fail under CI, which builds it)."""
-    import os
 
     from tests.upstream import tools
 
     path = tools.binary(name)
     if not path.is_file():
-        message = f"{name} is not built: run python3 tests/upstream/tools.py build {name}"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
+        skip_or_fail(f"{name} is not built: run python3 tests/upstream/tools.py build {name}")
     return str(path)
 
 

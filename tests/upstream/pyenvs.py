@@ -87,15 +87,10 @@ def current(name: str) -> bool:
 def required(name: str, title: str) -> Path:
     """The interpreter of environment `name`, for a test: the test is skipped where it is not built, and fails
     under CI (which always builds it)."""
-    import os
-
-    import pytest
+    from tests.upstream.absent import skip_or_fail
 
     if not current(name):
-        message = f"{title} is not installed: python3 tests/upstream/pyenvs.py build"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
+        skip_or_fail(f"{title} is not installed: python3 tests/upstream/pyenvs.py build")
     return python(name)
 
 
