@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import urllib.request
 from collections import Counter
@@ -74,15 +75,26 @@ class SkyClient:
         catalog = home / ".sky" / "catalogs" / "v8" / "common" / "accelerators.csv"
         catalog.parent.mkdir(parents=True)
         catalog.write_text("AcceleratorName,Clouds\n" + "".join(f"{a},Kubernetes\n" for a in accelerators))
-        port = free_port()
-        env = {"HOME": str(home), "KUBECONFIG": str(kubeconfig), "SKYPILOT_API_SERVER_LOCAL_PORT": str(port),
-               "SKYPILOT_DISABLE_USAGE_COLLECTION": "1",
+        env = {"HOME": str(home), "KUBECONFIG": str(kubeconfig), "SKYPILOT_DISABLE_USAGE_COLLECTION": "1",
                # the pinned kubectl first: SkyPilot runs `kubectl exec` into its pods
                "PATH": os.pathsep.join([str(tools.binary("kubectl").parent), str(sky_bin), os.environ["PATH"],
                                         str(stand_ins)])}
-        server = spawn("sky-api-server", [str(sky_bin / "sky"), "api", "start", "--foreground"],
-                       home / "api-server.log", env=env, cwd=home)
-        return cls(home, env, server)
+        return cls(home, env, _spawn_server(home, env))
+
+    def ready(self, timeout: float = 180) -> bool:
+        """Wait until the API server answers. Its queue manager's port lies in the kernel's ephemeral range,
+        so a connection elsewhere on the machine can take it between our check and SkyPilot's: then start
+        again on other ports (at most twice more)."""
+        for _ in range(3):
+            if not wait_for(self.up_or_exited, timeout):
+                return False
+            if self.server.alive():
+                return True
+            if PORT_TAKEN not in self.server.tail():
+                return False
+            self.server.stop()
+            self.server = _spawn_server(self.home, self.env)
+        return False
 
     def up_or_exited(self) -> bool:
         """Whether the API server answers its health check, or has exited (then there is no use waiting)."""
@@ -109,6 +121,42 @@ class SkyClient:
         port = self.env["SKYPILOT_API_SERVER_LOCAL_PORT"]
         assert wait_for(lambda: not _serving(port), 20), f"a SkyPilot API server on port {port} outlived the test"
         assert wait_for(lambda: not self.server.group(), 20), f"SkyPilot's {self.server.group()} outlived the test"
+
+
+PORT_TAKEN = "is already in use by another process"
+"""How SkyPilot's API server exits when its queue manager's port is taken (sky/server/requests/queues/base.py:
+177-180)."""
+QUEUE_PORT_BASE, QUEUE_PORT_DEFAULT, SERVER_PORT_DEFAULT = 50000, 50011, 46580
+"""SkyPilot derives its queue manager's port from the API server's (sky/server/requests/queues/mp_queue.py:15-30,
+sky/server/common.py:64)."""
+
+
+def _ports() -> tuple[int, int]:
+    """A free API server port whose queue manager port is free too."""
+    for _ in range(50):
+        port = free_port()
+        queue = QUEUE_PORT_BASE + (QUEUE_PORT_DEFAULT - QUEUE_PORT_BASE + port - SERVER_PORT_DEFAULT) % 10000
+        if port != SERVER_PORT_DEFAULT and _bindable(queue):
+            return port, queue
+    raise AssertionError("no free pair of ports for SkyPilot's API server and queue manager in 50 tries")
+
+
+def _bindable(port: int) -> bool:
+    """Whether `port` binds on localhost as SkyPilot checks it (SO_REUSEADDR: sky/utils/common_utils.py:1133-1153)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("localhost", port))
+        except OSError:
+            return False
+        return True
+
+
+def _spawn_server(home: Path, env: dict[str, str]) -> Process:
+    """`sky api start --foreground` (it dies with the test) on a fresh pair of ports, recorded in `env`."""
+    env["SKYPILOT_API_SERVER_LOCAL_PORT"] = str(_ports()[0])
+    return spawn("sky-api-server", [str(pyenvs.python("skypilot").parent / "sky"), "api", "start", "--foreground"],
+                 home / "api-server.log", env=env, cwd=home)
 
 
 def _serving(port: str) -> list[int]:
@@ -144,7 +192,7 @@ def clients(twin: tuple[Stack, Fleet, Twin], tmp_path_factory: pytest.TempPathFa
             who = stack.identity(f"sky@{team}.test", (fleet.teams[team].config.members.groups[0],))
             started[team] = SkyClient.start(tmp_path_factory.mktemp(f"sky-{team}"), who.kubeconfig, accelerators)
         for client in started.values():
-            assert wait_for(client.up_or_exited, 180) and client.server.alive(), client.server.tail()
+            assert client.ready(), client.server.tail()
         yield started
     finally:
         for client in started.values():
