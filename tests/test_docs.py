@@ -24,7 +24,7 @@ def test_generated_reference_pages_are_current() -> None:
         (REPO / rel).read_text().splitlines(True), pages()[rel].splitlines(True), rel, "now"))[:40])
     assert stale == [], f"run `python3 -m generator.docs.reference --write`:\n{shown}"
     assert set(pages()) == {f"docs/reference/{name}.md" for name in ("config", "alerts", "cli", "diff-json",
-                                                                      "risks", "python-api", "job-kinds",
+                                                                      "risks", "python-api", "job-kinds", "releases",
                                                                       "member-rights")}
 
 

@@ -12,6 +12,7 @@ from decimal import Decimal
 from typing import Any
 
 from generator import quantity
+from generator.checks.versions import release_pins
 from generator.compile.quota import cpu_pod_requests, cpu_pool_held, cpu_pool_resources, cpu_profile_fit
 from generator.config.cluster import AdmissionFairSharing, ClusterConfig, NodePool, kueue_tuple
 from generator.config.fleet import Fleet, Loaded, fair_sharing
@@ -1022,7 +1023,7 @@ RULES: list[Callable[[Fleet], Iterator[Finding]]] = [
     _cohort_tree, _team_names, _namespaces, _subjects, _quota_references, _placement, _capacity, _job_profiles,
     _fair_sharing, _allowed_priorities, _stop_policy, _flavor_order, _fungibility_preference, _cohort_quotas,
     _cpu_pool, _admission_checks, _multikueue_workers, _multikueue_quotas, _pod_security_exceptions, _team_policy,
-    _shared_pool_settings, _shared_pool_quotas,
+    _shared_pool_settings, _shared_pool_quotas, release_pins,
 ]
 
 

@@ -43,7 +43,7 @@ class Install:
     values: dict[str, Any]
     depends_on: tuple[str, ...] = field(default=())
     version: str | None = None
-    """The chart version when the cluster file chooses it (Kueue's `kueue.version`), else the pin."""
+    """The chart version the cluster runs (`kueue.version`, `versions.<component>`, else the fleet's pin)."""
 
     @property
     def chart(self) -> Component:
@@ -273,15 +273,22 @@ def _kubeflow_trainer(cfg: ClusterConfig) -> dict[str, Any]:
 def _lws(cfg: ClusterConfig) -> dict[str, Any]:
     """The LeaderWorkerSet chart with its image pinned: the chart in the lws module defaults to the `main`
     tag, always pulled, which its release script (hack/push-chart.sh at v0.9.0) replaces by the release."""
-    return {"image": {"manager": {"tag": component("lws").version, "pullPolicy": "IfNotPresent"}},
+    return {"image": {"manager": {"tag": cfg.pin("lws"), "pullPolicy": "IfNotPresent"}},
             "enablePrometheus": cfg.monitoring.enabled}
+
+
+WAVES: dict[str, int] = {"kube-prometheus-stack": -30, "jobset": -25, "kueue": -20, "kuberay-operator": -15,
+                         "kubeflow-trainer": -15, "lws": -15, "loki": -10, "gpu-operator": -10, "dcgm-exporter": -10}
+"""The order each engine syncs the charts in (Argo CD sync waves; Flux's dependsOn follows it): Prometheus's
+CRDs first, JobSet before Kueue (its integration), the operators after Kueue (its webhooks queue what they
+run)."""
 
 
 def installs(cfg: ClusterConfig, teams: list[Loaded[TeamConfig]]) -> list[Install]:
     """Every component of the cluster with its namespace, order and values."""
     out = [
-        Install("jobset", "jobset-system", -25, {}),
-        Install("kueue", "kueue-system", -20, {
+        Install("jobset", "jobset-system", WAVES["jobset"], {}, version=cfg.pin("jobset")),
+        Install("kueue", "kueue-system", WAVES["kueue"], {
             "enablePrometheus": cfg.monitoring.enabled,
             "managerConfig": {"controllerManagerConfigYaml": to_yaml(kueue_configuration(cfg, teams))}},
             ("jobset", "kube-prometheus-stack") if cfg.monitoring.enabled else ("jobset",),
@@ -291,23 +298,25 @@ def installs(cfg: ClusterConfig, teams: list[Loaded[TeamConfig]]) -> list[Instal
     ]
     if cfg.operators.ray:  # after Kueue, whose webhooks suspend Ray kinds until they are admitted
         after = ("kueue", "kube-prometheus-stack") if cfg.monitoring.enabled else ("kueue",)
-        out.append(Install(dict(KUBERAY.pods)["app.kubernetes.io/instance"], KUBERAY.namespace, -15,
-                           _kuberay_operator(cfg), after))
+        out.append(Install(KUBERAY.release, KUBERAY.namespace, WAVES[KUBERAY.release], _kuberay_operator(cfg), after,
+                           cfg.pin(KUBERAY.release)))
     if cfg.operators.trainer:  # after Kueue (its webhooks suspend TrainJobs) and JobSet (what a TrainJob makes)
         after = ("jobset", "kueue")
-        out.append(Install("kubeflow-trainer", "kubeflow-system", -15, _kubeflow_trainer(cfg), after))
+        out.append(Install("kubeflow-trainer", "kubeflow-system", WAVES["kubeflow-trainer"], _kubeflow_trainer(cfg),
+                           after, cfg.pin("kubeflow-trainer")))
     if cfg.operators.lws:  # after Kueue, whose webhooks gate a LeaderWorkerSet's pods until admitted
         after = ("kueue", "kube-prometheus-stack") if cfg.monitoring.enabled else ("kueue",)
-        out.append(Install("lws", "lws-system", -15, _lws(cfg), after))
+        out.append(Install("lws", "lws-system", WAVES["lws"], _lws(cfg), after, cfg.pin("lws")))
     if cfg.monitoring.enabled:
         ns = cfg.monitoring.namespace
-        out.insert(0, Install("kube-prometheus-stack", ns, -30, _prometheus_stack(cfg)))
-        out.append(Install("loki", ns, -10, _loki(cfg), ("kube-prometheus-stack",)))
+        out.insert(0, Install("kube-prometheus-stack", ns, WAVES["kube-prometheus-stack"], _prometheus_stack(cfg)))
+        out.append(Install("loki", ns, WAVES["loki"], _loki(cfg), ("kube-prometheus-stack",)))
         if cfg.monitoring.gpu_exporter == "gpu-operator":
-            out.append(Install("gpu-operator", exporter_namespace(cfg), -10, _gpu_operator(cfg),
+            out.append(Install("gpu-operator", exporter_namespace(cfg), WAVES["gpu-operator"], _gpu_operator(cfg),
                                ("kube-prometheus-stack",)))
         else:
-            out.append(Install("dcgm-exporter", ns, -10, _dcgm_exporter(cfg), ("kube-prometheus-stack",)))
+            out.append(Install("dcgm-exporter", ns, WAVES["dcgm-exporter"], _dcgm_exporter(cfg),
+                               ("kube-prometheus-stack",)))
     return out
 
 

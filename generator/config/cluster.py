@@ -16,6 +16,7 @@ from pydantic import (
     model_validator,
 )
 
+from generator import releases
 from generator.config.base import ConfigModel
 from generator.config.platform import GitOps, Health, Images, Monitoring, Operators
 from generator.config.types import (
@@ -33,6 +34,7 @@ from generator.config.types import (
     ParameterKey,
     ParameterValue,
     Quantity,
+    Release,
     ResourceName,
     ResourcePrefix,
     ResourceWeight,
@@ -40,6 +42,9 @@ from generator.config.types import (
     Weight,
 )
 from generator.versions import component
+
+PINNABLE = tuple(name for name in releases.table() if name != "kueue")
+"""Components a cluster file's `versions` pins (Kueue's is `kueue.version`)."""
 
 MIN_KUEUE = (0, 14)
 V1BETA2_KUEUE = (0, 16)
@@ -723,10 +728,36 @@ class ClusterConfig(ConfigModel):
     """Make this cluster a MultiKueue manager over worker clusters of the fleet."""
     operators: Operators = Operators()
     """Job operators the platform installs (KubeRay, Kubeflow Trainer), beyond JobSet."""
+    versions: dict[StrictStr, Release] = {}
+    """The release of a platform component this cluster runs, where it is not the fleet's default
+    (`generator/versions.yaml`), by component: `jobset`, `kubeflow-trainer`, `kuberay-operator`, `lws`
+    (Kueue's is `kueue.version`). Each must be a release in fleetgen's table (`generator/releases.yaml`,
+    docs/reference/releases.md) that works with the cluster's other releases and Kubernetes minor; the
+    render names those that would, and the preview gives each change its own risk line."""
     _managers: dict[str, tuple[tuple[str, ...] | None, Operators]] = PrivateAttr(default_factory=dict)
     """MultiKueue managers that list this cluster as a worker, each with what decides the Kueue
     integrations it dispatches: its `kueue.integrations` and its operators (set when the fleet is loaded;
     generator.kinds.dispatched_frameworks reads them)."""
+
+    @field_validator("versions")
+    @classmethod
+    def _pinnable(cls, value: dict[str, str]) -> dict[str, str]:
+        if "kueue" in value:
+            raise ValueError("Kueue's release is kueue.version: move it there")
+        unknown = sorted(set(value) - set(PINNABLE))
+        if unknown:
+            raise ValueError(f"no component is named {', '.join(map(repr, unknown))}: a cluster file pins "
+                             f"{', '.join(PINNABLE)} here")
+        return value
+
+    def pin(self, component_name: str) -> str:
+        """The release of `component_name` this cluster runs: its file's, else the fleet default; spelled as
+        fleetgen's table spells it (`v0.9.0` for LeaderWorkerSet, whose chart keeps the `v`), where it knows it."""
+        if component_name == "kueue":
+            return self.kueue.version
+        version = self.versions.get(component_name, component(component_name).version)
+        known = releases.release(component_name, version)
+        return known.version if known else version
 
     @property
     def managers(self) -> tuple[str, ...]:

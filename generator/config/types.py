@@ -24,6 +24,7 @@ LABEL_VALUE = r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$"
 RESOURCE_NAME = r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
 KUEUE_VERSION = r"^v[0-9]+\.[0-9]+\.[0-9]+$"
 KUBERNETES_VERSION = r"^1\.[0-9]+$"
+RELEASE = r"^v?[0-9]+\.[0-9]+\.[0-9]+$"
 # GitHub CODEOWNERS owner: @user, @org/team or an e-mail address.
 OWNER = (r"^(@[A-Za-z0-9](-?[A-Za-z0-9]){0,38}(/[A-Za-z0-9][-A-Za-z0-9_.]{0,99})?"
          r"|[A-Za-z0-9._%+-]{1,64}@[A-Za-z0-9.-]{1,253}\.[A-Za-z]{2,63})$")
@@ -47,6 +48,7 @@ PATTERN_HELP: dict[str, str] = {
                  "starting and ending with a letter or digit",
     RESOURCE_NAME: "must be a resource name such as nvidia.com/gpu",
     KUEUE_VERSION: "must be a Kueue release tag such as v0.19.2",
+    RELEASE: "must be a release number such as 2.2.1 (or v0.9.0, as the component's chart writes it)",
     KUBERNETES_VERSION: 'must be a Kubernetes minor version in quotes, such as "1.33"',
     OWNER: "must be a GitHub owner (@user or @org/team) or an e-mail address",
     SUBJECT: "must be 1 to 256 characters with no control characters or line breaks",
@@ -140,6 +142,7 @@ LabelValue = Annotated[StrictStr, _pattern(LABEL_VALUE, 63)]
 ResourceName = Annotated[StrictStr, _pattern(RESOURCE_NAME, 317)]
 KueueVersion = Annotated[StrictStr, _pattern(KUEUE_VERSION)]
 KubernetesVersion = Annotated[StrictStr, _pattern(KUBERNETES_VERSION)]
+Release = Annotated[StrictStr, _pattern(RELEASE)]
 ExecutionTime = Annotated[StrictStr, _pattern(r"^([0-9]+[smhd])+$", 32), AfterValidator(_execution_time)]
 """A job's longest run once admitted, e.g. `72h`, as Kueue's label takes it: 1 s to 2^31-1 s."""
 Owner = Annotated[StrictStr, _pattern(OWNER, 320)]

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from generator import quantity
+from generator import quantity, releases
+from generator.diff import upgrades
 from generator.diff.impact import NO_SHARE, PoolImpact
 from generator.diff.objects import Change
 
@@ -126,6 +127,12 @@ RULEBOOK: dict[str, Rule] = {
                                                "destination are pruned or orphaned."),
     "gitops-source-changed": Rule("medium", "A GitOps object syncs from another repository, branch or path."),
     "gitops-engine-changed": Rule("high", "A cluster moves between Argo CD and Flux."),
+    "platform-upgraded": Rule("high or medium", "A platform chart moves to another release on a cluster (the "
+                                                "cluster file's pin or fleetgen's), read alike from Argo CD and "
+                                                "Flux objects: one line per component and cluster, with what each "
+                                                "release it reaches changes (docs/reference/releases.md) and the "
+                                                "order to do it in. High for a downgrade, or where a release it "
+                                                "needs arrives in the same change but syncs after it."),
     "cluster-scoped": Rule("low", "A cluster-scoped object outside Kueue is added or removed."),
 }
 """Every rule the diff can report; a Risk with a rule not here is a fleetgen bug."""
@@ -359,6 +366,7 @@ GITOPS_SOURCE: dict[str, tuple[str, ...]] = {
 
 
 def _gitops(change: Change) -> Iterator[Risk]:
+    """(A chart's release moving is `platform-upgraded`'s line, not a source change.)"""
     kind = change.obj.key[2]
     if change.action != "change" or change.obj.key[1] not in ("argoproj.io", "kustomize.toolkit.fluxcd.io",
                                                                "source.toolkit.fluxcd.io", "helm.toolkit.fluxcd.io"):
@@ -367,7 +375,8 @@ def _gitops(change: Change) -> Iterator[Risk]:
     if moved:
         yield _at(change, "high", "gitops-destination-changed", f"{change.obj.label} changes where it deploys "
                   f"({', '.join(moved)}): objects at the old destination are pruned or orphaned")
-    source = [f for prefix in GITOPS_SOURCE.get(kind, ()) for f in _fields(change, prefix)]
+    source = [f for prefix in GITOPS_SOURCE.get(kind, ()) for f in _fields(change, prefix)
+              if not (f == "spec.source.targetRevision" and upgrades.chart_release(kind, _body(change.after)))]
     if source:
         yield _at(change, "medium", "gitops-source-changed", f"{change.obj.label} syncs from another source "
                   f"({', '.join(source)}): what that source holds replaces the cluster's state")
@@ -387,6 +396,37 @@ def _gitops_engine(changes: list[Change]) -> Iterator[Risk]:
             yield Risk("high", "gitops-engine-changed", f"GitOps moves from {', '.join(sorted(removed))} to "
                        f"{', '.join(sorted(added))}: remove the old engine's objects without pruning (or both "
                        "engines manage, and prune, the same objects during the switch)", (cluster,))
+
+
+def _upgrade_lines(changes: list[Change], new_clusters: frozenset[str]) -> Iterator[Risk]:
+    """One line per component and cluster whose chart release moves, on either engine."""
+    moved = [m for m in upgrades.moves(changes) if m.cluster not in new_clusters]
+    by_cluster = {(m.cluster, m.component): m for m in moved}
+    for move in moved:
+        row = releases.release(move.component, move.new)
+        what = [f"{move.component} {move.old} -> {move.new}"]
+        severity = "medium"
+        if move.downgrade:
+            severity = "high"
+            what.append("a downgrade: what the newer release stored or defaulted may not be read by the older one, "
+                        "and fleetgen's table has no notes for going back")
+        what.extend(note for crossed in upgrades.crossed(move) for note in crossed.upgrade)
+        for needs, minimum in row.requires if row else ():
+            other = by_cluster.get((move.cluster, needs))
+            if other is None or not releases.numeric(other.old) or releases.key(other.old) >= releases.key(minimum):
+                continue
+            if upgrades.syncs_after(move.component, needs):
+                severity = "high"
+                what.append(f"it needs {needs} {minimum} or later, which this change also brings but the engine "
+                            f"syncs after {move.component}: merge the {needs} upgrade first, on its own")
+            else:
+                what.append(f"it needs {needs} {minimum} or later, which this change brings and the engine syncs "
+                            "first")
+        if row is None:
+            what.append("not a release in fleetgen's table, so nothing is known of what it needs")
+        elif not row.tested:
+            what.append("cited only: this fleetgen does not build or test it")
+        yield Risk(severity, "platform-upgraded", "; ".join(what), (move.cluster,))
 
 
 STOPS = {"HoldAndDrain": ("high", "evicts every admitted workload of the team (they requeue) and admits nothing "
@@ -826,6 +866,7 @@ def risks(changes: list[Change], capacity: list[PoolImpact], extra: list[Risk] |
     found.extend(_member_reads_lines(member_reads))
     found.extend(_member_lines(changes))
     found.extend(_gitops_engine(changes))
+    found.extend(_upgrade_lines(changes, new_clusters))
     found.extend(_capacity_lines(capacity, causes.left))
     found.extend(extra or [])
     return merged(_superseded(found))

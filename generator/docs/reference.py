@@ -271,6 +271,31 @@ def member_rights_reference() -> str:
     return "\n".join(parts) + "\n"
 
 
+def releases_reference() -> str:
+    """Every release a cluster may run (`generator/releases.yaml`): what it needs, where that is read, whether
+    this repository builds and tests it, and what moving to it changes."""
+    from generator import releases
+    from generator.config.cluster import ClusterConfig
+    from generator.versions import component
+
+    parts = ["| component | release | needs | read in | here |", "|---|---|---|---|---|"]
+    for name, rows in releases.table().items():
+        default = component(name).version
+        for row in rows.values():
+            needs = ", ".join(f"{n} >= {v}" for n, v in row.requires) or "nothing listed"
+            here = "built and run on the fleet twin" if row.tested else "cited only"
+            if releases.key(row.version) == releases.key(default):
+                here += "; the fleet default"
+            parts.append(f"| {name} | {row.version} | {needs} | {'; '.join(row.sources)} | {here} |")
+    parts.append("\n## What each release changes\n")
+    parts += [f"- **{row.label}**: {' '.join(note.split())}" for rows in releases.table().values()
+              for row in rows.values() for note in row.upgrade]
+    field = ClusterConfig.model_fields["versions"].description or ""
+    parts.append(f"\n## Pinning a release\n\n`kueue.version` pins Kueue; `versions` pins the others. "
+                 f"{' '.join(field.split())}")
+    return "\n".join(parts) + "\n"
+
+
 def pages() -> dict[str, str]:
     """docs/reference/*.md, each generated whole from the code it describes."""
     return {
@@ -293,6 +318,10 @@ def pages() -> dict[str, str]:
                                                "`edit`, who gets each right, and what stays refused "
                                                "(`generator/compile/member_rights.py`).",
                                                member_rights_reference()),
+        f"{PAGES_DIR}/releases.md": _page("Releases", "The platform releases a cluster may run and what each needs "
+                                          "of the others (`generator/releases.yaml`): a pin outside this table, or a "
+                                          "pair it rules out, fails the render at the pin's line.",
+                                          releases_reference()),
         f"{PAGES_DIR}/python-api.md": _page("Python API", "The jobs SDK (`import generator.jobs`), from its "
                                             "docstrings.", python_reference()),
     }

@@ -54,6 +54,9 @@ class Operator:
     it runs (its chart aggregates none of its roles to `edit`)."""
     instead: str
     """The kind to use where a cluster does not run it."""
+    release: str
+    """The component that installs it, in `generator/versions.yaml` and `generator/releases.yaml`: its chart,
+    and the key of a cluster file's `versions` that pins it."""
     member_reads: tuple[str, ...] = ()
     """Resources of `api_groups[0]` members may only read, in their own namespaces, where it runs."""
     member_cluster_reads: tuple[str, ...] = ()

@@ -45,7 +45,7 @@ LWS_RESERVED_ENV = frozenset({"LWS_LEADER_ADDRESS", "LWS_GROUP_SIZE", "LWS_WORKE
 
 
 LWS = Operator(key="lws", title="LeaderWorkerSet's controller", api_groups=("leaderworkerset.x-k8s.io",),
-               member_resources=("leaderworkersets",), instead="deployment",
+               member_resources=("leaderworkersets",), instead="deployment", release="lws",
                multikueue_refusal="a LeaderWorkerSet v0.9.0 has no spec.managedBy, so its controller would also run "
                                   "the manager's copy of every LeaderWorkerSet that MultiKueue dispatches")
 """The LeaderWorkerSet chart aggregates no role to `edit`."""

@@ -69,7 +69,7 @@ SERVE = Reach(name="serve", pods=(("ray.io/node-type", "head"),), port=8000)
 utils/constant.go:110,116), with the same plain HTTP client."""
 KUBERAY = Operator(key="ray", title="KubeRay", api_groups=("ray.io",),
                    member_resources=("rayclusters", "rayjobs", "rayservices"), instead="jobset",
-                   namespace="kuberay-system",
+                   release="kuberay-operator", namespace="kuberay-system",
                    pods=(("app.kubernetes.io/name", "kuberay-operator"),
                          ("app.kubernetes.io/instance", "kuberay-operator")),
                    reaches=(DASHBOARD, SERVE))

@@ -28,7 +28,7 @@ TRAINER_RESERVED_ENV = frozenset({"PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_
 
 
 TRAINER = Operator(key="trainer", title="Kubeflow Trainer", api_groups=("trainer.kubeflow.org",),
-                   member_resources=("trainjobs",), instead="jobset",
+                   member_resources=("trainjobs",), instead="jobset", release="kubeflow-trainer",
                    member_reads=("trainingruntimes",), member_cluster_reads=("clustertrainingruntimes",),
                    reads_why="Kubeflow's Trainer SDK lists and reads the runtimes a TrainJob names before it "
                              "submits or follows one (`TrainerClient.list_runtimes`, `get_job`), as Trainer's "

@@ -1,0 +1,201 @@
+"""Issue 57: releases that go together.
+
+A cluster file pins Kueue (`kueue.version`) and the other platform components (`versions`); every pin is
+a release of fleetgen's table (generator/releases.yaml), meets the others' needs, and otherwise fails the
+render at the pin's line naming releases that work. An upgrade is one risk line per component and
+cluster, read alike from Argo CD and Flux objects, with what the release changes and the order.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from generator import releases
+from generator.versions import component
+from tests.conftest import REPO, edit, risks_between, run
+from tests.upstream.tools import TOOLS
+
+COMPONENTS = tuple(releases.table())
+
+
+@pytest.mark.parametrize("name", COMPONENTS)
+def test_the_fleet_default_is_a_release_of_the_table_this_repository_builds(name: str) -> None:
+    row = releases.release(name, component(name).version)
+    assert row is not None and row.tested, (name, component(name).version)
+    built = [t.version for t in TOOLS if t.name == name]
+    assert built and all(releases.key(v) == releases.key(row.version) for v in built), (name, built)
+    assert [r.version for r in releases.table()[name].values() if r.tested] == [row.version], \
+        "a row marked tested that the fleet twin does not build"
+
+
+def test_the_defaults_meet_each_others_needs_and_every_row_cites_its_source() -> None:
+    defaults = {name: component(name).version for name in COMPONENTS} | {releases.KUBERNETES: "1.29"}
+    assert releases.unmet(defaults) == []
+    for rows in releases.table().values():
+        for row in rows.values():
+            assert row.sources, row.label
+            assert {needs for needs, _ in row.requires} <= {*COMPONENTS, releases.KUBERNETES}, row.label
+
+
+@pytest.fixture
+def fleet(repo: Path) -> Path:
+    """The example fleet's inputs (teams/, clusters/, fleet.yaml), committed; nothing rendered yet."""
+    return repo
+
+
+def _pin(root: Path, cluster: str, versions: str) -> None:
+    path = root / "clusters" / f"{cluster}.yaml"
+    path.write_text(path.read_text() + f"versions: {versions}\n")
+
+
+def _errors(root: Path) -> str:
+    result = run(root, "render")
+    assert result.code == 2, (result.out, result.err)
+    assert not (root / "rendered").exists(), "a refused render wrote a tree"
+    return result.err
+
+
+def test_an_unknown_kueue_release_fails_at_its_line_naming_the_releases_that_work(fleet: Path) -> None:
+    edit(fleet, "clusters/prod-east.yaml", "  version: v0.19.2", "  version: v9.99.0")
+    err = _errors(fleet)
+    assert ("clusters/prod-east.yaml:6: kueue.version: kueue v9.99.0 is not a release fleetgen knows: its table "
+            "(generator/releases.yaml) has v0.14.8, v0.15.2, v0.16.2, v0.17.0, v0.19.2") in err, err
+    assert "fix: use one that works with this cluster's other releases: v0.14.8, v0.15.2, v0.16.2, v0.17.0, " \
+           "v0.19.2" in err, err
+    assert "Traceback" not in err
+    offline = run(fleet, "validate", "--offline")
+    assert offline.code == 2 and "kueue v9.99.0 is not a release fleetgen knows" in offline.err, offline
+
+
+def test_a_pair_the_table_rules_out_names_what_would_work_on_either_side(fleet: Path) -> None:
+    _pin(fleet, "prod-east", "{kubeflow-trainer: 2.1.0}")
+    err = _errors(fleet)
+    assert ("clusters/prod-east.yaml:6: kueue.version: kueue v0.19.2 needs kubeflow-trainer 2.2.1 or later "
+            "(sigs.k8s.io/kueue v0.19.2 go.mod:14,23,48,49), and the cluster runs kubeflow-trainer 2.1.0") in err, err
+    assert ("fix: set versions.kubeflow-trainer to one of 2.2.1, 2.3.0, or kueue.version to one of v0.14.8, "
+            "v0.15.2, v0.16.2") in err, err
+
+
+def test_an_operator_needs_its_jobset_and_a_cited_release_says_so(fleet: Path) -> None:
+    _pin(fleet, "prod-west", "{kubeflow-trainer: 2.3.0, jobset: 0.11.1}")
+    err = _errors(fleet)
+    line = len((fleet / "clusters" / "prod-west.yaml").read_text().splitlines())
+    assert (f"clusters/prod-west.yaml:{line}: versions.kubeflow-trainer: kubeflow-trainer 2.3.0 needs jobset 0.12.0 "
+            "or later (github.com/kubeflow/trainer/v2 v2.3.0 go.mod:25), and the cluster runs jobset 0.11.1 (cited "
+            "only: this fleetgen does not build or test it)") in err, err
+    assert "kueue v0.19.2 needs jobset 0.12.0 or later" in err, err
+
+
+@pytest.mark.parametrize(("versions", "message"), [
+    ("{kueue: v0.19.2}", "Kueue's release is kueue.version: move it there"),
+    ("{ray: 1.6.2}", "no component is named 'ray': a cluster file pins jobset, kubeflow-trainer, kuberay-operator, "
+                     "lws here"),
+    ("{lws: latest}", "must be a release number such as 2.2.1"),
+])
+def test_a_pin_of_no_component_or_no_release_is_refused(fleet: Path, versions: str, message: str) -> None:
+    _pin(fleet, "prod-east", versions)
+    err = _errors(fleet)
+    assert "clusters/prod-east.yaml:" in err and message in err, err
+
+
+def test_a_pin_of_an_operator_the_cluster_does_not_run_is_refused(fleet: Path) -> None:
+    _pin(fleet, "prod-west", "{lws: v0.8.0}")
+    err = _errors(fleet)
+    assert "versions.lws: the cluster does not run LeaderWorkerSet's controller (operators.lws is off)" in err, err
+
+
+def _platform(root: Path, cluster: str, name: str) -> dict[str, object]:
+    loaded: dict[str, object] = yaml.safe_load((root / "rendered" / cluster / "platform" / name).read_text())
+    return loaded
+
+
+def test_a_cluster_runs_its_own_release_on_either_engine_and_the_others_keep_the_default(fleet: Path) -> None:
+    _pin(fleet, "prod-east", "{kubeflow-trainer: 2.3.0, lws: 0.9.0}")  # Argo CD; lws spelled without its v
+    _pin(fleet, "prod-west", "{kubeflow-trainer: 2.3.0}")  # Flux, the chart from an OCIRepository
+    result = run(fleet, "render")
+    assert result.code == 0, result.err
+    east = _platform(fleet, "prod-east", "application-prod-east-kubeflow-trainer.yaml")
+    assert east["spec"]["source"]["targetRevision"] == "2.3.0"  # type: ignore[index]
+    west = _platform(fleet, "prod-west", "ocirepository-kubeflow-trainer.yaml")
+    assert west["spec"]["ref"]["tag"] == "2.3.0"  # type: ignore[index]
+    lws = _platform(fleet, "prod-east", "application-prod-east-lws.yaml")
+    assert lws["spec"]["source"]["targetRevision"] == "v0.9.0"  # type: ignore[index]
+    hub = (fleet / "rendered" / "hub" / "platform" / "application-hub-kubeflow-trainer.yaml").read_text()
+    assert "targetRevision: 2.2.1" in hub
+
+
+def _head(base: Path, tmp_path: Path) -> Path:
+    head = tmp_path / "head"
+    shutil.copytree(base, head)
+    return head
+
+
+def test_an_upgrade_reads_alike_on_both_engines_and_replaces_the_source_change_line(fleet: Path,
+                                                                                     tmp_path: Path) -> None:
+    head = _head(fleet, tmp_path)
+    _pin(head, "prod-east", "{kubeflow-trainer: 2.3.0}")
+    _pin(head, "prod-west", "{kubeflow-trainer: 2.3.0}")
+    found = risks_between(fleet, head)
+    # the same line on both engines: merged into one naming both clusters (risks.merged)
+    (line,) = found.pop("platform-upgraded")
+    assert line.startswith("medium: prod-east, prod-west: kubeflow-trainer 2.2.1 -> 2.3.0; its chart applies the "
+                           "training runtimes from a Helm post-install and post-upgrade hook Job"), line
+    assert line.endswith("; cited only: this fleetgen does not build or test it"), line
+    assert "gitops-source-changed" not in found, found
+
+
+def test_an_upgrade_across_releases_names_each_ones_changes_and_a_downgrade_is_high(fleet: Path,
+                                                                                   tmp_path: Path) -> None:
+    head = _head(fleet, tmp_path)
+    edit(head, "clusters/dev.yaml", "  version: v0.15.2", "  version: v0.19.2")
+    (line,) = risks_between(fleet, head)["platform-upgraded"]
+    assert line.startswith("medium: dev: kueue 0.15.2 -> 0.19.2; kueue.x-k8s.io/v1beta2 becomes the storage "
+                           "version"), line
+    assert "cited only" not in line
+    (back,) = risks_between(head, fleet)["platform-upgraded"]
+    assert back.startswith("high: dev: kueue 0.19.2 -> 0.15.2; a downgrade"), back
+
+
+def test_an_upgrade_whose_needs_sync_after_it_says_to_merge_those_first(fleet: Path, tmp_path: Path) -> None:
+    edit(fleet, "clusters/dev.yaml", "kueue:\n", "operators: {trainer: true}\nkueue:\n")
+    _pin(fleet, "dev", "{kubeflow-trainer: 2.1.0}")
+    head = _head(fleet, tmp_path)
+    edit(head, "clusters/dev.yaml", "  version: v0.15.2", "  version: v0.19.2")
+    edit(head, "clusters/dev.yaml", "versions: {kubeflow-trainer: 2.1.0}", "versions: {kubeflow-trainer: 2.2.1}")
+    lines = sorted(risks_between(fleet, head)["platform-upgraded"])
+    assert len(lines) == 2, lines
+    kueue, trainer = sorted(lines, key=lambda line: "kueue 0.15.2" not in line)
+    assert kueue.startswith("high: dev: kueue 0.15.2 -> 0.19.2"), kueue
+    assert ("it needs kubeflow-trainer 2.2.1 or later, which this change also brings but the engine syncs after "
+            "kueue: merge the kubeflow-trainer upgrade first, on its own") in kueue, kueue
+    assert trainer.startswith("medium: dev: kubeflow-trainer 2.1.0 -> 2.2.1"), trainer
+
+
+def test_a_release_spelt_otherwise_than_its_tag_is_not_taken_for_it(fleet: Path) -> None:
+    """The chart's tag is the string: `v0.19.02` would render a chart version no registry has."""
+    edit(fleet, "clusters/prod-east.yaml", "  version: v0.19.2", "  version: v0.19.02")
+    assert "kueue v0.19.02 is not a release fleetgen knows" in _errors(fleet)
+
+
+def test_a_rendered_tree_with_a_release_that_is_no_number_gets_a_line_not_a_traceback(tmp_path: Path) -> None:
+    """Rendered files of a pull request are hostile: `--from`/`--to` of two rendered trees."""
+    before, after = tmp_path / "before", tmp_path / "after"
+    shutil.copytree(REPO / "rendered", before)
+    shutil.copytree(REPO / "rendered", after)
+    edit(after, "prod-east/platform/application-prod-east-kueue.yaml", "targetRevision: 0.19.2",
+         "targetRevision: latest")
+    edit(after, "prod-west/platform/ocirepository-kubeflow-trainer.yaml", "tag: 2.2.1", "tag: 2.1.0")
+    result = run(REPO, "diff", "--from", str(before), "--to", str(after), "--format", "json")
+    assert result.code == 1, result.err
+    lines = {f"{r['severity']}: {r['message']}" for r in json.loads(result.out)["risks"]
+             if r["rule"] == "platform-upgraded"}
+    assert lines == {"medium: prod-east: kueue 0.19.2 -> latest; not a release in fleetgen's table, so nothing is "
+                     "known of what it needs",
+                     "high: prod-west: kubeflow-trainer 2.2.1 -> 2.1.0; a downgrade: what the newer release stored "
+                     "or defaulted may not be read by the older one, and fleetgen's table has no notes for going "
+                     "back; cited only: this fleetgen does not build or test it"}, lines
