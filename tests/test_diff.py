@@ -183,8 +183,10 @@ def test_renamed_pool(repo: Path) -> None:
     assert flavors == {("add", "a100-sxm"), ("destroy", "a100")}
     changed_queues = {c["name"] for c in report["changes"] if c["kind"] == "ClusterQueue"}
     assert changed_queues == {"ml-research", "inference", "recsys", "platform-ci"}
-    assert any(r["rule"] == "kueue-object-deleted" and "ResourceFlavor a100" in r["message"]
-               for r in report["risks"])
+    # a rename, recognised (issue 57): one line, the pool under its new name, no lost guarantees
+    assert [(r["rule"], r["clusters"]) for r in report["risks"]] == [("pool-renamed", ["hub", "prod-west"])]
+    assert {(p["cluster"], p["pool"], p["formerly"]) for p in report["pools"]} == {
+        ("hub", "a100-sxm", "a100"), ("prod-west", "a100-sxm", "a100")}
 
 
 @pytest.mark.slow

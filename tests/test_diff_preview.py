@@ -60,7 +60,7 @@ def test_a_pool_that_shrinks_is_a_change(repo: Path) -> None:
     assert sorted(c["cluster"] for c in report["changes"] if c["kind"] == "ConfigMap") == ["hub", "prod-west"]
     assert report["pools"] == [{"cluster": cluster, "pool": "a100", "product": "NVIDIA-A100-SXM4-80GB",
                                 "before": {"gpus": 128, "limit": 128, "guaranteed": held},
-                                "after": {"gpus": 64, "limit": 64, "guaranteed": held}}
+                                "after": {"gpus": 64, "limit": 64, "guaranteed": held}, "formerly": None}
                                for cluster, held in (("hub", 8), ("prod-west", 56))]
     risk = next(r for r in report["risks"] if r["message"].startswith("prod-west"))
     assert risk["rule"] == "pool-capacity-reduced" and "128 to 64 GPUs" in risk["message"]

@@ -161,7 +161,8 @@ def _capacity(result: DiffResult) -> Iterator[Block]:
     for pool in result.capacity:
         size = (f"{pool.capacity_after} GPUs" if pool.capacity_before == pool.capacity_after
                 else f"**{pool.capacity_before} → {pool.capacity_after} GPUs**")
-        head = (f"\n**{md(pool.cluster)} / {md(pool.pool)}** ({md(pool.product)}): {size}, guaranteed "
+        renamed = f" (renamed from {md(pool.renamed_from)})" if pool.renamed_from else ""
+        head = (f"\n**{md(pool.cluster)} / {md(pool.pool)}**{renamed} ({md(pool.product)}): {size}, guaranteed "
                 f"{pool.allocated_before} → {pool.allocated_after}, held by no team {pool.unallocated_before} → "
                 f"{pool.unallocated_after}\n\n")
         if not pool.rows:

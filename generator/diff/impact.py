@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from generator.capacity import TeamShare, pool_capacities
+from generator.capacity import PoolCapacity, TeamShare, pool_capacities
 from generator.config.fleet import Fleet
 
 NO_SHARE = TeamShare("", 0, 0, 0, None)
@@ -50,6 +50,8 @@ class PoolImpact:
     limit_before: int = 0
     """GPUs quotas may add up to: capacity x the cluster's overcommit."""
     limit_after: int = 0
+    renamed_from: str = ""
+    """The pool's name before, where the change renames it (`recognised_renames`)."""
 
     @property
     def resized(self) -> bool:
@@ -75,21 +77,47 @@ def capacity_impact(before: Fleet | None, after: Fleet | None) -> list[PoolImpac
            for p in pool_capacities(before, c)}
     new = {(p.cluster, p.pool): p for c in touched if after and c in after.clusters
            for p in pool_capacities(after, c)}
+    renamed = recognised_renames(old, new)
     out = []
-    for key in sorted(set(old) | set(new)):
-        b, a = old.get(key), new.get(key)
+    for key in sorted((set(old) - {(c, p) for c, p in renamed.values()}) | set(new)):
+        b, a = old.get(renamed.get(key, key)), new.get(key)
         old_shares = {t.team: t for t in b.teams} if b else {}
         new_shares = {t.team: t for t in a.teams} if a else {}
         rows = tuple(CapacityRow(key[0], key[1], team, old_shares.get(team), new_shares.get(team))
                      for team in sorted(old_shares.keys() | new_shares.keys()))
-        if not any(r.changed for r in rows) and (b and a and (b.gpus, b.limit) == (a.gpus, a.limit)):
+        if not any(r.changed for r in rows) and (b and a and (b.gpus, b.limit) == (a.gpus, a.limit)) \
+                and key not in renamed:
             continue
         ref = a or b
         assert ref is not None
         out.append(PoolImpact(key[0], key[1], ref.product, b.gpus if b else 0, a.gpus if a else 0,
                               b.allocated if b else 0, a.allocated if a else 0, rows,
-                              b.limit if b else 0, a.limit if a else 0))
+                              b.limit if b else 0, a.limit if a else 0, renamed[key][1] if key in renamed else ""))
     return out
+
+
+Key = tuple[str, str]
+
+
+def _shape(pool: PoolCapacity) -> tuple[object, ...]:
+    """What a pool is apart from its name: its GPUs, and who holds what of them."""
+    return pool.cluster, pool.product, pool.gpus, pool.limit, pool.teams, pool.shared, pool.cohorts, pool.by_usage
+
+
+def recognised_renames(old: dict[Key, PoolCapacity], new: dict[Key, PoolCapacity]) -> dict[Key, Key]:
+    """(cluster, pool) after -> (cluster, pool) before, for each pool that goes while one arrives in the same
+    cluster with the same GPUs, overcommit and teams' shares: a rename, where only one pool on each side has
+    that shape (two alike are not guessed at)."""
+    gone: dict[tuple[object, ...], list[Key]] = {}
+    for key, pool in old.items():
+        if key not in new:
+            gone.setdefault(_shape(pool), []).append(key)
+    came: dict[tuple[object, ...], list[Key]] = {}
+    for key, pool in new.items():
+        if key not in old:
+            came.setdefault(_shape(pool), []).append(key)
+    return {came[shape][0]: keys[0] for shape, keys in gone.items()
+            if len(keys) == 1 and len(came.get(shape, ())) == 1}
 
 
 def _same_inputs(before: Fleet, after: Fleet, cluster: str) -> bool:

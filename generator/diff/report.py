@@ -89,6 +89,9 @@ class PoolJson(BaseModel):
     product: str = Field(description="The GPU product of the pool's nodes")
     before: PoolSizeJson | None = Field(description="The pool before the change (null: no GPUs there, a new pool)")
     after: PoolSizeJson | None = Field(description="The pool after the change (null: no GPUs left, a removed pool)")
+    formerly: str | None = Field(default=None, description="The pool's name before, where the change renames it (a "
+                                                           "pool that goes while one with the same GPUs and teams' "
+                                                           "shares arrives)")
 
 
 class RiskJson(BaseModel):
@@ -177,7 +180,8 @@ class DiffResult:
                             before=PoolSizeJson(gpus=p.capacity_before, limit=p.limit_before,
                                                 guaranteed=p.allocated_before) if p.capacity_before else None,
                             after=PoolSizeJson(gpus=p.capacity_after, limit=p.limit_after,
-                                               guaranteed=p.allocated_after) if p.capacity_after else None)
+                                               guaranteed=p.allocated_after) if p.capacity_after else None,
+                            formerly=p.renamed_from or None)
                    for p in self.capacity],
             capacity=[CapacityJson(cluster=r.cluster, pool=r.pool, team=r.team, before=share(r.before),
                                    after=share(r.after)) for p in self.capacity for r in p.rows],

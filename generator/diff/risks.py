@@ -80,6 +80,10 @@ RULEBOOK: dict[str, Rule] = {
                                          "`overcommit`): Kueue can admit work that then cannot be scheduled."),
     "pool-capacity-reduced": Rule("high or medium", "A pool shrinks; high when guarantees then exceed it."),
     "pool-capacity-increased": Rule("low", "A pool grows."),
+    "pool-renamed": Rule("medium", "A pool goes while one with the same GPUs and the same teams' shares arrives in "
+                                   "the same cluster: a rename, one line instead of lost guarantees and a deleted "
+                                   "ResourceFlavor. Kueue keeps what runs on the old flavor, counted against no "
+                                   "quota until it ends."),
     "fair-sharing-switched": Rule("high", "A team's weight turns Kueue's fair sharing on or off for every team "
                                           "of a cluster whose file does not decide it."),
     "fair-sharing-weight-jump": Rule("high", "A queue's or cohort's weight moves by more than 4x."),
@@ -161,6 +165,7 @@ SUPERSEDED_BY: dict[str, tuple[str, ...]] = {
     "fair-sharing-weight-jump": ("fair-sharing-weight-outsized", "fair-sharing-switched"),
     "fair-sharing-weight-outsized": ("fair-sharing-switched",),
     "fair-sharing-weight-changed": ("fair-sharing-switched",),
+    "kueue-object-deleted": ("pool-renamed",),
 }
 """A line dropped where another line of the same cluster says more about the same cause (the same
 `cause`, or a cluster-wide one with none): a weight is moot where fair sharing turns on or off."""
@@ -179,7 +184,8 @@ def _at(change: Change, severity: str, rule: str, what: str, cause: str = "") ->
 def _deleted_kueue(change: Change) -> Iterator[Risk]:
     if change.action == "destroy" and change.obj.key[2] in ("ClusterQueue", "ResourceFlavor", "Cohort", "Topology"):
         yield _at(change, "high", "kueue-object-deleted", f"{change.obj.label} is deleted; Kueue keeps it "
-                  "(resource-in-use finalizer) until no workload uses it, and admitted work loses its queue")
+                  "(resource-in-use finalizer) until no workload uses it, and admitted work loses its queue",
+                  cause=change.obj.label)
 
 
 def _namespace_deleted(change: Change) -> Iterator[Risk]:
@@ -729,8 +735,23 @@ def _member_lines(changes: list[Change]) -> Iterator[Risk]:
 
 # --- capacity ----------------------------------------------------------------------------------------
 
+def _renamed(pool: PoolImpact) -> Risk:
+    """What a rename does in Kueue v0.19.2, as tests/test_pool_rename.py sees it on the fleet twin: the old
+    ResourceFlavor goes at once (its finalizer holds it only while a ClusterQueue lists it,
+    pkg/controller/core/resourceflavor_controller.go:107-116), and what was admitted on it keeps running,
+    its usage kept under a flavor no queue lists (pkg/cache/scheduler/clusterqueue.go:235-248)."""
+    old, new = pool.renamed_from, pool.pool
+    return Risk("medium", "pool-renamed", f"pool {old} is renamed {new}: every team keeps its GPUs, and the "
+                f"ResourceFlavor {old} is replaced by {new} at once. Workloads admitted on {old} keep running but "
+                f"count against no quota until they end, so each team can be admitted its whole quota of {new} "
+                "again beside them, and those pods wait for GPUs (or are requeued by waitForPodsReady): rename a "
+                "drained pool, or accept that", (pool.cluster,), cause=f"ResourceFlavor {old}")
+
+
 def _capacity_lines(capacity: list[PoolImpact], left: set[tuple[str, str]]) -> Iterator[Risk]:
     for pool in capacity:
+        if pool.renamed_from:
+            yield _renamed(pool)
         yield from _pool_risks(pool)
         fewer = []
         for row in pool.rows:
