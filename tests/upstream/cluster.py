@@ -179,20 +179,23 @@ class Stack:
     extra_controllers: tuple[str, ...] = ()
     """kube-controller-manager controllers beyond CONTROLLERS (e.g. job-controller, whose pods
     then exist as objects but never start: no scheduler, no kubelet)."""
+    kueue_tool: str = "kueue"
+    """The Kueue release running: a tool of tests/upstream/tools.py (binary and install manifests)."""
 
     # ------------------------------------------------------------------------------- starting
 
     @classmethod
     def start(cls, workdir: Path, etcd: Etcd, kueue_config: dict[str, Any] | None = None,
               extra_controllers: tuple[str, ...] = (), crds: tuple[dict[str, Any], ...] = (),
-              platform: bool = True, service_cidr: str = SERVICE_CIDR) -> Stack:
+              platform: bool = True, service_cidr: str = SERVICE_CIDR, kueue_tool: str = "kueue") -> Stack:
         """Everything up and answering; on any failure everything started so far is stopped.
         `crds` are installed before Kueue starts (it only runs controllers whose APIs are served).
         Without `platform`, only the control plane: a GitOps engine installs Kueue and JobSet."""
         workdir.mkdir(parents=True, exist_ok=True)
         authority = pki.ca("fleetgen-test-ca")
         authority.write(workdir, "ca")
-        stack = cls(workdir, "", authority, extra_controllers=extra_controllers, service_cidr=service_cidr)
+        stack = cls(workdir, "", authority, extra_controllers=extra_controllers, service_cidr=service_cidr,
+                    kueue_tool=kueue_tool)
         try:
             stack._start_apiserver(etcd)
             stack._start_controller_manager()
@@ -293,7 +296,8 @@ class Stack:
         self.jobset_certs.mkdir(exist_ok=True)
         jobset_serving.write(self.jobset_certs, "tls")
         objects = []
-        for name, port, authority in (("kueue", self.kueue_port, kueue_ca), ("jobset", self.jobset_port, jobset_ca)):
+        for name, port, authority in ((self.kueue_tool, self.kueue_port, kueue_ca),
+                                      ("jobset", self.jobset_port, jobset_ca)):
             for obj in self._manager_objects(name):
                 if obj["kind"] in INSTALLED_KINDS:
                     objects.append(_point_at_local(obj, port, authority.cert_pem))
@@ -375,12 +379,35 @@ class Stack:
         self.kueue_config = config
         path = self.workdir / "kueue-config.yaml"
         path.write_text(yaml.safe_dump(config))
-        proc = spawn("kueue", [str(tools.binary("kueue")), f"--config={path}", "--zap-log-level=2", *flags],
+        proc = spawn("kueue", [str(tools.binary(self.kueue_tool)), f"--config={path}", "--zap-log-level=2", *flags],
                      self.workdir / "kueue.log", env={"KUBECONFIG": str(self.workdir / "admin.kubeconfig")})
         self.processes["kueue"] = proc
         wait_until(proc, lambda: _http_ok(f"http://127.0.0.1:{health}/readyz"), 90, "ready")
         if not self.visibility:
             self._register_visibility(visibility_port)
+
+    def upgrade_kueue(self, tool: str, config: dict[str, Any] | None = None) -> None:
+        """Replace the running Kueue by release `tool` as an upgrade does: the manager stopped, the new
+        release's install manifests applied over the old (CRDs with their storage version, webhooks, roles),
+        the manager started again on the same webhook port and certificates with `config`."""
+        self.processes.pop("kueue").stop()
+        self.kueue_tool = tool
+        objects = sorted((_point_at_local(o, self.kueue_port, self.kueue_ca.cert_pem)
+                          for o in self._manager_objects(tool) if o["kind"] in INSTALLED_KINDS),
+                         key=lambda o: INSTALLED_KINDS.index(o["kind"]))
+        dynamic = self.dynamic()
+        for obj in objects:
+            dynamic.resources.get(api_version=obj["apiVersion"], kind=obj["kind"]).server_side_apply(
+                body=obj, name=obj["metadata"]["name"], field_manager="kueue-upgrade", force_conflicts=True)
+        self._wait_established([o["metadata"]["name"] for o in objects if o["kind"] == "CustomResourceDefinition"])
+        if not self.visibility:  # served again, on a new port
+            for version in VISIBILITY_VERSIONS:
+                dynamic.resources.get(api_version="apiregistration.k8s.io/v1", kind="APIService").delete(
+                    name=f"{version}.visibility.kueue.x-k8s.io")
+            dynamic.resources.get(api_version="v1", kind="Service").delete(name="kueue-visibility-server",
+                                                                           namespace="kueue-system")
+        self._start_kueue(config)
+        self._wait_for_webhooks()
 
     def _register_visibility(self, port: int) -> None:
         """Kueue's APIServices, as its manifests declare them, served by this stack's manager."""
@@ -416,7 +443,7 @@ class Stack:
 
     def default_kueue_config(self) -> dict[str, Any]:
         """The Configuration Kueue's own manifests ship (config/components/manager)."""
-        for obj in self._manager_objects("kueue"):
+        for obj in self._manager_objects(self.kueue_tool):
             if obj["kind"] == "ConfigMap" and "controller_manager_config.yaml" in (obj.get("data") or {}):
                 return dict(yaml.safe_load(obj["data"]["controller_manager_config.yaml"]))
         raise StartError("Kueue's manifests carry no manager ConfigMap")

@@ -116,6 +116,12 @@ TOOLS: tuple[Tool, ...] = (
     Tool("kueuectl", "sigs.k8s.io/kueue", "v0.19.2", "sigs.k8s.io/kueue/cmd/kueuectl", via_go_mod=False,
          stamps=("-X sigs.k8s.io/kueue/pkg/version.GitVersion=v0.19.2",
                  "-X sigs.k8s.io/kueue/pkg/version.GitCommit=8eab68778fc1b52affe165fdf5af29d1e9b4f3cb")),
+    # The Kueue a cluster upgrades from in the upgrade story (tests/test_upgrade_story.py): the release the
+    # example's dev cluster runs, built with its own go.mod (`go install`, as kueuectl), manifests beside it.
+    Tool("kueue-v0.15.2", "sigs.k8s.io/kueue", "v0.15.2", "sigs.k8s.io/kueue/cmd/kueue", via_go_mod=False,
+         manifests=True,
+         stamps=("-X sigs.k8s.io/kueue/pkg/version.GitVersion=v0.15.2",
+                 "-X sigs.k8s.io/kueue/pkg/version.GitCommit=3790e86359efacde36b9fc2722e84f496a06d8fc")),
     Tool("jobset", "sigs.k8s.io/jobset", "v0.12.0", "sigs.k8s.io/jobset", via_go_mod=True, manifests=True,
          stamps=("-X sigs.k8s.io/jobset/pkg/version.GitVersion=v0.12.0",
                  "-X sigs.k8s.io/jobset/pkg/version.GitCommit=09e9a3bb4b64dbe75b5b0119d3623903f0434643")),
@@ -219,7 +225,7 @@ single-threaded link leave the rest idle); a second build fills that."""
 BUILD_WEIGHT = {"loki": 548, "argocd": 435, "source-controller": 401, "prometheus": 329, "kustomize-controller": 227,
                 "kubeflow-trainer": 153, "lws": 155, "helm": 133, "kwok": 130, "kuberay-operator": 123,
                 "helm-controller": 110, "prometheus-operator": 226, "promtool": 101, "flux": 88,
-                "dockerfile-lint": 86, "kubeconform": 33, "kueuectl": 307}
+                "dockerfile-lint": 86, "kubeconform": 33, "kueuectl": 307, "kueue-v0.15.2": 300}
 """Seconds each standalone tool took on a cold 2-core machine (its stamp's `seconds`), so the longest start first."""
 
 
@@ -536,6 +542,10 @@ def build(names: list[str] | None = None, log: bool = True) -> dict[str, float]:
             work = staged / tool.name
             work.mkdir()
             built = _build_single(tool, work, log)
+            if tool.manifests:  # with our kustomize, like the family's
+                if not kustomize_ready.wait(timeout=3600):
+                    raise ToolError(f"kustomize was not built within an hour; {tool.name}'s manifests need it")
+                _write_manifests([tool], work)
             spent[tool.name] = time.monotonic() - started
             _install(tool, work, built, _fingerprint(tool, _go_version(tool, go_version)), spent[tool.name])
             _say(log, f"built {tool.name} in {spent[tool.name]:.0f} s")
@@ -613,8 +623,9 @@ def _write_manifests(tools: list[Tool], out: Path) -> None:
     built with our kustomize."""
     for tool in tools:
         if tool.manifests:
-            module_dir = _go("list", "-m", "-f", "{{.Dir}}", tool.module).strip()
-            text = _kustomize_build(Path(module_dir) / "config" / "default")
+            folder = (_go("list", "-m", "-f", "{{.Dir}}", tool.module).strip() if tool.via_go_mod
+                      else module_dir(tool.name))
+            text = _kustomize_build(Path(folder) / "config" / "default")
             (out / f"{tool.name}.manifests.yaml").write_text(text)
 
 

@@ -207,13 +207,13 @@ EndpointSlices of Services (the records cluster DNS serves, pod hostnames of hea
 @contextmanager
 def running_twin(name: str, etcd: Any, workdir: Path, crds: tuple[dict[str, Any], ...] = (),
                  logs: Path | None = None, root: Path = REPO,
-                 kubelets: bool = True) -> Iterator[tuple[Stack, Fleet, Twin]]:
+                 kubelets: bool = True, kueue_tool: str = "kueue") -> Iterator[tuple[Stack, Fleet, Twin]]:
     """Cluster `name` of the fleet at `root` as rendered, its Nodes from its cluster file, kube-scheduler
     and kwok; `crds` are served before Kueue starts (an operator's kinds); `logs`, every container's log;
-    without `kubelets`, pods are bound and never run (Twin.start)."""
+    without `kubelets`, pods are bound and never run (Twin.start); `kueue_tool`, the Kueue release run."""
     objects = kustomize_build(root / "rendered" / name) + kustomize_build(root / "rendered" / "gitops" / name)
     stack = Stack.start(workdir, etcd, kueue_config=rendered_kueue_config(objects),
-                        extra_controllers=TWIN_CONTROLLERS, crds=crds)
+                        extra_controllers=TWIN_CONTROLLERS, crds=crds, kueue_tool=kueue_tool)
     try:
         fleet = load_fleet(root)
         cluster = fleet.clusters[name].config
