@@ -8,6 +8,7 @@ against; `unmet` says which of a cluster's pins fall short, and `working` which 
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources
@@ -63,8 +64,9 @@ def release(component: str, version: str) -> Release | None:
 
 
 def numeric(version: str) -> bool:
-    """Whether `version` is a release number `key` can order (a rendered file may hold anything)."""
-    return bool(version) and all(part.isdigit() for part in version.removeprefix("v").split("."))
+    """Whether `version` is a release number `key` can order (a rendered file may hold anything, `²` too,
+    which str.isdigit takes and int refuses)."""
+    return re.fullmatch(r"v?[0-9]{1,9}(\.[0-9]{1,9})*", version) is not None
 
 
 @dataclass(frozen=True)

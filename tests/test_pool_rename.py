@@ -127,3 +127,17 @@ def test_kueue_keeps_admitted_work_through_a_rename_counted_against_no_quota(
         assert condition(queue, "Active").get("status") == "True", queue.get("status")
         # and its status shows the new flavor only: what still runs on the old one is out of sight there
         assert OLD not in {f["name"] for f in queue["status"]["flavorsReservation"]}, queue["status"]
+
+
+def test_a_pool_renamed_onto_other_nodes_is_no_rename(repo: Path, tmp_path: Path) -> None:
+    """Same GPUs and shares, but prod-west's flavor would select other nodes: what goes and what comes are told
+    apart there. hub's flavors select no nodes (a MultiKueue manager's pools are its workers'), so hub sees a
+    rename."""
+    head = tmp_path / "head"
+    shutil.copytree(repo, head)
+    rename(head)
+    edit(head, "clusters/prod-west.yaml", "node.fleetgen.io/pool: a100}", "node.fleetgen.io/pool: a100-new}")
+    found = risks_between(repo, head)
+    assert [line.split(": ")[1] for line in found["pool-renamed"]] == ["hub"], found["pool-renamed"]
+    assert any(line.startswith("high: prod-west: ResourceFlavor a100 is deleted") for line in
+               found["kueue-object-deleted"]), found

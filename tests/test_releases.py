@@ -71,23 +71,40 @@ def test_an_unknown_kueue_release_fails_at_its_line_naming_the_releases_that_wor
     assert offline.code == 2 and "kueue v9.99.0 is not a release fleetgen knows" in offline.err, offline
 
 
-def test_a_pair_the_table_rules_out_names_what_would_work_on_either_side(fleet: Path) -> None:
+def test_a_pair_the_table_rules_out_points_at_the_pin_that_falls_short_and_names_no_downgrade(fleet: Path) -> None:
     _pin(fleet, "prod-east", "{kubeflow-trainer: 2.1.0}")
     err = _errors(fleet)
-    assert ("clusters/prod-east.yaml:6: kueue.version: kueue v0.19.2 needs kubeflow-trainer 2.2.1 or later "
-            "(sigs.k8s.io/kueue v0.19.2 go.mod:14,23,48,49), and the cluster runs kubeflow-trainer 2.1.0") in err, err
-    assert ("fix: set versions.kubeflow-trainer to one of 2.2.1, 2.3.0, or kueue.version to one of v0.14.8, "
-            "v0.15.2, v0.16.2") in err, err
+    line = len((fleet / "clusters" / "prod-east.yaml").read_text().splitlines())
+    assert (f"clusters/prod-east.yaml:{line}: versions.kubeflow-trainer: kueue v0.19.2 needs kubeflow-trainer 2.2.1 or "
+            "later (sigs.k8s.io/kueue v0.19.2 go.mod:14,23,48,49), and the cluster runs kubeflow-trainer 2.1.0\n"
+            "    fix: set versions.kubeflow-trainer to one of 2.2.1, 2.3.0\n") in err, err  # not kueue v0.16.2 or older
 
 
 def test_an_operator_needs_its_jobset_and_a_cited_release_says_so(fleet: Path) -> None:
     _pin(fleet, "prod-west", "{kubeflow-trainer: 2.3.0, jobset: 0.11.1}")
     err = _errors(fleet)
     line = len((fleet / "clusters" / "prod-west.yaml").read_text().splitlines())
-    assert (f"clusters/prod-west.yaml:{line}: versions.kubeflow-trainer: kubeflow-trainer 2.3.0 needs jobset 0.12.0 "
-            "or later (github.com/kubeflow/trainer/v2 v2.3.0 go.mod:25), and the cluster runs jobset 0.11.1 (cited "
-            "only: this fleetgen does not build or test it)") in err, err
+    assert (f"clusters/prod-west.yaml:{line}: versions.jobset: kubeflow-trainer 2.3.0 needs jobset 0.12.0 or later "
+            "(github.com/kubeflow/trainer/v2 v2.3.0 go.mod:25), and the cluster runs jobset 0.11.1 (cited only: this "
+            "fleetgen does not build or test it)\n    fix: set versions.jobset to 0.12.0\n") in err, err
     assert "kueue v0.19.2 needs jobset 0.12.0 or later" in err, err
+
+
+def test_a_default_that_falls_short_is_found_at_the_block_that_would_pin_it(fleet: Path) -> None:
+    """dev sets no Kueue block here: the finding points at `versions:`, naming the field to set."""
+    edit(fleet, "clusters/dev.yaml", "kueue:\n  version: v0.15.2\n", "")
+    _pin(fleet, "dev", "{jobset: 0.10.1}")
+    err = _errors(fleet)
+    line = len((fleet / "clusters" / "dev.yaml").read_text().splitlines())
+    assert f"clusters/dev.yaml:{line}: versions.jobset: kueue v0.19.2 needs jobset 0.12.0 or later" in err, err
+
+
+def test_kubernetes_older_than_a_release_needs_says_to_upgrade_the_cluster(fleet: Path) -> None:
+    edit(fleet, "clusters/dev.yaml", 'kubernetesVersion: "1.36"', 'kubernetesVersion: "1.28"')
+    err = _errors(fleet)
+    assert ("clusters/dev.yaml:6: kueue.version: kueue v0.15.2 needs Kubernetes 1.29 or later (sigs.k8s.io/kueue "
+            "v0.15.2 go.mod:12,20,43,44), and the cluster runs 1.28\n    fix: upgrade the cluster to Kubernetes 1.29 "
+            "or later and set kubernetesVersion to match\n") in err, err
 
 
 @pytest.mark.parametrize(("versions", "message"), [
@@ -198,3 +215,24 @@ def test_a_rendered_tree_with_a_release_that_is_no_number_gets_a_line_not_a_trac
                      "high: prod-west: kubeflow-trainer 2.2.1 -> 2.1.0; a downgrade: what the newer release stored "
                      "or defaulted may not be read by the older one, and fleetgen's table has no notes for going "
                      "back; cited only: this fleetgen does not build or test it"}, lines
+
+
+def test_a_chart_swapped_in_a_rendered_file_is_a_source_change_not_an_upgrade(tmp_path: Path) -> None:
+    """A hostile rendered tree: prod-east's JobSet Application made to install Kueue, and prod-west's Kueue
+    OCIRepository pointed elsewhere. Neither is an upgrade; both say where the cluster's state now comes from."""
+    before, after = tmp_path / "before", tmp_path / "after"
+    shutil.copytree(REPO / "rendered", before)
+    shutil.copytree(REPO / "rendered", after)
+    edit(after, "prod-east/platform/application-prod-east-jobset.yaml", "chart: jobset", "chart: kueue")
+    edit(after, "prod-east/platform/application-prod-east-jobset.yaml", "targetRevision: 0.12.0",
+         "targetRevision: 0.19.2")
+    edit(after, "prod-west/platform/ocirepository-kueue.yaml", "url: oci://registry.k8s.io/kueue/charts/kueue",
+         "url: oci://registry.example/kueue/charts/kueue")
+    result = run(REPO, "diff", "--from", str(before), "--to", str(after), "--format", "json")
+    assert result.code == 1, result.err
+    lines = {(r["rule"], r["severity"], r["message"]) for r in json.loads(result.out)["risks"]}
+    assert lines == {
+        ("gitops-source-changed", "medium", "prod-east: Application argocd/prod-east-jobset syncs from another source "
+         "(spec.source.chart, spec.source.targetRevision): what that source holds replaces the cluster's state"),
+        ("gitops-source-changed", "medium", "prod-west: OCIRepository flux-system/kueue syncs from another source "
+         "(spec.url): what that source holds replaces the cluster's state")}, lines

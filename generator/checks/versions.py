@@ -23,25 +23,41 @@ def pins(cfg: ClusterConfig) -> dict[str, str]:
     return {releases.KUBERNETES: cfg.kubernetes_version, **{name: cfg.pin(name) for name in installed(cfg)}}
 
 
-def _field(name: str) -> tuple[str, ...]:
-    return ("kueue", "version") if name == "kueue" else ("versions", name)
+def _field(name: str) -> str:
+    return "kueue.version" if name == "kueue" else f"versions.{name}"
 
 
-def _where(loaded: Loaded[ClusterConfig], name: str) -> tuple[str, int, str]:
-    """The pin's line: the cluster file's own, else its `versions` (or `kueue`) block, else the file's top."""
-    path = _field(name)
-    if name != "kueue" and name not in loaded.config.versions:
-        path = ("versions",) if loaded.config.versions else ()
-    file, line = loaded.at(*path)
-    return file, line, ".".join(_field(name))
+def _set(cfg: ClusterConfig, name: str) -> bool:
+    """Whether the cluster file itself pins `name` (else it runs the fleet default)."""
+    if name == "kueue":
+        return "kueue" in cfg.model_fields_set and "version" in cfg.kueue.model_fields_set
+    return name in cfg.versions
 
 
-def _choices(versions: list[str], name: str) -> str:
-    return ", ".join(versions) if versions else f"none of fleetgen's releases of {name}"
+def _where(loaded: Loaded[ClusterConfig], *names: str) -> tuple[str, int, str]:
+    """The line of the first of `names` the file pins, else of its `versions` (or `kueue`) block, else the
+    file's `name`; and the field that would pin the first."""
+    cfg = loaded.config
+    for name in names:
+        if _set(cfg, name):
+            file, line = loaded.at(*_field(name).split("."))
+            return file, line, _field(name)
+    block = "versions" if cfg.versions else "kueue" if "kueue" in cfg.model_fields_set else "name"
+    file, line = loaded.at(block)
+    return file, line, _field(names[0])
 
 
 def _cited(row: releases.Release | None) -> str:
     return "" if row is None or row.tested else " (cited only: this fleetgen does not build or test it)"
+
+
+def _no_older(versions: list[str], than: str) -> list[str]:
+    """What to suggest instead of a release: none older (a downgrade is its own risk)."""
+    return [v for v in versions if not releases.numeric(than) or releases.key(v) >= releases.key(than)]
+
+
+def _one_of(versions: list[str]) -> str:
+    return versions[0] if len(versions) == 1 else f"one of {', '.join(versions)}"
 
 
 def _unknown(loaded: Loaded[ClusterConfig], running: dict[str, str]) -> Iterator[Finding]:
@@ -50,29 +66,36 @@ def _unknown(loaded: Loaded[ClusterConfig], running: dict[str, str]) -> Iterator
             continue
         file, line, field = _where(loaded, name)
         known = list(releases.table()[name])
+        fits = releases.working(name, running)
         yield Finding(file, line, field, f"{name} {version} is not a release fleetgen knows: its table "
                       f"(generator/releases.yaml) has {', '.join(known)}",
-                      f"use one that works with this cluster's other releases: "
-                      f"{_choices(releases.working(name, running), name)}")
+                      f"use one that works with this cluster's other releases: {', '.join(fits)}" if fits else
+                      "use one of them, then change what the next error names (none works with this cluster's "
+                      "other releases as they are)")
 
 
 def _unmet(loaded: Loaded[ClusterConfig], running: dict[str, str]) -> Iterator[Finding]:
     for gap in releases.unmet(running):
         row = gap.release
-        file, line, field = _where(loaded, row.component)
         source = f"{row.sources[0]}" if row.sources else "generator/releases.yaml"
+        ours = _no_older(releases.working(row.component, running), row.version)
         if gap.needs == releases.KUBERNETES:
+            file, line, field = _where(loaded, row.component)
+            also = f", or set {_field(row.component)} to {_one_of(ours)}" if ours else ""
             yield Finding(file, line, field, f"{row.label} needs Kubernetes {gap.minimum} or later ({source}), and "
                           f"the cluster runs {gap.runs}{_cited(row)}",
-                          f"choose a release of {row.component} that runs on Kubernetes {gap.runs}: "
-                          f"{_choices(releases.working(row.component, running), row.component)}")
+                          f"upgrade the cluster to Kubernetes {gap.minimum} or later and set kubernetesVersion to "
+                          f"match{also}")
             continue
-        theirs = releases.working(gap.needs, running)
-        ours = releases.working(row.component, running)
+        file, line, field = _where(loaded, gap.needs, row.component)
+        choices = [f"set {_field(gap.needs)} to {_one_of(theirs)}"
+                   for theirs in [releases.working(gap.needs, running)] if theirs]
+        choices += [f"set {_field(row.component)} to {_one_of(ours)}"] if ours else []
         yield Finding(file, line, field, f"{row.label} needs {gap.needs} {gap.minimum} or later ({source}), and the "
                       f"cluster runs {gap.needs} {gap.runs}{_cited(row)}",
-                      f"set {'.'.join(_field(gap.needs))} to one of {_choices(theirs, gap.needs)}, or "
-                      f"{'.'.join(_field(row.component))} to one of {_choices(ours, row.component)}")
+                      ", or ".join(choices) if choices else
+                      f"no release of fleetgen's table of {gap.needs} goes with the cluster's others: change "
+                      f"{_field(row.component)} and {_field(gap.needs)} together")
 
 
 def _stray(loaded: Loaded[ClusterConfig]) -> Iterator[Finding]:

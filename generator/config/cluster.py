@@ -234,7 +234,8 @@ class Kueue(ConfigModel):
     """The Kueue release installed in the cluster and its queueing policy."""
 
     version: KueueVersion = f"v{component('kueue').version}"
-    """Kueue release (v0.14 or later). v0.16 and later get `kueue.x-k8s.io/v1beta2` objects."""
+    """Kueue release: one of fleetgen's table (docs/reference/releases.md), which goes with the cluster's other
+    releases (`versions`). v0.16 and later get `kueue.x-k8s.io/v1beta2` objects."""
     queueing_strategy: QueueingStrategy = "BestEffortFIFO"
     """Order in which each team queue admits its workloads (a team's `policy` may choose its own)."""
     preemption: Preemption = Preemption()

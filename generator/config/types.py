@@ -22,9 +22,9 @@ LABEL_KEY = (r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*
              r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 LABEL_VALUE = r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$"
 RESOURCE_NAME = r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
-KUEUE_VERSION = r"^v[0-9]+\.[0-9]+\.[0-9]+$"
-KUBERNETES_VERSION = r"^1\.[0-9]+$"
-RELEASE = r"^v?[0-9]+\.[0-9]+\.[0-9]+$"
+KUEUE_VERSION = r"^v[0-9]{1,9}\.[0-9]{1,9}\.[0-9]{1,9}$"
+KUBERNETES_VERSION = r"^1\.[0-9]{1,3}$"
+RELEASE = r"^v?[0-9]{1,9}\.[0-9]{1,9}\.[0-9]{1,9}$"
 # GitHub CODEOWNERS owner: @user, @org/team or an e-mail address.
 OWNER = (r"^(@[A-Za-z0-9](-?[A-Za-z0-9]){0,38}(/[A-Za-z0-9][-A-Za-z0-9_.]{0,99})?"
          r"|[A-Za-z0-9._%+-]{1,64}@[A-Za-z0-9.-]{1,253}\.[A-Za-z]{2,63})$")

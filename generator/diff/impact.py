@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from generator.capacity import PoolCapacity, TeamShare, pool_capacities
@@ -77,7 +79,7 @@ def capacity_impact(before: Fleet | None, after: Fleet | None) -> list[PoolImpac
            for p in pool_capacities(before, c)}
     new = {(p.cluster, p.pool): p for c in touched if after and c in after.clusters
            for p in pool_capacities(after, c)}
-    renamed = recognised_renames(old, new)
+    renamed = recognised_renames(old, new, _nodes(before), _nodes(after))
     out = []
     for key in sorted((set(old) - {(c, p) for c, p in renamed.values()}) | set(new)):
         b, a = old.get(renamed.get(key, key)), new.get(key)
@@ -99,23 +101,44 @@ def capacity_impact(before: Fleet | None, after: Fleet | None) -> list[PoolImpac
 Key = tuple[str, str]
 
 
-def _shape(pool: PoolCapacity) -> tuple[object, ...]:
-    """What a pool is apart from its name: its GPUs, and who holds what of them."""
-    return pool.cluster, pool.product, pool.gpus, pool.limit, pool.teams, pool.shared, pool.cohorts, pool.by_usage
+Nodes = Callable[[Key], str]
+"""(cluster, pool) -> the nodes the pool's flavor selects, as one comparable string."""
 
 
-def recognised_renames(old: dict[Key, PoolCapacity], new: dict[Key, PoolCapacity]) -> dict[Key, Key]:
+def _nodes(fleet: Fleet | None) -> Nodes:
+    """Where a pool's GPUs are: its nodes' labels and taints, from its cluster's file or, for a MultiKueue
+    manager, from the worker that has it."""
+    def nodes(key: Key) -> str:
+        if fleet is None:
+            return ""
+        for name in (key[0], *fleet.linked(key[0])):
+            loaded = fleet.clusters.get(name)
+            for pool in loaded.config.node_pools if loaded else ():
+                if pool.name == key[1]:
+                    return json.dumps(pool.model_dump(mode="json", include={"node_labels", "taints"}), sort_keys=True)
+        return ""
+    return nodes
+
+
+def _shape(pool: PoolCapacity, nodes: str) -> tuple[object, ...]:
+    """What a pool is apart from its name: its nodes and GPUs, and who holds what of them."""
+    return (pool.cluster, nodes, pool.product, pool.gpus, pool.limit, pool.teams, pool.shared, pool.cohorts,
+            pool.by_usage)
+
+
+def recognised_renames(old: dict[Key, PoolCapacity], new: dict[Key, PoolCapacity], old_nodes: Nodes,
+                       new_nodes: Nodes) -> dict[Key, Key]:
     """(cluster, pool) after -> (cluster, pool) before, for each pool that goes while one arrives in the same
-    cluster with the same GPUs, overcommit and teams' shares: a rename, where only one pool on each side has
-    that shape (two alike are not guessed at)."""
+    cluster on the same nodes, with the same GPUs, overcommit and teams' shares: a rename, where only one pool
+    on each side has that shape (two alike are not guessed at)."""
     gone: dict[tuple[object, ...], list[Key]] = {}
     for key, pool in old.items():
         if key not in new:
-            gone.setdefault(_shape(pool), []).append(key)
+            gone.setdefault(_shape(pool, old_nodes(key)), []).append(key)
     came: dict[tuple[object, ...], list[Key]] = {}
     for key, pool in new.items():
         if key not in old:
-            came.setdefault(_shape(pool), []).append(key)
+            came.setdefault(_shape(pool, new_nodes(key)), []).append(key)
     return {came[shape][0]: keys[0] for shape, keys in gone.items()
             if len(keys) == 1 and len(came.get(shape, ())) == 1}
 

@@ -364,7 +364,10 @@ GITOPS_DESTINATION: dict[str, tuple[str, ...]] = {
 }
 """Where a GitOps object deploys: changing it moves (and prunes) everything it manages."""
 GITOPS_SOURCE: dict[str, tuple[str, ...]] = {
-    "Application": ("spec.source.repoURL", "spec.source.path", "spec.source.targetRevision"),
+    "Application": ("spec.source.repoURL", "spec.source.path", "spec.source.chart", "spec.source.targetRevision"),
+    "HelmRelease": ("spec.chart.spec.chart", "spec.chart.spec.sourceRef", "spec.chartRef"),
+    "HelmRepository": ("spec.url",),
+    "OCIRepository": ("spec.url",),
     "GitRepository": ("spec.url", "spec.ref"),
     "Kustomization": ("spec.path", "spec.sourceRef"),
 }
@@ -381,8 +384,9 @@ def _gitops(change: Change) -> Iterator[Risk]:
     if moved:
         yield _at(change, "high", "gitops-destination-changed", f"{change.obj.label} changes where it deploys "
                   f"({', '.join(moved)}): objects at the old destination are pruned or orphaned")
+    upgraded = upgrades.move(change) is not None
     source = [f for prefix in GITOPS_SOURCE.get(kind, ()) for f in _fields(change, prefix)
-              if not (f == "spec.source.targetRevision" and upgrades.chart_release(kind, _body(change.after)))]
+              if not (upgraded and f == "spec.source.targetRevision")]
     if source:
         yield _at(change, "medium", "gitops-source-changed", f"{change.obj.label} syncs from another source "
                   f"({', '.join(source)}): what that source holds replaces the cluster's state")

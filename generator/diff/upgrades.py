@@ -54,16 +54,30 @@ def chart_release(kind: str, body: dict[str, Any] | None) -> tuple[str, str] | N
     return (component, version) if component else None
 
 
+def move(change: Change) -> Move | None:
+    """The release move of a changed GitOps object that installs the same pinned chart on both sides (one
+    that swaps the chart is a source change, not an upgrade)."""
+    if change.action != "change" or change.before is None or change.after is None:
+        return None
+    kind = change.obj.key[2]
+    old, new = chart_release(kind, change.before.body), chart_release(kind, change.after.body)
+    if old and new and old[0] == new[0] and old[1] != new[1] and \
+            _chart_name(kind, change.before.body) == _chart_name(kind, change.after.body):
+        return Move(change.obj.cluster, old[0], old[1], new[1])
+    return None
+
+
+def _chart_name(kind: str, body: dict[str, Any] | None) -> Any:
+    return _dig(body, *CHART_AND_VERSION[kind][0])
+
+
 def moves(changes: Iterable[Change]) -> list[Move]:
     """Each (cluster, component) whose chart release changes, once, sorted."""
     found: dict[tuple[str, str], Move] = {}
     for change in changes:
-        if change.action != "change" or change.before is None or change.after is None:
-            continue
-        kind = change.obj.key[2]
-        old, new = chart_release(kind, change.before.body), chart_release(kind, change.after.body)
-        if old and new and old[0] == new[0] and old[1] != new[1]:
-            found.setdefault((change.obj.cluster, old[0]), Move(change.obj.cluster, old[0], old[1], new[1]))
+        moved = move(change)
+        if moved is not None:
+            found.setdefault((moved.cluster, moved.component), moved)
     return [found[k] for k in sorted(found)]
 
 
