@@ -236,3 +236,18 @@ def test_a_chart_swapped_in_a_rendered_file_is_a_source_change_not_an_upgrade(tm
          "(spec.source.chart, spec.source.targetRevision): what that source holds replaces the cluster's state"),
         ("gitops-source-changed", "medium", "prod-west: OCIRepository flux-system/kueue syncs from another source "
          "(spec.url): what that source holds replaces the cluster's state")}, lines
+
+
+def test_an_ignored_version_field_leaves_no_upgrade_line(tmp_path: Path) -> None:
+    """`diff --ignore` of the chart's version field hides its upgrade line too, whatever else of the object
+    changes."""
+    before, after = tmp_path / "before", tmp_path / "after"
+    shutil.copytree(REPO / "rendered", before)
+    shutil.copytree(REPO / "rendered", after)
+    edit(after, "prod-east/platform/application-prod-east-jobset.yaml", "targetRevision: 0.12.0",
+         "targetRevision: 0.11.1")
+    edit(after, "prod-east/platform/application-prod-east-jobset.yaml", "spec:\n", "spec:\n  revisionHistoryLimit: 3\n")
+    result = run(REPO, "diff", "--from", str(before), "--to", str(after), "--format", "json",
+                 "--ignore", "Application:spec.source.targetRevision")
+    assert result.code == 1, result.err
+    assert [r["rule"] for r in json.loads(result.out)["risks"] if r["rule"] == "platform-upgraded"] == []

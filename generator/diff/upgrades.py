@@ -61,7 +61,9 @@ def move(change: Change) -> Move | None:
         return None
     kind = change.obj.key[2]
     old, new = chart_release(kind, change.before.body), chart_release(kind, change.after.body)
-    if old and new and old[0] == new[0] and old[1] != new[1] and \
+    version = ".".join(CHART_AND_VERSION[kind][1]) if kind in CHART_AND_VERSION else ""
+    shown = any(f.path == version for f in change.fields)  # not left out by `diff --ignore`
+    if shown and old and new and old[0] == new[0] and old[1] != new[1] and \
             _chart_name(kind, change.before.body) == _chart_name(kind, change.after.body):
         return Move(change.obj.cluster, old[0], old[1], new[1])
     return None
