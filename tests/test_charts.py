@@ -100,6 +100,36 @@ def test_what_kubeflow_trainers_chart_makes_of_our_values_is_valid(
                               operator_schemas(tmp_path / "operators"))
 
 
+def test_trainer_2_3_makes_its_crds_templates_and_its_runtimes_a_hook_job(upstream_tools: None, tmp_path: Path) -> None:
+    """Issue 57: what the releases table says Trainer 2.3.0 changes, judged by helm: its chart (the trainer module
+    at v2.3.0) with the values fleetgen writes (a cluster's `versions.kubeflow-trainer` changes the chart, not
+    the values) renders its CRDs as templates and no ClusterTrainingRuntime, but a post-install and post-upgrade
+    hook Job whose ConfigMap holds the `torch-distributed` runtime."""
+    import subprocess
+
+    import yaml
+
+    from generator.config.platform import TRAINER_RUNTIME
+    from tests.rendered import chart_values
+    from tests.upstream import tools
+
+    values = tmp_path / "values.yaml"
+    values.write_text(yaml.safe_dump(chart_values("prod-east", "kubeflow-trainer")))
+    proc = subprocess.run([str(tools.binary("helm")), "template", "kubeflow-trainer",
+                           str(tools.chart("kubeflow-trainer", "v2.3.0")), "--namespace", "kubeflow-system",
+                           "--values", str(values), "--kube-version", "1.36.0"],
+                          capture_output=True, text=True, check=False, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    docs = [d for d in yaml.safe_load_all(proc.stdout) if d]
+    kinds = [d["kind"] for d in docs]
+    assert kinds.count("CustomResourceDefinition") == 3 and "ClusterTrainingRuntime" not in kinds, kinds
+    hooks = {d["metadata"]["name"]: d["metadata"]["annotations"]["helm.sh/hook"] for d in docs
+             if d["kind"] == "Job"}
+    assert hooks["kubeflow-trainer-runtimes-installer"] == "post-install,post-upgrade", hooks
+    (runtimes,) = [d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"].endswith("installer")]
+    assert f"name: {TRAINER_RUNTIME}\n" in "".join(runtimes["data"].values()), runtimes["data"].keys()
+
+
 def test_what_leaderworkersets_chart_makes_of_our_values_is_valid(
         upstream_tools: None, kubeconform_on_path: Path, shared_schemas: Path, tmp_path: Path) -> None:
     """Issue 32: prod-east's `operators.lws` through LeaderWorkerSet's own chart (the lws module at the pin):
