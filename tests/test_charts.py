@@ -104,28 +104,18 @@ def test_trainer_2_3_makes_its_crds_templates_and_its_runtimes_a_hook_job(upstre
     """Issue 57: what the releases table says Trainer 2.3.0 changes, judged by helm: its chart (the trainer module
     at v2.3.0) with the values fleetgen writes (a cluster's `versions.kubeflow-trainer` changes the chart, not
     the values) renders its CRDs as templates and no ClusterTrainingRuntime, but a post-install and post-upgrade
-    hook Job whose ConfigMap holds the `torch-distributed` runtime."""
-    import subprocess
-
-    import yaml
-
+    hook Job, which installs kubectl from Alpine's mirrors when it runs, and whose ConfigMap holds the
+    `torch-distributed` runtime."""
     from generator.config.platform import TRAINER_RUNTIME
-    from tests.rendered import chart_values
-    from tests.upstream import tools
 
-    values = tmp_path / "values.yaml"
-    values.write_text(yaml.safe_dump(chart_values("prod-east", "kubeflow-trainer")))
-    proc = subprocess.run([str(tools.binary("helm")), "template", "kubeflow-trainer",
-                           str(tools.chart("kubeflow-trainer", "v2.3.0")), "--namespace", "kubeflow-system",
-                           "--values", str(values), "--kube-version", "1.36.0"],
-                          capture_output=True, text=True, check=False, timeout=120)
-    assert proc.returncode == 0, proc.stderr
-    docs = [d for d in yaml.safe_load_all(proc.stdout) if d]
+    docs = helm_template("kubeflow-trainer", "prod-east", "kubeflow-system", tmp_path, version="2.3.0")
     kinds = [d["kind"] for d in docs]
     assert kinds.count("CustomResourceDefinition") == 3 and "ClusterTrainingRuntime" not in kinds, kinds
-    hooks = {d["metadata"]["name"]: d["metadata"]["annotations"]["helm.sh/hook"] for d in docs
-             if d["kind"] == "Job"}
-    assert hooks["kubeflow-trainer-runtimes-installer"] == "post-install,post-upgrade", hooks
+    hooks = {d["metadata"]["name"]: d for d in docs if d["kind"] == "Job"}
+    installer = hooks["kubeflow-trainer-runtimes-installer"]
+    assert installer["metadata"]["annotations"]["helm.sh/hook"] == "post-install,post-upgrade", installer
+    (container,) = installer["spec"]["template"]["spec"]["containers"]
+    assert container["image"] == "docker.io/alpine:3.21" and "apk add --no-cache kubectl" in container["command"][-1]
     (runtimes,) = [d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"].endswith("installer")]
     assert f"name: {TRAINER_RUNTIME}\n" in "".join(runtimes["data"].values()), runtimes["data"].keys()
 

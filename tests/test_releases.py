@@ -80,13 +80,13 @@ def test_a_pair_the_table_rules_out_points_at_the_pin_that_falls_short_and_names
             "    fix: set versions.kubeflow-trainer to one of 2.2.1, 2.3.0\n") in err, err  # not kueue v0.16.2 or older
 
 
-def test_an_operator_needs_its_jobset_and_a_cited_release_says_so(fleet: Path) -> None:
+def test_an_operator_needs_its_jobset(fleet: Path) -> None:
     _pin(fleet, "prod-west", "{kubeflow-trainer: 2.3.0, jobset: 0.11.1}")
     err = _errors(fleet)
     line = len((fleet / "clusters" / "prod-west.yaml").read_text().splitlines())
     assert (f"clusters/prod-west.yaml:{line}: versions.jobset: kubeflow-trainer 2.3.0 needs jobset 0.12.0 or later "
-            "(github.com/kubeflow/trainer/v2 v2.3.0 go.mod:25), and the cluster runs jobset 0.11.1 (cited only: this "
-            "fleetgen does not build or test it)\n    fix: set versions.jobset to 0.12.0\n") in err, err
+            "(github.com/kubeflow/trainer/v2 v2.3.0 go.mod:25), and the cluster runs jobset 0.11.1\n"
+            "    fix: set versions.jobset to 0.12.0\n") in err, err
     assert "kueue v0.19.2 needs jobset 0.12.0 or later" in err, err
 
 
@@ -161,7 +161,7 @@ def test_an_upgrade_reads_alike_on_both_engines_and_replaces_the_source_change_l
     (line,) = found.pop("platform-upgraded")
     assert line.startswith("medium: prod-east, prod-west: kubeflow-trainer 2.2.1 -> 2.3.0; its chart applies the "
                            "training runtimes from a Helm post-install and post-upgrade hook Job"), line
-    assert line.endswith("; cited only: this fleetgen does not build or test it"), line
+    assert "cited only" not in line, line  # built here, and run by the upgrade story
     assert "gitops-source-changed" not in found, found
 
 
@@ -251,3 +251,12 @@ def test_an_ignored_version_field_leaves_no_upgrade_line(tmp_path: Path) -> None
                  "--ignore", "Application:spec.source.targetRevision")
     assert result.code == 1, result.err
     assert [r["rule"] for r in json.loads(result.out)["risks"] if r["rule"] == "platform-upgraded"] == []
+
+
+def test_an_error_about_a_release_only_cited_says_so(fleet: Path) -> None:
+    edit(fleet, "clusters/dev.yaml", "  version: v0.15.2", "  version: v0.17.0")
+    _pin(fleet, "dev", "{jobset: 0.10.1}")
+    err = _errors(fleet)
+    assert ("versions.jobset: kueue v0.17.0 needs jobset 0.11.1 or later (sigs.k8s.io/kueue v0.17.0 "
+            "go.mod:13,22,45,46), and the cluster runs jobset 0.10.1 (cited only: this fleetgen does not build or "
+            "test it)") in err, err

@@ -13,21 +13,23 @@ from tests.rendered import chart_values, chart_version, kubernetes_version
 from tests.upstream import tools
 
 
-def helm_template(chart: str, cluster: str, namespace: str, tmp_path: Path) -> list[dict[str, Any]]:
-    """What the chart renders with the values fleetgen wrote for this cluster (once per session)."""
-    key = (chart, cluster, namespace)
+def helm_template(chart: str, cluster: str, namespace: str, tmp_path: Path,
+                  version: str = "") -> list[dict[str, Any]]:
+    """What the chart, at the release the cluster renders or `version`, makes of the values fleetgen wrote for
+    this cluster (once per session)."""
+    key = (chart, cluster, namespace, version)
     if key not in _TEMPLATED:
-        _TEMPLATED[key] = _helm_template(chart, cluster, namespace, tmp_path)
+        _TEMPLATED[key] = _helm_template(chart, cluster, namespace, tmp_path, version)
     return _TEMPLATED[key]
 
 
-_TEMPLATED: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+_TEMPLATED: dict[tuple[str, str, str, str], list[dict[str, Any]]] = {}
 
 
-def _helm_template(chart: str, cluster: str, namespace: str, tmp_path: Path) -> list[dict[str, Any]]:
+def _helm_template(chart: str, cluster: str, namespace: str, tmp_path: Path, version: str) -> list[dict[str, Any]]:
     values = tmp_path / f"{cluster}-{chart}-values.yaml"
     values.write_text(yaml.safe_dump(chart_values(cluster, chart)))
-    version = chart_version(cluster, chart)
+    version = version or chart_version(cluster, chart)
     source = tools.chart(chart, version if version.startswith("v") else f"v{version}")  # a module tag
     proc = subprocess.run([str(tools.binary("helm")), "template", chart, str(source), "--namespace",
                            namespace, "--values", str(values), "--kube-version", f"{kubernetes_version(cluster)}.0"],

@@ -55,14 +55,19 @@ def _apply_webhooked(stack: Stack, docs: list[dict[str, Any]], namespace: str, p
                      authority: pki.KeyPair) -> dict[str, Any]:
     """The chart's namespace and WEBHOOKED objects (webhooks pointed at 127.0.0.1:`port`, trusting
     `authority`) created; the configuration its Deployment mounts (`controller_manager_config.yaml`)."""
-    from kubernetes import client, utils
-
-    client.CoreV1Api(stack.client()).create_namespace({"metadata": {"name": namespace}})
+    _server_side_apply(stack, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
     for doc in docs:
         if doc["kind"] in WEBHOOKED:
-            utils.create_from_dict(stack.client(), _point_at_local(doc, port, authority.cert_pem), namespace=namespace)
+            _server_side_apply(stack, _point_at_local(doc, port, authority.cert_pem), namespace)
     (configmap,) = [d for d in docs if d["kind"] == "ConfigMap" and "controller_manager_config.yaml" in d["data"]]
     return dict(yaml.safe_load(configmap["data"]["controller_manager_config.yaml"]))
+
+
+def _server_side_apply(stack: Stack, doc: dict[str, Any], namespace: str | None = None) -> None:
+    """Create or update `doc` as a chart's install or upgrade does (an upgrade finds the objects there)."""
+    kind = stack.dynamic().resources.get(api_version=doc["apiVersion"], kind=doc["kind"])
+    kind.server_side_apply(body=doc, name=doc["metadata"]["name"], namespace=namespace if kind.namespaced else None,
+                           field_manager="helm", force_conflicts=True)
 
 
 def _pod(docs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -126,11 +131,19 @@ def trainer_crds() -> tuple[dict[str, Any], ...]:
     return chart_crds("kubeflow-trainer")
 
 
-def start_trainer(stack: Stack, workdir: Path, cluster: str = CLUSTER) -> Process:
-    """The chart's objects applied, then the controller with the chart's configuration (the ConfigMap
-    the Deployment mounts) under its ServiceAccount's token. Only where it listens and who provides its
-    serving certificate change: controller-runtime reads it from $TMPDIR/k8s-webhook-server/serving-certs."""
-    docs = helm_template("kubeflow-trainer", cluster, TRAINER_NAMESPACE, workdir)
+def start_trainer(stack: Stack, workdir: Path, cluster: str = CLUSTER, version: str = "",
+                  tool: str = "kubeflow-trainer") -> Process:
+    """The chart's objects applied (at the release the cluster renders, or `version` with the binary `tool`:
+    over an older one's, as an upgrade does), then the controller with the chart's configuration (the ConfigMap
+    the Deployment mounts) under its ServiceAccount's token, then its runtimes. Only where it listens and who
+    provides its serving certificate change: controller-runtime reads it from
+    $TMPDIR/k8s-webhook-server/serving-certs."""
+    docs = helm_template("kubeflow-trainer", cluster, TRAINER_NAMESPACE, workdir, version)
+    crds = [d for d in docs if d["kind"] == "CustomResourceDefinition"]  # chart templates from Trainer 2.3 on
+    for crd in crds:
+        _server_side_apply(stack, crd)
+    if crds:
+        stack._wait_established([c["metadata"]["name"] for c in crds])
     port, health = free_port(), free_port()
     tmp = workdir / "trainer-tmp"
     authority = _serving_certificate("kubeflow-trainer-ca", "kubeflow-trainer-controller-manager", TRAINER_NAMESPACE,
@@ -144,24 +157,33 @@ def start_trainer(stack: Stack, workdir: Path, cluster: str = CLUSTER) -> Proces
     path = workdir / "trainer-config.yaml"
     path.write_text(yaml.safe_dump(config))
     who = stack.token_identity(TRAINER_NAMESPACE, _pod(docs)["serviceAccountName"])
-    proc = spawn("kubeflow-trainer", [str(tools.binary("kubeflow-trainer")), f"--config={path}"],
+    proc = spawn("kubeflow-trainer", [str(tools.binary(tool)), f"--config={path}"],
                  workdir / "trainer.log", env={"KUBECONFIG": str(who.kubeconfig), "TMPDIR": str(tmp)})
     wait_until(proc, lambda: _http_ok(f"http://127.0.0.1:{health}/readyz"), 90, "ready")
-    for doc in docs:  # admitted by the controller's own webhook, so once it answers
-        if doc["kind"] == "ClusterTrainingRuntime":
-            wait_until(proc, lambda doc=doc: _runtime_created(stack, doc), 60,  # type: ignore[misc]
-                       "admitting its runtime")
+    for doc in trainer_runtimes(docs):  # admitted by the controller's own webhook, so once it answers
+        wait_until(proc, lambda doc=doc: _runtime_applied(stack, doc), 60,  # type: ignore[misc]
+                   "admitting its runtime")
     return proc
 
 
-def _runtime_created(stack: Stack, doc: dict[str, Any]) -> bool:
+def trainer_runtimes(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The chart's ClusterTrainingRuntimes: its own objects up to Trainer 2.2, from 2.3 what its post-install
+    hook Job applies (`kubectl apply --server-side` of its ConfigMap's runtimes.yaml: the twin's pods run no
+    program, so the twin applies it)."""
+    found = [d for d in docs if d["kind"] == "ClusterTrainingRuntime"]
+    for doc in docs:
+        if doc["kind"] == "ConfigMap" and doc["metadata"]["name"].endswith("-runtimes-installer"):
+            found += [d for text in doc["data"].values() for d in yaml.safe_load_all(text)
+                      if d and d.get("kind") == "ClusterTrainingRuntime"]
+    return found
+
+
+def _runtime_applied(stack: Stack, doc: dict[str, Any]) -> bool:
     from kubernetes.client.exceptions import ApiException
 
     try:
-        custom(stack).create_cluster_custom_object(TRAINER, TRAINER_VERSION, "clustertrainingruntimes", doc)
+        _server_side_apply(stack, doc)
     except ApiException as exc:
-        if exc.status == 409:
-            return True
         if exc.status >= 500:  # the webhook not answering yet
             return False
         raise

@@ -182,6 +182,9 @@ TOOLS += (
     # requires; its chart and CRDs are in the same module.
     Tool("kubeflow-trainer", "github.com/kubeflow/trainer/v2", "v2.2.1",
          "github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager", via_go_mod=False),
+    # The Trainer a cluster upgrades to in the upgrade story (tests/test_upgrade_story.py).
+    Tool("kubeflow-trainer-v2.3.0", "github.com/kubeflow/trainer/v2", "v2.3.0",
+         "github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager", via_go_mod=False),
     # LeaderWorkerSet's controller (`operators.lws`), at the LeaderWorkerSet API Kueue v0.19.2 requires; its
     # chart and CRDs are in the same module. Built from a go.mod of ours: the proxy refuses to list the module.
     Tool("lws", "sigs.k8s.io/lws", "v0.9.0", "sigs.k8s.io/lws/cmd", via_go_mod=False, directory="lws"),
@@ -225,7 +228,8 @@ single-threaded link leave the rest idle); a second build fills that."""
 BUILD_WEIGHT = {"loki": 548, "argocd": 435, "source-controller": 401, "prometheus": 329, "kustomize-controller": 227,
                 "kubeflow-trainer": 153, "lws": 155, "helm": 133, "kwok": 130, "kuberay-operator": 123,
                 "helm-controller": 110, "prometheus-operator": 226, "promtool": 101, "flux": 88,
-                "dockerfile-lint": 86, "kubeconform": 33, "kueuectl": 307, "kueue-v0.15.2": 300}
+                "dockerfile-lint": 86, "kubeconform": 33, "kueuectl": 307, "kueue-v0.15.2": 300,
+                "kubeflow-trainer-v2.3.0": 153}
 """Seconds each standalone tool took on a cold 2-core machine (its stamp's `seconds`), so the longest start first."""
 
 
