@@ -47,9 +47,12 @@ def fleet(repo: Path) -> Path:
     return repo
 
 
-def _pin(root: Path, cluster: str, versions: str) -> None:
+def _pin(root: Path, cluster: str, versions: str) -> int:
+    """Add `versions:` to a cluster file; the line it is on."""
     path = root / "clusters" / f"{cluster}.yaml"
-    path.write_text(path.read_text() + f"versions: {versions}\n")
+    text = path.read_text() + f"versions: {versions}\n"
+    path.write_text(text)
+    return len(text.splitlines())
 
 
 def _errors(root: Path) -> str:
@@ -72,18 +75,16 @@ def test_an_unknown_kueue_release_fails_at_its_line_naming_the_releases_that_wor
 
 
 def test_a_pair_the_table_rules_out_points_at_the_pin_that_falls_short_and_names_no_downgrade(fleet: Path) -> None:
-    _pin(fleet, "prod-east", "{kubeflow-trainer: 2.1.0}")
+    line = _pin(fleet, "prod-east", "{kubeflow-trainer: 2.1.0}")
     err = _errors(fleet)
-    line = len((fleet / "clusters" / "prod-east.yaml").read_text().splitlines())
     assert (f"clusters/prod-east.yaml:{line}: versions.kubeflow-trainer: kueue v0.19.2 needs kubeflow-trainer 2.2.1 or "
             "later (sigs.k8s.io/kueue v0.19.2 go.mod:14,23,48,49), and the cluster runs kubeflow-trainer 2.1.0\n"
             "    fix: set versions.kubeflow-trainer to one of 2.2.1, 2.3.0\n") in err, err  # not kueue v0.16.2 or older
 
 
 def test_an_operator_needs_its_jobset(fleet: Path) -> None:
-    _pin(fleet, "prod-west", "{kubeflow-trainer: 2.3.0, jobset: 0.11.1}")
+    line = _pin(fleet, "prod-west", "{kubeflow-trainer: 2.3.0, jobset: 0.11.1}")
     err = _errors(fleet)
-    line = len((fleet / "clusters" / "prod-west.yaml").read_text().splitlines())
     assert (f"clusters/prod-west.yaml:{line}: versions.jobset: kubeflow-trainer 2.3.0 needs jobset 0.12.0 or later "
             "(github.com/kubeflow/trainer/v2 v2.3.0 go.mod:25), and the cluster runs jobset 0.11.1\n"
             "    fix: set versions.jobset to 0.12.0\n") in err, err
@@ -93,9 +94,8 @@ def test_an_operator_needs_its_jobset(fleet: Path) -> None:
 def test_a_default_that_falls_short_is_found_at_the_block_that_would_pin_it(fleet: Path) -> None:
     """dev sets no Kueue block here: the finding points at `versions:`, naming the field to set."""
     edit(fleet, "clusters/dev.yaml", "kueue:\n  version: v0.15.2\n", "")
-    _pin(fleet, "dev", "{jobset: 0.10.1}")
+    line = _pin(fleet, "dev", "{jobset: 0.10.1}")
     err = _errors(fleet)
-    line = len((fleet / "clusters" / "dev.yaml").read_text().splitlines())
     assert f"clusters/dev.yaml:{line}: versions.jobset: kueue v0.19.2 needs jobset 0.12.0 or later" in err, err
 
 
