@@ -28,7 +28,9 @@ Move = tuple[str, str]
 KINDS = {"aside": ("", "previous"), "in": ("new", ""), "back": ("previous", "")}
 """Kind -> (the source's folder in the stage, the target's); "" is the repository itself."""
 MOVABLE = frozenset({"teams", "clusters", "rendered", "benchmarks", "tests", "tests/upstream", "fleet.yaml",
-                     ".github", ".github/CODEOWNERS"})
+                     ".github", ".github/CODEOWNERS", "fleetgen.txt", "generator", "docs", "images", "pyproject.toml",
+                     "Dockerfile", ".dockerignore", "mkdocs.yml", "CHANGELOG.md", "README.md",
+                     ".pre-commit-hooks.yaml"})
 """What a switch may move: the paths `fleetgen init` replaces or keeps (generator/scaffold/init.py)."""
 
 

@@ -9,7 +9,8 @@ from pathlib import Path
 INIT_ARGS = ["init", "--owner", "@gpuco/platform", "--repo-url", "https://github.com/gpuco/fleet.git",
              "--registry", "ghcr.io/gpuco", "--cluster", "prod", "--team", "research",
              "--gpu-product", "NVIDIA-H100-80GB-HBM3", "--gpus-per-node", "8", "--nodes", "16",
-             "--cpu-per-node", "192", "--memory-per-node", "1800Gi"]
+             "--cpu-per-node", "192", "--memory-per-node", "1800Gi",
+             "--fleetgen-from", "https://github.com/gpuco/fleetgen.git"]
 
 
 def tree_state(base: Path, skip: tuple[str, ...] = ("__pycache__",)) -> dict[str, str | bytes]:

@@ -75,7 +75,7 @@ def test_it_takes_inits_cluster_arguments() -> None:
         return {p.name for p in command.params if p.name}
 
     assert names(build.add_cluster) - {"schema_location", "crd_location"} == names(build.init) - {
-        "owner", "team", "force"}
+        "owner", "team", "force", "fleetgen_from"}
 
 
 def test_the_preview_of_a_new_cluster_is_one_line_listing_what_it_brings(repo: Path) -> None:

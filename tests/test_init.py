@@ -16,8 +16,10 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from generator import __version__
 from generator.config.cluster import ClusterConfig
 from generator.config.team import TeamConfig
+from generator.scaffold.init import GENERATOR
 from tests.conftest import REPO, checkout_copy
 from tests.init_runs import INIT_ARGS, tree_state
 
@@ -49,7 +51,13 @@ def test_init_replaces_the_example_with_a_documented_skeleton(fleet: Path) -> No
     assert sorted(p.name for p in (fleet / "clusters").iterdir()) == ["prod.yaml"]
     assert sorted(p.name for p in (fleet / "rendered").iterdir()) == ["gitops", "prod"]
     assert sorted(p.name for p in (fleet / "tests").iterdir()) == ["run", "test_fleet.py", "upstream"]
-    assert not (fleet / "benchmarks").exists() and (fleet / "generator").is_dir() and (fleet / "schemas").is_dir()
+    assert not (fleet / "benchmarks").exists() and (fleet / "schemas").is_dir()
+    # fleetgen is a pinned dependency (issue 57): none of its own tree stays, one line names its release
+    for rel in GENERATOR:
+        assert not (fleet / rel).exists() or rel == "README.md", rel
+    assert (fleet / "fleetgen.txt").read_text().splitlines()[-1] == (
+        f"fleetgen @ git+https://github.com/gpuco/fleetgen.git@v{__version__}")
+    assert "fleetgen.txt" in (fleet / "README.md").read_text()
     assert yaml.safe_load((fleet / "fleet.yaml").read_text())["platformOwners"] == ["@gpuco/platform"]
     assert "@gpuco/platform" in (fleet / ".github/CODEOWNERS").read_text()
     assert "acme" not in (fleet / ".github/CODEOWNERS").read_text()
@@ -72,7 +80,7 @@ def test_init_replaces_the_example_with_a_documented_skeleton(fleet: Path) -> No
     # what it replaced is kept, not deleted: the example fleet (or the user's own files in it) stays at hand
     [kept] = (fleet / ".fleetgen").glob("init-*/previous")
     for rel in ("teams/ml-research.yaml", "clusters/dev.yaml", "tests/test_init.py", "fleet.yaml",
-                ".github/CODEOWNERS"):
+                ".github/CODEOWNERS", "generator/render.py", "README.md", "pyproject.toml"):
         assert (kept / rel).read_bytes() == (REPO / rel).read_bytes(), rel
     assert not (kept / "tests/upstream").exists() and not (kept.parent / "new").exists()
 
@@ -90,7 +98,7 @@ def test_its_own_tests_pass(fleet: Path, kubeconform_on_path: Path, shared_schem
     env = {**os.environ, "FLEETGEN_SCHEMA_LOCATION": str(shared_schemas), "FLEETGEN_CRD_LOCATION": str(shared_crds)}
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_fleet.py"],
                           cwd=fleet, capture_output=True, text=True, env=env, timeout=600)
-    assert proc.returncode == 0 and "2 passed" in proc.stdout, proc.stdout + proc.stderr
+    assert proc.returncode == 0 and "3 passed" in proc.stdout, proc.stdout + proc.stderr
 
 
 def test_a_change_on_a_branch_diffs(fleet: Path, tmp_path: Path) -> None:
@@ -119,14 +127,14 @@ def test_its_workflows_pass_actionlint(fleet: Path) -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
     for workflow in workflows:  # nothing they run was removed with the example
         text = Path(workflow).read_text()
-        for token in ("tests/logql", "tests/preview", "benchmarks/"):
+        for token in ("tests/logql", "tests/preview", "benchmarks/", "pip install", "docs/"):
             assert token not in text, (workflow, token)
 
 
 def test_init_refuses_an_existing_fleet_and_bad_values_change_nothing(fleet: Path, tmp_path: Path) -> None:
-    again = fleetgen(fleet, *INIT_ARGS)
-    assert again.returncode == 2 and "not the untouched example fleet" in again.stderr and "--force" in again.stderr
-    assert "teams/research.yaml (not the example's)" in again.stderr, again.stderr
+    again = fleetgen(fleet, *INIT_ARGS, "--force")
+    assert again.returncode == 2 and "is a fleet already (fleetgen.txt pins its fleetgen)" in again.stderr
+    assert "fleetgen add cluster" in again.stderr and "Traceback" not in again.stderr
     fresh = checkout_copy(tmp_path / "fresh")
     def tree() -> list[str]:  # the repository's files; not the work area or Python's bytecode caches
         return sorted(str(p.relative_to(fresh)) for p in fresh.rglob("*")
@@ -155,9 +163,13 @@ def test_the_fleet_files_it_writes_are_package_data() -> None:
 def test_the_readme_pre_commit_hook_guards_the_new_fleet(fleet: Path, tmp_path: Path) -> None:
     """pre-commit runs the README's hook (the fleet's own ./fleetgen, in its .venv) and refuses a stale tree."""
     from tests.doc_blocks import reviews_yaml_block
+    from tests.fleetgen_releases import release_repository, url
 
     work = tmp_path / "work"
     shutil.copytree(fleet, work, ignore=shutil.ignore_patterns(".fleetgen"))
+    bare, _ = release_repository(tmp_path / "releases")  # the pin, at a release this machine can fetch
+    pin = work / "fleetgen.txt"
+    pin.write_text(pin.read_text().replace("https://github.com/gpuco/fleetgen.git", url(bare)))
     (work / ".pre-commit-config.yaml").write_text(reviews_yaml_block("- [pre-commit](https://pre-commit.com) hooks"))
     git(work, "init", "-q", "-b", "main")
     git(work, "add", "-A")

@@ -273,7 +273,7 @@ def test_the_workflows_wire_the_artifact_and_the_merge_queue() -> None:
     checkout = next(s for s in job["steps"] if str(s.get("uses", "")).startswith("actions/checkout"))
     assert "ref" not in (checkout.get("with") or {})
     runs = "\n".join(str(s.get("run", "")) for s in job["steps"])
-    assert "preview-diff.sh" in runs and "pip install ." in runs
+    assert "preview-diff.sh" in runs and "./fleetgen --version" in runs
     assert job["steps"][-1]["with"]["script"].count('dir: "fleetgen-diff"') == 1
     actionlint = shutil.which("actionlint")
     if actionlint is None:

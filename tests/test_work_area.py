@@ -286,7 +286,7 @@ def test_a_render_that_cannot_record_its_stage_stages_nothing(fleet_root: Path,
 
 # --- init's journal: input like any other -------------------------------------------------------
 
-@pytest.mark.parametrize("moves", [[["aside", "generator"]], [["in", "../outside"]], [["in", ".github/workflows"]],
+@pytest.mark.parametrize("moves", [[["aside", "schemas"]], [["in", "../outside"]], [["in", ".github/workflows"]],
                                    [["swap", "teams"]], [["aside", "teams", "x"]], "teams", [["aside", 1]]],
                          ids=["not-switched", "leaves", "workflows", "kind", "three", "not-a-list", "not-text"])
 def test_an_init_journal_naming_other_moves_is_refused_even_for_a_proven_stage(fleet_root: Path,

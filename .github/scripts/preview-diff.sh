@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # The preview's diff, made by the base repository's own fleetgen (the `preview-comment` job runs
 # this checkout's code, never the pull request's). The pull request's head and its base are read
-# as data: only their teams/, clusters/ and fleet.yaml are exported, blob by blob as the commits
+# as data: only their teams/, clusters/, fleet.yaml and fleetgen.txt are exported, blob by blob as the commits
 # hold them (generator/diff/gitblobs.py: `git archive` would apply the pull request's own
 # .gitattributes, whose export-ignore hides a file), and both are compiled by the fleetgen
 # installed from this checkout. A pull request that edits the generator is therefore previewed
-# as the base's generator renders its inputs.
+# as the base's generator renders its inputs, and one that moves the fleet's fleetgen pin
+# (fleetgen.txt) gets a `fleetgen-upgraded` line saying where the new release's own diff is: the
+# pull request's pin is read, never installed here.
 #
 #   preview-diff.sh PR_NUMBER BASE_SHA HEAD_SHA OUT_DIR
 #
@@ -28,7 +30,7 @@ for side in base head; do
   sha=$base
   [ "$side" = head ] && sha=$head
   mkdir -p "$work/$side"
-  python3 -m generator.diff.gitblobs "$sha" "$work/$side" teams clusters fleet.yaml
+  python3 -m generator.diff.gitblobs "$sha" "$work/$side" teams clusters fleet.yaml fleetgen.txt
 done
 mkdir -p "$out"
 set +e

@@ -159,6 +159,9 @@ def _cluster_options(urls_required: bool) -> Callable[[Callable[..., Any]], Call
               help="The platform team (GitHub @org/team, @user or e-mail): owns clusters/ and approves quotas.")
 @_cluster_options(urls_required=True)
 @click.option("--team", required=True, metavar="NAME", type=Name("team"), help="Name of the first team.")
+@click.option("--fleetgen-from", metavar="GIT_URL",
+              help="The fleetgen repository the fleet installs its pinned release from (fleetgen.txt). Default: "
+                   "this copy's `origin` remote.")
 @click.option("--force", is_flag=True, help="Run over teams, clusters, fleet.yaml or CODEOWNERS that are not the "
               "example's: each is named first, then kept in .fleetgen/init-*/previous/.")
 @click.pass_context

@@ -137,6 +137,9 @@ RULEBOOK: dict[str, Rule] = {
                                                 "release it reaches changes (docs/reference/releases.md) and the "
                                                 "order to do it in. High for a downgrade, or where a release it "
                                                 "needs arrives in the same change but syncs after it."),
+    "fleetgen-upgraded": Rule("high or medium", "The fleet's fleetgen pin (`fleetgen.txt`) moves: one line "
+                                                "naming both releases and what of the diff the new one made. High "
+                                                "for a downgrade, or a release from another repository."),
     "cluster-scoped": Rule("low", "A cluster-scoped object outside Kueue is added or removed."),
 }
 """Every rule the diff can report; a Risk with a rule not here is a fleetgen bug."""

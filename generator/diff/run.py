@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from generator.config.fleet import Fleet
+from generator.diff.fleetgen_move import fleetgen_lines
 from generator.diff.impact import PoolImpact, capacity_impact
 from generator.diff.objects import changed_objects, compare
 from generator.diff.report import DiffResult
@@ -57,8 +58,10 @@ def _result(before: Side, after: Side, ignore: list[str] | None,
     found = impact()
     capacity, scheduling = found if found is not None else ([], [])
     new_clusters = _new_clusters({c.obj.cluster for c in changes}, before.tree, after.tree)
-    return DiffResult(before.label, after.label, changes, capacity, risks(changes, capacity, scheduling, new_clusters),
-                      found is not None, [*before.notes, *after.notes])
+    moved = fleetgen_lines(before.pin, after.pin, before.by_pin and after.by_pin, changes)
+    return DiffResult(before.label, after.label, changes, capacity,
+                      risks(changes, capacity, [*scheduling, *moved], new_clusters), found is not None,
+                      [*before.notes, *after.notes])
 
 
 def _new_clusters(changed: set[str], before: Mapping[str, bytes], after: Mapping[str, bytes]) -> frozenset[str]:

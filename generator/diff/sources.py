@@ -10,6 +10,8 @@ shows nothing. So:
 - when the base's generator/ is the one running (the common case: a team-file change), both
   sides are compiled here, and only the clusters whose inputs differ: the cost follows the change;
 - when it differs, the base's own generator renders the base in a child process;
+- in a fleet made by `fleetgen init` (no generator/, a `fleetgen.txt` pin): when the pin moved, the
+  release the base pins renders the base, installed once in the cache folder (`releaseenv`);
 - when that cannot run, the base's committed rendered/ is used, and failing that, this
   generator; the report says which.
 
@@ -30,7 +32,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from generator import emit, repofiles
+from generator import emit, pinfile, repofiles
 from generator.compile.gitops import GITOPS
 from generator.config.fleet import Fleet
 from generator.diff import gitblobs
@@ -53,6 +55,10 @@ class Side:
     """The clusters compiled, when only those whose inputs differ were (None: all)."""
     where: str = ""
     """What a path of `tree` is shown after in an error (`main:rendered/`, `rendered/`, `DIR/`)."""
+    pin: pinfile.Pin | None = None
+    """The fleetgen release this side's `fleetgen.txt` pins (None: it has none)."""
+    by_pin: bool = False
+    """Whether that release rendered `tree` (not the fleetgen running the diff)."""
 
 
 def compiled(root: Path, label: str, clusters: list[str] | None = None) -> Side:
@@ -61,6 +67,7 @@ def compiled(root: Path, label: str, clusters: list[str] | None = None) -> Side:
 
     if not (root / "clusters").is_dir():
         return Side(emit.read_tree(root), None, label, where=f"{label.rstrip('/')}/")
+    pin = pinfile.read(root)
     result = render.build(root, clusters=clusters)
     tree = result.tree
     if clusters is not None:  # build() adds the GitOps files of every cluster: keep the compared ones'
@@ -70,7 +77,7 @@ def compiled(root: Path, label: str, clusters: list[str] | None = None) -> Side:
                 return parts[0] in clusters
             return len(parts) < 3 or parts[1] in clusters or parts[1] not in result.fleet.clusters
         tree = {p: c for p, c in tree.items() if compared(p)}
-    return Side(tree, result.fleet, label, clusters=clusters)
+    return Side(tree, result.fleet, label, clusters=clusters, pin=pin)
 
 
 def _resolve(root: Path, ref: str) -> tuple[Path, str, str, set[str]]:
@@ -107,16 +114,14 @@ def git_sides(root: Path, ref: str) -> tuple[Side, Side]:
     top, prefix, commit, present = _resolve(root, ref)
     label = f"{ref} ({commit[:12]})"
     with tempfile.TemporaryDirectory(prefix="fleetgen-base-") as tmp:
-        _export(top, commit, [prefix + n for n in sorted(present & {*INPUTS, *GENERATOR, "rendered"})], Path(tmp),
-                ref)
+        _export(top, commit, [prefix + n for n in sorted(present & {*INPUTS, *GENERATOR, pinfile.PIN_FILE,
+                                                                         "rendered"})], Path(tmp), ref)
         base_root = Path(tmp) / prefix
         base_root.mkdir(parents=True, exist_ok=True)
         if not (base_root / "clusters").is_dir():  # nothing at that ref yet: everything is new
             return Side({}, None, ref), compiled(root, "work tree")
         if not (base_root / "generator").is_dir():
-            before, after = _same_generator(root, base_root, label)
-            before.notes.append("the base has no generator/: it was rendered by this fleetgen")
-            return before, after
+            return _pinned_sides(root, base_root, label)
         if code_key(base_root / "generator") == incremental.code_key():
             return _same_generator(root, base_root, label)
         return _own_generator(base_root, label), compiled(root, "work tree")
@@ -169,29 +174,62 @@ def changed_clusters(base_root: Path, root: Path, before: Fleet, after: Fleet) -
     return sorted(out)
 
 
-def _own_generator(base_root: Path, label: str) -> Side:
-    """The base rendered by its own generator (a child process importing the base's code)."""
+def _pinned_sides(root: Path, base_root: Path, label: str) -> tuple[Side, Side]:
+    """A fleet that takes fleetgen by its pin: the base rendered by the release it pins where the
+    change moves the pin, both sides here otherwise (the base has no generator/ to run)."""
+    from generator.diff import releaseenv
+
+    base_pin, work_pin = pinfile.read(base_root), pinfile.read(root)
+    if base_pin is None or base_pin == work_pin:
+        before, after = _same_generator(root, base_root, label)
+        before.pin = after.pin = work_pin
+        before.by_pin = after.by_pin = work_pin is not None
+        if base_pin is None:
+            before.notes.append("the base has no generator/: it was rendered by this fleetgen")
+        return before, after
+    after = compiled(root, "work tree")
+    after.by_pin = work_pin is not None
+    who = f"its pinned fleetgen {base_pin.label}"
+    try:
+        program = releaseenv.installed(base_pin)
+    except releaseenv.InstallError as error:
+        before = _own_generator(base_root, label, [], who, failed=str(error))
+    else:
+        before = _own_generator(base_root, label, [str(program)], who)
+    before.pin, before.by_pin = base_pin, before.label.endswith(f"rendered by {who}")
+    return before, after
+
+
+def _own_generator(base_root: Path, label: str, command: list[str] | None = None, who: str = "its own generator",
+                   failed: str = "") -> Side:
+    """The base rendered by its own generator (a child process importing the base's code), or by
+    `command` (its pinned release's program); an empty `command` could not be had, `failed` says why."""
     from generator.checks import load_fleet
 
-    env = {**os.environ, "PYTHONPATH": str(base_root), "CI": "1"}
-    proc = subprocess.run([sys.executable, "-m", "generator", "--root", str(base_root), "render"], cwd=base_root,
-                          env=env, capture_output=True, text=True, check=False, timeout=BASE_RENDER_TIMEOUT)
+    env = {**os.environ, "CI": "1"}
+    if command is None:  # the base's generator/ on the path; a pinned release's program imports its own
+        command, env["PYTHONPATH"] = [sys.executable, "-m", "generator"], str(base_root)
+    if command:
+        proc = subprocess.run([*command, "--root", str(base_root), "render"], cwd=base_root, env=env,
+                              capture_output=True, text=True, check=False, timeout=BASE_RENDER_TIMEOUT)
+        code, reason = proc.returncode, (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1][:300]
+    else:
+        code, reason = 2, failed
     try:
         fleet: Fleet | None = load_fleet(base_root)
         fleet_note = ""
     except (InputError, UsageError):
         fleet, fleet_note = None, "; the base's files do not load with this fleetgen, so no capacity table"
-    if proc.returncode == 0:
-        return Side(emit.read_tree(base_root / "rendered"), fleet, f"{label}, rendered by its own generator",
-                    [f"the base was rendered by its own generator{fleet_note}"])
-    reason = (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1][:300]
+    if code == 0:
+        return Side(emit.read_tree(base_root / "rendered"), fleet, f"{label}, rendered by {who}",
+                    [f"the base was rendered by {who}{fleet_note}"])
     committed = base_root / "rendered"
     if committed.is_dir():
         return Side(emit.read_tree(committed), fleet, f"{label}, rendered/ as committed",
-                    [f"the base's own generator could not run ({reason}): its committed rendered/ is "
+                    [f"the base's {who.removeprefix('its ')} could not run ({reason}): its committed rendered/ is "
                      f"compared{fleet_note}"])
     side = compiled(base_root, label)
-    side.notes.append(f"the base's own generator could not run ({reason}) and it has no rendered/: "
+    side.notes.append(f"the base's {who.removeprefix('its ')} could not run ({reason}) and it has no rendered/: "
                       "the base was rendered by this fleetgen, so generator changes do not show")
     return side
 
@@ -265,8 +303,21 @@ def rendered_sides(base: Committed) -> tuple[Side, Side]:
                         if os.path.lexists(rendered / p)}
     note = (f"compared rendered/ as committed ({len(paths)} file(s) differ); the preview workflow has checked "
             "that the work tree's matches teams/ and clusters/")
-    return (Side(before, None, base.label, where=f"{base.ref}:{where}"),
-            Side(after, None, "work tree, rendered/", [note], where="rendered/"))
+    base_pin, work_pin = _committed_pin(base), pinfile.read(base.root)
+    return (Side(before, None, base.label, where=f"{base.ref}:{where}", pin=base_pin, by_pin=True),
+            Side(after, None, "work tree, rendered/", [note], where="rendered/", pin=work_pin, by_pin=True))
+
+
+def _committed_pin(base: Committed) -> pinfile.Pin | None:
+    """The pin `fleetgen.txt` held at the base (its committed rendered/ is what that release made)."""
+    if pinfile.PIN_FILE not in base.listed:
+        return None
+    path = f"{base.prefix}{pinfile.PIN_FILE}"
+    data = gitblobs.git(base.top, "cat-file", "blob", f"{base.commit}:{path}")
+    try:
+        return pinfile.parse(data.decode("utf-8"), f"{base.ref}:{path}")
+    except (UnicodeDecodeError, InputError):
+        return None
 
 
 def _raw_diff(data: bytes) -> dict[str, tuple[str, str, str]]:

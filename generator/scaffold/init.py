@@ -2,8 +2,11 @@
 
 The example teams and clusters, their rendered tree and the generator's own test suite give way to one
 cluster file and one team file written from the models (every key there, the unset ones commented),
-`fleet.yaml` with the platform's owners, and the fleet's own test of its rendered tree. generator/,
-the workflows, schemas and tool builds stay. The names are checked before anything else (they become
+`fleet.yaml` with the platform's owners, and the fleet's own test of its rendered tree. fleetgen's own
+tree (generator/, its docs, packaging and image sources) gives way to `fleetgen.txt`, one requirement
+line pinning the release init ran from (`generator/pinfile.py`): the fleet takes fleetgen like any
+dependency, so a new release is a changed pin, never a merge. The workflows, schemas and tool builds
+stay. The names are checked before anything else (they become
 paths), and a copy with a symbolic link anywhere is refused. Everything new is compiled in a stage under
 .fleetgen/ first, then renamed into place as one journaled transaction, render's own (`emit`), so bad
 values, a failed rename or Ctrl-C change nothing, and an init killed half-way is finished (or undone,
@@ -13,17 +16,18 @@ kept in the stage's `previous/`."""
 from __future__ import annotations
 
 import os
+import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from generator import emit, moves, proofs, repofiles
+from generator import emit, moves, pinfile, proofs, repofiles
 from generator.config.names import name_problem
 from generator.config.repo import FLEET_FILE
 from generator.config.team import TeamConfig
-from generator.errors import UsageError
+from generator.errors import InputError, UsageError
 from generator.scaffold import example
 from generator.scaffold.cluster import SCHEMA_LINE, ClusterSpec, cluster_file, cluster_steps
 from generator.scaffold.example import INPUT_FILES, KEPT_TESTS, UNTOUCHED
@@ -37,6 +41,9 @@ REPLACED = ("teams", "clusters", "rendered", "benchmarks")
 FILES = INPUT_FILES
 """Files of the example fleet that the new one replaces."""
 CODEOWNERS = FILES[1]
+GENERATOR = ("generator", "docs", "images", "pyproject.toml", "Dockerfile", ".dockerignore", "mkdocs.yml",
+             "CHANGELOG.md", "README.md", ".pre-commit-hooks.yaml")
+"""fleetgen's own tree, which the fleet takes from its pinned release instead (README.md is the fleet's own)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -46,6 +53,8 @@ class FleetSpec(ClusterSpec):
 
     owner: str
     team: str
+    fleetgen_from: str | None = None
+    """The git URL the fleet installs fleetgen from (None: this copy's `origin`)."""
 
     def team_values(self) -> dict[str, Any]:
         pool = self.cluster_values()["nodePools"][0]
@@ -57,10 +66,12 @@ class FleetSpec(ClusterSpec):
 def next_steps(spec: FleetSpec) -> list[str]:
     """What to do after init, in order: the reconciler's image must exist before the first sync."""
     return ["next:", f"  1. read the commented keys in clusters/{spec.cluster}.yaml and teams/{spec.team}.yaml, set "
-            "what your cluster needs, `./fleetgen render` after each edit", *cluster_steps(spec, 2)]
+            "what your cluster needs, `./fleetgen render` after each edit (its first run installs the fleetgen "
+            f"{pinfile.PIN_FILE} pins; a new release is a new pin: docs/operations/upgrade-fleetgen.md)",
+            *cluster_steps(spec, 2)]
 
 
-def _files(spec: FleetSpec) -> dict[str, str]:
+def _files(spec: FleetSpec, pin: str) -> dict[str, str]:
     cluster = cluster_file(spec, "fleetgen init")
     team = skeleton(TeamConfig, spec.team_values(),
                     f"{SCHEMA_LINE.format(kind='team')}\nTeam {spec.team}, written by `fleetgen init`: its whole "
@@ -70,10 +81,50 @@ def _files(spec: FleetSpec) -> dict[str, str]:
     tests = resources.files("generator.scaffold").joinpath("files")
     return {f"clusters/{spec.cluster}.yaml": cluster, f"teams/{spec.team}.yaml": team, FLEET_FILE: fleet,
             "tests/test_fleet.py": tests.joinpath("test_fleet.py").read_text(encoding="utf-8"),
-            "tests/run": tests.joinpath("run").read_text(encoding="utf-8")}
+            "tests/run": tests.joinpath("run").read_text(encoding="utf-8"),
+            pinfile.PIN_FILE: pin, "README.md": tests.joinpath("README.md").read_text(encoding="utf-8")}
+
+
+def _git(root: Path, *args: str) -> str | None:
+    """A git command's output in `root`, or None where git or the repository is not there."""
+    try:
+        proc = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, check=False,
+                              timeout=60)
+    except OSError:
+        return None
+    return proc.stdout.strip() if proc.returncode == 0 else None
+
+
+def pin_requirement(root: Path, source: str | None) -> tuple[str, str]:
+    """The requirement pinning the fleetgen running now, and how it was chosen: the release tag
+    `v<version>` where the copy's commit is that tag (or the copy is no git checkout), else the commit
+    itself; fetched from `source`, or the copy's `origin`."""
+    from generator import __version__
+
+    source = source or _git(root, "remote", "get-url", "origin")
+    if not source:
+        raise UsageError("this copy has no git remote `origin` to take fleetgen's releases from: pass "
+                         "--fleetgen-from <git URL of the fleetgen repository> (fleetgen.txt pins a release there)")
+    if "://" not in source and source.startswith("/"):
+        source = Path(source).as_uri()
+    tag, commit = f"v{__version__}", _git(root, "rev-parse", "--verify", "HEAD^{commit}")
+    tags = (_git(root, "tag", "--points-at", "HEAD") or "").split()
+    ref = tag if commit is None or tag in tags else commit
+    try:
+        line = pinfile.git_requirement(source, ref)
+    except InputError:
+        raise UsageError(f"--fleetgen-from: {source[:200]!r} is not a git URL pip can install fleetgen from "
+                         "(https://, ssh://, git:// or file://)") from None
+    how = f"release {tag}" if ref == tag else f"commit {commit} of fleetgen {__version__}, no release tag"
+    return line, how
 
 
 def _is_a_copy(root: Path) -> None:
+    if repofiles.lexists(root, pinfile.PIN_FILE):
+        raise UsageError(f"{root} is a fleet already ({pinfile.PIN_FILE} pins its fleetgen), and init makes a fleet "
+                         "from a copy of the fleetgen repository: add a cluster with `fleetgen add cluster`, a team "
+                         "with a file in teams/; take a new fleetgen by changing the pin "
+                         "(docs/operations/upgrade-fleetgen.md)")
     if not (root / "generator").is_dir() or not (root / "pyproject.toml").is_file():
         raise UsageError(f"{root} is not a copy of the fleetgen repository (no generator/ and pyproject.toml): "
                          "run `fleetgen init` at the root of a fresh copy")
@@ -105,10 +156,18 @@ def _check(root: Path, spec: FleetSpec) -> None:
     for flag, kind, value in (("--cluster", "cluster", spec.cluster), ("--team", "team", spec.team)):
         if (problem := name_problem(kind, value)) is not None:
             raise UsageError(f"{flag}: {problem}")
-    _is_a_copy(root)
+    if not _stopped_stage(root):  # an init stopped mid-switch may have moved generator/ aside: checked after
+        _is_a_copy(root)          # its recovery (init_fleet)
     emit.refuse_committed(root)
     repofiles.refuse_links(root, UNTOUCHED)
     _refuse_an_unproven_switch(root)
+
+
+def _stopped_stage(root: Path) -> bool:
+    work = root / emit.WORK
+    return work.is_dir() and ((work / emit.JOURNAL).is_file() or any((stage / "new").is_dir()
+                                                                     for stage in work.glob("init-*"))
+                              or any(stage.startswith("init-") for stage in proofs.issued_stages(root)))
 
 
 def _refuse_an_unproven_switch(root: Path) -> None:
@@ -141,10 +200,10 @@ def _moves(root: Path, new: Path) -> list[moves.Move]:
     """The renames (`generator/moves.py`) that switch the new fleet, built in `new`, in: each replaced
     path aside into the stage's `previous/`, each new one into its place, the kept parts of tests/ back
     into the new tests/."""
-    switched = [("aside", rel) for rel in (*REPLACED, "tests", *FILES) if os.path.lexists(root / rel)]
+    switched = [("aside", rel) for rel in (*REPLACED, "tests", *FILES, *GENERATOR) if os.path.lexists(root / rel)]
     github = ".github" if not (root / ".github").is_dir() else CODEOWNERS  # no .github/: the new one as a whole
-    switched += [("in", rel) for rel in ("teams", "clusters", "rendered", "tests", FLEET_FILE, github)
-                 if os.path.lexists(new / rel)]
+    switched += [("in", rel) for rel in ("teams", "clusters", "rendered", "tests", FLEET_FILE, github,
+                                         pinfile.PIN_FILE, "README.md") if os.path.lexists(new / rel)]
     return switched + [("back", f"tests/{kept}") for kept in KEPT_TESTS if os.path.lexists(root / "tests" / kept)]
 
 
@@ -154,10 +213,12 @@ def init_fleet(root: Path, spec: FleetSpec, force: bool = False,
     folder, under .fleetgen/, that keeps what they replaced. An earlier init that was killed is first
     taken forward or back, and `note` gets a line saying which."""
     _check(root, spec)
-    files = _files(spec)  # every value is checked where fleetgen checks it: by the render in the stage
+    requirement, how = pin_requirement(root, spec.fleetgen_from)
+    files = _files(spec, pinfile.text(requirement, how))  # values are checked by the render in the stage
     with emit.locked(root):
         for line in emit.recover(root):
             note(line)
+        _is_a_copy(root)
         _not_the_example(root, force, note)
         stage, token = emit.issue_init_stage(root)
         new = root / emit.WORK / stage / "new"

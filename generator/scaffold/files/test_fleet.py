@@ -1,5 +1,6 @@
 """This fleet's own checks: rendered/ is exactly what teams/ and clusters/ compile to, and passes every
-check fleetgen has, kubeconform -strict included. Written by `fleetgen init`; CI runs it (tests/run)."""
+check fleetgen has, kubeconform -strict included, and schemas/ is the pinned release's. Written by
+`fleetgen init`; CI runs it (tests/run)."""
 
 from __future__ import annotations
 
@@ -32,3 +33,9 @@ def test_every_object_passes_every_check() -> None:
         pytest.skip(message)
     result = fleetgen("validate")
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_editor_schemas_are_the_pinned_releases() -> None:
+    """schemas/ (what editors check teams/ and clusters/ against) follows the fleetgen fleetgen.txt pins."""
+    result = fleetgen("schema", "--check")
+    assert result.returncode == 0, f"run `./fleetgen schema --write`, commit schemas/:\n{result.stdout}{result.stderr}"
