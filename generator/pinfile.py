@@ -22,10 +22,15 @@ from generator.errors import Finding, InputError
 
 PIN_FILE = "fleetgen.txt"
 FORMS = "`fleetgen @ git+<URL>@v<version>` (a tag or a commit of a fleetgen repository) or `fleetgen==<version>`"
-_GIT = re.compile(r"fleetgen @ git\+(?P<source>(?:https|ssh|git|file)://[A-Za-z0-9._~:/%+@-]{1,400})"
-                  r"@(?P<ref>[A-Za-z0-9._/-]{1,100})")
+_HOST = r"[A-Za-z0-9._~%+-]+(?::[0-9]{1,5})?"
+_GIT = re.compile(r"fleetgen @ git\+(?P<source>(?:(?:https|git|file)://" + _HOST + r"|ssh://(?:git@)?" + _HOST
+                  + r")/[A-Za-z0-9._~:/%+-]+)@(?P<ref>[A-Za-z0-9._/-]{1,100})")
+"""A host with no user (a token in a committed file would be everyone's; ssh's `git@` alone), then a path,
+then `@ref`: the split pip makes (the ref after the path's last `@`), so the source read here is the one pip
+fetches. The launcher (`./fleetgen`) and the images workflow hold the same pattern."""
 _INDEX = re.compile(r"fleetgen==(?P<ref>[0-9]{1,9}(?:\.[0-9]{1,9}){1,3})")
 INDEX = "the package index"
+LONGEST = 500
 
 
 @dataclass(frozen=True)
@@ -45,32 +50,37 @@ class Pin:
 
 
 def parse(text: str, shown: str = PIN_FILE) -> Pin:
-    """The pin a file's text holds; anything but exactly one line of the two forms is located."""
-    lines = [(number, line.strip()) for number, line in enumerate(text.splitlines(), 1)
-             if line.strip() and not line.strip().startswith("#")]
+    """The pin a file's text holds; anything but exactly one line of the two forms is located. Lines end at
+    LF (a CR before it is dropped), as the launcher's grep reads them; any other control character is refused."""
+    lines = []
+    for number, raw in enumerate(text.split("\n"), 1):
+        line = raw.removesuffix("\r").strip(" \t")
+        if line and not line.startswith("#"):
+            lines.append((number, line))
     if len(lines) != 1:
         where = lines[1][0] if len(lines) > 1 else None
         raise InputError([Finding(shown, where, "", f"holds {len(lines)} requirement lines; it must hold exactly "
                                   "one: the fleetgen this fleet runs", f"keep one line: {FORMS}")])
     number, line = lines[0]
-    if (match := _GIT.fullmatch(line)) is not None:
+    if len(line) <= LONGEST and (match := _GIT.fullmatch(line)) is not None:
         return Pin(line, match["source"], match["ref"])
-    if (match := _INDEX.fullmatch(line)) is not None:
+    if len(line) <= LONGEST and (match := _INDEX.fullmatch(line)) is not None:
         return Pin(line, INDEX, match["ref"])
     raise InputError([Finding(shown, number, "", f"{line[:120]!r} is not a fleetgen release pip may install here "
-                              "(no options, no other package)", f"write {FORMS}")])
+                              "(no options, no other package, no user or token in the URL)", f"write {FORMS}")])
 
 
-def read(root: Path) -> Pin | None:
-    """The pin of the fleet at `root`, or None where it has none (this repository: generator/ is here)."""
+def read(root: Path, shown: str = PIN_FILE) -> Pin | None:
+    """The pin of the fleet at `root`, or None where it has none (this repository: generator/ is here);
+    errors name the file as `shown` (`main:fleetgen.txt` for a diff's base)."""
     if not repofiles.lexists(root, PIN_FILE):
         return None
     data = repofiles.read_bytes(root, PIN_FILE)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
-        raise InputError([Finding(PIN_FILE, None, "", "is not UTF-8 text", f"write {FORMS}")]) from None
-    return parse(text)
+        raise InputError([Finding(shown, None, "", "is not UTF-8 text", f"write {FORMS}")]) from None
+    return parse(text, shown)
 
 
 def text(requirement: str, how: str) -> str:
@@ -82,9 +92,17 @@ def text(requirement: str, how: str) -> str:
 
 
 def git_requirement(source: str, ref: str) -> str:
-    """The requirement line of `ref` in the git repository at `source`, checked like a read one."""
-    if source.startswith("file:///"):  # pip's requirement parser wants a host in a file URL
+    """The requirement line of `ref` in the git repository at `source`, checked like a read one. A local
+    path or file URL gets the host pip's parser wants (`file://localhost/...`), scp-style `git@host:path`
+    becomes ssh://, and a user or token in an https URL is left out (git's credential helper has it)."""
+    if source.startswith("/"):
+        source = "file://localhost" + source
+    elif source.startswith("file:///"):
         source = "file://localhost/" + source.removeprefix("file:///")
+    elif (scp := re.fullmatch(r"git@([A-Za-z0-9._-]+):(?!/)(.+)", source)) is not None:
+        source = f"ssh://git@{scp[1]}/{scp[2]}"
+    elif (auth := re.fullmatch(r"(https|git)://[^/@]*@(.+)", source)) is not None:
+        source = f"{auth[1]}://{auth[2]}"
     line = f"fleetgen @ git+{source}@{ref}"
     parse(line, "--fleetgen-from")
     return line

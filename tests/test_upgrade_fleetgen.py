@@ -114,6 +114,14 @@ def test_the_images_workflow_builds_the_release_a_fleet_pins(releases: tuple[Pat
     "fleetgen @ https://evil.example/fleetgen.whl",
     "fleetgen==0.2.0 --hash=sha256:00",
     "",
+    "fleetgen @ git+https://github.com@evil.example",  # pip would fetch evil.example, the default branch
+    "fleetgen @ git+https://alice:ghp_token@github.com/acme/fleetgen.git@v0.2.0",  # a token, committed
+    "fleetgen @ git+https://alice@github.com/acme/fleetgen.git@v0.2.0",
+    "fleetgen==0\r.2.0",
+    "\x0bfleetgen==0.2.0",
+    "fleetgen @ git+https://g\u00edthub.com/acme/fleetgen.git@v0.2.0",
+    "fleetgen==1234567890.1",
+    "fleetgen @ git+https://github.com/acme/fleetgen.git@v0.2.0\u2028fleetgen==9.9.9",
 ])
 def test_a_pin_that_is_not_one_release_is_refused_by_the_launcher_and_the_reader(tmp_path: Path, line: str) -> None:
     """fleetgen.txt comes with pull requests: pip never sees an option or another package from it."""
@@ -129,6 +137,40 @@ def test_a_pin_that_is_not_one_release_is_refused_by_the_launcher_and_the_reader
         pinfile.read(fleet)
     [finding] = caught.value.findings
     assert finding.file == "fleetgen.txt" and finding.hint.startswith(("write ", "keep one line")), finding
+
+
+@pytest.mark.parametrize("line", [
+    "fleetgen @ git+https://github.com/acme/fleetgen.git@v0.3.0",
+    "fleetgen @ git+ssh://git@github.com/acme/fleetgen.git@" + "a" * 40,
+    "fleetgen @ git+https://git.corp.example:8443/platform/fleetgen.git@release/0.3",
+    "fleetgen @ git+file://localhost/srv/git/fleetgen.git@v0.3.0",
+    "fleetgen==0.3.0",
+])
+def test_the_launcher_runs_what_the_reader_accepts(tmp_path: Path, line: str) -> None:
+    """The launcher and generator/pinfile.py hold one pattern: a line both accept runs the environment made
+    for it (here one that is already there, so nothing is installed)."""
+    fleet = tmp_path / "fleet"
+    (fleet / ".venv/bin").mkdir(parents=True)
+    shutil.copy2(REPO / "fleetgen", fleet / "fleetgen")
+    (fleet / "fleetgen.txt").write_text(f"# the pin\r\n  {line}\t\r\n")
+    (fleet / ".venv/.fleetgen-installed").write_text(f"{line} extras=\n")
+    (fleet / ".venv/bin/fleetgen").write_text("#!/bin/sh\necho ran \"$@\"\n")
+    (fleet / ".venv/bin/fleetgen").chmod(0o755)
+    proc = subprocess.run([str(fleet / "fleetgen"), "--version"], cwd=fleet, capture_output=True, text=True,
+                          timeout=60, env={**os.environ, "LC_ALL": "C.UTF-8"})
+    assert (proc.returncode, proc.stdout, proc.stderr) == (0, "ran --version\n", "")
+    assert pinfile.read(fleet) == pinfile.parse(line)
+
+
+def test_init_writes_a_pin_pip_reads_from_any_origin(tmp_path: Path) -> None:
+    """A local path, scp-style ssh and an https URL with a token all become a pin pip reads, and the token
+    never reaches the committed file (git's credential helper has it)."""
+    cases = {"/srv/git/fleetgen.git": "file://localhost/srv/git/fleetgen.git",
+             "file:///srv/git/fleetgen.git": "file://localhost/srv/git/fleetgen.git",
+             "git@github.com:acme/fleetgen.git": "ssh://git@github.com/acme/fleetgen.git",
+             "https://alice:ghp_token@github.com/acme/fleetgen.git": "https://github.com/acme/fleetgen.git"}
+    for given, source in cases.items():
+        assert pinfile.git_requirement(given, "v0.2.0") == f"fleetgen @ git+{source}@v0.2.0"
 
 
 @pytest.mark.parametrize(("line", "source", "label"), [
@@ -159,6 +201,55 @@ def test_the_preview_comment_names_a_pin_move_it_cannot_render(tmp_path: Path) -
     assert "both sides here were rendered by one fleetgen" in line.what and not result.changes
 
 
+def test_a_pin_removed_or_added_is_a_line_too() -> None:
+    """A pull request that deletes the pin (and brings a generator/ of its own) is high: after the merge the
+    launcher would run that code."""
+    from generator.diff.fleetgen_move import fleetgen_lines
+
+    pin = pinfile.parse("fleetgen @ git+https://github.com/acme/fleetgen.git@v0.3.0")
+    [gone] = fleetgen_lines(pin, None, True, [])
+    [came] = fleetgen_lines(None, pin, True, [])
+    assert gone.severity == "high" and "fleetgen.txt is removed" in gone.what
+    assert came.severity == "medium" and "instead of the generator/ it carried" in came.what
+    assert fleetgen_lines(None, None, True, []) == []
+
+
+def test_a_base_whose_pin_does_not_read_is_diffed_with_a_note(tmp_path: Path) -> None:
+    """The pull request that fixes a broken pin on main can be previewed: the base is rendered here, and
+    the note names the base's file (`HEAD:fleetgen.txt`), not the work tree's."""
+    root = tmp_path / "fleet"
+    for part in ("teams", "clusters", "fleet.yaml"):
+        (shutil.copytree if (REPO / part).is_dir() else shutil.copy2)(REPO / part, root / part)
+    (root / "fleetgen.txt").write_text("fleetgen @ git+https://github.com/acme/fleetgen.git@v0.2.0 --pre\n")
+    git(root, "init", "-q", "-b", "main")
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "a broken pin")
+    (root / "fleetgen.txt").write_text("fleetgen @ git+https://github.com/acme/fleetgen.git@v0.2.0\n")
+    result = run_diff(root, base="HEAD")
+    assert any("the base's pin does not read (HEAD:fleetgen.txt:1:" in note for note in result.notes), result.notes
+    [line] = [r for r in result.risks if r.rule == "fleetgen-upgraded"]
+    assert "instead of the generator/ it carried" in line.what and not result.changes
+
+
+def test_init_names_fleetgen_files_of_ones_own_before_moving_them(tmp_path: Path) -> None:
+    """init moves fleetgen's own tree aside: a page added to docs/, or an edit not committed in a git
+    checkout, is named and refused without --force, as the example's teams are."""
+    copy = checkout_copy(tmp_path / "copy")
+    (copy / "docs/runbook.md").write_text("# our runbook\n")
+    refused = subprocess.run([sys.executable, "-m", "generator", "--root", str(copy), *INIT_ARGS],
+                             capture_output=True, text=True, timeout=600)
+    assert refused.returncode == 2 and "docs/runbook.md (not the example's)" in refused.stderr, refused.stderr
+    (copy / "docs/runbook.md").unlink()
+    git(copy, "init", "-q", "-b", "main")
+    git(copy, "add", "-A")
+    git(copy, "commit", "-qm", "copy")
+    (copy / "Dockerfile").write_text((copy / "Dockerfile").read_text() + "# our change\n")
+    refused = subprocess.run([sys.executable, "-m", "generator", "--root", str(copy), *INIT_ARGS],
+                             capture_output=True, text=True, timeout=600)
+    assert refused.returncode == 2 and "Dockerfile (not committed)" in refused.stderr, refused.stderr
+    assert (copy / "generator").is_dir() and not (copy / "fleetgen.txt").exists()
+
+
 def test_a_pin_moved_back_or_to_another_repository_is_high() -> None:
     from generator.diff.fleetgen_move import fleetgen_lines
 
@@ -169,7 +260,9 @@ def test_a_pin_moved_back_or_to_another_repository_is_high() -> None:
     [moved] = fleetgen_lines(old, elsewhere, True, [])
     assert down.severity == "high" and "a downgrade" in down.what
     assert moved.severity == "high" and "from another source" in moved.what and "mallory" in moved.what
-    assert fleetgen_lines(old, old, True, []) == [] and fleetgen_lines(None, old, True, []) == []
+    assert fleetgen_lines(old, old, True, []) == []
+    [broken] = fleetgen_lines(old, None, False, [], "fleetgen.txt:2: 'fleetgen==0.3 --pre' is not a release")
+    assert broken.severity == "high" and "does not read" in broken.what and "--pre" in broken.what
 
 
 def test_init_pins_the_commit_where_the_copy_is_no_release(tmp_path: Path) -> None:

@@ -14,10 +14,24 @@ from generator.diff.risks import Risk
 from generator.pinfile import PIN_FILE, Pin
 
 
-def fleetgen_lines(old: Pin | None, new: Pin | None, by_pins: bool, changes: list[Change]) -> list[Risk]:
-    """The line of a pin that moved (none where it did not, or a side has no pin)."""
-    if old is None or new is None or old == new:
+def fleetgen_lines(old: Pin | None, new: Pin | None, by_pins: bool, changes: list[Change],
+                   broken: str = "") -> list[Risk]:
+    """The line of a pin that moved, came, went or does not read (`broken`: why the change's own does not);
+    none where it stayed, or neither side has one."""
+    if broken:
+        return [Risk("high", "fleetgen-upgraded", f"{PIN_FILE} in this change does not read ({broken}): "
+                     "`./fleetgen` refuses to run it, so nothing renders this fleet until it is one release again")]
+    if old == new:
         return []
+    if new is None:
+        assert old is not None
+        return [Risk("high", "fleetgen-upgraded", f"{PIN_FILE} is removed (it pinned fleetgen {old.label}): the fleet "
+                     "would run whatever generator/ the repository then holds, code no release vouches for, or no "
+                     "fleetgen at all; keep the pin")]
+    if old is None:
+        return [Risk("medium", "fleetgen-upgraded", f"the fleet takes fleetgen from {PIN_FILE} now ({new.label} "
+                     f"from {new.source}) instead of the generator/ it carried: check that release renders what "
+                     "the copy did (`./fleetgen render --check` on the branch)")]
     what = [f"fleetgen moves from {old.label} to {new.label} ({PIN_FILE})"]
     severity = "medium"
     if old.source != new.source:

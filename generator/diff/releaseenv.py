@@ -5,7 +5,8 @@ change moves that pin, the base must be rendered by the release the base pinned,
 would show nothing of what the new release changes. pip installs that requirement into a virtual
 environment of its own under `<cache>/releases/`, kept for the next diff (a second diff against the
 same base installs nothing). Two diffs at once take turns (a lock file); a failed install leaves no
-environment that looks finished (the stamp is written last).
+environment that looks finished (the stamp is written last), and one whose Python no longer starts
+is made again.
 """
 
 from __future__ import annotations
@@ -39,15 +40,26 @@ def _run(command: list[str], what: str) -> None:
         raise InstallError(f"{what}: {last}")
 
 
+def _runs(folder: Path) -> bool:
+    """Whether the environment's Python still starts (a cache restored on a machine without it does not)."""
+    try:
+        return subprocess.run([str(folder / "bin" / "python"), "-c", "import generator"], capture_output=True,
+                              check=False, timeout=60).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
 def installed(pin: Pin) -> Path:
     """The `fleetgen` program of `pin`'s release, installed first where the cache has none."""
-    folder = cache_dir() / "releases" / hashlib.sha256(pin.requirement.encode()).hexdigest()[:16]
+    python = f"{sys.version_info.major}.{sys.version_info.minor}"
+    key = hashlib.sha256(f"{pin.requirement}\0{python}".encode()).hexdigest()[:16]
+    folder = cache_dir() / "releases" / key
     program = folder / "bin" / "fleetgen"
     folder.parent.mkdir(parents=True, exist_ok=True)
     with open(folder.parent / f"{folder.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         stamp = folder / STAMP
-        if program.is_file() and stamp.is_file() and stamp.read_text() == pin.requirement:
+        if program.is_file() and stamp.is_file() and stamp.read_text() == pin.requirement and _runs(folder):
             return program
         shutil.rmtree(folder, ignore_errors=True)
         _run([sys.executable, "-m", "venv", str(folder)], "python -m venv failed")

@@ -58,7 +58,7 @@ def _result(before: Side, after: Side, ignore: list[str] | None,
     found = impact()
     capacity, scheduling = found if found is not None else ([], [])
     new_clusters = _new_clusters({c.obj.cluster for c in changes}, before.tree, after.tree)
-    moved = fleetgen_lines(before.pin, after.pin, before.by_pin and after.by_pin, changes)
+    moved = fleetgen_lines(before.pin, after.pin, before.by_pin and after.by_pin, changes, after.pin_error)
     return DiffResult(before.label, after.label, changes, capacity,
                       risks(changes, capacity, [*scheduling, *moved], new_clusters), found is not None,
                       [*before.notes, *after.notes])

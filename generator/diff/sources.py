@@ -56,7 +56,9 @@ class Side:
     where: str = ""
     """What a path of `tree` is shown after in an error (`main:rendered/`, `rendered/`, `DIR/`)."""
     pin: pinfile.Pin | None = None
-    """The fleetgen release this side's `fleetgen.txt` pins (None: it has none)."""
+    """The fleetgen release this side's `fleetgen.txt` pins (None: it has none, or it does not read)."""
+    pin_error: str = ""
+    """Why this side's `fleetgen.txt` does not read, where it does not."""
     by_pin: bool = False
     """Whether that release rendered `tree` (not the fleetgen running the diff)."""
 
@@ -67,7 +69,7 @@ def compiled(root: Path, label: str, clusters: list[str] | None = None) -> Side:
 
     if not (root / "clusters").is_dir():
         return Side(emit.read_tree(root), None, label, where=f"{label.rstrip('/')}/")
-    pin = pinfile.read(root)
+    pin, pin_error = _pin_of(root, label)
     result = render.build(root, clusters=clusters)
     tree = result.tree
     if clusters is not None:  # build() adds the GitOps files of every cluster: keep the compared ones'
@@ -77,7 +79,16 @@ def compiled(root: Path, label: str, clusters: list[str] | None = None) -> Side:
                 return parts[0] in clusters
             return len(parts) < 3 or parts[1] in clusters or parts[1] not in result.fleet.clusters
         tree = {p: c for p, c in tree.items() if compared(p)}
-    return Side(tree, result.fleet, label, clusters=clusters, pin=pin)
+    return Side(tree, result.fleet, label, clusters=clusters, pin=pin, pin_error=pin_error)
+
+
+def _pin_of(root: Path, label: str) -> tuple[pinfile.Pin | None, str]:
+    """A side's pin, or why it does not read (a diff reports it; `./fleetgen` refuses to run such a pin)."""
+    shown = pinfile.PIN_FILE if label == "work tree" else f"{label.split(' ')[0].rstrip('/')}/{pinfile.PIN_FILE}"
+    try:
+        return pinfile.read(root, shown), ""
+    except InputError as error:
+        return None, str(error).splitlines()[0]
 
 
 def _resolve(root: Path, ref: str) -> tuple[Path, str, str, set[str]]:
@@ -179,12 +190,18 @@ def _pinned_sides(root: Path, base_root: Path, label: str) -> tuple[Side, Side]:
     change moves the pin, both sides here otherwise (the base has no generator/ to run)."""
     from generator.diff import releaseenv
 
-    base_pin, work_pin = pinfile.read(base_root), pinfile.read(root)
+    work_pin, broken = pinfile.read(root), ""
+    try:
+        base_pin = pinfile.read(base_root, f"{label.split(' ')[0]}:{pinfile.PIN_FILE}")
+    except InputError as error:  # the base's own problem: its pull request may be the one that fixes it
+        base_pin, broken = None, str(error).splitlines()[0]
     if base_pin is None or base_pin == work_pin:
         before, after = _same_generator(root, base_root, label)
-        before.pin = after.pin = work_pin
-        before.by_pin = after.by_pin = work_pin is not None
-        if base_pin is None:
+        before.pin, after.pin, before.pin_error = base_pin, work_pin, broken
+        before.by_pin = after.by_pin = work_pin is not None and base_pin == work_pin
+        if broken:
+            before.notes.append(f"the base's pin does not read ({broken}): it was rendered by this fleetgen")
+        elif base_pin is None:
             before.notes.append("the base has no generator/: it was rendered by this fleetgen")
         return before, after
     after = compiled(root, "work tree")
@@ -209,12 +226,14 @@ def _own_generator(base_root: Path, label: str, command: list[str] | None = None
     env = {**os.environ, "CI": "1"}
     if command is None:  # the base's generator/ on the path; a pinned release's program imports its own
         command, env["PYTHONPATH"] = [sys.executable, "-m", "generator"], str(base_root)
+    code, reason = 2, failed
     if command:
-        proc = subprocess.run([*command, "--root", str(base_root), "render"], cwd=base_root, env=env,
-                              capture_output=True, text=True, check=False, timeout=BASE_RENDER_TIMEOUT)
-        code, reason = proc.returncode, (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1][:300]
-    else:
-        code, reason = 2, failed
+        try:
+            proc = subprocess.run([*command, "--root", str(base_root), "render"], cwd=base_root, env=env,
+                                  capture_output=True, text=True, check=False, timeout=BASE_RENDER_TIMEOUT)
+            code, reason = proc.returncode, (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1][:300]
+        except (OSError, subprocess.TimeoutExpired) as error:
+            reason = str(error)[:300]
     try:
         fleet: Fleet | None = load_fleet(base_root)
         fleet_note = ""

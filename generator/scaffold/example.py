@@ -23,9 +23,10 @@ from generator.config.repo import FLEET_FILE
 
 INPUT_FOLDERS = ("teams", "clusters")
 INPUT_FILES = (FLEET_FILE, ".github/CODEOWNERS")
-LISTED_FOLDERS = ("tests", "benchmarks")
-"""fleetgen's own development files, which init also moves aside: known by name only (they change with
-every commit of fleetgen), so a file of one's own among them is found, an edited one of fleetgen's not."""
+LISTED_FOLDERS = ("tests", "benchmarks", "docs", "images")
+"""fleetgen's own development files and manual, which init also moves aside: known by name only (they change
+with every commit of fleetgen), so a file of one's own among them is found, an edited one of fleetgen's not
+(init's own check finds those where the copy is a git checkout: changes not committed)."""
 KEPT_TESTS = ("upstream",)
 """What of tests/ a fleet keeps: the pinned tool builds its workflows use (kubeconform)."""
 KEPT = tuple(f"tests/{kept}" for kept in KEPT_TESTS)

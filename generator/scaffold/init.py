@@ -85,14 +85,14 @@ def _files(spec: FleetSpec, pin: str) -> dict[str, str]:
             pinfile.PIN_FILE: pin, "README.md": tests.joinpath("README.md").read_text(encoding="utf-8")}
 
 
-def _git(root: Path, *args: str) -> str | None:
-    """A git command's output in `root`, or None where git or the repository is not there."""
+def _git(root: Path, *args: str, strip: bool = True) -> str | None:
+    """A git command's output in `root` (stripped), or None where git or the repository is not there."""
     try:
         proc = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, check=False,
                               timeout=60)
     except OSError:
         return None
-    return proc.stdout.strip() if proc.returncode == 0 else None
+    return (proc.stdout.strip() if strip else proc.stdout) if proc.returncode == 0 else None
 
 
 def pin_requirement(root: Path, source: str | None) -> tuple[str, str]:
@@ -101,20 +101,20 @@ def pin_requirement(root: Path, source: str | None) -> tuple[str, str]:
     itself; fetched from `source`, or the copy's `origin`."""
     from generator import __version__
 
+    given = "--fleetgen-from" if source else "the copy's `origin` remote"
     source = source or _git(root, "remote", "get-url", "origin")
     if not source:
         raise UsageError("this copy has no git remote `origin` to take fleetgen's releases from: pass "
                          "--fleetgen-from <git URL of the fleetgen repository> (fleetgen.txt pins a release there)")
-    if "://" not in source and source.startswith("/"):
-        source = Path(source).as_uri()
     tag, commit = f"v{__version__}", _git(root, "rev-parse", "--verify", "HEAD^{commit}")
     tags = (_git(root, "tag", "--points-at", "HEAD") or "").split()
     ref = tag if commit is None or tag in tags else commit
     try:
         line = pinfile.git_requirement(source, ref)
     except InputError:
-        raise UsageError(f"--fleetgen-from: {source[:200]!r} is not a git URL pip can install fleetgen from "
-                         "(https://, ssh://, git:// or file://)") from None
+        raise UsageError(f"{given}: {source[:200]!r} is not a git URL pip can install fleetgen from (https://, "
+                         "ssh://, git://, file:// or a path, with a path after the host); pass --fleetgen-from "
+                         "<git URL of the fleetgen repository>") from None
     how = f"release {tag}" if ref == tag else f"commit {commit} of fleetgen {__version__}, no release tag"
     return line, how
 
@@ -133,20 +133,27 @@ def _is_a_copy(root: Path) -> None:
 def _not_the_example(root: Path, force: bool, note: Callable[[str], None]) -> None:
     """Refuse, unless `force`, a copy whose inputs are not the untouched example's (by content: a fleet
     of one's own may well keep the example's owners); with `force`, first say what goes aside."""
-    departures = example.departures(root)
+    departures = example.departures(root) + _uncommitted(root)
     if not departures:
         return
     shown = "; ".join(departures[:SHOWN]) + (f"; and {len(departures) - SHOWN} more" if len(departures) > SHOWN
                                               else "")
     if not force:
-        raise UsageError(f"this is not the untouched example fleet: {len(departures)} of its teams, clusters, "
-                         f"{FLEET_FILE} and CODEOWNERS differ from the example's ({shown}), and init would replace "
+        raise UsageError(f"this is not the untouched example fleet: {len(departures)} of the files init replaces "
+                         f"or moves aside differ from the example's ({shown}), and init would replace "
                          f"them; to start a new fleet, run init in a fresh copy of the fleetgen repository, or "
                          f"pass --force to replace these (they are kept in {emit.WORK}/init-*/previous/)")
     note(f"--force: this is not the untouched example fleet; moving aside into {emit.WORK}/init-*/previous/, "
          f"with the rest of {', '.join(f'{d}/' for d in REPLACED)} and tests/:")
     for line in departures:
         note(f"  {line}")
+
+
+def _uncommitted(root: Path) -> list[str]:
+    """fleetgen's own files that init moves aside and that differ from the copy's commit (an edited
+    Dockerfile, a page added to docs/), where the copy is a git checkout: `<path> (not committed)` each."""
+    out = _git(root, "status", "--porcelain=v1", "--untracked-files=all", "--", *GENERATOR, strip=False)
+    return [f"{line[3:]} (not committed)" for line in (out or "").splitlines() if len(line) > 3]
 
 
 def _check(root: Path, spec: FleetSpec) -> None:
@@ -200,10 +207,14 @@ def _moves(root: Path, new: Path) -> list[moves.Move]:
     """The renames (`generator/moves.py`) that switch the new fleet, built in `new`, in: each replaced
     path aside into the stage's `previous/`, each new one into its place, the kept parts of tests/ back
     into the new tests/."""
-    switched = [("aside", rel) for rel in (*REPLACED, "tests", *FILES, *GENERATOR) if os.path.lexists(root / rel)]
+    switched = [("aside", rel) for rel in (*REPLACED, "tests", *FILES) if os.path.lexists(root / rel)]
     github = ".github" if not (root / ".github").is_dir() else CODEOWNERS  # no .github/: the new one as a whole
     switched += [("in", rel) for rel in ("teams", "clusters", "rendered", "tests", FLEET_FILE, github,
-                                         pinfile.PIN_FILE, "README.md") if os.path.lexists(new / rel)]
+                                         pinfile.PIN_FILE) if os.path.lexists(new / rel)]
+    # fleetgen's own tree goes once the pin is in: an init killed anywhere leaves a copy `./fleetgen` can run
+    # (generator/ with pyproject.toml, else the pinned release), whose next init or render finishes the switch
+    switched += [("aside", rel) for rel in GENERATOR if os.path.lexists(root / rel)]
+    switched += [("in", "README.md")] if os.path.lexists(new / "README.md") else []
     return switched + [("back", f"tests/{kept}") for kept in KEPT_TESTS if os.path.lexists(root / "tests" / kept)]
 
 
