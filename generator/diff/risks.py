@@ -124,7 +124,7 @@ RULEBOOK: dict[str, Rule] = {
                                             "are orphaned."),
     # --- objects and sync
     "kueue-object-deleted": Rule("high", "A ClusterQueue, ResourceFlavor, Cohort or Topology is deleted (not "
-                                         "with its team): admitted work loses its queue."),
+                                         "with its team), with what Kueue then does to the work that used it."),
     "immutable-field": Rule("high", "A field the API server refuses to change: the sync fails until the object "
                                     "is deleted and recreated."),
     "gitops-destination-changed": Rule("high", "A GitOps object deploys somewhere else: objects at the old "
@@ -184,11 +184,26 @@ def _at(change: Change, severity: str, rule: str, what: str, cause: str = "") ->
     return Risk(severity, rule, what, (change.obj.cluster,), cause)
 
 
+DELETED_KUEUE = {
+    "ClusterQueue": "Kueue keeps it (resource-in-use finalizer) only while workloads hold quota in it: admitted "
+                    "ones run to completion, pending ones are never admitted (the queue reads Terminating), and "
+                    "its LocalQueues' new jobs find no queue",
+    "ResourceFlavor": "Kueue keeps it (resource-in-use finalizer) only while a ClusterQueue lists it, not while "
+                      "work runs on it: work admitted on it keeps running and counts against no quota",
+    "Cohort": "it has no finalizer: Kueue puts an implicit cohort of that name in its place, so its "
+              "ClusterQueues stay grouped, without the deleted Cohort's own quota and settings",
+    "Topology": "Kueue keeps it (resource-in-use finalizer) while a ResourceFlavor names it, so it goes only "
+                "with that flavor",
+}
+"""What Kueue v0.19.2 does when each is deleted: `pkg/controller/core/clusterqueue_controller.go:189-198`
+with `pkg/cache/scheduler/cache.go:426-434`; `resourceflavor_controller.go:107-116`; `cohort_controller.go:178-182`
+with `pkg/cache/hierarchy/manager.go:110-122`; `pkg/controller/tas/topology_controller.go:109-120`."""
+
+
 def _deleted_kueue(change: Change) -> Iterator[Risk]:
-    if change.action == "destroy" and change.obj.key[2] in ("ClusterQueue", "ResourceFlavor", "Cohort", "Topology"):
-        yield _at(change, "high", "kueue-object-deleted", f"{change.obj.label} is deleted; Kueue keeps it "
-                  "(resource-in-use finalizer) until no workload uses it, and admitted work loses its queue",
-                  cause=change.obj.label)
+    if change.action == "destroy" and change.obj.key[2] in DELETED_KUEUE:
+        yield _at(change, "high", "kueue-object-deleted", f"{change.obj.label} is deleted; "
+                  f"{DELETED_KUEUE[change.obj.key[2]]}", cause=change.obj.label)
 
 
 def _namespace_deleted(change: Change) -> Iterator[Risk]:
