@@ -208,7 +208,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.upstream)
 
 
-HEAVY_TWINS = frozenset({"tests/test_twin_gitops.py", "tests/test_twin_scheduling.py"})
+HEAVY_TWINS = frozenset({"tests/test_twin_gitops.py", "tests/test_twin_scheduling.py",
+                         "tests/test_upgrade_story_flux.py"})
 """Modules that each drive a whole twin (Argo CD or Flux, or a fleet's every profile) for many minutes.
 Side by side on two cores they starved each other's API servers into 504s, so `--dist loadfile` sends
 them to one worker as one unit, one after the other."""

@@ -25,9 +25,9 @@ def test_a_kueue_upgrade_keeps_admitted_and_waiting_work_and_every_queue(
         fleet_root: Path, upstream_etcd: Any, tmp_path_factory: pytest.TempPathFactory) -> None:
     from kubernetes import client
 
+    from tests.upgrade_checks import State, assert_work_kept, job_state, storage
     from tests.upstream.fleet import (
         JOBSET,
-        KUEUE,
         apply_all,
         condition,
         gpu_jobset,
@@ -43,22 +43,13 @@ def test_a_kueue_upgrade_keeps_admitted_and_waiting_work_and_every_queue(
                       kueue_tool="kueue-v0.15.2") as (stack, fleet, _):
         team = fleet.teams[TEAM].config
         ns, tag = team.namespace_names[0], uuid.uuid4().hex[:5]
-        jobs, kueue = client.CustomObjectsApi(stack.client()), client.CustomObjectsApi(stack.client())
-
-        def storage() -> str:
-            """The version the API server stores ClusterQueues at, as the installed CRD says."""
-            crd = client.ApiextensionsV1Api(stack.client()).read_custom_resource_definition(
-                f"clusterqueues.{KUEUE}")
-            return str(next(v.name for v in crd.spec.versions if v.storage))
+        jobs = client.CustomObjectsApi(stack.client())
 
         def submit(name: str, pods: int) -> None:
             jobs.create_namespaced_custom_object(JOBSET, "v1alpha2", ns, "jobsets", gpu_jobset(team, name, pods, 4))
 
-        def state(name: str) -> tuple[str, str, str]:
-            """(workload uid, Admitted, Evicted) of a job."""
-            found = workload_of(stack, ns, name) or {}
-            return (found.get("metadata", {}).get("uid", ""), condition(found, "Admitted").get("status", ""),
-                    condition(found, "Evicted").get("status", ""))
+        def state(name: str) -> State:
+            return job_state(stack, ns, name)
 
         running, waiting = f"running-{tag}", f"waiting-{tag}"
         submit(running, 1)  # 4 GPUs: the team's quota on dev's l4
@@ -69,7 +60,7 @@ def test_a_kueue_upgrade_keeps_admitted_and_waiting_work_and_every_queue(
                         60), workload_of(stack, ns, waiting)
         before = {name: state(name) for name in (running, waiting)}
         assert stack.processes["kueue"].popen.args[0].endswith("kueue-v0.15.2")
-        assert storage() == "v1beta1"
+        assert storage(stack) == "v1beta1"
 
         # the upgrade, as the page says: the pin, a render, the sync
         edit(fleet_root, f"clusters/{CLUSTER}.yaml", "  version: v0.15.2", "  version: v0.19.2")
@@ -78,19 +69,8 @@ def test_a_kueue_upgrade_keeps_admitted_and_waiting_work_and_every_queue(
         stack.upgrade_kueue("kueue", rendered_kueue_config(objects))
         assert not apply_all(stack, objects)
 
-        assert storage() == "v1beta2"  # the v0.16 change the table's notes name
-        after = {name: state(name) for name in (running, waiting)}
-        assert after[running] == (before[running][0], "True", ""), after  # the same Workload, still admitted
-        assert after[waiting][0] == before[waiting][0] and after[waiting][1] != "True", after
-        for kind in ("clusterqueues", "localqueues"):
-            items = (kueue.list_cluster_custom_object(KUEUE, "v1beta2", kind) if kind == "clusterqueues" else
-                     kueue.list_namespaced_custom_object(KUEUE, "v1beta2", ns, kind))["items"]
-            assert items and all(condition(q, "Active").get("status") == "True" for q in items), \
-                [(q["metadata"]["name"], q.get("status")) for q in items]
-        workloads = kueue.list_cluster_custom_object(KUEUE, "v1beta2", "workloads")["items"]
-        owned = {(w["metadata"]["namespace"], ref["name"]) for w in workloads
-                 for ref in w["metadata"].get("ownerReferences") or []}
-        assert owned == {(ns, running), (ns, waiting)}, owned  # one Workload per job, none orphaned
+        assert storage(stack) == "v1beta2"  # the v0.16 change the table's notes name
+        assert_work_kept(stack, ns, before, running, waiting)
 
         # the upgraded Kueue admits on the same quota once the running job ends
         jobs.delete_namespaced_custom_object(JOBSET, "v1alpha2", ns, "jobsets", running)

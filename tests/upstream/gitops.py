@@ -23,6 +23,7 @@ platform's managers run where the engine installed them.
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import shutil
@@ -406,6 +407,11 @@ class Managers:
     _certgen_jobs: dict[str, tuple[str, dict[str, str]]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _watcher: threading.Thread | None = None
+    _templates: dict[str, str] = field(default_factory=dict)
+    """Manager -> its Deployment's pod template when it was started: a new template (an upgrade's image,
+    say) rolls it, as the Deployment controller replaces the pod."""
+    rolled: dict[str, list[str]] = field(default_factory=dict)
+    """Manager -> the builds it was started from, in order (one per pod it rolled to)."""
 
     def start(self) -> Managers:
         self._watcher = threading.Thread(target=self._watch_jobs, name="twin-certgen-jobs", daemon=True)
@@ -502,7 +508,18 @@ class Managers:
         whose Secret volume is missing, so no manager starts before its certificate Secret exists."""
         return self.stack._get(path) or None
 
+    def _roll(self, m: Manager) -> None:
+        """Stop a running manager whose Deployment's pod template changed: the next step starts the new one."""
+        proc = self.processes.get(m.name)
+        if proc is None or not proc.alive() or m.name not in self._templates:
+            return
+        deployment = self._get(f"/apis/apps/v1/namespaces/{m.namespace}/deployments/{m.deployment}")
+        if deployment and _template(deployment) != self._templates[m.name]:
+            self.processes.pop(m.name).stop()
+            self.restarts[m.name] = self.restarts.get(m.name, 0) + 1  # the new pod's log beside the old one's
+
     def _step(self, m: Manager) -> None:
+        self._roll(m)
         due = self._due(m.name, m.namespace, m.secret, lambda data: bool(data.get("tls.crt")))
         if due is None:
             return
@@ -516,6 +533,12 @@ class Managers:
         config = yaml.safe_load(config_map["data"][m.config_key])
         certs.mkdir(exist_ok=True)
         health = free_port()
+        flags = []
+        if m.name == "kueue" and not str(config.get("apiVersion", "")).endswith("/v1beta2"):
+            # v1beta1 (Kueue v0.15.2's, as fleetgen renders it) has no visibilityServer settings: the server
+            # would bind 0.0.0.0:8082, once per machine; off, as the stack's own Kueue does (cluster.py).
+            services.pop("visibilityServer", None)
+            flags.append("--feature-gates=VisibilityOnDemand=false")
         for section, service in services.items():
             assert service is not None
             ports = service["spec"]["ports"]  # the section's own port where the Service names it, else its first
@@ -530,8 +553,9 @@ class Managers:
                        "leaderElection": {"leaderElect": False}})
         path = self.stack.workdir / f"{m.name}-managed-config.yaml"
         path.write_text(yaml.safe_dump(config))
-        argv = [str(tools.binary(m.name)), f"--config={path}", f"--kubeconfig={self._kubeconfig}",
-                "--zap-log-level=info"]
+        argv = [str(_build(m.name, deployment)), f"--config={path}", f"--kubeconfig={self._kubeconfig}",
+                "--zap-log-level=info", *flags]
+        self.rolled.setdefault(m.name, []).append(Path(argv[0]).name)
         self._launch(m.name, deployment, m.secret, certs, argv, {"POD_NAMESPACE": m.namespace})
 
     @property
@@ -553,6 +577,7 @@ class Managers:
     def _launch(self, name: str, deployment: dict[str, Any], secret_name: str, certs: Path, argv: list[str],
                 env: dict[str, str]) -> None:
         """The manager started with its Deployment's volumes mounted where its container has them."""
+        self._templates[name] = _template(deployment)
         run = self.restarts.get(name, 0)
         self.processes[name] = spawn(
             f"{name} (chart)", _in_pod_filesystem(_volumes(deployment, secret_name, certs, self.stack.workdir / name),
@@ -584,6 +609,25 @@ class Managers:
                 thread.join(timeout=10)
         for proc in self.processes.values():
             proc.stop()
+
+
+def _template(deployment: dict[str, Any]) -> str:
+    return json.dumps(deployment["spec"]["template"], sort_keys=True)
+
+
+def _build(name: str, deployment: dict[str, Any]) -> Path:
+    """The build of the release the Deployment runs: another release built here as `<name>-v<version>` (Kueue
+    v0.15.2 for the upgrade stories) where its image tag or its chart's `helm.sh/chart` label names one, else
+    the pinned build. (A chart packaged from its module names a branch image, `release-0.15`, where the
+    published chart names the release: the label says which release the chart is.)"""
+    image = deployment["spec"]["template"]["spec"]["containers"][0].get("image") or ""
+    tag = image.split("@")[0].rsplit(":", 1)[-1] if ":" in image.rsplit("/", 1)[-1] else ""
+    chart = ((deployment["metadata"].get("labels") or {}).get("helm.sh/chart") or "").rsplit("-", 1)[-1]
+    for version in (tag, chart):
+        other = f"{name}-v{version.removeprefix('v')}"
+        if version and other in tools.BY_NAME:
+            return tools.binary(other)
+    return tools.binary(name)
 
 
 def _volumes(deployment: dict[str, Any], secret: str, certs: Path, scratch: Path) -> dict[str, Path]:
