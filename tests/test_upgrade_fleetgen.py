@@ -66,7 +66,7 @@ def test_a_fleet_made_by_init_takes_the_next_release_by_its_pin(releases: tuple[
     # the fleet's own ./fleetgen installs the pinned release, and the tree init wrote is what it renders
     first = launcher(fleet, "render", "--check", env=env)
     assert first.returncode == 0, first.stdout + first.stderr
-    assert f"installing fleetgen @ git+{url(bare)}@v{__version__}" in first.stderr
+    assert "installing into" in first.stderr and f"fleetgen @ git+{url(bare)}@v{__version__}" in first.stderr
 
     # the next release, the pin moved on a branch: no merge of fleetgen's tree, nothing of its example
     version = publish_next(source, bare)

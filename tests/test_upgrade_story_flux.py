@@ -20,7 +20,7 @@ import pytest
 
 from generator.checks import load_fleet
 from tests.conftest import edit, run
-from tests.test_twin_gitops import CONTROLLERS, SERVICE_RANGE, _fleet_repo, _flux_names, _flux_ready, _git, mirror_for
+from tests.gitops_fleet import CONTROLLERS, SERVICE_RANGE, _fleet_repo, _flux_names, _flux_ready, _git, mirror_for
 from tests.upgrade_checks import assert_work_kept, job_state, storage
 from tests.upstream import pki
 from tests.upstream.cluster import Stack
