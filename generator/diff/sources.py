@@ -69,7 +69,8 @@ def compiled(root: Path, label: str, clusters: list[str] | None = None) -> Side:
 
     if not (root / "clusters").is_dir():
         return Side(emit.read_tree(root), None, label, where=f"{label.rstrip('/')}/")
-    pin, pin_error = _pin_of(root, label)
+    pin, pin_error = _pin_of(root, pinfile.PIN_FILE if label == "work tree"
+                             else f"{label.split(' ')[0].rstrip('/')}/{pinfile.PIN_FILE}")
     result = render.build(root, clusters=clusters)
     tree = result.tree
     if clusters is not None:  # build() adds the GitOps files of every cluster: keep the compared ones'
@@ -82,9 +83,9 @@ def compiled(root: Path, label: str, clusters: list[str] | None = None) -> Side:
     return Side(tree, result.fleet, label, clusters=clusters, pin=pin, pin_error=pin_error)
 
 
-def _pin_of(root: Path, label: str) -> tuple[pinfile.Pin | None, str]:
-    """A side's pin, or why it does not read (a diff reports it; `./fleetgen` refuses to run such a pin)."""
-    shown = pinfile.PIN_FILE if label == "work tree" else f"{label.split(' ')[0].rstrip('/')}/{pinfile.PIN_FILE}"
+def _pin_of(root: Path, shown: str) -> tuple[pinfile.Pin | None, str]:
+    """A side's pin, or why it does not read, named `shown` (a diff reports it; `./fleetgen` refuses to run
+    such a pin)."""
     try:
         return pinfile.read(root, shown), ""
     except InputError as error:
@@ -190,11 +191,9 @@ def _pinned_sides(root: Path, base_root: Path, label: str) -> tuple[Side, Side]:
     change moves the pin, both sides here otherwise (the base has no generator/ to run)."""
     from generator.diff import releaseenv
 
-    work_pin, broken = pinfile.read(root), ""
-    try:
-        base_pin = pinfile.read(base_root, f"{label.split(' ')[0]}:{pinfile.PIN_FILE}")
-    except InputError as error:  # the base's own problem: its pull request may be the one that fixes it
-        base_pin, broken = None, str(error).splitlines()[0]
+    work_pin = pinfile.read(root)
+    # a base pin that does not read is the base's own problem: its pull request may be the one that fixes it
+    base_pin, broken = _pin_of(base_root, f"{label.split(' ')[0]}:{pinfile.PIN_FILE}")
     if base_pin is None or base_pin == work_pin:
         before, after = _same_generator(root, base_root, label)
         before.pin, after.pin, before.pin_error = base_pin, work_pin, broken
